@@ -1,0 +1,354 @@
+/*
+ * client.c - the connection to tileopsd and its session: connect, the
+ * shared-memory arena, Hello, pipe events, close.
+ *
+ * A session lives on exactly one nng pipe. When that pipe goes away the
+ * session is gone on the daemon's side too, so the client turns dead: every
+ * request in flight fails with TILEOPS_ERR_CLOSED and nothing is sent any
+ * more. A pipe nng would dial again later is refused, since the daemon
+ * would see a stranger without a session on it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#include <nng/protocol/reqrep0/req.h>
+
+/* nng would otherwise keep dialing a lost daemon every 100 ms; each such
+ * pipe is refused anyway, so try rarely. */
+#define RECONNECT_MIN_MS 60000
+#define RECONNECT_MAX_MS 600000
+
+static void client_destroy(struct tileops_client *c)
+{
+	pthread_mutex_destroy(&c->arena_mu);
+	pthread_mutex_destroy(&c->mu);
+	pthread_cond_destroy(&c->slot_cv);
+	free(c->address);
+	free(c->daemon_version);
+	free(c->backend);
+	free(c->device);
+	free(c);
+}
+
+/* Drop one reference; the last one frees the client. */
+void tci_client_release(struct tileops_client *c)
+{
+	int last;
+
+	pthread_mutex_lock(&c->mu);
+	last = --c->refs == 0;
+	pthread_mutex_unlock(&c->mu);
+	if (last)
+		client_destroy(c);
+}
+
+static struct tileops_client *client_alloc(void)
+{
+	struct tileops_client *c = calloc(1, sizeof(*c));
+
+	if (c == NULL)
+		return NULL;
+	pthread_mutex_init(&c->arena_mu, NULL);
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->slot_cv, NULL);
+	c->refs = 1;
+	return c;
+}
+
+/* Pipe events, on nng's threads. */
+static void client_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	struct tileops_client *c = arg;
+	int refuse = 0;
+
+	pthread_mutex_lock(&c->mu);
+	if (ev == NNG_PIPE_EV_ADD_PRE) {
+		if (c->had_pipe || c->dead) {
+			refuse = 1;
+		} else {
+			c->had_pipe = 1;
+			c->pipe_id = (uint32_t)nng_pipe_id(p);
+		}
+	} else if (ev == NNG_PIPE_EV_REM_POST && c->had_pipe &&
+	           (uint32_t)nng_pipe_id(p) == c->pipe_id && !c->dead) {
+		c->dead = 1;
+		tci_request_abort_all(c);
+		pthread_cond_broadcast(&c->slot_cv);
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (refuse)
+		nng_pipe_close(p);
+}
+
+static tileops_status socket_open(struct tileops_client *c)
+{
+	int rv;
+
+	if ((rv = nng_req0_open(&c->sock)) != 0)
+		return tci_error_nng(TILEOPS_ERR_INTERNAL, rv, "opening an nng REQ socket");
+	/* tileopsd executes every request exactly once: never resend. */
+	if ((rv = nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)) ||
+	    (rv = nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, TCI_RECV_MAX_BYTES)) ||
+	    (rv = nng_socket_set_ms(c->sock, NNG_OPT_RECONNMINT, RECONNECT_MIN_MS)) ||
+	    (rv = nng_socket_set_ms(c->sock, NNG_OPT_RECONNMAXT, RECONNECT_MAX_MS)) ||
+	    (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_PRE, client_pipe_cb, c)) ||
+	    (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, client_pipe_cb, c))) {
+		nng_close(c->sock);
+		return tci_error_nng(TILEOPS_ERR_INTERNAL, rv, "setting up the nng REQ socket");
+	}
+	return TILEOPS_OK;
+}
+
+static tileops_status socket_dial(struct tileops_client *c)
+{
+	int rv = nng_dial(c->sock, c->address, NULL, 0);
+
+	if (rv == 0)
+		return TILEOPS_OK;
+	if (rv == NNG_EADDRINVAL || rv == NNG_ENOTSUP || rv == NNG_EINVAL)
+		return tci_error(TILEOPS_ERR_CONNECT,
+		                 "cannot connect to tileopsd: '%s' is not a valid nng address (%s)",
+		                 c->address, nng_strerror(rv));
+	return tci_error(TILEOPS_ERR_CONNECT,
+	                 "cannot connect to tileopsd at %s: %s (is tileopsd running? "
+	                 "set TILEOPS_ADDRESS or pass the address it listens on)",
+	                 c->address, nng_strerror(rv));
+}
+
+static tileops_status arena_fail(const char *what, const char *name, int err)
+{
+	tileops_status st = TILEOPS_ERR_INTERNAL;
+
+	if (err == ENOMEM || err == ENOSPC || err == EMFILE || err == ENFILE)
+		st = TILEOPS_ERR_OUT_OF_MEMORY;
+	else if (err == EACCES || err == EPERM)
+		st = TILEOPS_ERR_PERMISSION;
+	return tci_error(st, "shared-memory arena %s: %s failed: %s", name, what, strerror(err));
+}
+
+/*
+ * Create the shared-memory arena: a fresh, exclusive name, sized and mapped.
+ * The name stays linked until the daemon has mapped it (after Hello).
+ */
+static tileops_status arena_create(struct tileops_client *c, char *name, size_t name_len)
+{
+	unsigned char rnd[8];
+	int fd = -1;
+	int tries;
+
+	for (tries = 0; tries < 8 && fd < 0; tries++) {
+		uint64_t v = 0;
+
+		if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+			return arena_fail("getrandom", "name", errno);
+		memcpy(&v, rnd, sizeof(v));
+		snprintf(name, name_len, "/tileops-%ld-%016llx", (long)getpid(),
+		         (unsigned long long)v);
+		fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0660);
+		if (fd < 0 && errno != EEXIST)
+			return arena_fail("shm_open", name, errno);
+	}
+	if (fd < 0)
+		return arena_fail("shm_open", name, EEXIST);
+	if (ftruncate(fd, (off_t)c->arena_bytes) != 0) {
+		int err = errno;
+
+		close(fd);
+		shm_unlink(name);
+		return arena_fail("ftruncate", name, err);
+	}
+	c->arena = mmap(NULL, c->arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (c->arena == MAP_FAILED) {
+		int err = errno;
+
+		c->arena = NULL;
+		close(fd);
+		shm_unlink(name);
+		return arena_fail("mmap", name, err);
+	}
+	close(fd);
+	return TILEOPS_OK;
+}
+
+static char *str_dup_or_empty(const char *s)
+{
+	return strdup(s != NULL ? s : "");
+}
+
+/* Keep what the daemon said about itself. */
+static tileops_status server_info_store(struct tileops_client *c, const Tileops__Reply *reply)
+{
+	const Tileops__HelloReply *h = reply->hello;
+
+	if (reply->body_case != TILEOPS__REPLY__BODY_HELLO || h == NULL)
+		return tci_error(TILEOPS_ERR_PROTOCOL,
+		                 "tileopsd answered Hello without a HelloReply");
+	if (h->protocol_version != TCI_PROTOCOL_VERSION)
+		return tci_error(TILEOPS_ERR_VERSION,
+		                 "tileopsd speaks protocol version %u, this libtileops %d",
+		                 h->protocol_version, TCI_PROTOCOL_VERSION);
+	c->daemon_version = str_dup_or_empty(h->daemon_version);
+	c->backend = str_dup_or_empty(h->backend);
+	c->device = str_dup_or_empty(h->device);
+	if (c->daemon_version == NULL || c->backend == NULL || c->device == NULL)
+		return tci_error(TILEOPS_ERR_OUT_OF_MEMORY, "out of memory for server info");
+	c->info.protocol_version = h->protocol_version;
+	c->info.daemon_version = c->daemon_version;
+	c->info.backend = c->backend;
+	c->info.device = c->device;
+	c->info.capabilities = h->capabilities;
+	c->info.session_id = h->session_id;
+	c->info.max_message_bytes = h->max_message_bytes;
+	return TILEOPS_OK;
+}
+
+static tileops_status session_hello(struct tileops_client *c, const char *client_name)
+{
+	Tileops__Request req = TILEOPS__REQUEST__INIT;
+	Tileops__Hello hello = TILEOPS__HELLO__INIT;
+	Tileops__Reply *reply = NULL;
+	char arena_name[64];
+	tileops_status st;
+
+	if ((st = arena_create(c, arena_name, sizeof(arena_name))) != TILEOPS_OK)
+		return st;
+	hello.protocol_version = TCI_PROTOCOL_VERSION;
+	hello.client_name = (char *)client_name;
+	hello.arena_name = arena_name;
+	hello.arena_bytes = c->arena_bytes;
+	hello.client_pid = (int32_t)getpid();
+	req.body_case = TILEOPS__REQUEST__BODY_HELLO;
+	req.hello = &hello;
+
+	st = tci_request_call(c, &req, 0, &reply);
+	/* Mapped by the daemon by now (or never will be): the name can go. */
+	shm_unlink(arena_name);
+	if (st != TILEOPS_OK)
+		return st;
+	st = server_info_store(c, reply);
+	tileops__reply__free_unpacked(reply, NULL);
+	return st;
+}
+
+/* Tear down what connect or use built. Sends nothing. */
+static void client_shutdown(struct tileops_client *c)
+{
+	pthread_mutex_lock(&c->mu);
+	c->closed = 1;
+	c->dead = 1;
+	pthread_cond_broadcast(&c->slot_cv);
+	pthread_mutex_unlock(&c->mu);
+	/* Fails every request in flight with NNG_ECLOSED, and returns only after
+	 * the pipe callbacks have run. */
+	nng_close(c->sock);
+	if (c->arena != NULL)
+		munmap(c->arena, c->arena_bytes);
+	c->arena = NULL;
+	tci_client_release(c);
+}
+
+static const char *resolve_address(const char *given, char *buf, size_t len)
+{
+	const char *env = getenv("TILEOPS_ADDRESS");
+
+	if (given != NULL && given[0] != '\0')
+		return given;
+	if (env != NULL && env[0] != '\0')
+		return env;
+	if (tci_default_address("tileopsd.sock", buf, len) != TILEOPS_OK)
+		return NULL;
+	return buf;
+}
+
+TILEOPS_API tileops_status tileops_connect_opts(const tileops_connect_options *opts,
+                                                tileops_client **out)
+{
+	struct tileops_client *c;
+	char defaddr[512];
+	const char *address;
+	const char *name;
+	tileops_status st;
+
+	if (out == NULL)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "connect: out is NULL");
+	*out = NULL;
+	if (opts == NULL)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "connect: options are NULL");
+	if (opts->timeout_ms < 0)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT,
+		                 "connect: timeout_ms is %d, expected >= 0 (0 waits without limit)",
+		                 opts->timeout_ms);
+	if ((address = resolve_address(opts->address, defaddr, sizeof(defaddr))) == NULL)
+		return TILEOPS_ERR_INVALID_ARGUMENT;
+	name = opts->name != NULL && opts->name[0] != '\0' ? opts->name
+	                                                   : program_invocation_short_name;
+
+	if ((c = client_alloc()) == NULL)
+		return tci_error(TILEOPS_ERR_OUT_OF_MEMORY, "connect: out of memory");
+	c->timeout_ms = opts->timeout_ms;
+	c->arena_bytes = opts->arena_bytes != 0 ? opts->arena_bytes : TCI_DEFAULT_ARENA_BYTES;
+	if ((c->address = strdup(address)) == NULL) {
+		client_destroy(c);
+		return tci_error(TILEOPS_ERR_OUT_OF_MEMORY, "connect: out of memory");
+	}
+	if ((st = socket_open(c)) != TILEOPS_OK) {
+		client_destroy(c);
+		return st;
+	}
+	if ((st = socket_dial(c)) != TILEOPS_OK || (st = session_hello(c, name)) != TILEOPS_OK) {
+		client_shutdown(c);
+		return st;
+	}
+	*out = c;
+	return TILEOPS_OK;
+}
+
+TILEOPS_API tileops_status tileops_connect(const char *address, tileops_client **out)
+{
+	tileops_connect_options opts;
+
+	memset(&opts, 0, sizeof(opts));
+	opts.address = address;
+	return tileops_connect_opts(&opts, out);
+}
+
+TILEOPS_API tileops_status tileops_server_info_get(tileops_client *c, tileops_server_info *out)
+{
+	if (c == NULL || out == NULL)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "server_info_get: %s is NULL",
+		                 c == NULL ? "client" : "out");
+	*out = c->info;
+	return TILEOPS_OK;
+}
+
+/* Say Goodbye so the daemon frees the session now rather than on disconnect. */
+static void session_goodbye(struct tileops_client *c)
+{
+	Tileops__Request req = TILEOPS__REQUEST__INIT;
+	Tileops__Goodbye bye = TILEOPS__GOODBYE__INIT;
+	char saved[1024];
+
+	/* Best effort: whatever happens must not replace the caller's last error. */
+	snprintf(saved, sizeof(saved), "%s", tileops_last_error());
+	req.body_case = TILEOPS__REQUEST__BODY_GOODBYE;
+	req.goodbye = &bye;
+	(void)tci_request_call(c, &req, TCI_SEND_CLOSING, NULL);
+	tci_error_set_text(saved);
+}
+
+TILEOPS_API void tileops_close(tileops_client *c)
+{
+	if (c == NULL)
+		return;
+	session_goodbye(c);
+	client_shutdown(c);
+}

@@ -1,0 +1,307 @@
+/*
+ * tileops.h - the TileOPs client library (libtileops).
+ *
+ * A process links libtileops to run LLM operators on tensors that live in a
+ * running tileopsd: it connects, creates tensors, writes host bytes into
+ * them, runs ops over them and reads results back. The daemon owns the GPU;
+ * this library only talks to it.
+ *
+ * Conventions
+ *  - Every function returns a tileops_status (TILEOPS_OK on success) and
+ *    writes results through out-parameters, which are left untouched on
+ *    failure unless said otherwise.
+ *  - When a call fails, tileops_last_error() returns a message for the
+ *    calling thread that says what was wrong, usually the daemon's own
+ *    words ("rms_norm: weight has shape [4095], expected [4096]").
+ *  - Thread safety: a tileops_client may be used from several threads at
+ *    once. Requests from one client are executed by the daemon in the order
+ *    this library sent them; calls made concurrently from different threads
+ *    are ordered by whichever was submitted first.
+ *  - Freeing NULL (or handle 0) is a no-op.
+ */
+#ifndef TILEOPS_H
+#define TILEOPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TILEOPS_VERSION_MAJOR 0
+#define TILEOPS_VERSION_MINOR 1
+#define TILEOPS_VERSION_PATCH 0
+#define TILEOPS_VERSION_STRING "0.1.0"
+
+/* Maximum tensor rank. */
+#define TILEOPS_MAX_DIMS 8
+
+/*
+ * Status codes. The same values travel on the wire (docs/protocol.md).
+ */
+typedef enum tileops_status {
+	TILEOPS_OK = 0,
+	TILEOPS_ERR_INVALID_ARGUMENT = 1, /* a bad argument to a library call */
+	TILEOPS_ERR_CONNECT = 2,          /* tileopsd could not be reached */
+	TILEOPS_ERR_PROTOCOL = 3,         /* a malformed or out-of-order message */
+	TILEOPS_ERR_VERSION = 4,          /* protocol versions do not match */
+	TILEOPS_ERR_PERMISSION = 5,       /* the daemon refused this peer */
+	TILEOPS_ERR_NO_SESSION = 6,       /* no session on this connection */
+	TILEOPS_ERR_UNKNOWN_OP = 7,       /* no op of that name */
+	TILEOPS_ERR_UNKNOWN_HANDLE = 8,   /* not a tensor of this session */
+	TILEOPS_ERR_DTYPE = 9,            /* a dtype rule failed */
+	TILEOPS_ERR_SHAPE = 10,           /* a rank or shape rule failed */
+	TILEOPS_ERR_PARAM = 11,           /* a param is missing, unknown or out of range */
+	TILEOPS_ERR_RANGE = 12,           /* an arena offset or length is out of range */
+	TILEOPS_ERR_TOO_LARGE = 13,       /* a message over the daemon's size cap */
+	TILEOPS_ERR_OUT_OF_MEMORY = 14,   /* device or host memory ran out */
+	TILEOPS_ERR_QUOTA = 15,           /* the session's memory quota is used up */
+	TILEOPS_ERR_BUSY = 16,            /* too many requests in flight */
+	TILEOPS_ERR_UNSUPPORTED = 17,     /* not available on this backend */
+	TILEOPS_ERR_BACKEND = 18,         /* the device failed (launch, copy) */
+	TILEOPS_ERR_SHUTDOWN = 19,        /* the daemon is stopping */
+	TILEOPS_ERR_TIMEOUT = 20,         /* no answer within the timeout */
+	TILEOPS_ERR_CLOSED = 21,          /* the connection was lost or closed */
+	TILEOPS_ERR_INTERNAL = 22,        /* a bug: please report it */
+	TILEOPS_IN_PROGRESS = 23          /* not an error: the work is not done yet */
+} tileops_status;
+
+/* A short, static description of a status code. Never NULL. */
+const char *tileops_strerror(int status);
+
+/*
+ * The message of the last call that failed on this thread (a thread-local
+ * buffer, valid until the thread's next failing call). "" if none.
+ */
+const char *tileops_last_error(void);
+
+/* Element types. */
+typedef enum tileops_dtype {
+	TILEOPS_F32 = 1,
+	TILEOPS_F16 = 2,
+	TILEOPS_BF16 = 3,
+	TILEOPS_I32 = 4,
+	TILEOPS_I64 = 5,
+	TILEOPS_U8 = 6,
+	TILEOPS_FP8_E4M3 = 7
+} tileops_dtype;
+
+/* Size of one element in bytes; 0 for an unknown dtype. */
+size_t tileops_dtype_size(tileops_dtype dtype);
+/* "f32", "bf16", ...; "invalid" for an unknown dtype. */
+const char *tileops_dtype_name(tileops_dtype dtype);
+
+/* A connection to tileopsd, with its session. Opaque. */
+typedef struct tileops_client tileops_client;
+
+/*
+ * A tensor, named by a handle the daemon gave this client's session. 0 is
+ * never a valid handle. Handles of one client mean nothing to another.
+ */
+typedef uint64_t tileops_tensor;
+
+/* Options for tileops_connect_opts. Zero-initialise, then set what you need. */
+typedef struct tileops_connect_options {
+	/* nng address of the daemon, e.g. "ipc:///run/tileopsd/tileopsd.sock".
+	 * NULL: $TILEOPS_ADDRESS, else the default path (see tileops_default_address). */
+	const char *address;
+	/* Bytes of the shared-memory arena used for tensor reads and writes.
+	 * 0: 64 MiB. Larger transfers are split into arena-sized pieces. */
+	size_t arena_bytes;
+	/* Milliseconds to wait for each reply; 0 waits without limit. */
+	int timeout_ms;
+	/* A name for this client, shown in the daemon's logs and stats. */
+	const char *name;
+} tileops_connect_options;
+
+/*
+ * The default daemon address: ipc://$XDG_RUNTIME_DIR/tileopsd/tileopsd.sock
+ * when XDG_RUNTIME_DIR is set, else ipc:///run/tileopsd/tileopsd.sock.
+ * Writes at most `len` bytes including the terminating NUL.
+ */
+tileops_status tileops_default_address(char *buf, size_t len);
+
+/*
+ * Connect to tileopsd and open a session. On success *out owns the
+ * connection; release it with tileops_close. On failure *out is NULL.
+ */
+tileops_status tileops_connect(const char *address, tileops_client **out);
+tileops_status tileops_connect_opts(const tileops_connect_options *opts,
+                                    tileops_client **out);
+
+/*
+ * Close the session and the connection. The daemon frees every tensor the
+ * session still holds. Outstanding completions fail with TILEOPS_ERR_CLOSED
+ * but must still be freed. Must not race with other calls on `c`.
+ */
+void tileops_close(tileops_client *c);
+
+/* What the daemon said about itself at connect time. Strings live as long as c. */
+typedef struct tileops_server_info {
+	uint32_t protocol_version;
+	const char *daemon_version;
+	const char *backend; /* "cuda" or "cpu" */
+	const char *device;  /* e.g. "NVIDIA H200 (sm_90, 132 SMs)" */
+	uint64_t capabilities; /* TILEOPS_CAP_* bits */
+	uint64_t max_message_bytes;
+	uint64_t session_id;
+} tileops_server_info;
+
+#define TILEOPS_CAP_CUDA_IPC (1u << 0) /* tensor import/export work */
+#define TILEOPS_CAP_GPU (1u << 1)      /* tensors live on a GPU */
+
+tileops_status tileops_server_info_get(tileops_client *c, tileops_server_info *out);
+
+/* ---- tensors ---------------------------------------------------------- */
+
+/*
+ * Create a tensor of `dtype` and `shape` (ndim 0..TILEOPS_MAX_DIMS, every
+ * extent >= 0), packed row-major. Its contents are undefined until written.
+ */
+tileops_status tileops_tensor_create(tileops_client *c, tileops_dtype dtype, int ndim,
+                                     const int64_t *shape, tileops_tensor *out);
+
+/* Free a tensor. Ops already submitted that use it complete first. */
+tileops_status tileops_tensor_free(tileops_client *c, tileops_tensor t);
+
+/*
+ * Copy `len` bytes from host memory `src` into the tensor at byte `offset`.
+ * Ordered after every op submitted before it; returns when the bytes are in
+ * the tensor.
+ */
+tileops_status tileops_tensor_write(tileops_client *c, tileops_tensor t, size_t offset,
+                                    const void *src, size_t len);
+
+/*
+ * Copy `len` bytes of the tensor from byte `offset` into host memory `dst`.
+ * Waits for every op submitted before it that writes the tensor.
+ */
+tileops_status tileops_tensor_read(tileops_client *c, tileops_tensor t, size_t offset,
+                                   void *dst, size_t len);
+
+/* An opaque CUDA IPC memory handle (cudaIpcMemHandle_t is 64 bytes). */
+typedef struct tileops_ipc_handle {
+	unsigned char bytes[64];
+} tileops_ipc_handle;
+
+/*
+ * Export a tensor's device memory so a process with its own CUDA context can
+ * open it (cudaIpcOpenMemHandle). The memory stays valid until the tensor
+ * is freed. TILEOPS_ERR_UNSUPPORTED on the CPU backend.
+ */
+tileops_status tileops_tensor_export(tileops_client *c, tileops_tensor t,
+                                     tileops_ipc_handle *out);
+
+/*
+ * Wrap device memory another process exported (cudaIpcGetMemHandle) as a
+ * tensor of this session, without copying. The daemon opens each handle once
+ * per session. Freeing the tensor closes it; the memory stays the exporter's.
+ */
+tileops_status tileops_tensor_import(tileops_client *c, const tileops_ipc_handle *h,
+                                     tileops_dtype dtype, int ndim, const int64_t *shape,
+                                     tileops_tensor *out);
+
+/* ---- ops -------------------------------------------------------------- */
+
+typedef enum tileops_param_kind {
+	TILEOPS_PARAM_INT = 1,
+	TILEOPS_PARAM_FLOAT = 2,
+	TILEOPS_PARAM_BOOL = 3
+} tileops_param_kind;
+
+/* A named op param. The name is copied; it need not outlive the call. */
+typedef struct tileops_param {
+	const char *name;
+	tileops_param_kind kind;
+	union {
+		int64_t i;
+		double f;
+		int b;
+	} v;
+} tileops_param;
+
+static inline tileops_param tileops_param_int(const char *name, int64_t v)
+{
+	tileops_param p;
+	p.name = name;
+	p.kind = TILEOPS_PARAM_INT;
+	p.v.i = v;
+	return p;
+}
+
+static inline tileops_param tileops_param_float(const char *name, double v)
+{
+	tileops_param p;
+	p.name = name;
+	p.kind = TILEOPS_PARAM_FLOAT;
+	p.v.f = v;
+	return p;
+}
+
+static inline tileops_param tileops_param_bool(const char *name, int v)
+{
+	tileops_param p;
+	p.name = name;
+	p.kind = TILEOPS_PARAM_BOOL;
+	p.v.b = v ? 1 : 0;
+	return p;
+}
+
+/* Everything one op invocation names. Arrays need only outlive the call. */
+typedef struct tileops_op {
+	const char *name; /* e.g. "rms_norm" (docs/ops.md lists them) */
+	const tileops_tensor *inputs;
+	size_t n_inputs;
+	const tileops_tensor *outputs;
+	size_t n_outputs;
+	const tileops_param *params;
+	size_t n_params;
+} tileops_op;
+
+/*
+ * Run an op. Returns once the daemon has validated the request and launched
+ * it in this session's order; a validation failure is returned here with
+ * its message. Use tileops_sync or a read to wait for the result.
+ */
+tileops_status tileops_op_run(tileops_client *c, const tileops_op *op);
+
+/* A pending asynchronous request. Opaque; free with tileops_completion_free. */
+typedef struct tileops_completion tileops_completion;
+
+/*
+ * Submit an op without waiting for the daemon's answer. On success *out is
+ * a completion that reports the op's status (what tileops_op_run would have
+ * returned). If submission fails, *out is NULL and nothing was sent.
+ * At most 256 completions may be outstanding per client; beyond that this
+ * call waits for the oldest to finish.
+ */
+tileops_status tileops_op_submit(tileops_client *c, const tileops_op *op,
+                                 tileops_completion **out);
+
+/*
+ * Wait for a completion. timeout_ms < 0 waits without limit; on time-out
+ * TILEOPS_IN_PROGRESS is returned and the completion is still pending.
+ * Otherwise returns the request's status, and tileops_last_error() its
+ * message on failure. May be called again; it returns the same status.
+ */
+tileops_status tileops_completion_wait(tileops_completion *cp, int timeout_ms);
+
+/* tileops_completion_wait with a zero timeout. */
+tileops_status tileops_completion_poll(tileops_completion *cp);
+
+/* Free a completion, waiting for it first if it is still pending. */
+void tileops_completion_free(tileops_completion *cp);
+
+/*
+ * Wait until every request this client submitted before the call has
+ * finished on the device. Reports the first device error since the last
+ * sync, if any.
+ */
+tileops_status tileops_sync(tileops_client *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TILEOPS_H */

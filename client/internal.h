@@ -1,0 +1,124 @@
+/*
+ * internal.h - what the files of libtileops share with each other.
+ *
+ * Nothing here is part of the public API. Internal functions carry the
+ * prefix tci_ (TileOPs client internal) so that programs linking the
+ * static archive never collide with them.
+ *
+ * Locks of a client, in the order they may be taken:
+ *   arena_mu  one tensor transfer at a time (the arena has one owner)
+ *   mu        everything else that changes after connect: seq, the dead
+ *             flag, the list of requests in flight and their states, the
+ *             context pool, the reference count. Never held while waiting
+ *             on anything but its condition variables (slot_cv, and each
+ *             request's done_cv). nng calls made under it only start or
+ *             abort operations; their callbacks run later on nng's threads.
+ * nng callbacks (aio completions, pipe events) take only mu. Fields marked
+ * "fixed after connect" are written before the client is handed out and
+ * read without a lock.
+ * The only global state is the per-thread error buffer in errors.c.
+ */
+#ifndef TILEOPS_CLIENT_INTERNAL_H
+#define TILEOPS_CLIENT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+
+#include <nng/nng.h>
+
+#include "address.h"
+#include "tileops.h"
+#include "tileops.pb-c.h"
+
+/* Marks the functions of tileops.h as exported from libtileops.so. */
+#define TILEOPS_API __attribute__((visibility("default")))
+
+#define TCI_PROTOCOL_VERSION 1
+#define TCI_DEFAULT_ARENA_BYTES ((size_t)64 << 20)
+#define TCI_RECV_MAX_BYTES ((size_t)64 << 20)
+#define TCI_MAX_OUTSTANDING 256
+#define TCI_CTX_POOL_MAX 16
+#define TCI_GOODBYE_TIMEOUT_MS 1000
+#define TCI_MAX_INPUTS 8
+#define TCI_MAX_OUTPUTS 4
+#define TCI_MAX_PARAMS 16
+
+/* Where a request is in its life. */
+enum tci_req_state {
+	TCI_REQ_SENDING,   /* nng_ctx_send in progress */
+	TCI_REQ_RECEIVING, /* sent; nng_ctx_recv in progress */
+	TCI_REQ_DONE       /* status, message and reply are final */
+};
+
+/*
+ * One request and its reply. tileops_completion is this struct; the
+ * blocking calls use it too (submit, wait, free). Created by tci_request_send,
+ * finished by the aio callback, freed by tci_request_free once done.
+ */
+struct tileops_completion {
+	struct tileops_client *client;
+	nng_ctx ctx;
+	nng_aio *aio;
+	uint64_t seq;
+	enum tci_req_state state;               /* under client->mu */
+	tileops_status status;                  /* valid when DONE */
+	char *message;                          /* malloc'd; NULL when none */
+	Tileops__Reply *reply;                  /* decoded reply on success; NULL otherwise */
+	pthread_cond_t done_cv;                 /* signalled (under mu) when state becomes DONE */
+	struct tileops_completion *prev, *next; /* in client->inflight, under mu */
+};
+
+struct tileops_client {
+	/* Fixed after connect. */
+	nng_socket sock;
+	int timeout_ms;
+	char *address;
+	void *arena;
+	size_t arena_bytes;
+	char *daemon_version;
+	char *backend;
+	char *device;
+	tileops_server_info info;
+
+	pthread_mutex_t arena_mu;
+
+	pthread_mutex_t mu;
+	pthread_cond_t slot_cv; /* signalled when a request leaves the in-flight list */
+	uint64_t next_seq;
+	int dead;         /* the pipe went away or the client closed: send nothing */
+	int had_pipe;     /* a pipe was added once; later ones are refused */
+	uint32_t pipe_id; /* the one pipe this session lives on */
+	int closed;       /* tileops_close was called */
+	int refs;         /* 1 for the caller's handle + 1 per live request */
+	size_t n_inflight;
+	struct tileops_completion *inflight; /* not-yet-done requests */
+	nng_ctx ctx_pool[TCI_CTX_POOL_MAX];
+	size_t n_ctx_pool;
+};
+
+/* errors.c: the calling thread's last error. */
+tileops_status tci_error(tileops_status st, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+tileops_status tci_error_nng(tileops_status st, int nng_err, const char *what);
+void tci_error_set_text(const char *msg);
+tileops_status tci_status_from_nng(int nng_err);
+int tci_status_valid(int status);
+
+/* request.c: sending requests and finishing them. */
+
+/* Flags of tci_request_send. */
+#define TCI_SEND_CLOSING 1 /* the Goodbye: ignores the in-flight cap, short timeout */
+
+tileops_status tci_request_send(struct tileops_client *c, Tileops__Request *req, int flags,
+                                struct tileops_completion **out);
+tileops_status tci_request_wait(struct tileops_completion *r, int timeout_ms);
+void tci_request_free(struct tileops_completion *r);
+tileops_status tci_request_call(struct tileops_client *c, Tileops__Request *req, int flags,
+                                Tileops__Reply **reply_out);
+void tci_request_abort_all(struct tileops_client *c);
+
+/* client.c */
+void tci_client_release(struct tileops_client *c);
+
+#endif /* TILEOPS_CLIENT_INTERNAL_H */

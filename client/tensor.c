@@ -1,0 +1,274 @@
+/*
+ * tensor.c - tensors: dtypes, create, free, bytes in and out through the
+ * arena, CUDA IPC export and import.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static const struct {
+	const char *name;
+	size_t size;
+} dtype_table[] = {
+	[TILEOPS_F32] = { "f32", 4 },           [TILEOPS_F16] = { "f16", 2 },
+	[TILEOPS_BF16] = { "bf16", 2 },         [TILEOPS_I32] = { "i32", 4 },
+	[TILEOPS_I64] = { "i64", 8 },           [TILEOPS_U8] = { "u8", 1 },
+	[TILEOPS_FP8_E4M3] = { "fp8_e4m3", 1 },
+};
+
+#define DTYPE_COUNT (sizeof(dtype_table) / sizeof(dtype_table[0]))
+
+static int dtype_valid(int dtype)
+{
+	return dtype > 0 && (size_t)dtype < DTYPE_COUNT && dtype_table[dtype].name != NULL;
+}
+
+TILEOPS_API size_t tileops_dtype_size(tileops_dtype dtype)
+{
+	return dtype_valid((int)dtype) ? dtype_table[dtype].size : 0;
+}
+
+TILEOPS_API const char *tileops_dtype_name(tileops_dtype dtype)
+{
+	return dtype_valid((int)dtype) ? dtype_table[dtype].name : "invalid";
+}
+
+/* Check a dtype and shape as tensor_create and tensor_import take them. */
+static tileops_status shape_check(const char *call, tileops_dtype dtype, int ndim,
+                                  const int64_t *shape)
+{
+	int i;
+
+	if (!dtype_valid((int)dtype))
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "%s: unknown dtype %d", call,
+		                 (int)dtype);
+	if (ndim < 0 || ndim > TILEOPS_MAX_DIMS)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "%s: ndim is %d, expected 0..%d",
+		                 call, ndim, TILEOPS_MAX_DIMS);
+	if (ndim > 0 && shape == NULL)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "%s: shape is NULL with ndim %d",
+		                 call, ndim);
+	for (i = 0; i < ndim; i++)
+		if (shape[i] < 0)
+			return tci_error(TILEOPS_ERR_INVALID_ARGUMENT,
+			                 "%s: extent %d of the shape is %lld, expected >= 0", call,
+			                 i, (long long)shape[i]);
+	return TILEOPS_OK;
+}
+
+/* The handle of a create or import reply; 0 is a protocol error. */
+static tileops_status reply_handle(const char *call, const Tileops__TensorCreateReply *body,
+                                   tileops_tensor *out)
+{
+	if (body == NULL || body->handle == 0)
+		return tci_error(TILEOPS_ERR_PROTOCOL, "%s: tileopsd's reply carries no handle",
+		                 call);
+	*out = body->handle;
+	return TILEOPS_OK;
+}
+
+TILEOPS_API tileops_status tileops_tensor_create(tileops_client *c, tileops_dtype dtype, int ndim,
+                                                 const int64_t *shape, tileops_tensor *out)
+{
+	Tileops__Request req = TILEOPS__REQUEST__INIT;
+	Tileops__TensorCreate body = TILEOPS__TENSOR_CREATE__INIT;
+	Tileops__Reply *reply = NULL;
+	tileops_status st;
+
+	if (c == NULL || out == NULL)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "tensor_create: %s is NULL",
+		                 c == NULL ? "client" : "out");
+	if ((st = shape_check("tensor_create", dtype, ndim, shape)) != TILEOPS_OK)
+		return st;
+	body.dtype = (Tileops__DType)dtype;
+	body.n_shape = (size_t)ndim;
+	body.shape = (int64_t *)shape;
+	req.body_case = TILEOPS__REQUEST__BODY_TENSOR_CREATE;
+	req.tensor_create = &body;
+	if ((st = tci_request_call(c, &req, 0, &reply)) != TILEOPS_OK)
+		return st;
+	st = reply_handle("tensor_create",
+	                  reply->body_case == TILEOPS__REPLY__BODY_TENSOR_CREATE
+	                          ? reply->tensor_create
+	                          : NULL,
+	                  out);
+	tileops__reply__free_unpacked(reply, NULL);
+	return st;
+}
+
+TILEOPS_API tileops_status tileops_tensor_free(tileops_client *c, tileops_tensor t)
+{
+	Tileops__Request req = TILEOPS__REQUEST__INIT;
+	Tileops__TensorFree body = TILEOPS__TENSOR_FREE__INIT;
+
+	if (c == NULL)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "tensor_free: client is NULL");
+	if (t == 0)
+		return TILEOPS_OK;
+	body.handle = t;
+	req.body_case = TILEOPS__REQUEST__BODY_TENSOR_FREE;
+	req.tensor_free = &body;
+	return tci_request_call(c, &req, 0, NULL);
+}
+
+/* Checks shared by write and read. */
+static tileops_status transfer_check(const char *call, tileops_client *c, tileops_tensor t,
+                                     size_t offset, const void *host, size_t len)
+{
+	if (c == NULL)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "%s: client is NULL", call);
+	if (len == 0)
+		return TILEOPS_OK;
+	if (host == NULL)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT,
+		                 "%s: host buffer is NULL for %zu bytes", call, len);
+	if (t == 0)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "%s: handle 0 is not a tensor",
+		                 call);
+	if (offset + len < offset)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT,
+		                 "%s: offset %zu + length %zu overflows", call, offset, len);
+	return TILEOPS_OK;
+}
+
+/* Move one piece, which fits the arena, through it. Called with arena_mu held. */
+static tileops_status transfer_piece(tileops_client *c, int is_write, tileops_tensor t,
+                                     size_t offset, unsigned char *host, size_t len)
+{
+	Tileops__Request req = TILEOPS__REQUEST__INIT;
+	Tileops__TensorWrite wr = TILEOPS__TENSOR_WRITE__INIT;
+	Tileops__TensorRead rd = TILEOPS__TENSOR_READ__INIT;
+	tileops_status st;
+
+	if (is_write) {
+		memcpy(c->arena, host, len);
+		wr.handle = t;
+		wr.tensor_offset = offset;
+		wr.arena_offset = 0;
+		wr.length = len;
+		req.body_case = TILEOPS__REQUEST__BODY_TENSOR_WRITE;
+		req.tensor_write = &wr;
+	} else {
+		rd.handle = t;
+		rd.tensor_offset = offset;
+		rd.arena_offset = 0;
+		rd.length = len;
+		req.body_case = TILEOPS__REQUEST__BODY_TENSOR_READ;
+		req.tensor_read = &rd;
+	}
+	if ((st = tci_request_call(c, &req, 0, NULL)) != TILEOPS_OK)
+		return st;
+	if (!is_write)
+		memcpy(host, c->arena, len);
+	return TILEOPS_OK;
+}
+
+/*
+ * Move len bytes in arena-sized pieces. arena_mu makes the transfer the
+ * arena's only user until its last reply is in, so the daemon never reads
+ * the arena while another transfer fills it.
+ */
+static tileops_status transfer(tileops_client *c, int is_write, tileops_tensor t, size_t offset,
+                               unsigned char *host, size_t len)
+{
+	tileops_status st = TILEOPS_OK;
+	size_t done = 0;
+
+	pthread_mutex_lock(&c->arena_mu);
+	while (done < len && st == TILEOPS_OK) {
+		size_t piece = len - done < c->arena_bytes ? len - done : c->arena_bytes;
+
+		st = transfer_piece(c, is_write, t, offset + done, host + done, piece);
+		done += piece;
+	}
+	pthread_mutex_unlock(&c->arena_mu);
+	return st;
+}
+
+TILEOPS_API tileops_status tileops_tensor_write(tileops_client *c, tileops_tensor t, size_t offset,
+                                                const void *src, size_t len)
+{
+	tileops_status st = transfer_check("tensor_write", c, t, offset, src, len);
+
+	if (st != TILEOPS_OK || len == 0)
+		return st;
+	return transfer(c, 1, t, offset, (unsigned char *)src, len);
+}
+
+TILEOPS_API tileops_status tileops_tensor_read(tileops_client *c, tileops_tensor t, size_t offset,
+                                               void *dst, size_t len)
+{
+	tileops_status st = transfer_check("tensor_read", c, t, offset, dst, len);
+
+	if (st != TILEOPS_OK || len == 0)
+		return st;
+	return transfer(c, 0, t, offset, dst, len);
+}
+
+TILEOPS_API tileops_status tileops_tensor_export(tileops_client *c, tileops_tensor t,
+                                                 tileops_ipc_handle *out)
+{
+	Tileops__Request req = TILEOPS__REQUEST__INIT;
+	Tileops__TensorExport body = TILEOPS__TENSOR_EXPORT__INIT;
+	Tileops__Reply *reply = NULL;
+	const Tileops__TensorExportReply *ex;
+	tileops_status st;
+
+	if (c == NULL || out == NULL)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "tensor_export: %s is NULL",
+		                 c == NULL ? "client" : "out");
+	if (t == 0)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT,
+		                 "tensor_export: handle 0 is not a tensor");
+	body.handle = t;
+	req.body_case = TILEOPS__REQUEST__BODY_TENSOR_EXPORT;
+	req.tensor_export = &body;
+	if ((st = tci_request_call(c, &req, 0, &reply)) != TILEOPS_OK)
+		return st;
+	ex = reply->body_case == TILEOPS__REPLY__BODY_TENSOR_EXPORT ? reply->tensor_export : NULL;
+	if (ex == NULL || ex->ipc_handle.len != sizeof(out->bytes)) {
+		st = tci_error(
+		        TILEOPS_ERR_PROTOCOL,
+		        "tensor_export: tileopsd's reply carries %zu handle bytes, expected %zu",
+		        ex != NULL ? ex->ipc_handle.len : 0, sizeof(out->bytes));
+	} else {
+		memcpy(out->bytes, ex->ipc_handle.data, sizeof(out->bytes));
+	}
+	tileops__reply__free_unpacked(reply, NULL);
+	return st;
+}
+
+TILEOPS_API tileops_status tileops_tensor_import(tileops_client *c, const tileops_ipc_handle *h,
+                                                 tileops_dtype dtype, int ndim,
+                                                 const int64_t *shape, tileops_tensor *out)
+{
+	Tileops__Request req = TILEOPS__REQUEST__INIT;
+	Tileops__TensorImport body = TILEOPS__TENSOR_IMPORT__INIT;
+	Tileops__Reply *reply = NULL;
+	tileops_status st;
+
+	if (c == NULL || h == NULL || out == NULL)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "tensor_import: %s is NULL",
+		                 c == NULL   ? "client"
+		                 : h == NULL ? "handle"
+		                             : "out");
+	if ((st = shape_check("tensor_import", dtype, ndim, shape)) != TILEOPS_OK)
+		return st;
+	body.ipc_handle.data = (uint8_t *)h->bytes;
+	body.ipc_handle.len = sizeof(h->bytes);
+	body.dtype = (Tileops__DType)dtype;
+	body.n_shape = (size_t)ndim;
+	body.shape = (int64_t *)shape;
+	req.body_case = TILEOPS__REQUEST__BODY_TENSOR_IMPORT;
+	req.tensor_import = &body;
+	if ((st = tci_request_call(c, &req, 0, &reply)) != TILEOPS_OK)
+		return st;
+	st = reply_handle("tensor_import",
+	                  reply->body_case == TILEOPS__REPLY__BODY_TENSOR_IMPORT
+	                          ? reply->tensor_import
+	                          : NULL,
+	                  out);
+	tileops__reply__free_unpacked(reply, NULL);
+	return st;
+}

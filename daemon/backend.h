@@ -1,0 +1,84 @@
+/*
+ * backend.h - where tensors live and kernels run: one small interface with
+ * a CUDA implementation (the product) and a CPU one (the reference, and what
+ * runs where there is no GPU). Both serve the whole protocol.
+ *
+ * Threading: every function except backend_open/backend_close is called only
+ * from the executor thread (executor.c), which owns the device.
+ *
+ * A "stream" orders one session's work. Calls that take one may return
+ * before the work is done on the device (launch, free); backend sync waits.
+ * Errors: functions return a tileops_status and write a message.
+ */
+#ifndef TILEOPSD_BACKEND_H
+#define TILEOPSD_BACKEND_H
+
+#include <stddef.h>
+
+#include "arena.h"
+#include "config.h"
+#include "tileops.h"
+#include "tileops_kernels.h"
+
+typedef struct backend backend;
+
+typedef struct backend_ops {
+	tileops_status (*thread_init)(backend *be, char *err, size_t errlen);
+	void (*destroy)(backend *be);
+	tileops_status (*stream_create)(backend *be, void **stream, char *err, size_t errlen);
+	void (*stream_destroy)(backend *be, void *stream);
+	/* Make an arena usable as a copy source/target (CUDA: pin it). */
+	void (*arena_attach)(backend *be, arena *a);
+	void (*arena_detach)(backend *be, arena *a);
+	tileops_status (*alloc)(backend *be, size_t bytes, void **ptr, char *err, size_t errlen);
+	void (*free)(backend *be, void *stream, void *ptr);
+	/* Copy arena[aoff, aoff+len) to dst, or src to the arena; done on return. */
+	tileops_status (*write)(backend *be, void *stream, void *dst, const arena *a, size_t aoff,
+	                        size_t len, char *err, size_t errlen);
+	tileops_status (*read)(backend *be, void *stream, const void *src, const arena *a,
+	                       size_t aoff, size_t len, char *err, size_t errlen);
+	/* Run (CPU) or enqueue (CUDA) one kernel. Its time is reported through
+	 * be->timing_cb with `timing_slot`: at once by the CPU backend, by the
+	 * CUDA backend from collect_timings once the device has finished it. */
+	tileops_status (*launch)(backend *be, void *stream, const tk_kernel_entry *k,
+	                         const tk_call *call, int timing_slot, char *err, size_t errlen);
+	tileops_status (*sync)(backend *be, void *stream, char *err, size_t errlen);
+	tileops_status (*ipc_export)(backend *be, void *ptr, unsigned char handle[64], char *err,
+	                             size_t errlen);
+	tileops_status (*ipc_import)(backend *be, const unsigned char handle[64], void **ptr,
+	                             char *err, size_t errlen);
+	void (*ipc_close)(backend *be, void *ptr);
+	/* Report finished device timings through be->timing_cb (CUDA); may be NULL. */
+	void (*collect_timings)(backend *be);
+} backend_ops;
+
+/* Called with the time a launched op took (timing_slot as given at launch). */
+typedef void (*backend_timing_fn)(void *ctx, int timing_slot, double elapsed_us);
+
+struct backend {
+	const backend_ops *ops;
+	const char *name;     /* "cpu" or "cuda" */
+	char device[160];      /* a description for Hello and stats */
+	uint64_t capabilities; /* TILEOPS_CAP_* */
+	int is_gpu;
+	backend_timing_fn timing_cb;
+	void *timing_ctx;
+	void *impl;
+};
+
+/*
+ * Open the backend `kind` selects (AUTO: CUDA when this build has it and a
+ * GPU is present, else CPU). Returns NULL with a message on failure (for
+ * example --backend cuda without a GPU).
+ */
+backend *backend_open(backend_kind kind, int device, char *err, size_t errlen);
+void backend_close(backend *be);
+
+backend *backend_cpu_open(char *err, size_t errlen);
+#ifdef TILEOPS_HAVE_CUDA
+/* Returns 1 when a CUDA device is usable, 0 otherwise. */
+int backend_cuda_available(void);
+backend *backend_cuda_open(int device, char *err, size_t errlen);
+#endif
+
+#endif

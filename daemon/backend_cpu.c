@@ -1,0 +1,170 @@
+/*
+ * backend_cpu.c - the CPU backend: tensors in host memory, the plain-C
+ * reference kernels. It serves the whole protocol so that every daemon
+ * feature runs where there is no GPU (CI, laptops).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend.h"
+
+typedef struct cpu_stream {
+	int unused;
+} cpu_stream;
+
+static tileops_status cpu_thread_init(backend *be, char *err, size_t errlen)
+{
+	return TILEOPS_OK;
+}
+
+static void cpu_destroy(backend *be)
+{
+	free(be);
+}
+
+static tileops_status cpu_stream_create(backend *be, void **stream, char *err, size_t errlen)
+{
+	cpu_stream *s = calloc(1, sizeof(*s));
+	if (!s) {
+		snprintf(err, errlen, "out of host memory creating a stream");
+		return TILEOPS_ERR_OUT_OF_MEMORY;
+	}
+	*stream = s;
+	return TILEOPS_OK;
+}
+
+static void cpu_stream_destroy(backend *be, void *stream)
+{
+	free(stream);
+}
+
+static void cpu_arena_noop(backend *be, arena *a)
+{
+}
+
+static tileops_status cpu_alloc(backend *be, size_t bytes, void **ptr, char *err, size_t errlen)
+{
+	/* 64-byte alignment, and never a zero-sized request. */
+	size_t n = (bytes + 63) & ~(size_t)63;
+	void *p = aligned_alloc(64, n ? n : 64);
+	if (!p) {
+		snprintf(err, errlen, "out of host memory allocating %zu bytes", bytes);
+		return TILEOPS_ERR_OUT_OF_MEMORY;
+	}
+	*ptr = p;
+	return TILEOPS_OK;
+}
+
+static void cpu_free(backend *be, void *stream, void *ptr)
+{
+	free(ptr);
+}
+
+static tileops_status cpu_write(backend *be, void *stream, void *dst, const arena *a,
+                                size_t aoff, size_t len, char *err, size_t errlen)
+{
+	if (arena_copy_in(a, aoff, dst, len) != 0) {
+		snprintf(err, errlen, "arena bytes [%zu, %zu) are no longer backed by the shm object",
+		         aoff, aoff + len);
+		return TILEOPS_ERR_RANGE;
+	}
+	return TILEOPS_OK;
+}
+
+static tileops_status cpu_read(backend *be, void *stream, const void *src, const arena *a,
+                               size_t aoff, size_t len, char *err, size_t errlen)
+{
+	if (arena_copy_out(a, aoff, src, len) != 0) {
+		snprintf(err, errlen, "arena bytes [%zu, %zu) are no longer backed by the shm object",
+		         aoff, aoff + len);
+		return TILEOPS_ERR_RANGE;
+	}
+	return TILEOPS_OK;
+}
+
+static double now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static tileops_status cpu_launch(backend *be, void *stream, const tk_kernel_entry *k,
+                                 const tk_call *call, int timing_slot, char *err, size_t errlen)
+{
+	double t0 = now_us();
+	tk_status st = k->cpu(call);
+	double t1 = now_us();
+	if (st == TK_ERR_UNSUPPORTED) {
+		snprintf(err, errlen, "%s: the CPU kernel does not support these arguments", k->op);
+		return TILEOPS_ERR_UNSUPPORTED;
+	}
+	if (st != TK_OK) {
+		snprintf(err, errlen, "%s: the CPU kernel failed (status %d)", k->op, (int)st);
+		return TILEOPS_ERR_BACKEND;
+	}
+	if (be->timing_cb)
+		be->timing_cb(be->timing_ctx, timing_slot, t1 - t0);
+	return TILEOPS_OK;
+}
+
+static tileops_status cpu_sync(backend *be, void *stream, char *err, size_t errlen)
+{
+	return TILEOPS_OK;
+}
+
+static tileops_status cpu_ipc_export(backend *be, void *ptr, unsigned char handle[64],
+                                     char *err, size_t errlen)
+{
+	snprintf(err, errlen, "tensor export needs the CUDA backend (this daemon runs on the CPU)");
+	return TILEOPS_ERR_UNSUPPORTED;
+}
+
+static tileops_status cpu_ipc_import(backend *be, const unsigned char handle[64], void **ptr,
+                                     char *err, size_t errlen)
+{
+	snprintf(err, errlen, "tensor import needs the CUDA backend (this daemon runs on the CPU)");
+	return TILEOPS_ERR_UNSUPPORTED;
+}
+
+static void cpu_ipc_close(backend *be, void *ptr)
+{
+}
+
+static const backend_ops cpu_ops = {
+	.thread_init = cpu_thread_init,
+	.destroy = cpu_destroy,
+	.stream_create = cpu_stream_create,
+	.stream_destroy = cpu_stream_destroy,
+	.arena_attach = cpu_arena_noop,
+	.arena_detach = cpu_arena_noop,
+	.alloc = cpu_alloc,
+	.free = cpu_free,
+	.write = cpu_write,
+	.read = cpu_read,
+	.launch = cpu_launch,
+	.sync = cpu_sync,
+	.ipc_export = cpu_ipc_export,
+	.ipc_import = cpu_ipc_import,
+	.ipc_close = cpu_ipc_close,
+	.collect_timings = NULL,
+};
+
+backend *backend_cpu_open(char *err, size_t errlen)
+{
+	backend *be = calloc(1, sizeof(*be));
+	if (!be) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	be->ops = &cpu_ops;
+	be->name = "cpu";
+	snprintf(be->device, sizeof(be->device), "CPU reference kernels (%ld cores)",
+	         sysconf(_SC_NPROCESSORS_ONLN));
+	be->capabilities = 0;
+	be->is_gpu = 0;
+	return be;
+}

@@ -1,0 +1,392 @@
+/*
+ * backend_cuda.c - the CUDA backend: tensors in device memory, one stream
+ * per session, kernels from kernels/ launched on it. This is the only daemon
+ * file that includes CUDA headers; every call runs on the executor thread.
+ */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "log.h"
+
+#define CUDA_TIMING_RING 1024
+#define CUDA_BOUNCE_BYTES (8u << 20)
+
+typedef struct cuda_timing {
+	int slot;
+	cudaEvent_t start, stop;
+} cuda_timing;
+
+typedef struct cuda_ipc_map {
+	unsigned char handle[64];
+	void *ptr;
+	int refs;
+	struct cuda_ipc_map *next;
+} cuda_ipc_map;
+
+typedef struct cuda_impl {
+	int device;
+	/* Launched ops whose device time is not collected yet, oldest first. */
+	cuda_timing ring[CUDA_TIMING_RING];
+	unsigned head, tail; /* tail - head entries in use */
+	void *bounce;        /* pinned staging for arenas that could not be pinned */
+	cuda_ipc_map *ipc;
+} cuda_impl;
+
+static tileops_status cuda_fail(cudaError_t e, const char *what, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+	if (e == cudaErrorMemoryAllocation)
+		return TILEOPS_ERR_OUT_OF_MEMORY;
+	return TILEOPS_ERR_BACKEND;
+}
+
+int backend_cuda_available(void)
+{
+	int n = 0;
+	return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+static tileops_status cuda_thread_init(backend *be, char *err, size_t errlen)
+{
+	cuda_impl *im = be->impl;
+	cudaError_t e = cudaSetDevice(im->device);
+	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "cudaSetDevice", err, errlen);
+}
+
+static void cuda_collect(backend *be);
+
+static void cuda_destroy(backend *be)
+{
+	cuda_impl *im = be->impl;
+	cudaDeviceSynchronize();
+	cuda_collect(be);
+	for (unsigned i = 0; i < CUDA_TIMING_RING; i++) {
+		if (im->ring[i].start)
+			cudaEventDestroy(im->ring[i].start);
+		if (im->ring[i].stop)
+			cudaEventDestroy(im->ring[i].stop);
+	}
+	while (im->ipc) {
+		cuda_ipc_map *m = im->ipc;
+		im->ipc = m->next;
+		cudaIpcCloseMemHandle(m->ptr);
+		free(m);
+	}
+	if (im->bounce)
+		cudaFreeHost(im->bounce);
+	free(im);
+	free(be);
+}
+
+static tileops_status cuda_stream_create(backend *be, void **stream, char *err, size_t errlen)
+{
+	cudaStream_t s;
+	cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+	if (e != cudaSuccess)
+		return cuda_fail(e, "cudaStreamCreate", err, errlen);
+	*stream = s;
+	return TILEOPS_OK;
+}
+
+static void cuda_stream_destroy(backend *be, void *stream)
+{
+	cudaStreamSynchronize((cudaStream_t)stream);
+	cuda_collect(be);
+	cudaStreamDestroy((cudaStream_t)stream);
+}
+
+static void cuda_arena_attach(backend *be, arena *a)
+{
+	/* Pinned arenas are copied by DMA. If the client later shrinks its shm
+	 * object, the pinned pages stay referenced, so the copy cannot fault. */
+	cudaError_t e = cudaHostRegister(a->base, a->size, cudaHostRegisterDefault);
+	if (e == cudaSuccess) {
+		a->pinned = 1;
+	} else {
+		cudaGetLastError();
+		log_warn("cannot pin a %zu-byte arena (%s): copies go through a staging buffer",
+		         a->size, cudaGetErrorString(e));
+	}
+}
+
+static void cuda_arena_detach(backend *be, arena *a)
+{
+	if (a->pinned)
+		cudaHostUnregister(a->base);
+	a->pinned = 0;
+}
+
+static tileops_status cuda_alloc(backend *be, size_t bytes, void **ptr, char *err,
+                                 size_t errlen)
+{
+	void *p = NULL;
+	cudaError_t e = cudaMalloc(&p, bytes ? bytes : 256);
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		snprintf(err, errlen, "device memory exhausted allocating %zu bytes (%s)", bytes,
+		         cudaGetErrorString(e));
+		return TILEOPS_ERR_OUT_OF_MEMORY;
+	}
+	*ptr = p;
+	return TILEOPS_OK;
+}
+
+static void cuda_free(backend *be, void *stream, void *ptr)
+{
+	/* cudaFree waits for work in flight that may still use the memory. */
+	cudaFree(ptr);
+}
+
+static tileops_status cuda_bounce(backend *be, char *err, size_t errlen)
+{
+	cuda_impl *im = be->impl;
+	if (im->bounce)
+		return TILEOPS_OK;
+	cudaError_t e = cudaMallocHost(&im->bounce, CUDA_BOUNCE_BYTES);
+	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "cudaMallocHost", err, errlen);
+}
+
+static tileops_status cuda_copy(backend *be, cudaStream_t s, void *dev, const arena *a,
+                                size_t aoff, size_t len, int to_device, char *err,
+                                size_t errlen)
+{
+	cudaError_t e;
+	if (a->pinned) {
+		char *host = (char *)a->base + aoff;
+		e = to_device ? cudaMemcpyAsync(dev, host, len, cudaMemcpyHostToDevice, s)
+		              : cudaMemcpyAsync(host, dev, len, cudaMemcpyDeviceToHost, s);
+		if (e == cudaSuccess)
+			e = cudaStreamSynchronize(s);
+		return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "copy", err, errlen);
+	}
+	tileops_status st = cuda_bounce(be, err, errlen);
+	if (st != TILEOPS_OK)
+		return st;
+	cuda_impl *im = be->impl;
+	for (size_t done = 0; done < len;) {
+		size_t n = len - done < CUDA_BOUNCE_BYTES ? len - done : CUDA_BOUNCE_BYTES;
+		char *d = (char *)dev + done;
+		if (to_device) {
+			if (arena_copy_in(a, aoff + done, im->bounce, n) != 0)
+				goto truncated;
+			e = cudaMemcpyAsync(d, im->bounce, n, cudaMemcpyHostToDevice, s);
+			if (e == cudaSuccess)
+				e = cudaStreamSynchronize(s);
+		} else {
+			e = cudaMemcpyAsync(im->bounce, d, n, cudaMemcpyDeviceToHost, s);
+			if (e == cudaSuccess)
+				e = cudaStreamSynchronize(s);
+			if (e == cudaSuccess && arena_copy_out(a, aoff + done, im->bounce, n) != 0)
+				goto truncated;
+		}
+		if (e != cudaSuccess)
+			return cuda_fail(e, "copy", err, errlen);
+		done += n;
+	}
+	return TILEOPS_OK;
+truncated:
+	snprintf(err, errlen, "arena bytes [%zu, %zu) are no longer backed by the shm object", aoff,
+	         aoff + len);
+	return TILEOPS_ERR_RANGE;
+}
+
+static tileops_status cuda_write(backend *be, void *stream, void *dst, const arena *a,
+                                 size_t aoff, size_t len, char *err, size_t errlen)
+{
+	return cuda_copy(be, stream, dst, a, aoff, len, 1, err, errlen);
+}
+
+static tileops_status cuda_read(backend *be, void *stream, const void *src, const arena *a,
+                                size_t aoff, size_t len, char *err, size_t errlen)
+{
+	return cuda_copy(be, stream, (void *)src, a, aoff, len, 0, err, errlen);
+}
+
+static void cuda_collect(backend *be)
+{
+	cuda_impl *im = be->impl;
+	while (im->tail != im->head) {
+		cuda_timing *t = &im->ring[im->head % CUDA_TIMING_RING];
+		cudaError_t q = cudaEventQuery(t->stop);
+		if (q == cudaErrorNotReady)
+			break;
+		float ms = 0.0f;
+		if (q == cudaSuccess && cudaEventElapsedTime(&ms, t->start, t->stop) == cudaSuccess &&
+		    be->timing_cb)
+			be->timing_cb(be->timing_ctx, t->slot, (double)ms * 1e3);
+		cudaGetLastError();
+		im->head++;
+	}
+}
+
+static tileops_status cuda_launch(backend *be, void *stream, const tk_kernel_entry *k,
+                                  const tk_call *call, int timing_slot, char *err,
+                                  size_t errlen)
+{
+	cuda_impl *im = be->impl;
+	cudaStream_t s = stream;
+	if (im->tail - im->head == CUDA_TIMING_RING) {
+		/* Ring full: wait for the oldest op, then collect. */
+		cudaEventSynchronize(im->ring[im->head % CUDA_TIMING_RING].stop);
+		cuda_collect(be);
+	}
+	cuda_timing *t = &im->ring[im->tail % CUDA_TIMING_RING];
+	if (!t->start && (cudaEventCreate(&t->start) != cudaSuccess ||
+	                  cudaEventCreate(&t->stop) != cudaSuccess))
+		return cuda_fail(cudaGetLastError(), "cudaEventCreate", err, errlen);
+	t->slot = timing_slot;
+	cudaEventRecord(t->start, s);
+	tk_status st = k->cuda(call, s);
+	if (st == TK_ERR_UNSUPPORTED) {
+		snprintf(err, errlen, "%s: the CUDA kernel does not support these arguments", k->op);
+		return TILEOPS_ERR_UNSUPPORTED;
+	}
+	if (st != TK_OK) {
+		cudaError_t e = cudaGetLastError();
+		snprintf(err, errlen, "%s: kernel launch failed: %s", k->op, cudaGetErrorString(e));
+		return TILEOPS_ERR_BACKEND;
+	}
+	cudaEventRecord(t->stop, s);
+	im->tail++;
+	cuda_collect(be);
+	return TILEOPS_OK;
+}
+
+static tileops_status cuda_sync(backend *be, void *stream, char *err, size_t errlen)
+{
+	cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
+	cuda_collect(be);
+	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "device error", err, errlen);
+}
+
+static tileops_status cuda_ipc_export(backend *be, void *ptr, unsigned char handle[64],
+                                      char *err, size_t errlen)
+{
+	cudaIpcMemHandle_t h;
+	cudaError_t e = cudaIpcGetMemHandle(&h, ptr);
+	if (e != cudaSuccess)
+		return cuda_fail(e, "cudaIpcGetMemHandle", err, errlen);
+	memcpy(handle, &h, 64);
+	return TILEOPS_OK;
+}
+
+static tileops_status cuda_ipc_import(backend *be, const unsigned char handle[64], void **ptr,
+                                      char *err, size_t errlen)
+{
+	cuda_impl *im = be->impl;
+	/* Each exported allocation is opened once; later imports share it. */
+	for (cuda_ipc_map *m = im->ipc; m; m = m->next) {
+		if (memcmp(m->handle, handle, 64) == 0) {
+			m->refs++;
+			*ptr = m->ptr;
+			return TILEOPS_OK;
+		}
+	}
+	cudaIpcMemHandle_t h;
+	memcpy(&h, handle, 64);
+	void *p = NULL;
+	cudaError_t e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		snprintf(err, errlen, "cannot open the CUDA IPC handle: %s", cudaGetErrorString(e));
+		return TILEOPS_ERR_INVALID_ARGUMENT;
+	}
+	cuda_ipc_map *m = calloc(1, sizeof(*m));
+	if (!m) {
+		cudaIpcCloseMemHandle(p);
+		snprintf(err, errlen, "out of host memory");
+		return TILEOPS_ERR_OUT_OF_MEMORY;
+	}
+	memcpy(m->handle, handle, 64);
+	m->ptr = p;
+	m->refs = 1;
+	m->next = im->ipc;
+	im->ipc = m;
+	*ptr = p;
+	return TILEOPS_OK;
+}
+
+static void cuda_ipc_close(backend *be, void *ptr)
+{
+	cuda_impl *im = be->impl;
+	for (cuda_ipc_map **pp = &im->ipc; *pp; pp = &(*pp)->next) {
+		cuda_ipc_map *m = *pp;
+		if (m->ptr != ptr)
+			continue;
+		if (--m->refs == 0) {
+			cudaDeviceSynchronize();
+			cudaIpcCloseMemHandle(m->ptr);
+			*pp = m->next;
+			free(m);
+		}
+		return;
+	}
+}
+
+static const backend_ops cuda_ops = {
+	.thread_init = cuda_thread_init,
+	.destroy = cuda_destroy,
+	.stream_create = cuda_stream_create,
+	.stream_destroy = cuda_stream_destroy,
+	.arena_attach = cuda_arena_attach,
+	.arena_detach = cuda_arena_detach,
+	.alloc = cuda_alloc,
+	.free = cuda_free,
+	.write = cuda_write,
+	.read = cuda_read,
+	.launch = cuda_launch,
+	.sync = cuda_sync,
+	.ipc_export = cuda_ipc_export,
+	.ipc_import = cuda_ipc_import,
+	.ipc_close = cuda_ipc_close,
+	.collect_timings = cuda_collect,
+};
+
+backend *backend_cuda_open(int device, char *err, size_t errlen)
+{
+	int n = 0;
+	cudaError_t e = cudaGetDeviceCount(&n);
+	if (e != cudaSuccess || n == 0) {
+		snprintf(err, errlen, "--backend cuda: no usable GPU (%s)",
+		         e == cudaSuccess ? "no CUDA devices" : cudaGetErrorString(e));
+		return NULL;
+	}
+	if (device < 0 || device >= n) {
+		snprintf(err, errlen, "device %d does not exist (this machine has %d)", device, n);
+		return NULL;
+	}
+	struct cudaDeviceProp prop;
+	if ((e = cudaSetDevice(device)) != cudaSuccess ||
+	    (e = cudaGetDeviceProperties(&prop, device)) != cudaSuccess) {
+		snprintf(err, errlen, "cannot open device %d: %s", device, cudaGetErrorString(e));
+		return NULL;
+	}
+	/* The kernels are built for sm_90a only; anything else cannot run them. */
+	if (prop.major != 9 || prop.minor != 0) {
+		snprintf(err, errlen,
+		         "device %d (%s) is sm_%d%d; this build's kernels need sm_90 (Hopper)", device,
+		         prop.name, prop.major, prop.minor);
+		return NULL;
+	}
+	backend *be = calloc(1, sizeof(*be));
+	cuda_impl *im = calloc(1, sizeof(*im));
+	if (!be || !im) {
+		free(be);
+		free(im);
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	im->device = device;
+	be->ops = &cuda_ops;
+	be->impl = im;
+	be->name = "cuda";
+	be->is_gpu = 1;
+	be->capabilities = TILEOPS_CAP_CUDA_IPC | TILEOPS_CAP_GPU;
+	snprintf(be->device, sizeof(be->device), "%.64s (sm_%d%d, %d SMs, %.0f GiB, device %d)",
+	         prop.name, prop.major, prop.minor, prop.multiProcessorCount,
+	         (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), device);
+	return be;
+}

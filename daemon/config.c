@@ -1,0 +1,299 @@
+/* config.c - tileopsd settings (see config.h). */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <grp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "log.h"
+
+static void default_dir(char *buf, size_t len)
+{
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	if (xdg && xdg[0] == '/')
+		snprintf(buf, len, "%s/tileopsd", xdg);
+	else
+		snprintf(buf, len, "/run/tileopsd");
+}
+
+void config_defaults(config *cfg)
+{
+	char dir[CONFIG_PATH_MAX - 32];
+	memset(cfg, 0, sizeof(*cfg));
+	default_dir(dir, sizeof(dir));
+	snprintf(cfg->listen, sizeof(cfg->listen), "ipc://%s/tileopsd.sock", dir);
+	snprintf(cfg->stats_listen, sizeof(cfg->stats_listen), "ipc://%s/stats.sock", dir);
+	snprintf(cfg->manifest, sizeof(cfg->manifest), "%s", TILEOPS_DEFAULT_MANIFEST);
+	cfg->backend = BACKEND_AUTO;
+	cfg->device = 0;
+	cfg->log_level = LOG_INFO;
+	cfg->socket_mode = 0660;
+	cfg->allow_gid = (gid_t)-1;
+	cfg->contexts = 64;
+	cfg->max_message_bytes = 1u << 20;
+	cfg->max_arena_bytes = 1u << 30;
+	cfg->session_memory_limit = 0;
+	cfg->max_sessions = 256;
+	cfg->max_pending = 256;
+}
+
+int config_parse_size(const char *s, size_t *out)
+{
+	char *end;
+	errno = 0;
+	if (!isdigit((unsigned char)*s))
+		return -1;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno)
+		return -1;
+	unsigned shift = 0;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	default: break;
+	}
+	if (*end == 'B' || *end == 'b')
+		end++;
+	if (*end != '\0' || v > (SIZE_MAX >> shift))
+		return -1;
+	*out = (size_t)(v << shift);
+	return 0;
+}
+
+static int parse_int(const char *s, long lo, long hi, long *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 0);
+	if (errno || end == s || *end != '\0' || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int set_string(char *dst, size_t cap, const char *key, const char *value, char *err,
+                      size_t errlen)
+{
+	if (strlen(value) >= cap) {
+		snprintf(err, errlen, "%s: value is longer than %zu characters", key, cap - 1);
+		return -1;
+	}
+	snprintf(dst, cap, "%s", value);
+	return 0;
+}
+
+static int set_address(char *dst, const char *key, const char *value, char *err, size_t errlen)
+{
+	if (strncmp(value, "ipc://", 6) != 0 && strncmp(value, "tcp://", 6) != 0 &&
+	    strncmp(value, "inproc://", 9) != 0) {
+		snprintf(err, errlen, "%s: '%s' is not an nng address (expected ipc://PATH)", key,
+		         value);
+		return -1;
+	}
+	return set_string(dst, CONFIG_PATH_MAX, key, value, err, errlen);
+}
+
+static int set_group(config *cfg, const char *value, char *err, size_t errlen)
+{
+	long gid;
+	if (parse_int(value, 0, 0x7fffffffL, &gid) == 0) {
+		cfg->allow_gid = (gid_t)gid;
+		return 0;
+	}
+	struct group gr, *res = NULL;
+	char buf[4096];
+	if (getgrnam_r(value, &gr, buf, sizeof(buf), &res) != 0 || !res) {
+		snprintf(err, errlen, "allow_group: no group named '%s'", value);
+		return -1;
+	}
+	cfg->allow_gid = res->gr_gid;
+	return 0;
+}
+
+typedef struct size_key {
+	const char *key;
+	size_t offset;
+	size_t min;
+} size_key;
+
+static const size_key size_keys[] = {
+	{"max_message_bytes", offsetof(config, max_message_bytes), 4096},
+	{"max_arena_bytes", offsetof(config, max_arena_bytes), 4096},
+	{"session_memory_limit", offsetof(config, session_memory_limit), 0},
+};
+
+typedef struct int_key {
+	const char *key;
+	size_t offset;
+	long min, max;
+} int_key;
+
+static const int_key int_keys[] = {
+	{"device", offsetof(config, device), 0, 1024},
+	{"contexts", offsetof(config, contexts), 1, 4096},
+	{"max_sessions", offsetof(config, max_sessions), 1, 65536},
+	{"max_pending", offsetof(config, max_pending), 1, 65536},
+};
+
+int config_set(config *cfg, const char *key, const char *value, char *err, size_t errlen)
+{
+	if (strcmp(key, "listen") == 0)
+		return set_address(cfg->listen, key, value, err, errlen);
+	if (strcmp(key, "stats_listen") == 0)
+		return set_address(cfg->stats_listen, key, value, err, errlen);
+	if (strcmp(key, "manifest") == 0)
+		return set_string(cfg->manifest, sizeof(cfg->manifest), key, value, err, errlen);
+	if (strcmp(key, "ready_file") == 0)
+		return set_string(cfg->ready_file, sizeof(cfg->ready_file), key, value, err, errlen);
+	if (strcmp(key, "backend") == 0) {
+		if (strcmp(value, "auto") == 0)
+			cfg->backend = BACKEND_AUTO;
+		else if (strcmp(value, "cpu") == 0)
+			cfg->backend = BACKEND_CPU;
+		else if (strcmp(value, "cuda") == 0)
+			cfg->backend = BACKEND_CUDA;
+		else {
+			snprintf(err, errlen, "backend: '%s' is not one of auto, cuda, cpu", value);
+			return -1;
+		}
+		return 0;
+	}
+	if (strcmp(key, "log_level") == 0) {
+		int lv = log_level_parse(value);
+		if (lv < 0) {
+			snprintf(err, errlen, "log_level: '%s' is not one of error, warn, info, debug",
+			         value);
+			return -1;
+		}
+		cfg->log_level = lv;
+		return 0;
+	}
+	if (strcmp(key, "socket_mode") == 0) {
+		char *end;
+		unsigned long m = strtoul(value, &end, 8);
+		if (*value == '\0' || *end != '\0' || m > 0777) {
+			snprintf(err, errlen, "socket_mode: '%s' is not an octal mode like 0660", value);
+			return -1;
+		}
+		cfg->socket_mode = (unsigned)m;
+		return 0;
+	}
+	if (strcmp(key, "allow_group") == 0)
+		return set_group(cfg, value, err, errlen);
+	for (size_t i = 0; i < sizeof(size_keys) / sizeof(size_keys[0]); i++) {
+		if (strcmp(key, size_keys[i].key) != 0)
+			continue;
+		size_t v;
+		if (config_parse_size(value, &v) != 0 || v < size_keys[i].min) {
+			snprintf(err, errlen, "%s: '%s' is not a size of at least %zu (e.g. 64M)", key,
+			         value, size_keys[i].min);
+			return -1;
+		}
+		*(size_t *)((char *)cfg + size_keys[i].offset) = v;
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(int_keys) / sizeof(int_keys[0]); i++) {
+		if (strcmp(key, int_keys[i].key) != 0)
+			continue;
+		long v;
+		if (parse_int(value, int_keys[i].min, int_keys[i].max, &v) != 0) {
+			snprintf(err, errlen, "%s: '%s' is not an integer in [%ld, %ld]", key, value,
+			         int_keys[i].min, int_keys[i].max);
+			return -1;
+		}
+		*(int *)((char *)cfg + int_keys[i].offset) = (int)v;
+		return 0;
+	}
+	snprintf(err, errlen, "unknown key '%s'", key);
+	return -1;
+}
+
+static char *trim(char *s)
+{
+	while (isspace((unsigned char)*s))
+		s++;
+	char *e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+int config_load_file(config *cfg, const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		return -1;
+	}
+	char line[1024];
+	int lineno = 0, rc = 0;
+	while (fgets(line, sizeof(line), f)) {
+		lineno++;
+		if (!strchr(line, '\n') && !feof(f)) {
+			snprintf(err, errlen, "%s:%d: line is longer than %zu characters", path, lineno,
+			         sizeof(line) - 2);
+			rc = -1;
+			break;
+		}
+		char *hash = strchr(line, '#');
+		if (hash)
+			*hash = '\0';
+		char *s = trim(line);
+		if (*s == '\0')
+			continue;
+		char *eq = strchr(s, '=');
+		if (!eq) {
+			snprintf(err, errlen, "%s:%d: expected 'key = value', got '%s'", path, lineno, s);
+			rc = -1;
+			break;
+		}
+		*eq = '\0';
+		char *key = trim(s), *value = trim(eq + 1);
+		char msg[512];
+		if (config_set(cfg, key, value, msg, sizeof(msg)) != 0) {
+			snprintf(err, errlen, "%s:%d: %s", path, lineno, msg);
+			rc = -1;
+			break;
+		}
+	}
+	fclose(f);
+	if (rc == 0)
+		snprintf(cfg->config_file, sizeof(cfg->config_file), "%s", path);
+	return rc;
+}
+
+int config_prepare_ipc_dir(const char *address, char *err, size_t errlen)
+{
+	if (strncmp(address, "ipc://", 6) != 0)
+		return 0;
+	char dir[CONFIG_PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", address + 6);
+	char *slash = strrchr(dir, '/');
+	if (!slash || slash == dir)
+		return 0;
+	*slash = '\0';
+	struct stat st;
+	if (stat(dir, &st) == 0)
+		return 0;
+	/* Make each missing component; the last one holds the socket files. */
+	for (char *p = dir + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+			snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+			return -1;
+		}
+		*p = '/';
+	}
+	if (mkdir(dir, 0750) != 0 && errno != EEXIST) {
+		snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	return 0;
+}

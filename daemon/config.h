@@ -1,0 +1,63 @@
+/*
+ * config.h - tileopsd settings: defaults, the config file, the command line.
+ *
+ * The config file is "key = value" lines with '#' comments; the sample
+ * deploy/tileopsd.conf documents every key. Command-line options are applied
+ * after the file and win over it.
+ */
+#ifndef TILEOPSD_CONFIG_H
+#define TILEOPSD_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CONFIG_PATH_MAX 512
+
+typedef enum backend_kind {
+	BACKEND_AUTO = 0,
+	BACKEND_CPU = 1,
+	BACKEND_CUDA = 2
+} backend_kind;
+
+typedef struct config {
+	char listen[CONFIG_PATH_MAX];
+	char stats_listen[CONFIG_PATH_MAX];
+	char manifest[CONFIG_PATH_MAX];
+	char config_file[CONFIG_PATH_MAX];
+	char ready_file[CONFIG_PATH_MAX];
+	backend_kind backend;
+	int device;
+	int log_level;
+	unsigned socket_mode;
+	gid_t allow_gid; /* (gid_t)-1: none */
+	int contexts;
+	size_t max_message_bytes;
+	size_t max_arena_bytes;
+	size_t session_memory_limit; /* 0: no limit */
+	int max_sessions;
+	int max_pending;
+} config;
+
+/* Defaults, including the default socket paths (see tileops_default_address). */
+void config_defaults(config *cfg);
+
+/*
+ * Apply one setting. Returns 0, or -1 with a message naming the key and
+ * what was wrong with the value.
+ */
+int config_set(config *cfg, const char *key, const char *value, char *err, size_t errlen);
+
+/*
+ * Read a config file into cfg. Returns 0, or -1 with "FILE:LINE: message".
+ * On failure cfg may be partly updated: load into a copy.
+ */
+int config_load_file(config *cfg, const char *path, char *err, size_t errlen);
+
+/* Parse "64", "4K", "1M", "2G" (powers of 1024). Returns 0 or -1. */
+int config_parse_size(const char *s, size_t *out);
+
+/* The folder of an ipc:// address's socket file, made if missing (mode 0750). */
+int config_prepare_ipc_dir(const char *address, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,135 @@
+/*
+ * main.c - tileopsd: command line, start-up and exit status.
+ * See deploy/tileopsd.conf for every setting and docs/operations.md.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+#include "server.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: tileopsd [OPTIONS]\n"
+	        "Runs LLM operators for local clients (libtileops) on a GPU or the CPU.\n"
+	        "\n"
+	        "  -c, --config FILE      read settings from FILE (see deploy/tileopsd.conf)\n"
+	        "  -l, --listen ADDR      control socket (default "
+	        "ipc://$XDG_RUNTIME_DIR/tileopsd/tileopsd.sock,\n"
+	        "                         or ipc:///run/tileopsd/tileopsd.sock)\n"
+	        "  -s, --stats ADDR       stats socket (default stats.sock beside it)\n"
+	        "  -b, --backend KIND     auto | cuda | cpu (auto: cuda when a GPU is present)\n"
+	        "  -d, --device N         CUDA device ordinal (default 0)\n"
+	        "  -m, --manifest PATH    op manifest folder (default %s)\n"
+	        "      --log-level LEVEL  error | warn | info | debug (default info)\n"
+	        "      --ready-file PATH  write the pid to PATH once serving (removed at exit)\n"
+	        "  -h, --help             print this and exit\n"
+	        "  -V, --version          print the version and exit\n"
+	        "\n"
+	        "Signals: SIGINT/SIGTERM stop after finishing work in flight; SIGHUP reloads\n"
+	        "the config file and the manifest.\n",
+	        TILEOPS_DEFAULT_MANIFEST);
+}
+
+enum { OPT_LOG_LEVEL = 256, OPT_READY_FILE };
+
+static const struct option long_opts[] = {
+	{"config", required_argument, NULL, 'c'},
+	{"listen", required_argument, NULL, 'l'},
+	{"stats", required_argument, NULL, 's'},
+	{"backend", required_argument, NULL, 'b'},
+	{"device", required_argument, NULL, 'd'},
+	{"manifest", required_argument, NULL, 'm'},
+	{"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+	{"ready-file", required_argument, NULL, OPT_READY_FILE},
+	{"help", no_argument, NULL, 'h'},
+	{"version", no_argument, NULL, 'V'},
+	{NULL, 0, NULL, 0},
+};
+
+static const char *opt_key(int c)
+{
+	switch (c) {
+	case 'l': return "listen";
+	case 's': return "stats_listen";
+	case 'b': return "backend";
+	case 'd': return "device";
+	case 'm': return "manifest";
+	case OPT_LOG_LEVEL: return "log_level";
+	case OPT_READY_FILE: return "ready_file";
+	default: return NULL;
+	}
+}
+
+/* The config file first, then the options, which win over it. */
+static int parse_args(int argc, char **argv, config *cfg)
+{
+	char err[600];
+	const char *file = NULL;
+	int c;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":c:l:s:b:d:m:hV", long_opts, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case 'V':
+			printf("tileopsd %s\n", TILEOPS_VERSION);
+			exit(0);
+		case 'c':
+			file = optarg;
+			break;
+		case ':':
+			fprintf(stderr, "tileopsd: option '%s' needs a value\n", argv[optind - 1]);
+			return -1;
+		case '?':
+			fprintf(stderr, "tileopsd: unknown option '%s' (see tileopsd --help)\n",
+			        argv[optind - 1]);
+			return -1;
+		default:
+			break;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "tileopsd: unexpected argument '%s' (see tileopsd --help)\n",
+		        argv[optind]);
+		return -1;
+	}
+	if (file && config_load_file(cfg, file, err, sizeof(err)) != 0) {
+		fprintf(stderr, "tileopsd: %s\n", err);
+		return -1;
+	}
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":c:l:s:b:d:m:hV", long_opts, NULL)) != -1) {
+		const char *key = opt_key(c);
+		if (key && config_set(cfg, key, optarg, err, sizeof(err)) != 0) {
+			fprintf(stderr, "tileopsd: %s\n", err);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static server srv;
+	config_defaults(&srv.cfg);
+	if (parse_args(argc, argv, &srv.cfg) != 0)
+		return 1;
+	log_set_level((log_level)srv.cfg.log_level);
+	char err[1024];
+	if (server_start(&srv, err, sizeof(err)) != 0) {
+		fprintf(stderr, "tileopsd: %s\n", err);
+		log_error("start-up failed: %s", err);
+		server_finish(&srv);
+		return 1;
+	}
+	server_run(&srv);
+	server_finish(&srv);
+	log_info("stopped");
+	return 0;
+}

@@ -1,0 +1,370 @@
+/*
+ * server.c - tileopsd's event loop: start-up, the inbox, signals, the
+ * periodic tick, a graceful stop and the teardown.
+ */
+#include "server.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "manifest.h"
+
+#define STOP_GRACE_SECONDS 30.0
+
+double server_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- the inbox: events from other threads -------------------------------- */
+
+static void server_post(server *srv, event *ev)
+{
+	ev->next = NULL;
+	pthread_mutex_lock(&srv->inbox_mu);
+	if (srv->inbox_tail)
+		srv->inbox_tail->next = ev;
+	else
+		srv->inbox_head = ev;
+	srv->inbox_tail = ev;
+	pthread_mutex_unlock(&srv->inbox_mu);
+	uv_async_send(&srv->wake);
+}
+
+static void post_new(server *srv, event_kind kind, tp_worker *w, nng_msg *msg, uint32_t pipe,
+                     job *j)
+{
+	event *ev = calloc(1, sizeof(*ev));
+	if (!ev) {
+		/* Out of memory on an nng or executor thread: nothing sane is left. */
+		log_error("out of memory posting an event; exiting");
+		_exit(70);
+	}
+	ev->kind = kind;
+	ev->w = w;
+	ev->msg = msg;
+	ev->pipe = pipe;
+	ev->job = j;
+	server_post(srv, ev);
+}
+
+static void on_control_request(void *ctx, tp_worker *w, nng_msg *msg)
+{
+	post_new(ctx, EV_REQUEST, w, msg, 0, NULL);
+}
+
+static void on_stats_request(void *ctx, tp_worker *w, nng_msg *msg)
+{
+	nng_msg_free(msg);
+	post_new(ctx, EV_STATS, w, NULL, 0, NULL);
+}
+
+static void on_pipe_removed(void *ctx, uint32_t pipe)
+{
+	post_new(ctx, EV_PIPE_GONE, NULL, NULL, pipe, NULL);
+}
+
+static void on_job_done(void *ctx, job *j)
+{
+	post_new(ctx, EV_JOB_DONE, NULL, NULL, 0, j);
+}
+
+/* nng thread: the daemon's own uid, root, and the allowed group may connect. */
+static int allow_peer(void *ctx, uint32_t pipe, uint64_t uid, uint64_t gid, uint64_t pid)
+{
+	server *srv = ctx;
+	gid_t allow = __atomic_load_n(&srv->cfg.allow_gid, __ATOMIC_RELAXED);
+	if (uid == (uint64_t)srv->uid || uid == 0 || (allow != (gid_t)-1 && gid == allow))
+		return 1;
+	log_warn("refused a connection from uid %llu gid %llu pid %llu (not the daemon's uid, "
+	         "root or allow_group)",
+	         (unsigned long long)uid, (unsigned long long)gid, (unsigned long long)pid);
+	return 0;
+}
+
+static void pipe_gone(server *srv, uint32_t pipe)
+{
+	for (session *s = srv->sessions; s; s = s->next) {
+		if (s->pipe == pipe) {
+			session_reap(srv, s, "client disconnected");
+			return;
+		}
+	}
+}
+
+static void drain_inbox(server *srv)
+{
+	pthread_mutex_lock(&srv->inbox_mu);
+	event *ev = srv->inbox_head;
+	srv->inbox_head = srv->inbox_tail = NULL;
+	pthread_mutex_unlock(&srv->inbox_mu);
+	while (ev) {
+		event *next = ev->next;
+		switch (ev->kind) {
+		case EV_REQUEST:
+			handle_request(srv, ev->w, ev->msg);
+			break;
+		case EV_STATS:
+			handle_stats(srv, ev->w);
+			break;
+		case EV_PIPE_GONE:
+			pipe_gone(srv, ev->pipe);
+			break;
+		case EV_JOB_DONE:
+			srv->jobs_in_flight--;
+			handle_job_done(srv, ev->job);
+			break;
+		}
+		free(ev);
+		ev = next;
+	}
+}
+
+static void on_wake(uv_async_t *h)
+{
+	drain_inbox(h->data);
+}
+
+void server_submit(server *srv, session *s, job *j)
+{
+	j->s = s;
+	s->refs++;
+	srv->jobs_in_flight++;
+	executor_submit(srv->ex, j);
+}
+
+/* Executor thread: a launched op's measured time. */
+static void on_op_timed(void *ctx, int slot, double us)
+{
+	stats_op_time(ctx, slot, us);
+}
+
+/* ---- signals and the tick ----------------------------------------------- */
+
+static void begin_stop(server *srv, const char *why)
+{
+	if (srv->stopping)
+		return;
+	log_info("%s: stopping (no new connections; finishing work in flight)", why);
+	srv->stopping = 1;
+	srv->stop_deadline = server_now() + STOP_GRACE_SECONDS;
+	transport_stop_listening(srv->control);
+}
+
+static void on_stop_signal(uv_signal_t *h, int signum)
+{
+	begin_stop(h->data, signum == SIGINT ? "SIGINT" : "SIGTERM");
+}
+
+static void reload(server *srv)
+{
+	if (!srv->cfg.config_file[0]) {
+		log_info("SIGHUP: no config file to reload; reloading the manifest only");
+	} else {
+		config next = srv->cfg;
+		char err[512];
+		if (config_load_file(&next, srv->cfg.config_file, err, sizeof(err)) != 0) {
+			log_error("SIGHUP: %s; keeping the running config", err);
+			return;
+		}
+		if (strcmp(next.listen, srv->cfg.listen) || strcmp(next.stats_listen,
+		    srv->cfg.stats_listen) || next.backend != srv->cfg.backend ||
+		    next.device != srv->cfg.device || next.contexts != srv->cfg.contexts ||
+		    next.max_message_bytes != srv->cfg.max_message_bytes)
+			log_warn("SIGHUP: listen, stats_listen, backend, device, contexts and "
+			         "max_message_bytes change only on restart");
+		srv->cfg.log_level = next.log_level;
+		__atomic_store_n(&srv->cfg.allow_gid, next.allow_gid, __ATOMIC_RELAXED);
+		srv->cfg.session_memory_limit = next.session_memory_limit;
+		srv->cfg.max_sessions = next.max_sessions;
+		srv->cfg.max_pending = next.max_pending;
+		srv->cfg.max_arena_bytes = next.max_arena_bytes;
+		snprintf(srv->cfg.manifest, sizeof(srv->cfg.manifest), "%s", next.manifest);
+		log_set_level((log_level)srv->cfg.log_level);
+	}
+	manifest *m = NULL;
+	char err[1024];
+	if (manifest_load(srv->cfg.manifest, &m, err, sizeof(err)) != 0) {
+		log_error("SIGHUP: manifest %s is invalid, keeping the loaded one: %s",
+		          srv->cfg.manifest, err);
+		return;
+	}
+	/* The op layer runs on this thread only, so the swap needs no lock. */
+	manifest_free(srv->mf);
+	srv->mf = m;
+	log_info("SIGHUP: config and manifest reloaded");
+}
+
+static void on_hup(uv_signal_t *h, int signum)
+{
+	reload(h->data);
+}
+
+static void on_tick(uv_timer_t *h)
+{
+	server *srv = h->data;
+	sessions_check_gaps(srv);
+	if (!srv->stopping)
+		return;
+	int idle = srv->jobs_in_flight == 0 && transport_busy(srv->control) == 0;
+	if (idle || server_now() > srv->stop_deadline) {
+		if (!idle)
+			log_warn("stop: work still in flight after %.0f s; stopping anyway",
+			         STOP_GRACE_SECONDS);
+		uv_stop(&srv->loop);
+	}
+}
+
+/* ---- start, run, finish ------------------------------------------------- */
+
+static int write_ready_file(const char *path, char *err, size_t errlen)
+{
+	char tmp[CONFIG_PATH_MAX + 8];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	FILE *f = fopen(tmp, "w");
+	if (!f || fprintf(f, "%ld\n", (long)getpid()) < 0 || fclose(f) != 0 ||
+	    rename(tmp, path) != 0) {
+		snprintf(err, errlen, "cannot write the ready file %s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int open_sockets(server *srv, char *err, size_t errlen)
+{
+	if (config_prepare_ipc_dir(srv->cfg.listen, err, errlen) != 0 ||
+	    config_prepare_ipc_dir(srv->cfg.stats_listen, err, errlen) != 0)
+		return -1;
+	transport_callbacks cb = {
+		.on_request = on_control_request,
+		.on_pipe_removed = on_pipe_removed,
+		.allow_peer = allow_peer,
+		.ctx = srv,
+	};
+	transport_options opt = {
+		.address = srv->cfg.listen,
+		.workers = srv->cfg.contexts,
+		.max_message_bytes = srv->cfg.max_message_bytes,
+		.socket_mode = srv->cfg.socket_mode,
+	};
+	srv->control = transport_open(&opt, &cb, err, errlen);
+	if (!srv->control)
+		return -1;
+	transport_callbacks scb = {
+		.on_request = on_stats_request,
+		.allow_peer = allow_peer,
+		.ctx = srv,
+	};
+	transport_options sopt = {
+		.address = srv->cfg.stats_listen,
+		.workers = 4,
+		.max_message_bytes = 4096,
+		.socket_mode = srv->cfg.socket_mode,
+	};
+	srv->stats_tp = transport_open(&sopt, &scb, err, errlen);
+	return srv->stats_tp ? 0 : -1;
+}
+
+int server_start(server *srv, char *err, size_t errlen)
+{
+	srv->uid = getuid();
+	srv->started_at = server_now();
+	srv->next_session_id = 1;
+	srv->next_handle = 1;
+	stats_init(&srv->st);
+	pthread_mutex_init(&srv->inbox_mu, NULL);
+	if (arena_global_init() != 0) {
+		snprintf(err, errlen, "cannot install the SIGBUS handler");
+		return -1;
+	}
+	if (manifest_load(srv->cfg.manifest, &srv->mf, err, errlen) != 0)
+		return -1;
+	srv->be = backend_open(srv->cfg.backend, srv->cfg.device, err, errlen);
+	if (!srv->be)
+		return -1;
+	srv->be->timing_cb = on_op_timed;
+	srv->be->timing_ctx = &srv->st;
+	srv->ex = executor_start(srv->be, on_job_done, srv, err, errlen);
+	if (!srv->ex)
+		return -1;
+
+	uv_loop_init(&srv->loop);
+	uv_async_init(&srv->loop, &srv->wake, on_wake);
+	srv->wake.data = srv;
+	uv_signal_init(&srv->loop, &srv->sig_int);
+	uv_signal_init(&srv->loop, &srv->sig_term);
+	uv_signal_init(&srv->loop, &srv->sig_hup);
+	srv->sig_int.data = srv->sig_term.data = srv->sig_hup.data = srv;
+	uv_signal_start(&srv->sig_int, on_stop_signal, SIGINT);
+	uv_signal_start(&srv->sig_term, on_stop_signal, SIGTERM);
+	uv_signal_start(&srv->sig_hup, on_hup, SIGHUP);
+	uv_timer_init(&srv->loop, &srv->tick);
+	srv->tick.data = srv;
+	uv_timer_start(&srv->tick, on_tick, 100, 100);
+	/* A client that dies mid-write must not kill the daemon. */
+	signal(SIGPIPE, SIG_IGN);
+
+	if (open_sockets(srv, err, errlen) != 0)
+		return -1;
+	if (srv->cfg.ready_file[0] && write_ready_file(srv->cfg.ready_file, err, errlen) != 0)
+		return -1;
+	log_info("tileopsd %s serving on %s (stats %s), backend %s: %s", TILEOPS_VERSION,
+	         srv->cfg.listen, srv->cfg.stats_listen, srv->be->name, srv->be->device);
+	return 0;
+}
+
+void server_run(server *srv)
+{
+	uv_run(&srv->loop, UV_RUN_DEFAULT);
+}
+
+static void close_cb(uv_handle_t *h)
+{
+}
+
+void server_finish(server *srv)
+{
+	/* Answer what is still held, free every session's device memory, then let
+	 * the executor finish its queue; its last answers go out before the
+	 * sockets close. */
+	while (srv->sessions)
+		session_reap(srv, srv->sessions, "daemon stopping");
+	if (srv->ex) {
+		while (srv->jobs_in_flight > 0) {
+			drain_inbox(srv);
+			if (srv->jobs_in_flight > 0)
+				usleep(1000);
+		}
+		executor_stop(srv->ex);
+		srv->ex = NULL;
+	}
+	drain_inbox(srv);
+	transport_close(srv->control);
+	transport_close(srv->stats_tp);
+	srv->control = srv->stats_tp = NULL;
+	drain_inbox(srv);
+	if (srv->wake.loop) {
+		uv_close((uv_handle_t *)&srv->wake, close_cb);
+		uv_close((uv_handle_t *)&srv->sig_int, close_cb);
+		uv_close((uv_handle_t *)&srv->sig_term, close_cb);
+		uv_close((uv_handle_t *)&srv->sig_hup, close_cb);
+		uv_close((uv_handle_t *)&srv->tick, close_cb);
+		uv_run(&srv->loop, UV_RUN_DEFAULT);
+		uv_loop_close(&srv->loop);
+	}
+	backend_close(srv->be);
+	srv->be = NULL;
+	manifest_free(srv->mf);
+	srv->mf = NULL;
+	stats_destroy(&srv->st);
+	if (srv->cfg.ready_file[0])
+		unlink(srv->cfg.ready_file);
+	pthread_mutex_destroy(&srv->inbox_mu);
+}

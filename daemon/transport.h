@@ -1,0 +1,57 @@
+/*
+ * transport.h - an nng REP0 socket served by a pool of contexts.
+ *
+ * Each worker owns one nng context and one aio and cycles receive -> hand
+ * the message to the owner -> send the reply -> receive. Messages are handed
+ * over on nng's threads through on_request; the owner must answer every one
+ * exactly once with transport_reply (from any thread), which frees the
+ * worker for the next message.
+ */
+#ifndef TILEOPSD_TRANSPORT_H
+#define TILEOPSD_TRANSPORT_H
+
+#include <nng/nng.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct transport transport;
+typedef struct tp_worker tp_worker;
+
+typedef struct transport_callbacks {
+	/* A message arrived (nng thread). Ownership of msg passes to the callee. */
+	void (*on_request)(void *ctx, tp_worker *w, nng_msg *msg);
+	/* A connection closed (nng thread); may be NULL. */
+	void (*on_pipe_removed)(void *ctx, uint32_t pipe_id);
+	/* May this peer connect? (nng thread) NULL: everyone the socket's file
+	 * mode lets in. Returning 0 closes the connection at once. */
+	int (*allow_peer)(void *ctx, uint32_t pipe_id, uint64_t uid, uint64_t gid, uint64_t pid);
+	void *ctx;
+} transport_callbacks;
+
+typedef struct transport_options {
+	const char *address;
+	int workers;
+	size_t max_message_bytes;
+	unsigned socket_mode; /* ipc:// only */
+} transport_options;
+
+/* Listen and start receiving. Returns NULL with a message on failure. */
+transport *transport_open(const transport_options *opt, const transport_callbacks *cb,
+                          char *err, size_t errlen);
+
+/* Send the answer to the message handed over with w; takes ownership. */
+void transport_reply(tp_worker *w, nng_msg *msg);
+
+/* Close the listener: connected peers stay, new ones are refused. */
+void transport_stop_listening(transport *tp);
+
+/* Number of workers holding a message that has not been answered yet. */
+int transport_busy(transport *tp);
+
+/* Close the socket and free everything. NULL is a no-op. */
+void transport_close(transport *tp);
+
+/* The pipe's peer credentials (ipc:// only); -1 where unknown. */
+void transport_peer(nng_msg *msg, uint32_t *pipe_id, int64_t *uid, int64_t *pid);
+
+#endif

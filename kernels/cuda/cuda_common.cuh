@@ -1,0 +1,178 @@
+/*
+ * cuda_common.cuh - element types, conversions, reductions and launch
+ * helpers shared by the CUDA kernels. Every kernel computes in f32 and
+ * rounds once on store.
+ */
+#ifndef TILEOPS_CUDA_COMMON_CUH
+#define TILEOPS_CUDA_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "tk_internal.h"
+
+namespace tkc
+{
+
+__device__ __forceinline__ float to_f32(float v)
+{
+	return v;
+}
+__device__ __forceinline__ float to_f32(__half v)
+{
+	return __half2float(v);
+}
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v)
+{
+	return __bfloat162float(v);
+}
+
+template <typename T> __device__ __forceinline__ T from_f32(float v);
+template <> __device__ __forceinline__ float from_f32<float>(float v)
+{
+	return v;
+}
+template <> __device__ __forceinline__ __half from_f32<__half>(float v)
+{
+	return __float2half_rn(v);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v)
+{
+	return __float2bfloat16_rn(v);
+}
+
+/* 16 bytes of T: the widest plain load a thread issues. */
+template <typename T> struct alignas(16) Vec {
+	static constexpr int N = 16 / sizeof(T);
+	T v[N];
+};
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+__device__ __forceinline__ float warp_max(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+/*
+ * Sum over the block; every thread gets the result. `scratch` holds 32
+ * floats. Must be reached by every thread of the block.
+ */
+__device__ __forceinline__ float block_sum(float v, float *scratch)
+{
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	int nwarps = (blockDim.x + 31) >> 5;
+
+	v = warp_sum(v);
+	__syncthreads(); /* scratch may still be read by a previous call */
+	if (lane == 0)
+		scratch[warp] = v;
+	__syncthreads();
+	v = lane < nwarps ? scratch[lane] : 0.0f;
+	return warp_sum(v);
+}
+
+/* The plan of tk_iter, by value, for device-side offsets. */
+struct Plan {
+	int ndim;
+	int64_t shape[TK_MAX_DIMS];
+	int64_t stride[TK_ITER_MAX_OPS][TK_MAX_DIMS];
+};
+
+static inline Plan plan_of(const tk_iter &it)
+{
+	Plan p;
+
+	p.ndim = it.ndim;
+	for (int d = 0; d < TK_MAX_DIMS; d++) {
+		p.shape[d] = it.shape[d];
+		for (int op = 0; op < TK_ITER_MAX_OPS; op++)
+			p.stride[op][d] = it.stride[op][d];
+	}
+	return p;
+}
+
+/* Offsets of all operands at linear index i, innermost dim fastest. */
+template <int NOPS>
+__device__ __forceinline__ void plan_offsets(const Plan &p, int64_t i, int64_t *off)
+{
+	for (int op = 0; op < NOPS; op++)
+		off[op] = 0;
+	for (int d = p.ndim - 1; d > 0; d--) {
+		int64_t q = i / p.shape[d];
+		int64_t c = i - q * p.shape[d];
+		for (int op = 0; op < NOPS; op++)
+			off[op] += c * p.stride[op][d];
+		i = q;
+	}
+	for (int op = 0; op < NOPS; op++)
+		off[op] += i * p.stride[op][0];
+}
+
+/*
+ * Blocks for a grid-stride loop over `work` items of `per_block` each;
+ * capped, since each thread loops over what the grid does not cover.
+ */
+static inline unsigned grid_for(int64_t work, int per_block)
+{
+	int64_t b = (work + per_block - 1) / per_block;
+	const int64_t cap = 65535;
+
+	return (unsigned)(b < 1 ? 1 : (b > cap ? cap : b));
+}
+
+/*
+ * Clear an error an earlier, unrelated runtime call left on this thread, so
+ * launch_status reports this launch alone. Sticky (context) errors stay.
+ */
+static inline void launch_begin(void)
+{
+	(void)cudaGetLastError();
+}
+
+static inline tk_status launch_status(void)
+{
+	return cudaGetLastError() == cudaSuccess ? TK_OK : TK_ERR_LAUNCH;
+}
+
+static inline bool aligned16(const void *p)
+{
+	return ((uintptr_t)p & 15) == 0;
+}
+
+/*
+ * Whether rows of `width` elements of T can be read as 16-byte vectors:
+ * the width is a whole number of vectors, every base pointer is aligned and
+ * every row stride of the plan keeps it so.
+ */
+template <typename T>
+static inline bool rows_vectorizable(const tk_iter &it, int64_t width, const void *const *ptrs,
+                                     int n_ptrs)
+{
+	if (width % Vec<T>::N != 0)
+		return false;
+	for (int i = 0; i < n_ptrs; i++) {
+		if (!aligned16(ptrs[i]))
+			return false;
+	}
+	for (int op = 0; op < it.n_ops; op++) {
+		for (int d = 0; d < it.ndim; d++) {
+			if ((it.stride[op][d] * (int64_t)sizeof(T)) % 16 != 0 && it.shape[d] > 1)
+				return false;
+		}
+	}
+	return true;
+}
+
+} /* namespace tkc */
+
+#endif /* TILEOPS_CUDA_COMMON_CUH */

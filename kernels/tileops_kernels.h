@@ -1,0 +1,153 @@
+/*
+ * tileops_kernels.h - the L1 kernel interface.
+ *
+ * This is the one boundary between the daemon's op layer (L2) and the
+ * kernels. L1 owns arithmetic on already-validated arguments: it never sees
+ * the wire, sessions or the manifest. Every op has a plain-C CPU reference
+ * (always built) and, when the build has CUDA, a CUDA launcher that enqueues
+ * on a caller-given stream. Both take the same tk_call.
+ *
+ * Ownership: tensors' memory belongs to the caller. Kernels never allocate
+ * device memory that outlives a call and never synchronize the stream.
+ *
+ * Thread safety: every function here may be called from any thread; the CUDA
+ * launchers must be called on a thread where the intended device is current.
+ */
+#ifndef TILEOPS_KERNELS_H
+#define TILEOPS_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TK_MAX_DIMS 8
+#define TK_MAX_INPUTS 8
+#define TK_MAX_OUTPUTS 4
+#define TK_MAX_PARAMS 16
+
+/* Element types. The numeric values are the wire values (proto DType). */
+typedef enum tk_dtype {
+	TK_DTYPE_INVALID = 0,
+	TK_F32 = 1,
+	TK_F16 = 2,
+	TK_BF16 = 3,
+	TK_I32 = 4,
+	TK_I64 = 5,
+	TK_U8 = 6,
+	TK_FP8_E4M3 = 7,
+	TK_DTYPE_COUNT
+} tk_dtype;
+
+/* Size in bytes of one element, 0 for an invalid dtype. */
+size_t tk_dtype_size(tk_dtype dt);
+/* Lower-case name ("f32", "bf16", ...), "invalid" for anything else. */
+const char *tk_dtype_name(tk_dtype dt);
+/* Parse a name as printed by tk_dtype_name; TK_DTYPE_INVALID if unknown. */
+tk_dtype tk_dtype_parse(const char *name);
+
+/*
+ * A view of a tensor. Strides are in elements. The kernels in this project
+ * require a contiguous last dimension (stride[ndim-1] == 1); outer strides
+ * may be larger than the packed size (row strides). A 0-dimensional tensor
+ * has ndim == 0 and one element.
+ */
+typedef struct tk_tensor {
+	void *data;
+	tk_dtype dtype;
+	int ndim;
+	int64_t shape[TK_MAX_DIMS];
+	int64_t stride[TK_MAX_DIMS];
+} tk_tensor;
+
+/* Number of elements (product of shape; 1 for ndim == 0). */
+int64_t tk_numel(const tk_tensor *t);
+/* Fill stride[] for a packed row-major layout. */
+void tk_set_contiguous(tk_tensor *t);
+/* 1 when the tensor is packed row-major, else 0. */
+int tk_is_contiguous(const tk_tensor *t);
+
+typedef enum tk_param_kind {
+	TK_PARAM_NONE = 0,
+	TK_PARAM_INT = 1,
+	TK_PARAM_FLOAT = 2,
+	TK_PARAM_BOOL = 3
+} tk_param_kind;
+
+typedef struct tk_param {
+	tk_param_kind kind;
+	union {
+		int64_t i;
+		double f;
+		int b;
+	} v;
+} tk_param;
+
+/*
+ * One op invocation. Inputs, outputs and params are in the order the op
+ * declares them (tk_kernel_entry.params names the params in order); the
+ * op layer fills in defaults, so every declared param is present.
+ */
+typedef struct tk_call {
+	int n_in;
+	int n_out;
+	int n_params;
+	tk_tensor in[TK_MAX_INPUTS];
+	tk_tensor out[TK_MAX_OUTPUTS];
+	tk_param params[TK_MAX_PARAMS];
+} tk_call;
+
+/* Kernel status codes. */
+typedef enum tk_status {
+	TK_OK = 0,
+	TK_ERR_UNSUPPORTED = 1, /* this kernel cannot serve these arguments */
+	TK_ERR_LAUNCH = 2,      /* the device refused the launch */
+	TK_ERR_NOMEM = 3        /* scratch memory could not be had */
+} tk_status;
+
+/*
+ * A CPU reference. Runs to completion before it returns.
+ */
+typedef tk_status (*tk_cpu_fn)(const tk_call *call);
+
+/*
+ * A CUDA launcher. Enqueues on `stream` (a cudaStream_t) and returns without
+ * waiting. Checks the launch error before it returns.
+ */
+typedef tk_status (*tk_cuda_fn)(const tk_call *call, void *stream);
+
+/*
+ * The central dispatch table entry. `params` is a NULL-terminated list of
+ * the param names in the order the kernels read them from tk_call.params.
+ */
+typedef struct tk_kernel_entry {
+	const char *op;
+	int n_in;
+	int n_out;
+	const char *const *params;
+	tk_cpu_fn cpu;
+	tk_cuda_fn cuda; /* NULL when the build has no CUDA kernel for it */
+} tk_kernel_entry;
+
+/* The table, and its length. Entries are sorted by op name. */
+const tk_kernel_entry *tk_kernels(size_t *count);
+/* The entry for `op`, or NULL. */
+const tk_kernel_entry *tk_kernel_find(const char *op);
+/* 1 when the CUDA kernels were compiled into this build. */
+int tk_have_cuda(void);
+
+/* Conversions used by the CPU references and tests (round to nearest even). */
+float tk_f16_to_f32(uint16_t h);
+uint16_t tk_f32_to_f16(float f);
+float tk_bf16_to_f32(uint16_t h);
+uint16_t tk_f32_to_bf16(float f);
+float tk_fp8e4m3_to_f32(uint8_t v);
+uint8_t tk_f32_to_fp8e4m3(float f);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TILEOPS_KERNELS_H */

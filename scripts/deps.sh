@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# deps.sh - install the Debian/Ubuntu packages that building and testing
+# TileOPs need, if any is missing. Needs root (or sudo) only when it installs.
+# CUDA is not installed here: the build uses nvcc when /usr/local/cuda/bin
+# has it and builds the CPU backend alone otherwise.
+set -euo pipefail
+
+packages=(
+	cmake ninja-build gcc g++ libc6-dev pkg-config
+	libnng-dev libmbedtls-dev libuv1-dev libyaml-dev
+	libprotobuf-c-dev protobuf-c-compiler
+	libcriterion-dev
+	procps util-linux
+)
+
+missing=()
+for p in "${packages[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing+=("$p")
+	fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if ! command -v apt-get >/dev/null; then
+	echo "deps.sh: missing packages (${missing[*]}) and no apt-get to install them" >&2
+	exit 1
+fi
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+	if ! command -v sudo >/dev/null; then
+		echo "deps.sh: run as root to install: ${missing[*]}" >&2
+		exit 1
+	fi
+	sudo=(sudo)
+fi
+echo "deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update
+"${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"

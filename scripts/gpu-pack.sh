@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Build for Hopper on this machine and pack what the GPU machine runs into
+# .carry/ (git-ignored): binaries, and the shared libraries the Criterion
+# tests need that the GPU machine lacks. scripts/gpu-run.sh runs them there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD:-build-gpu}
+cmake -S . -B "$build" -G Ninja -DTILEOPS_CUDA=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
+ninja -C "$build" -j"$(nproc)"
+rm -rf .carry && mkdir -p .carry/bin .carry/lib
+# Every executable the build made: the daemon, tools, examples, tests.
+find "$build" -type f -perm -u+x \( -path '*/daemon/*' -o -path '*/client/*' -o -path '*/tests/*' \) \
+	! -name '*.so*' ! -name '*.sh' ! -path '*/CMakeFiles/*' -exec cp {} .carry/bin/ \;
+for f in .carry/bin/*; do
+	ldd "$f" 2>/dev/null | awk '/=> \//{print $3}'
+done | sort -u | grep -v -e '/libc.so' -e '/libm.so' -e '/libstdc++' -e '/libgcc_s' \
+	-e '/libpthread' -e '/libdl.so' -e '/librt.so' -e 'ld-linux' | xargs -r -I{} cp -L {} .carry/lib/
+cp tests/fixtures/*.sh .carry/bin/ 2>/dev/null || true
+du -sh .carry

@@ -1,0 +1,434 @@
+/*
+ * test_gpu_kernels.c - every CUDA kernel against its CPU reference.
+ *
+ * Each case draws fresh random inputs (the seed is printed on failure),
+ * poisons the output buffer with NaN bytes, padding included, runs the CPU
+ * reference and the CUDA launcher on the same inputs, and compares the two
+ * with a norm-wise relative error under the op's per-dtype tolerance. It
+ * also checks that the kernel left the bytes between padded rows alone.
+ *
+ * Needs a GPU: with none the tests fail, saying so. With TILEOPS_TEST_LOG
+ * set to a file name, every case's error is appended to that file.
+ */
+#include <criterion/criterion.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "kernels/tk_test_util.h"
+
+static uint64_t case_seed;
+
+static void require_gpu(void)
+{
+	int n = 0;
+	cudaError_t e = cudaGetDeviceCount(&n);
+
+	cr_assert(e == cudaSuccess && n > 0,
+	          "no CUDA device is usable (%s, %d devices): the gpu tests must run on a "
+	          "machine with a GPU",
+	          e == cudaSuccess ? "no error" : cudaGetErrorString(e), n);
+}
+
+static uint64_t fresh_seed(void)
+{
+	static uint64_t counter;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	case_seed = ((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20)) + ++counter * 0x9e37ULL;
+	case_seed |= 1;
+	return case_seed;
+}
+
+static double tol_of(tk_dtype dt)
+{
+	return dt == TK_F32 ? 1e-5 : dt == TK_F16 ? 1e-3 : 1.6e-2;
+}
+
+static double gemm_tol_of(tk_dtype dt)
+{
+	return dt == TK_F32 ? 1e-5 : dt == TK_F16 ? 2e-3 : 2e-2;
+}
+
+static void log_case(const char *op, const char *dt, const char *what, double rel, double tol)
+{
+	const char *path = getenv("TILEOPS_TEST_LOG");
+	FILE *f = path != NULL ? fopen(path, "a") : NULL;
+
+	if (f == NULL)
+		return;
+	fprintf(f, "%-8s %-4s %-52s rel %.3g tol %.3g\n", op, dt, what, rel, tol);
+	fclose(f);
+}
+
+static void *to_device(const tk_tensor *t)
+{
+	size_t bytes = tt_span_bytes(t);
+	void *d = NULL;
+
+	if (bytes == 0)
+		return NULL;
+	cr_assert_eq(cudaMalloc(&d, bytes), cudaSuccess, "cudaMalloc %zu bytes", bytes);
+	cr_assert_eq(cudaMemcpy(d, t->data, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+	return d;
+}
+
+/* 1 when every byte of got outside t's logical elements is still poison. */
+static int padding_untouched(const tk_tensor *t, const unsigned char *got)
+{
+	size_t bytes = tt_span_bytes(t), es = tk_dtype_size(t->dtype);
+	unsigned char *want = malloc(bytes ? bytes : 1);
+	int64_t n = tk_numel(t);
+	int ok;
+
+	memset(want, 0xff, bytes);
+	for (int64_t i = 0; i < n; i++) {
+		size_t o = (size_t)tt_offset(t, i) * es;
+		memcpy(want + o, got + o, es);
+	}
+	ok = memcmp(want, got, bytes) == 0;
+	free(want);
+	return ok;
+}
+
+/*
+ * Run `op` on the host call `hc` (inputs filled, outputs allocated) with
+ * the CPU reference and on the GPU, and compare output 0.
+ */
+static void compare_op(const char *op, tk_call *hc, double tol, const char *what)
+{
+	const tk_kernel_entry *e = tk_kernel_find(op);
+	tk_call dc = *hc;
+	tk_tensor got = hc->out[0];
+	size_t bytes = tt_span_bytes(&hc->out[0]);
+	cudaStream_t stream;
+
+	require_gpu();
+	cr_assert_not_null(e, "no table entry for %s", op);
+	cr_assert_not_null(e->cuda, "%s has no CUDA launcher", op);
+	for (int i = 0; i < hc->n_in; i++)
+		dc.in[i].data = to_device(&hc->in[i]);
+	tt_poison(&hc->out[0]);
+	dc.out[0].data = to_device(&hc->out[0]);
+
+	cr_assert_eq(e->cpu(hc), TK_OK, "%s CPU reference refused %s", op, what);
+	cr_assert_eq(cudaStreamCreate(&stream), cudaSuccess);
+	cr_assert_eq(e->cuda(&dc, stream), TK_OK, "%s CUDA launcher refused %s", op, what);
+	cudaError_t err = cudaStreamSynchronize(stream);
+	cr_assert_eq(err, cudaSuccess, "%s %s: %s", op, what, cudaGetErrorString(err));
+	cudaStreamDestroy(stream);
+
+	got.data = malloc(bytes ? bytes : 1);
+	if (bytes)
+		cr_assert_eq(cudaMemcpy(got.data, dc.out[0].data, bytes, cudaMemcpyDeviceToHost),
+		             cudaSuccess);
+	int64_t n = tk_numel(&got);
+	double *want = malloc(sizeof(double) * (size_t)(n ? n : 1));
+	for (int64_t i = 0; i < n; i++)
+		want[i] = tt_get(&hc->out[0], i);
+	double rel = tt_rel_err(&got, want);
+	log_case(op, tk_dtype_name(got.dtype), what, rel, tol);
+	cr_expect_leq(rel, tol, "%s %s %s: relative error %.3g > %.3g (seed 0x%llx)", op,
+	              tk_dtype_name(got.dtype), what, rel, tol, (unsigned long long)case_seed);
+	cr_expect(padding_untouched(&got, got.data), "%s %s %s wrote outside its elements", op,
+	          tk_dtype_name(got.dtype), what);
+	free(want);
+	free(got.data);
+	for (int i = 0; i < hc->n_in; i++)
+		cudaFree(dc.in[i].data);
+	cudaFree(dc.out[0].data);
+}
+
+static void free_call(tk_call *c)
+{
+	for (int i = 0; i < c->n_in; i++)
+		tt_free(&c->in[i]);
+	tt_free(&c->out[0]);
+}
+
+static const int64_t widths[] = { 1, 3, 17, 1000, 4097 };
+#define N_WIDTHS (sizeof(widths) / sizeof(widths[0]))
+
+/* ---- elementwise ------------------------------------------------------- */
+
+static void binary_case(const char *op, tk_dtype dt, int nda, const int64_t *sa, int ndb,
+                        const int64_t *sb, int64_t pad)
+{
+	uint64_t rng = fresh_seed();
+	tk_call c = { .n_in = 2, .n_out = 1 };
+	int ndo = nda > ndb ? nda : ndb;
+	int64_t so[TK_MAX_DIMS];
+	char what[96];
+
+	for (int d = 0; d < ndo; d++) {
+		int da = d - (ndo - nda), db = d - (ndo - ndb);
+		int64_t x = da >= 0 ? sa[da] : 1, y = db >= 0 ? sb[db] : 1;
+		so[d] = x == 1 ? y : x;
+	}
+	c.in[0] = tt_tensor(dt, nda, sa, pad);
+	c.in[1] = tt_tensor(dt, ndb, sb, pad ? pad + 1 : 0);
+	c.out[0] = tt_tensor(dt, ndo, so, pad ? pad + 2 : 0);
+	tt_fill(&c.in[0], &rng, -2.0, 2.0);
+	tt_fill(&c.in[1], &rng, -2.0, 2.0);
+	snprintf(what, sizeof(what), "a %dd [..%ld] b %dd [..%ld] pad %ld", nda, (long)sa[nda - 1],
+	         ndb, ndb ? (long)sb[ndb - 1] : 1L, (long)pad);
+	compare_op(op, &c, tol_of(dt), what);
+	free_call(&c);
+}
+
+static void binary_op_cases(const char *op)
+{
+	for (size_t k = 0; k < 3; k++) {
+		tk_dtype dt = tt_float_dtypes[k];
+		for (size_t w = 0; w < N_WIDTHS; w++) {
+			int64_t s2[2] = { 5, widths[w] }, s1[1] = { widths[w] };
+			int64_t col[2] = { 5, 1 };
+			binary_case(op, dt, 2, s2, 2, s2, 0);
+			binary_case(op, dt, 2, s2, 2, s2, 3);
+			binary_case(op, dt, 2, s2, 1, s1, 0);
+			binary_case(op, dt, 2, s2, 1, s1, 2);
+			binary_case(op, dt, 2, s2, 2, col, 0);
+		}
+		int64_t big[1] = { (1 << 20) + 3 }, s4[4] = { 2, 3, 1, 6 }, s2b[2] = { 4, 1 };
+		binary_case(op, dt, 1, big, 1, big, 0);
+		binary_case(op, dt, 4, s4, 2, s2b, 0);
+		binary_case(op, dt, 4, s4, 0, s4, 0);
+	}
+}
+
+Test(gpu_add, matches_cpu_on_odd_widths_strided_rows_and_broadcasting)
+{
+	binary_op_cases("add");
+}
+
+Test(gpu_mul, matches_cpu_on_odd_widths_strided_rows_and_broadcasting)
+{
+	binary_op_cases("mul");
+}
+
+Test(gpu_add, matches_cpu_when_operands_are_not_16_byte_aligned)
+{
+	int64_t s[1] = { 1001 };
+
+	for (size_t k = 0; k < 3; k++) {
+		uint64_t rng = fresh_seed();
+		tk_call c = { .n_in = 2, .n_out = 1 };
+		tk_dtype dt = tt_float_dtypes[k];
+		int64_t s1[1] = { 1002 };
+		c.in[0] = tt_tensor(dt, 1, s1, 0);
+		c.in[1] = tt_tensor(dt, 1, s, 0);
+		c.out[0] = tt_tensor(dt, 1, s, 0);
+		tt_fill(&c.in[0], &rng, -2.0, 2.0);
+		tt_fill(&c.in[1], &rng, -2.0, 2.0);
+		/* View a from its second element: same shape, misaligned base. */
+		void *base = c.in[0].data;
+		c.in[0].data = (char *)base + tk_dtype_size(dt);
+		c.in[0].shape[0] = 1001;
+		compare_op("add", &c, tol_of(dt), "misaligned a");
+		c.in[0].data = base;
+		free_call(&c);
+	}
+}
+
+static void unary_case(const char *op, tk_dtype dt, int64_t rows, int64_t w, int64_t pad,
+                       int n_params, tk_param p)
+{
+	uint64_t rng = fresh_seed();
+	int64_t shape[2] = { rows, w };
+	tk_call c = { .n_in = 1, .n_out = 1, .n_params = n_params };
+	char what[64];
+
+	c.params[0] = p;
+	c.in[0] = tt_tensor(dt, 2, shape, pad);
+	c.out[0] = tt_tensor(dt, 2, shape, pad ? pad + 1 : 0);
+	tt_fill(&c.in[0], &rng, -6.0, 6.0);
+	snprintf(what, sizeof(what), "%ldx%ld pad %ld", (long)rows, (long)w, (long)pad);
+	compare_op(op, &c, tol_of(dt), what);
+	free_call(&c);
+}
+
+Test(gpu_silu, matches_cpu_on_odd_widths_and_strided_rows)
+{
+	tk_param none = { 0 };
+
+	for (size_t k = 0; k < 3; k++) {
+		for (size_t w = 0; w < N_WIDTHS; w++) {
+			unary_case("silu", tt_float_dtypes[k], 6, widths[w], 0, 0, none);
+			unary_case("silu", tt_float_dtypes[k], 6, widths[w], 5, 0, none);
+		}
+		unary_case("silu", tt_float_dtypes[k], 1024, 1027, 0, 0, none);
+	}
+}
+
+Test(gpu_gelu, exact_and_tanh_forms_match_cpu)
+{
+	for (size_t k = 0; k < 3; k++) {
+		for (size_t w = 0; w < N_WIDTHS; w++) {
+			for (int approx = 0; approx <= 1; approx++) {
+				tk_param p = tt_param_int(approx);
+				unary_case("gelu", tt_float_dtypes[k], 6, widths[w], 0, 1, p);
+				unary_case("gelu", tt_float_dtypes[k], 6, widths[w], 3, 1, p);
+			}
+		}
+	}
+}
+
+/* ---- row reductions ---------------------------------------------------- */
+
+static void rms_norm_case(tk_dtype dt, int64_t rows, int64_t w, int64_t pad)
+{
+	uint64_t rng = fresh_seed();
+	int64_t shape[2] = { rows, w };
+	tk_call c = { .n_in = 2, .n_out = 1, .n_params = 1 };
+	char what[64];
+
+	c.params[0] = tt_param_float(1e-6);
+	c.in[0] = tt_tensor(dt, 2, shape, pad);
+	c.in[1] = tt_tensor(dt, 1, &w, 0);
+	c.out[0] = tt_tensor(dt, 2, shape, pad ? pad + 8 : 0);
+	tt_fill(&c.in[0], &rng, -3.0, 3.0);
+	tt_fill(&c.in[1], &rng, 0.5, 1.5);
+	snprintf(what, sizeof(what), "%ldx%ld pad %ld", (long)rows, (long)w, (long)pad);
+	compare_op("rms_norm", &c, tol_of(dt), what);
+	free_call(&c);
+}
+
+Test(gpu_rms_norm, matches_cpu_on_odd_widths_and_strided_rows)
+{
+	for (size_t k = 0; k < 3; k++) {
+		tk_dtype dt = tt_float_dtypes[k];
+		for (size_t w = 0; w < N_WIDTHS; w++) {
+			rms_norm_case(dt, 7, widths[w], 0);
+			rms_norm_case(dt, 7, widths[w], 3);
+		}
+		rms_norm_case(dt, 3, 4096, 0);   /* vector path, block per row */
+		rms_norm_case(dt, 3, 4096, 8);   /* vector path with padded rows */
+		rms_norm_case(dt, 5000, 64, 0);  /* many narrow rows, warp per row */
+		rms_norm_case(dt, 2, 262144, 0); /* the widest supported row */
+	}
+}
+
+static void softmax_case(tk_dtype dt, int64_t rows, int64_t w, int64_t pad, double shift,
+                         int masked)
+{
+	uint64_t rng = fresh_seed();
+	int64_t shape[2] = { rows, w };
+	tk_call c = { .n_in = 1, .n_out = 1 };
+	char what[80];
+
+	c.in[0] = tt_tensor(dt, 2, shape, pad);
+	c.out[0] = tt_tensor(dt, 2, shape, pad ? pad + 8 : 0);
+	tt_fill(&c.in[0], &rng, shift - 5.0, shift + 5.0);
+	/* Masked positions (-inf) as attention uses them; never a whole row. */
+	for (int64_t i = 0; masked && i < rows * w; i += 3) {
+		if (i % w != 0)
+			tt_set(&c.in[0], i, -INFINITY);
+	}
+	snprintf(what, sizeof(what), "%ldx%ld pad %ld shift %g%s", (long)rows, (long)w, (long)pad,
+	         shift, masked ? " masked" : "");
+	compare_op("softmax", &c, tol_of(dt), what);
+	free_call(&c);
+}
+
+Test(gpu_softmax, matches_cpu_on_odd_widths_strided_rows_and_large_inputs)
+{
+	for (size_t k = 0; k < 3; k++) {
+		tk_dtype dt = tt_float_dtypes[k];
+		for (size_t w = 0; w < N_WIDTHS; w++) {
+			softmax_case(dt, 7, widths[w], 0, 0.0, 0);
+			softmax_case(dt, 7, widths[w], 3, 0.0, 0);
+		}
+		softmax_case(dt, 3, 4096, 0, 0.0, 0);
+		softmax_case(dt, 3, 4096, 8, 50.0, 0);
+		softmax_case(dt, 5000, 64, 0, -30.0, 0);
+		softmax_case(dt, 2, 262144, 0, 0.0, 0);
+	}
+	softmax_case(TK_F32, 9, 17, 0, 0.0, 1);
+	softmax_case(TK_F32, 9, 4097, 0, 0.0, 1);
+	softmax_case(TK_F32, 4, 333, 0, 1000.0, 0);
+}
+
+/* ---- gemm -------------------------------------------------------------- */
+
+static void gemm_case(tk_dtype dt, int64_t m, int64_t n, int64_t k, int trans_b, int bias,
+                      double alpha, int64_t pad)
+{
+	uint64_t rng = fresh_seed();
+	int64_t sa[2] = { m, k }, sb[2] = { k, n }, sc[2] = { m, n };
+	tk_call c = { .n_in = bias ? 3 : 2, .n_out = 1, .n_params = 2 };
+	char what[96];
+
+	if (trans_b) {
+		sb[0] = n;
+		sb[1] = k;
+	}
+	c.params[0] = tt_param_float(alpha);
+	c.params[1] = tt_param_bool(trans_b);
+	c.in[0] = tt_tensor(dt, 2, sa, pad);
+	c.in[1] = tt_tensor(dt, 2, sb, pad ? pad + 1 : 0);
+	if (bias)
+		c.in[2] = tt_tensor(dt, 1, &n, 0);
+	c.out[0] = tt_tensor(dt, 2, sc, pad ? pad + 2 : 0);
+	for (int i = 0; i < c.n_in; i++)
+		tt_fill(&c.in[i], &rng, -1.0, 1.0);
+	snprintf(what, sizeof(what), "%ldx%ldx%ld trans_b %d bias %d alpha %g pad %ld", (long)m,
+	         (long)n, (long)k, trans_b, bias, alpha, (long)pad);
+	compare_op("gemm", &c, gemm_tol_of(dt), what);
+	free_call(&c);
+}
+
+Test(gpu_gemm, matches_cpu_on_odd_sizes_both_b_layouts_alpha_and_bias)
+{
+	for (size_t d = 0; d < 3; d++) {
+		tk_dtype dt = tt_float_dtypes[d];
+		for (int tb = 0; tb <= 1; tb++) {
+			gemm_case(dt, 1, 1, 1, tb, 0, 1.0, 0);
+			gemm_case(dt, 33, 65, 129, tb, 0, 1.0, 0);
+			gemm_case(dt, 33, 65, 129, tb, 1, 0.5, 3);
+			gemm_case(dt, 7, 3, 5, tb, 1, -2.0, 0);
+			gemm_case(dt, 130, 257, 64, tb, 1, 1.0, 0);
+		}
+	}
+}
+
+Test(gpu_gemm, matches_cpu_with_a_long_k)
+{
+	for (size_t d = 0; d < 3; d++) {
+		gemm_case(tt_float_dtypes[d], 5, 9, 16384, 0, 0, 1.0, 0);
+		gemm_case(tt_float_dtypes[d], 3, 70, 16384, 1, 1, 0.25, 0);
+	}
+}
+
+/* ---- empty tensors ----------------------------------------------------- */
+
+Test(gpu_kernels, every_launcher_accepts_zero_element_tensors)
+{
+	int64_t s8[1] = { 8 }, s8x8[2] = { 8, 8 };
+	size_t count = 0;
+	const tk_kernel_entry *t = tk_kernels(&count);
+	cudaStream_t stream;
+
+	require_gpu();
+	cr_assert_eq(cudaStreamCreate(&stream), cudaSuccess);
+	for (size_t i = 0; i < count; i++) {
+		tk_call c = { .n_in = t[i].n_in, .n_out = 1 };
+		while (t[i].params[c.n_params] != NULL)
+			c.n_params++;
+		for (int p = 0; p < c.n_params; p++)
+			c.params[p] = tt_param_float(p == 0 ? 1.0 : 0.0);
+		/* No memory behind these: a launcher that touches it fails. */
+		c.in[0] = (tk_tensor){ .dtype = TK_F32, .ndim = 2, .shape = { 0, 8 } };
+		tk_set_contiguous(&c.in[0]);
+		c.out[0] = c.in[0];
+		for (int k = 1; k < c.n_in; k++) {
+			int is_b = strcmp(t[i].op, "gemm") == 0 && k == 1;
+			c.in[k] = (tk_tensor){ .dtype = TK_F32, .ndim = is_b ? 2 : 1 };
+			memcpy(c.in[k].shape, is_b ? s8x8 : s8, sizeof(int64_t) * (is_b ? 2 : 1));
+			tk_set_contiguous(&c.in[k]);
+		}
+		cr_expect_eq(t[i].cuda(&c, stream), TK_OK, "%s on [0, 8]", t[i].op);
+	}
+	cr_expect_eq(cudaStreamSynchronize(stream), cudaSuccess);
+	cudaStreamDestroy(stream);
+}

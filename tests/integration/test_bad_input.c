@@ -1,0 +1,418 @@
+/*
+ * test_bad_input.c - every malformed or hostile request gets a clear error
+ * (the right status and a message naming the problem), and the daemon goes
+ * on serving: each test ends by checking that a good request still works.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "integration/helpers.h"
+
+/* A fresh client runs one add and checks it: the daemon still serves. */
+static void expect_daemon_serving(void)
+{
+	tileops_client *c = th_connect("check", 0);
+	const int64_t shape[] = { 3 };
+	float a[3] = { 1.5f, -2, 4 }, got[3], want[3] = { 3, -4, 8 };
+	tileops_tensor t = th_tensor_f32(c, 1, shape, a);
+	tileops_tensor out = th_tensor_f32(c, 1, shape, NULL);
+	tileops_tensor in[2] = { t, t };
+	tileops_op op = { "add", in, 2, &out, 1, NULL, 0 };
+
+	th_run(c, &op);
+	th_read(c, out, got, sizeof(got));
+	th_expect_close_f32(got, want, 3, 0, 0, "add after bad input");
+	tileops_close(c);
+}
+
+/* The status must be `want` and the message must contain `needle`. */
+static void expect_error(tileops_status got, tileops_status want, const char *needle,
+                         const char *what)
+{
+	const char *msg = tileops_last_error();
+
+	cr_assert_eq(got, want, "%s: got %s (%s), expected %s", what, tileops_strerror(got), msg,
+	             tileops_strerror(want));
+	cr_assert(th_contains(msg, needle), "%s: the message \"%s\" does not mention \"%s\"", what,
+	          msg, needle);
+}
+
+/* ---- through the public API ------------------------------------------- */
+
+static tileops_client *client;
+
+static void setup(void)
+{
+	client = th_connect("bad-input", 0);
+}
+
+static void teardown(void)
+{
+	tileops_close(client);
+}
+
+TestSuite(api, .init = setup, .fini = teardown);
+
+static tileops_status run1(const char *name, tileops_tensor *in, size_t n_in, tileops_tensor out,
+                           const tileops_param *p, size_t np)
+{
+	tileops_op op = { name, in, n_in, &out, 1, p, np };
+
+	return tileops_op_run(client, &op);
+}
+
+Test(api, unknown_op_is_refused_by_name)
+{
+	const int64_t shape[] = { 4 };
+	tileops_tensor t = th_tensor_f32(client, 1, shape, NULL);
+
+	expect_error(run1("no_such_op", &t, 1, t, NULL, 0), TILEOPS_ERR_UNKNOWN_OP, "no_such_op",
+	             "unknown op");
+	expect_daemon_serving();
+}
+
+Test(api, mixed_dtypes_are_refused_with_the_dtype_named)
+{
+	const int64_t shape[] = { 4 };
+	tileops_tensor in[2] = { th_tensor(client, TILEOPS_F32, 1, shape),
+		                 th_tensor(client, TILEOPS_I32, 1, shape) };
+	tileops_tensor out = th_tensor(client, TILEOPS_F32, 1, shape);
+
+	expect_error(run1("add", in, 2, out, NULL, 0), TILEOPS_ERR_DTYPE, "i32", "add f32 + i32");
+	expect_daemon_serving();
+}
+
+Test(api, wrong_weight_shape_is_refused_with_the_shapes_named)
+{
+	const int64_t sx[] = { 4, 64 }, sw[] = { 63 };
+	tileops_tensor in[2] = { th_tensor_f32(client, 2, sx, NULL),
+		                 th_tensor_f32(client, 1, sw, NULL) };
+	tileops_tensor out = th_tensor_f32(client, 2, sx, NULL);
+
+	expect_error(run1("rms_norm", in, 2, out, NULL, 0), TILEOPS_ERR_SHAPE, "63",
+	             "rms_norm with weight [63] for x [4, 64]");
+	cr_assert(th_contains(tileops_last_error(), "rms_norm"), "message names no op: %s",
+	          tileops_last_error());
+	expect_daemon_serving();
+}
+
+Test(api, unbroadcastable_shapes_are_refused)
+{
+	const int64_t sa[] = { 3, 4 }, sb[] = { 5 };
+	tileops_tensor in[2] = { th_tensor_f32(client, 2, sa, NULL),
+		                 th_tensor_f32(client, 1, sb, NULL) };
+	tileops_tensor out = th_tensor_f32(client, 2, sa, NULL);
+
+	expect_error(run1("mul", in, 2, out, NULL, 0), TILEOPS_ERR_SHAPE, "mul", "mul [3,4] x [5]");
+	expect_daemon_serving();
+}
+
+Test(api, unknown_param_is_refused_by_name)
+{
+	const int64_t shape[] = { 8 };
+	tileops_tensor t = th_tensor_f32(client, 1, shape, NULL);
+	tileops_tensor out = th_tensor_f32(client, 1, shape, NULL);
+	tileops_param p = tileops_param_float("foo", 1.0);
+
+	expect_error(run1("silu", &t, 1, out, &p, 1), TILEOPS_ERR_PARAM, "foo", "param foo");
+	expect_daemon_serving();
+}
+
+Test(api, missing_input_is_refused)
+{
+	const int64_t shape[] = { 8 };
+	tileops_tensor t = th_tensor_f32(client, 1, shape, NULL);
+	tileops_tensor out = th_tensor_f32(client, 1, shape, NULL);
+	tileops_status st = run1("add", &t, 1, out, NULL, 0);
+
+	cr_assert_neq(st, TILEOPS_OK, "add with one input was accepted");
+	cr_assert(th_contains(tileops_last_error(), "add"), "message names no op: %s",
+	          tileops_last_error());
+	expect_daemon_serving();
+}
+
+Test(api, another_sessions_handle_is_unknown_here)
+{
+	tileops_client *other = th_connect("owner", 0);
+	const int64_t shape[] = { 4 };
+	float buf[4];
+	tileops_tensor theirs = th_tensor_f32(other, 1, shape, NULL);
+	tileops_tensor mine = th_tensor_f32(client, 1, shape, NULL);
+	tileops_tensor in[2] = { theirs, theirs };
+
+	expect_error(tileops_tensor_read(client, theirs, 0, buf, sizeof(buf)),
+	             TILEOPS_ERR_UNKNOWN_HANDLE, "handle", "read of another session's tensor");
+	expect_error(tileops_tensor_write(client, theirs, 0, buf, sizeof(buf)),
+	             TILEOPS_ERR_UNKNOWN_HANDLE, "handle", "write to another session's tensor");
+	expect_error(run1("add", in, 2, mine, NULL, 0), TILEOPS_ERR_UNKNOWN_HANDLE, "handle",
+	             "op over another session's tensor");
+	expect_error(tileops_tensor_free(client, theirs), TILEOPS_ERR_UNKNOWN_HANDLE, "handle",
+	             "free of another session's tensor");
+	/* The owner's tensor is untouched and still usable. */
+	th_read(other, theirs, buf, sizeof(buf));
+	tileops_close(other);
+	expect_daemon_serving();
+}
+
+Test(api, write_past_the_end_of_a_tensor_is_a_range_error)
+{
+	const int64_t shape[] = { 4 };
+	float buf[8] = { 0 };
+	tileops_tensor t = th_tensor_f32(client, 1, shape, NULL);
+
+	expect_error(tileops_tensor_write(client, t, 4, buf, 16), TILEOPS_ERR_RANGE, "",
+	             "write of bytes 4..20 into a 16-byte tensor");
+	expect_error(tileops_tensor_read(client, t, 0, buf, 32), TILEOPS_ERR_RANGE, "",
+	             "read of 32 bytes from a 16-byte tensor");
+	expect_daemon_serving();
+}
+
+Test(api, bad_create_arguments_are_refused)
+{
+	const int64_t neg[] = { 4, -1 };
+	int64_t nine[9] = { 1, 1, 1, 1, 1, 1, 1, 1, 1 };
+	tileops_tensor t = 0;
+
+	cr_assert_neq(tileops_tensor_create(client, TILEOPS_F32, 2, neg, &t), TILEOPS_OK,
+	              "a negative extent was accepted");
+	cr_assert_neq(tileops_tensor_create(client, TILEOPS_F32, 9, nine, &t), TILEOPS_OK,
+	              "ndim 9 was accepted");
+	cr_assert_neq(tileops_tensor_create(client, (tileops_dtype)42, 1, nine, &t), TILEOPS_OK,
+	              "dtype 42 was accepted");
+	cr_assert_eq(t, 0, "a refused create wrote a handle");
+	expect_daemon_serving();
+}
+
+Test(api, request_over_the_size_cap_is_too_large_and_nothing_is_sent)
+{
+	const int64_t shape[] = { 4 };
+	tileops_server_info info;
+	tileops_tensor t = th_tensor_f32(client, 1, shape, NULL);
+	tileops_tensor out = th_tensor_f32(client, 1, shape, NULL);
+	size_t len;
+	char *name;
+	tileops_param p;
+
+	cr_assert_eq(tileops_server_info_get(client, &info), TILEOPS_OK);
+	len = (size_t)info.max_message_bytes + 1024;
+	name = malloc(len + 1);
+	cr_assert(name);
+	memset(name, 'p', len);
+	name[len] = '\0';
+	p = tileops_param_float(name, 1.0);
+	expect_error(run1("silu", &t, 1, out, &p, 1), TILEOPS_ERR_TOO_LARGE, "", "huge param name");
+	free(name);
+	/* The same client carries on. */
+	cr_assert_eq(run1("silu", &t, 1, out, NULL, 0), TILEOPS_OK, "%s", tileops_last_error());
+	expect_daemon_serving();
+}
+
+/* ---- raw protocol ----------------------------------------------------- */
+
+static void expect_reply(Tileops__Reply *rep, int want, const char *needle, const char *what)
+{
+	cr_assert(rep != NULL, "%s: no reply within %d ms", what, TH_TIMEOUT_MS);
+	cr_assert_eq((int)rep->status, want, "%s: status %d (%s), expected %d", what,
+	             (int)rep->status, rep->message, want);
+	cr_assert(th_contains(rep->message, needle),
+	          "%s: the message \"%s\" does not mention \"%s\"", what, rep->message, needle);
+	tileops__reply__free_unpacked(rep, NULL);
+}
+
+Test(raw, request_without_hello_gets_no_session)
+{
+	th_raw r;
+	const int64_t shape[] = { 4 };
+
+	th_raw_open(&r);
+	r.seq = 1;
+	expect_reply(th_raw_create(&r, TILEOPS__DTYPE__DTYPE_F32, 1, shape),
+	             TILEOPS__STATUS__STATUS_NO_SESSION, "", "TensorCreate before Hello");
+	/* The connection is still usable for a proper Hello. */
+	th_raw_hello(&r, 1 << 16);
+	th_raw_close(&r);
+	expect_daemon_serving();
+}
+
+Test(raw, garbage_bytes_get_a_protocol_error)
+{
+	th_raw r;
+	unsigned char junk[1000];
+	th_rng rng = th_rng_seed(99);
+	Tileops__Reply *rep;
+
+	th_raw_open(&r);
+	th_fill_bytes(&rng, junk, sizeof(junk));
+	junk[0] = 0xff; /* field 31, wire type 7: never valid */
+	rep = th_raw_send_bytes(&r, junk, sizeof(junk), TH_TIMEOUT_MS);
+	cr_assert(rep != NULL, "no reply to garbage");
+	cr_assert_eq(rep->seq, 0u);
+	expect_reply(rep, TILEOPS__STATUS__STATUS_PROTOCOL, "", "1000 random bytes");
+	th_raw_hello(&r, 1 << 16);
+	th_raw_close(&r);
+	expect_daemon_serving();
+}
+
+Test(raw, truncated_request_gets_a_protocol_error)
+{
+	th_raw r;
+	Tileops__Request req = TILEOPS__REQUEST__INIT;
+	Tileops__Hello h = TILEOPS__HELLO__INIT;
+	size_t len;
+	uint8_t *buf;
+
+	th_raw_open(&r);
+	h.protocol_version = TILEOPS__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT;
+	h.client_name = "a client name long enough to cut in the middle";
+	h.arena_name = "/tileops-test-never-created";
+	h.arena_bytes = 1 << 16;
+	req.body_case = TILEOPS__REQUEST__BODY_HELLO;
+	req.hello = &h;
+	buf = th_raw_pack(&r, &req, &len);
+	cr_assert(len > 20);
+	expect_reply(th_raw_send_bytes(&r, buf, len / 2, TH_TIMEOUT_MS),
+	             TILEOPS__STATUS__STATUS_PROTOCOL, "", "a Hello cut in half");
+	free(buf);
+	th_raw_close(&r);
+	expect_daemon_serving();
+}
+
+Test(raw, message_over_the_cap_drops_only_that_connection)
+{
+	th_raw r;
+	size_t len = 2u << 20;
+	unsigned char *big = calloc(1, len);
+	Tileops__Reply *rep;
+
+	cr_assert(big);
+	th_raw_open(&r);
+	rep = th_raw_send_bytes(&r, big, len, 2000);
+	cr_assert(rep == NULL, "a 2 MiB message got a reply (status %d)",
+	          rep ? (int)rep->status : 0);
+	th_raw_close(&r);
+	free(big);
+	expect_daemon_serving();
+}
+
+Test(raw, wrong_protocol_version_is_refused)
+{
+	th_raw r;
+	char msg[512];
+	int st;
+
+	th_raw_open(&r);
+	st = th_raw_hello_ex(&r, 999, 1 << 16, 1 << 16, msg, sizeof(msg));
+	cr_assert_eq(st, TILEOPS__STATUS__STATUS_VERSION, "Hello version 999: status %d (%s)", st,
+	             msg);
+	cr_assert(th_contains(msg, "version"), "the message \"%s\" does not mention the version",
+	          msg);
+	th_raw_close(&r);
+	expect_daemon_serving();
+}
+
+Test(raw, hello_naming_a_missing_shm_object_is_refused)
+{
+	th_raw r;
+	char msg[512];
+	int st;
+
+	th_raw_open(&r);
+	st = th_raw_hello_ex(&r, TILEOPS__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT, 1 << 16, 0,
+	                     msg, sizeof(msg));
+	cr_assert_neq(st, TILEOPS__STATUS__STATUS_OK, "a Hello with a missing arena was accepted");
+	/* Skip the leading '/': the daemon may print the name without it. */
+	cr_assert(th_contains(msg, r.shm_name + 1), "the message \"%s\" does not name the arena %s",
+	          msg, r.shm_name);
+	th_raw_close(&r);
+	expect_daemon_serving();
+}
+
+Test(raw, hello_whose_shm_size_disagrees_is_refused)
+{
+	th_raw r;
+	char msg[512];
+	int st;
+
+	th_raw_open(&r);
+	st = th_raw_hello_ex(&r, TILEOPS__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT, 1 << 20,
+	                     1 << 16, msg, sizeof(msg));
+	cr_assert_neq(st, TILEOPS__STATUS__STATUS_OK,
+	              "a Hello claiming 1 MiB over a 64 KiB shm object was accepted");
+	cr_assert(th_contains(msg, r.shm_name + 1) || th_contains(msg, "size") ||
+	                  th_contains(msg, "bytes"),
+	          "the message \"%s\" says nothing of the arena or its size", msg);
+	th_raw_close(&r);
+	expect_daemon_serving();
+}
+
+Test(raw, arena_and_tensor_ranges_are_checked)
+{
+	th_raw r;
+	const int64_t shape[] = { 16 }; /* 64 bytes */
+	const size_t arena = 1 << 16;
+	Tileops__Reply *rep;
+	uint64_t h;
+
+	th_raw_open(&r);
+	th_raw_hello(&r, arena);
+	rep = th_raw_create(&r, TILEOPS__DTYPE__DTYPE_F32, 1, shape);
+	cr_assert(rep && rep->status == TILEOPS__STATUS__STATUS_OK, "create failed");
+	cr_assert_eq(rep->body_case, TILEOPS__REPLY__BODY_TENSOR_CREATE);
+	h = rep->tensor_create->handle;
+	cr_assert_eq(rep->tensor_create->nbytes, 64u);
+	tileops__reply__free_unpacked(rep, NULL);
+
+	expect_reply(th_raw_write(&r, h, 0, arena - 10, 64), TILEOPS__STATUS__STATUS_RANGE, "arena",
+	             "write from past the arena's end");
+	expect_reply(th_raw_read(&r, h, 0, arena, 1), TILEOPS__STATUS__STATUS_RANGE, "arena",
+	             "read to the arena's end");
+	expect_reply(th_raw_write(&r, h, 0, UINT64_MAX - 5, 10), TILEOPS__STATUS__STATUS_RANGE, "",
+	             "arena offset that wraps around");
+	expect_reply(th_raw_write(&r, h, 60, 0, 8), TILEOPS__STATUS__STATUS_RANGE, "",
+	             "write past the tensor's end");
+	expect_reply(th_raw_read(&r, h, 65, 0, 1), TILEOPS__STATUS__STATUS_RANGE, "",
+	             "read from beyond the tensor");
+	expect_reply(th_raw_read(&r, h, UINT64_MAX, 0, 2), TILEOPS__STATUS__STATUS_RANGE, "",
+	             "tensor offset that wraps around");
+	/* In range works on the same session. */
+	memset(r.arena, 7, 64);
+	expect_reply(th_raw_write(&r, h, 0, 0, 64), TILEOPS__STATUS__STATUS_OK, "", "good write");
+	memset(r.arena, 0, 64);
+	expect_reply(th_raw_read(&r, h, 0, 128, 64), TILEOPS__STATUS__STATUS_OK, "", "good read");
+	for (int i = 0; i < 64; i++)
+		cr_assert_eq(((unsigned char *)r.arena)[128 + i], 7, "byte %d did not round-trip",
+		             i);
+	th_raw_close(&r);
+	expect_daemon_serving();
+}
+
+Test(raw, unknown_handle_in_a_raw_write_is_refused)
+{
+	th_raw r;
+
+	th_raw_open(&r);
+	th_raw_hello(&r, 1 << 16);
+	expect_reply(th_raw_write(&r, 123456789, 0, 0, 4), TILEOPS__STATUS__STATUS_UNKNOWN_HANDLE,
+	             "", "write to handle 123456789");
+	th_raw_close(&r);
+	expect_daemon_serving();
+}
+
+Test(raw, request_with_no_body_is_refused)
+{
+	th_raw r;
+	Tileops__Request req = TILEOPS__REQUEST__INIT;
+	Tileops__Reply *rep;
+
+	th_raw_open(&r);
+	th_raw_hello(&r, 1 << 16);
+	rep = th_raw_call(&r, &req);
+	cr_assert(rep != NULL, "no reply to an empty request");
+	cr_assert_neq((int)rep->status, TILEOPS__STATUS__STATUS_OK,
+	              "a request with no body was accepted");
+	tileops__reply__free_unpacked(rep, NULL);
+	th_raw_close(&r);
+	expect_daemon_serving();
+}

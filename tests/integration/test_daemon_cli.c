@@ -1,0 +1,314 @@
+/*
+ * test_daemon_cli.c - tileopsd's command line: help and version, and the
+ * start-up errors that must stop it with status 1 and a message naming what
+ * was wrong. Each test spawns the binary ($TILEOPSD) in a private folder.
+ */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "integration/helpers.h"
+
+#define MAX_ARGS 32
+
+static char dir[64];
+
+static void setup(void)
+{
+	snprintf(dir, sizeof(dir), "/tmp/tileops-cli-XXXXXX");
+	cr_assert(mkdtemp(dir) != NULL, "mkdtemp failed");
+}
+
+static void teardown(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", dir);
+}
+
+TestSuite(cli, .init = setup, .fini = teardown, .timeout = 60);
+
+static const char *daemon_path(void)
+{
+	const char *p = getenv("TILEOPSD");
+
+	cr_assert(p && *p, "TILEOPSD is not set: run this test through ctest");
+	return p;
+}
+
+static const char *manifest_path(void)
+{
+	const char *p = getenv("TILEOPS_MANIFEST");
+
+	cr_assert(p && *p, "TILEOPS_MANIFEST is not set: run this test through ctest");
+	return p;
+}
+
+typedef struct proc {
+	pid_t pid;
+	char out_path[128];
+	char err_path[128];
+} proc;
+
+/* Start tileopsd with argv (NULL-terminated, argv[0] excluded); output to files in dir. */
+static void spawn(proc *p, const char *const *args)
+{
+	static int n;
+	const char *argv[MAX_ARGS + 2];
+	int i = 0;
+
+	argv[i++] = daemon_path();
+	for (; args[i - 1] && i <= MAX_ARGS; i++)
+		argv[i] = args[i - 1];
+	argv[i] = NULL;
+	n++;
+	snprintf(p->out_path, sizeof(p->out_path), "%s/out.%d", dir, n);
+	snprintf(p->err_path, sizeof(p->err_path), "%s/err.%d", dir, n);
+	p->pid = fork();
+	cr_assert(p->pid >= 0, "fork failed");
+	if (p->pid == 0) {
+		int in = open("/dev/null", O_RDONLY);
+		int out = open(p->out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int err = open(p->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		if (in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 ||
+		    dup2(err, 2) < 0)
+			_exit(127);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+}
+
+/* Wait for the process to exit within timeout_ms; returns its exit status. */
+static int wait_exit(proc *p, int timeout_ms)
+{
+	int64_t deadline = th_now_ms() + timeout_ms;
+	int status;
+
+	for (;;) {
+		pid_t r = waitpid(p->pid, &status, WNOHANG);
+
+		if (r == p->pid)
+			break;
+		if (th_now_ms() > deadline) {
+			kill(p->pid, SIGKILL);
+			waitpid(p->pid, &status, 0);
+			cr_assert_fail("tileopsd did not exit within %d ms", timeout_ms);
+		}
+		th_sleep_ms(20);
+	}
+	cr_assert(WIFEXITED(status), "tileopsd died from signal %d", WTERMSIG(status));
+	return WEXITSTATUS(status);
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = calloc(1, 65536);
+	size_t n;
+
+	cr_assert(buf);
+	if (!f)
+		return buf;
+	n = fread(buf, 1, 65535, f);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+/* Run to completion; check the exit status and that stream contains needle. */
+static void expect_run(const char *const *args, int want_status, int use_stderr, const char *needle)
+{
+	proc p;
+	int st;
+	char *out, *err;
+
+	spawn(&p, args);
+	st = wait_exit(&p, 20000);
+	out = slurp(p.out_path);
+	err = slurp(p.err_path);
+	cr_assert_eq(st, want_status, "%s: exit status %d, expected %d\nstdout: %s\nstderr: %s",
+	             args[0], st, want_status, out, err);
+	cr_assert(th_contains(use_stderr ? err : out, needle),
+	          "%s: %s does not mention \"%s\":\n%s", args[0], use_stderr ? "stderr" : "stdout",
+	          needle, use_stderr ? err : out);
+	free(out);
+	free(err);
+}
+
+static void path_in_dir(char *buf, size_t len, const char *name)
+{
+	snprintf(buf, len, "%s/%s", dir, name);
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	cr_assert(f, "cannot write %s", path);
+	fputs(text, f);
+	fclose(f);
+}
+
+Test(cli, help_prints_usage_and_exits_0)
+{
+	const char *a[] = { "--help", NULL }, *b[] = { "-h", NULL };
+
+	expect_run(a, 0, 0, "--listen");
+	expect_run(a, 0, 0, "usage");
+	expect_run(b, 0, 0, "--manifest");
+}
+
+Test(cli, version_prints_the_version_and_exits_0)
+{
+	const char *a[] = { "--version", NULL }, *b[] = { "-V", NULL };
+
+	expect_run(a, 0, 0, "tileopsd " TILEOPS_VERSION_STRING);
+	expect_run(b, 0, 0, TILEOPS_VERSION_STRING);
+}
+
+Test(cli, unknown_option_exits_1_naming_it)
+{
+	const char *a[] = { "--no-such-option", NULL };
+
+	expect_run(a, 1, 1, "no-such-option");
+}
+
+Test(cli, bad_backend_exits_1_naming_it)
+{
+	const char *a[] = { "--backend", "tpu", NULL };
+
+	expect_run(a, 1, 1, "tpu");
+}
+
+Test(cli, missing_config_file_exits_1_naming_it)
+{
+	char conf[128];
+	const char *a[] = { "--config", conf, NULL };
+
+	path_in_dir(conf, sizeof(conf), "absent.conf");
+	expect_run(a, 1, 1, conf);
+}
+
+Test(cli, unknown_config_key_exits_1_naming_key_and_line)
+{
+	char conf[128];
+	const char *a[] = { "--config", conf, NULL };
+
+	path_in_dir(conf, sizeof(conf), "bad.conf");
+	write_file(conf, "# a comment\nbackend = cpu\nbogus_key = 1\n");
+	expect_run(a, 1, 1, "bogus_key");
+	expect_run(a, 1, 1, ":3");
+}
+
+Test(cli, bad_config_value_exits_1_naming_the_key)
+{
+	char conf[128];
+	const char *a[] = { "--config", conf, NULL };
+
+	path_in_dir(conf, sizeof(conf), "value.conf");
+	write_file(conf, "contexts = many\n");
+	expect_run(a, 1, 1, "contexts");
+	write_file(conf, "max_message_bytes = 12Q\n");
+	expect_run(a, 1, 1, "max_message_bytes");
+}
+
+Test(cli, invalid_manifest_path_refuses_to_start)
+{
+	char sock[128], stats[128], manifest[128];
+	const char *a[] = { "--backend", "cpu",        "--listen", sock, "--stats",
+		            stats,       "--manifest", manifest,   NULL };
+
+	snprintf(sock, sizeof(sock), "ipc://%s/d.sock", dir);
+	snprintf(stats, sizeof(stats), "ipc://%s/s.sock", dir);
+	path_in_dir(manifest, sizeof(manifest), "no-manifest-here");
+	expect_run(a, 1, 1, "no-manifest-here");
+}
+
+Test(cli, backend_cuda_without_a_gpu_exits_1)
+{
+	char sock[128], stats[128];
+	const char *a[] = { "--backend", "cuda",       "--listen",      sock, "--stats",
+		            stats,       "--manifest", manifest_path(), NULL };
+
+	if (access("/dev/nvidiactl", F_OK) == 0)
+		cr_skip_test("this machine has a GPU");
+	snprintf(sock, sizeof(sock), "ipc://%s/d.sock", dir);
+	snprintf(stats, sizeof(stats), "ipc://%s/s.sock", dir);
+	expect_run(a, 1, 1, "cuda");
+}
+
+/* Wait for the ready file; fail with stderr if the daemon exits first. */
+static void wait_ready(proc *p, const char *ready)
+{
+	int64_t deadline = th_now_ms() + 20000;
+	struct stat sb;
+
+	while (stat(ready, &sb) != 0 || sb.st_size == 0) {
+		int status;
+
+		if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
+			char *err = slurp(p->err_path);
+
+			cr_assert_fail("tileopsd exited during start-up (0x%x):\n%s", status, err);
+		}
+		if (th_now_ms() > deadline) {
+			kill(p->pid, SIGKILL);
+			waitpid(p->pid, NULL, 0);
+			cr_assert_fail("tileopsd wrote no ready file %s within 20 s", ready);
+		}
+		th_sleep_ms(20);
+	}
+}
+
+Test(cli, config_file_starts_it_sighup_reloads_and_sigterm_exits_0)
+{
+	char conf[128], ready[128], text[1024], sock[128];
+	const char *a[] = { "--config", conf, NULL };
+	const char *second[] = { "--backend", "cpu",        "--listen",      sock, "--stats",
+		                 sock,        "--manifest", manifest_path(), NULL };
+	proc p, q;
+	int status;
+	char *err;
+
+	path_in_dir(conf, sizeof(conf), "good.conf");
+	path_in_dir(ready, sizeof(ready), "ready.pid");
+	snprintf(sock, sizeof(sock), "ipc://%s/d.sock", dir);
+	snprintf(text, sizeof(text),
+	         "# a working config\nlisten = ipc://%s/d.sock\nstats_listen = ipc://%s/s.sock\n"
+	         "backend = cpu\nmanifest = %s\nready_file = %s\nlog_level = debug\n"
+	         "max_sessions = 8\n",
+	         dir, dir, manifest_path(), ready);
+	write_file(conf, text);
+	spawn(&p, a);
+	wait_ready(&p, ready);
+
+	/* A second daemon on the same socket must refuse to start. */
+	spawn(&q, second);
+	status = wait_exit(&q, 20000);
+	err = slurp(q.err_path);
+	cr_expect_eq(status, 1, "a second daemon on a socket in use exited %d:\n%s", status, err);
+	cr_expect(th_contains(err, "d.sock"), "the message does not name the socket:\n%s", err);
+	free(err);
+
+	/* SIGHUP reloads; the daemon keeps running. */
+	cr_assert_eq(kill(p.pid, SIGHUP), 0);
+	th_sleep_ms(300);
+	cr_assert_eq(waitpid(p.pid, &status, WNOHANG), 0, "tileopsd exited on SIGHUP");
+
+	cr_assert_eq(kill(p.pid, SIGTERM), 0);
+	status = wait_exit(&p, 20000);
+	err = slurp(p.err_path);
+	cr_assert_eq(status, 0, "tileopsd exited %d after SIGTERM:\n%s", status, err);
+	cr_assert(access(ready, F_OK) != 0, "the ready file is left after exit");
+	free(err);
+}

@@ -1,0 +1,338 @@
+/*
+ * test_oplayer.c - oplayer_prepare: each validation rule refuses a
+ * violating request with its status and a message naming op, argument and
+ * rule; a valid request gets its kernel, ordered params with defaults, and
+ * its roofline counts.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "manifest.h"
+#include "oplayer.h"
+
+static manifest *m;
+static char err[1024];
+static tk_call call;
+static const tk_kernel_entry *kernel;
+static op_cost cost;
+
+static void setup(void)
+{
+	char e[4096] = "";
+
+	cr_assert_eq(manifest_load(TILEOPS_SOURCE_DIR "/manifest", &m, e, sizeof(e)), 0, "%s", e);
+	err[0] = 0;
+}
+
+static void teardown(void)
+{
+	manifest_free(m);
+}
+
+TestSuite(oplayer, .init = setup, .fini = teardown);
+
+static tk_tensor T(tk_dtype dt, int ndim, int64_t d0, int64_t d1, int64_t d2)
+{
+	tk_tensor t;
+	int64_t dims[3] = {d0, d1, d2}, s = 1;
+
+	memset(&t, 0, sizeof(t));
+	t.dtype = dt;
+	t.ndim = ndim;
+	for (int i = 0; i < ndim; i++)
+		t.shape[i] = dims[i];
+	for (int i = ndim - 1; i >= 0; i--) {
+		t.stride[i] = s;
+		s *= t.shape[i];
+	}
+	return t;
+}
+
+typedef struct req_builder {
+	tk_tensor in[4], out[2];
+	const char *names[4];
+	tk_param values[4];
+	op_request r;
+} req_builder;
+
+static void req(req_builder *b, const char *op, int n_in, int n_out)
+{
+	b->r = (op_request){op, n_in, n_out, b->in, b->out, 0, b->names, b->values};
+}
+
+static void param(req_builder *b, const char *name, tk_param v)
+{
+	b->names[b->r.n_params] = name;
+	b->values[b->r.n_params++] = v;
+}
+
+#define PI(x) ((tk_param){.kind = TK_PARAM_INT, .v.i = (x)})
+#define PF(x) ((tk_param){.kind = TK_PARAM_FLOAT, .v.f = (x)})
+#define PB(x) ((tk_param){.kind = TK_PARAM_BOOL, .v.b = (x)})
+
+static tileops_status prep(req_builder *b)
+{
+	return oplayer_prepare(m, &b->r, 0, &call, &kernel, &cost, err, sizeof(err));
+}
+
+static void refused(req_builder *b, tileops_status want, const char *msg)
+{
+	tileops_status st = prep(b);
+
+	cr_assert_eq(st, want, "status %d, expected %d (%s)", st, want, err);
+	cr_assert(strstr(err, msg), "message '%s' lacks '%s'", err, msg);
+}
+
+/* rms_norm over [2, 4096] bf16, valid until a test breaks it. */
+static void rms(req_builder *b)
+{
+	req(b, "rms_norm", 2, 1);
+	b->in[0] = T(TK_BF16, 2, 2, 4096, 0);
+	b->in[1] = T(TK_BF16, 1, 4096, 0, 0);
+	b->out[0] = T(TK_BF16, 2, 2, 4096, 0);
+}
+
+Test(oplayer, valid_request_gets_kernel_defaults_and_cost)
+{
+	req_builder b;
+
+	rms(&b);
+	cr_assert_eq(prep(&b), TILEOPS_OK, "%s", err);
+	cr_assert_eq(kernel, tk_kernel_find("rms_norm"));
+	cr_assert_eq(call.n_in, 2);
+	cr_assert_eq(call.n_out, 1);
+	cr_assert_eq(call.in[1].shape[0], 4096);
+	cr_assert_eq(call.n_params, 1);
+	cr_assert_eq(call.params[0].kind, TK_PARAM_FLOAT);
+	cr_assert_float_eq(call.params[0].v.f, 1e-6, 1e-15);
+	cr_assert_float_eq(cost.flops, 4.0 * 2 * 4096, 1e-6);
+	cr_assert_float_eq(cost.bytes, (2.0 * 2 * 4096 + 4096) * 2, 1e-6);
+}
+
+Test(oplayer, unknown_op_is_refused)
+{
+	req_builder b;
+
+	req(&b, "foo", 0, 0);
+	refused(&b, TILEOPS_ERR_UNKNOWN_OP, "unknown op 'foo'");
+}
+
+Test(oplayer, spec_op_is_refused_as_unsupported)
+{
+	req_builder b;
+
+	req(&b, "exp", 1, 1);
+	b.in[0] = b.out[0] = T(TK_F32, 1, 8, 0, 0);
+	refused(&b, TILEOPS_ERR_UNSUPPORTED, "op 'exp' is declared but has no kernel yet");
+}
+
+Test(oplayer, wrong_input_and_output_counts_are_refused)
+{
+	req_builder b;
+
+	rms(&b);
+	b.r.n_in = 1;
+	refused(&b, TILEOPS_ERR_INVALID_ARGUMENT, "rms_norm: expects 2 inputs (x, weight), got 1");
+	rms(&b);
+	b.r.n_out = 2;
+	refused(&b, TILEOPS_ERR_INVALID_ARGUMENT, "rms_norm: expects 1 output, got 2");
+}
+
+Test(oplayer, same_as_dtype_rule_is_enforced)
+{
+	req_builder b;
+
+	rms(&b);
+	b.in[1].dtype = TK_F16;
+	refused(&b, TILEOPS_ERR_DTYPE, "rms_norm: weight has dtype f16, expected bf16 (same_as(x))");
+}
+
+Test(oplayer, dtype_union_is_enforced)
+{
+	req_builder b;
+
+	req(&b, "add", 2, 1);
+	b.in[0] = b.in[1] = b.out[0] = T(TK_I32, 1, 8, 0, 0);
+	refused(&b, TILEOPS_ERR_DTYPE, "add: a has dtype i32, expected f32 | f16 | bf16");
+	b.in[0].dtype = (tk_dtype)42;
+	refused(&b, TILEOPS_ERR_DTYPE, "add: a has an invalid dtype (42)");
+}
+
+Test(oplayer, declared_shape_is_enforced_with_its_rule_text)
+{
+	req_builder b;
+
+	rms(&b);
+	b.in[1].shape[0] = 4095;
+	refused(&b, TILEOPS_ERR_SHAPE,
+		"rms_norm: weight has shape [4095], expected [4096] (x.shape[-1])");
+}
+
+Test(oplayer, rank_is_enforced)
+{
+	req_builder b;
+
+	rms(&b);
+	b.in[0] = T(TK_BF16, 0, 0, 0, 0);
+	refused(&b, TILEOPS_ERR_SHAPE, "rms_norm: x has rank 0, expected rank 1 to 8");
+	rms(&b);
+	b.in[1] = T(TK_BF16, 2, 1, 4096, 0);
+	refused(&b, TILEOPS_ERR_SHAPE, "rms_norm: weight has rank 2, expected rank 1");
+}
+
+Test(oplayer, output_shape_is_enforced)
+{
+	req_builder b;
+
+	rms(&b);
+	b.out[0].shape[0] = 3;
+	refused(&b, TILEOPS_ERR_SHAPE, "rms_norm: out has shape [3, 4096], expected [2, 4096] "
+		"(x.shape)");
+}
+
+Test(oplayer, non_contiguous_last_dimension_is_refused)
+{
+	req_builder b;
+
+	rms(&b);
+	b.in[0].stride[1] = 2;
+	refused(&b, TILEOPS_ERR_SHAPE, "rms_norm: x: the last dimension must be contiguous");
+}
+
+Test(oplayer, broadcast_rule_names_the_shapes)
+{
+	req_builder b;
+
+	req(&b, "mul", 2, 1);
+	b.in[0] = b.out[0] = T(TK_F32, 2, 2, 4, 0);
+	b.in[1] = T(TK_F32, 1, 4, 0, 0);
+	cr_assert_eq(prep(&b), TILEOPS_OK, "%s", err);
+	b.in[1] = T(TK_F32, 1, 3, 0, 0);
+	refused(&b, TILEOPS_ERR_SHAPE, "mul: b must broadcast to the shape of a (numpy rules) "
+		"(broadcastable(b, a)); a has shape [2, 4], b has shape [3]");
+}
+
+static void gemm(req_builder *b, int trans_b)
+{
+	req(b, "gemm", 2, 1);
+	b->in[0] = T(TK_F16, 2, 8, 16, 0);
+	b->in[1] = trans_b ? T(TK_F16, 2, 32, 16, 0) : T(TK_F16, 2, 16, 32, 0);
+	b->out[0] = T(TK_F16, 2, 8, 32, 0);
+}
+
+Test(oplayer, gemm_params_convert_and_follow_kernel_order)
+{
+	req_builder b;
+
+	gemm(&b, 1);
+	param(&b, "trans_b", PI(1)); /* bool given as int 1 */
+	param(&b, "alpha", PI(2));   /* float given as int */
+	cr_assert_eq(prep(&b), TILEOPS_OK, "%s", err);
+	cr_assert_eq(call.n_in, 2, "an omitted optional bias leaves n_in at 2");
+	cr_assert_eq(call.n_params, 2);
+	cr_assert_eq(call.params[0].kind, TK_PARAM_FLOAT);
+	cr_assert_float_eq(call.params[0].v.f, 2.0, 1e-12);
+	cr_assert_eq(call.params[1].kind, TK_PARAM_BOOL);
+	cr_assert_eq(call.params[1].v.b, 1);
+	cr_assert_float_eq(cost.flops, 2.0 * 8 * 32 * 16, 1e-6);
+}
+
+Test(oplayer, gemm_inner_dimensions_and_bias_are_checked)
+{
+	req_builder b;
+
+	gemm(&b, 0);
+	b.in[1].shape[0] = 15;
+	refused(&b, TILEOPS_ERR_SHAPE, "gemm: the inner dimensions of a and b must agree");
+	gemm(&b, 0);
+	b.r.n_in = 3;
+	b.in[2] = T(TK_F16, 1, 5, 0, 0);
+	refused(&b, TILEOPS_ERR_SHAPE, "gemm: bias has shape [5], expected [32] (N)");
+	b.in[2].shape[0] = 32;
+	cr_assert_eq(prep(&b), TILEOPS_OK, "%s", err);
+	cr_assert_eq(call.n_in, 3);
+	cr_assert_float_eq(cost.flops, 2.0 * 8 * 32 * 16 + 8 * 32, 1e-6);
+}
+
+Test(oplayer, param_out_of_range_is_refused)
+{
+	req_builder b;
+
+	rms(&b);
+	param(&b, "eps", PF(-1));
+	refused(&b, TILEOPS_ERR_PARAM, "rms_norm: param 'eps' = -1 is out of range (0, 1]");
+	rms(&b);
+	param(&b, "eps", PF(0.0 / 0.0));
+	refused(&b, TILEOPS_ERR_PARAM, "rms_norm: param 'eps' is NaN");
+}
+
+static void gelu(req_builder *b)
+{
+	req(b, "gelu", 1, 1);
+	b->in[0] = b->out[0] = T(TK_BF16, 2, 4, 8, 0);
+}
+
+Test(oplayer, unknown_and_duplicate_params_are_refused)
+{
+	req_builder b;
+
+	gelu(&b);
+	param(&b, "foo", PI(1));
+	refused(&b, TILEOPS_ERR_PARAM, "gelu: unknown param 'foo'");
+	gelu(&b);
+	param(&b, "approximate", PI(1));
+	param(&b, "approximate", PI(0));
+	refused(&b, TILEOPS_ERR_PARAM, "gelu: param 'approximate' is given twice");
+}
+
+Test(oplayer, param_values_and_types_are_enforced)
+{
+	req_builder b;
+
+	gelu(&b);
+	param(&b, "approximate", PI(2));
+	refused(&b, TILEOPS_ERR_PARAM, "gelu: param 'approximate' = 2 is not one of {0, 1}");
+	gelu(&b);
+	param(&b, "approximate", PF(0.5));
+	refused(&b, TILEOPS_ERR_PARAM, "gelu: param 'approximate' must be int, got float 0.5");
+	gemm(&b, 0);
+	param(&b, "trans_b", PI(2));
+	refused(&b, TILEOPS_ERR_PARAM, "gemm: param 'trans_b' must be bool (or int 0/1), got int 2");
+	gelu(&b);
+	param(&b, "approximate", PI(1));
+	cr_assert_eq(prep(&b), TILEOPS_OK, "%s", err);
+	cr_assert_eq(call.params[0].v.i, 1);
+}
+
+Test(oplayer, missing_required_param_is_refused)
+{
+	char e[1024] = "";
+	manifest *g;
+	op_cost c;
+
+	cr_assert_eq(manifest_parse(TILEOPS_SOURCE_DIR "/tests/manifest/data/good.yaml", &g, e,
+				    sizeof(e)), 0, "%s", e);
+	const manifest_op *op = manifest_find(g, "scaled");
+	cr_assert_eq(oplayer_check_workload(op, &op->workloads[0], TK_F32, &c, err, sizeof(err)),
+		     TILEOPS_ERR_PARAM);
+	cr_assert_str_eq(err, "scaled: missing required param 'factor'");
+	manifest_free(g);
+}
+
+Test(oplayer, cuda_without_a_cuda_kernel_is_unsupported)
+{
+	req_builder b;
+
+	if (tk_have_cuda())
+		cr_skip_test("this build has CUDA kernels");
+	rms(&b);
+	cr_assert_eq(oplayer_prepare(m, &b.r, 1, &call, &kernel, &cost, err, sizeof(err)),
+		     TILEOPS_ERR_UNSUPPORTED);
+	cr_assert_str_eq(err, "rms_norm: no cuda kernel is registered");
+}
+
+Test(oplayer, null_arguments_are_refused)
+{
+	cr_assert_eq(oplayer_prepare(m, NULL, 0, &call, &kernel, &cost, err, sizeof(err)),
+		     TILEOPS_ERR_INVALID_ARGUMENT);
+}
