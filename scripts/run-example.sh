@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 build=${TILEOPS_BUILD:-build}
 
 ./scripts/deps.sh
-./scripts/build.sh "$build"
+TILEOPS_TARGETS="tileopsd tileops-example-mlp" ./scripts/build.sh "$build"
 
 daemon=$build/daemon/tileopsd
 example=$build/client/tileops-example-mlp

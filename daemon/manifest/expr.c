@@ -290,6 +290,7 @@ static int parse_call(parser *p, const char *name, size_t pos)
 		{"product", N_PRODUCT, 1, EXPR_T_INT}, {"len", N_LEN, 1, EXPR_T_INT},
 		{"elem_bytes", N_ELEM_BYTES, 1, EXPR_T_INT}, {"ceil_div", N_CEIL_DIV, 2, EXPR_T_INT},
 		{"broadcastable", N_BROADCASTABLE, 2, EXPR_T_BOOL}, {"has", N_HAS, 1, EXPR_T_BOOL},
+		{"broadcast_shape", N_BROADCAST_SHAPE, 2, EXPR_T_LIST},
 	};
 	for (size_t k = 0; k < sizeof(fns) / sizeof(fns[0]); k++) {
 		if (strcmp(name, fns[k].name))
@@ -311,6 +312,7 @@ static int parse_call(parser *p, const char *name, size_t pos)
 			args[1] = want(p, args[1], EXPR_T_INT, "the second argument");
 			break;
 		case N_BROADCASTABLE:
+		case N_BROADCAST_SHAPE:
 			args[0] = want_shape(p, args[0], "the first argument");
 			args[1] = want_shape(p, args[1], "the second argument");
 			break;
@@ -430,6 +432,13 @@ static int parse_subscript(parser *p, int base, size_t pos)
 		if (is_punct(p, "]")) {
 			if (next_token(p) < 0)
 				return -1;
+			/* x.shape[k] with a literal k is the commonest form: one node. */
+			if (p->nodes[base].op == N_SHAPE && p->nodes[lo].op == N_INT) {
+				int r = leaf(p, N_DIM, EXPR_T_INT, pos, p->nodes[lo].v.i);
+				if (r >= 0)
+					p->nodes[r].a = p->nodes[base].a;
+				return r;
+			}
 			return new_node(p, N_INDEX, EXPR_T_INT, pos, base, lo);
 		}
 	}
@@ -481,6 +490,11 @@ static int parse_unary(parser *p)
 		if (next_token(p) < 0)
 			return -1;
 		int a = want_num(p, parse_unary(p), "the operand of unary -");
+		if (a >= 0 && p->nodes[a].op == N_INT && p->nodes[a].v.i != INT64_MIN) {
+			p->nodes[a].v.i = -p->nodes[a].v.i; /* fold -1 into a literal */
+			p->nodes[a].pos = (int32_t)pos;
+			return a;
+		}
 		return a < 0 ? -1 : new_node(p, N_NEG, type_of(p, a), pos, a, -1);
 	}
 	return parse_postfix(p);

@@ -195,6 +195,24 @@ static int compare(evalctx *c, const node *nd, expr_value *out)
 	return 0;
 }
 
+static int eval_dim(evalctx *c, const node *nd, expr_value *out)
+{
+	const tk_tensor *t;
+	int64_t k;
+
+	if (get_tensor(c, nd->a, 1, &t) < 0)
+		return -1;
+	int n = t->ndim < 0 ? 0 : t->ndim > TK_MAX_DIMS ? TK_MAX_DIMS : t->ndim;
+
+	k = nd->v.i < 0 ? nd->v.i + n : nd->v.i;
+	if (k < 0 || k >= n)
+		return efail(c, "index %lld is out of range for a list of length %d",
+			     (long long)nd->v.i, n);
+	out->type = EXPR_T_INT;
+	out->v.i = t->shape[k];
+	return 0;
+}
+
 static int eval_index(evalctx *c, const node *nd, expr_value *out)
 {
 	expr_value l, i;
@@ -311,6 +329,27 @@ static int broadcasts(const expr_value *a, const expr_value *b)
 	return 1;
 }
 
+/* The numpy broadcast of two shapes; an error when they do not broadcast. */
+static int broadcast_shape(evalctx *c, const expr_value *a, const expr_value *b,
+			   expr_value *out)
+{
+	int n = a->v.l.n > b->v.l.n ? a->v.l.n : b->v.l.n;
+	int64_t dims[TK_MAX_DIMS];
+
+	if (n > TK_MAX_DIMS)
+		return efail(c, "broadcast_shape: more than %d dims", TK_MAX_DIMS);
+	for (int i = 1; i <= n; i++) {
+		int64_t x = i <= a->v.l.n ? a->v.l.p[a->v.l.n - i] : 1;
+		int64_t y = i <= b->v.l.n ? b->v.l.p[b->v.l.n - i] : 1;
+
+		if (x != y && x != 1 && y != 1)
+			return efail(c, "shapes do not broadcast (dim -%d: %lld vs %lld)", i,
+				     (long long)x, (long long)y);
+		dims[n - i] = x == 1 ? y : x;
+	}
+	return push_list(c, dims, n, out);
+}
+
 static int eval_tensor_attr(evalctx *c, const node *nd, expr_value *out)
 {
 	const tk_tensor *t;
@@ -364,6 +403,8 @@ static int eval_func(evalctx *c, const node *nd, expr_value *out)
 		out->type = EXPR_T_INT;
 		out->v.i = -floor_div(-a.v.i, b.v.i);
 		return 0;
+	case N_BROADCAST_SHAPE:
+		return broadcast_shape(c, &a, &b, out);
 	default:
 		out->type = EXPR_T_BOOL;
 		out->v.b = broadcasts(&a, &b);
@@ -422,6 +463,7 @@ static int ev(evalctx *c, int n, expr_value *out)
 		return 0;
 	case N_SHAPE: case N_NDIM: case N_NUMEL: case N_ELEM_BYTES: case N_HAS:
 		return eval_tensor_attr(c, nd, out);
+	case N_DIM: return eval_dim(c, nd, out);
 	case N_INDEX: return eval_index(c, nd, out);
 	case N_SLICE: return eval_slice(c, nd, out);
 	case N_LIST: return eval_list(c, nd, out);

@@ -398,6 +398,55 @@ double th_stat_wait(const char *path, double want, int timeout_ms)
 	}
 }
 
+double th_stat_wait_min(const char *path, double min, int timeout_ms)
+{
+	int64_t deadline = th_now_ms() + timeout_ms;
+	double d;
+
+	for (;;) {
+		d = th_stat(path);
+		if (d >= min || th_now_ms() > deadline)
+			return d;
+		th_sleep_ms(50);
+	}
+}
+
+/* ---- client processes ------------------------------------------------- */
+
+pid_t th_spawn(const char *role, int arg, int fd)
+{
+	pid_t pid = fork();
+
+	cr_assert(pid >= 0, "fork failed: %s", strerror(errno));
+	if (pid == 0) {
+		char a[32], f[32];
+		char *argv[] = { "tileops-test-child", NULL };
+
+		snprintf(a, sizeof(a), "%d", arg);
+		snprintf(f, sizeof(f), "%d", fd);
+		setenv("TILEOPS_TEST_ROLE", role, 1);
+		setenv("TILEOPS_TEST_ARG", a, 1);
+		setenv("TILEOPS_TEST_FD", f, 1);
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+int th_child_role(const char **role, int *arg, int *fd)
+{
+	const char *r = getenv("TILEOPS_TEST_ROLE");
+	const char *a = getenv("TILEOPS_TEST_ARG");
+	const char *f = getenv("TILEOPS_TEST_FD");
+
+	if (!r || !a || !f)
+		return 0;
+	*role = r;
+	*arg = atoi(a);
+	*fd = atoi(f);
+	return 1;
+}
+
 /* ---- a raw protocol connection ---------------------------------------- */
 
 void th_raw_open(th_raw *r)

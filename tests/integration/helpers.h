@@ -12,6 +12,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -91,6 +93,33 @@ double th_stat(const char *path);
  * the last value seen. Never assumes how fast the daemon reacts.
  */
 double th_stat_wait(const char *path, double want, int timeout_ms);
+
+/* Like th_stat_wait, but until the value is at least `min`. */
+double th_stat_wait_min(const char *path, double min, int timeout_ms);
+
+/* ---- client processes ------------------------------------------------- */
+
+/*
+ * nng refuses to run in a forked child of a process that has used it, so a
+ * test's client processes are fresh executions of the test binary itself:
+ * th_spawn forks and re-executes /proc/self/exe with TILEOPS_TEST_ROLE,
+ * _ARG and _FD in its environment (fd, if >= 0, stays open in the child).
+ * A test file that spawns children declares TH_CHILD_MAIN(fn): before
+ * Criterion's main runs, a child calls fn(role, arg, fd) and exits with
+ * its return value.
+ */
+pid_t th_spawn(const char *role, int arg, int fd);
+/* 1 in a spawned child (and fills the out-parameters), else 0. */
+int th_child_role(const char **role, int *arg, int *fd);
+
+#define TH_CHILD_MAIN(fn)                                            \
+	__attribute__((constructor)) static void th_child_main(void) \
+	{                                                            \
+		const char *role_;                                   \
+		int arg_, fd_;                                       \
+		if (th_child_role(&role_, &arg_, &fd_))              \
+			_exit(fn(role_, arg_, fd_));                 \
+	}
 
 /* ---- a raw protocol connection ---------------------------------------- */
 

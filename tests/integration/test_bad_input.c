@@ -120,6 +120,65 @@ Test(api, unknown_param_is_refused_by_name)
 	expect_daemon_serving();
 }
 
+Test(api, param_out_of_its_allowed_values_is_refused_by_name)
+{
+	const int64_t shape[] = { 8 };
+	tileops_tensor t = th_tensor_f32(client, 1, shape, NULL);
+	tileops_tensor out = th_tensor_f32(client, 1, shape, NULL);
+	tileops_param p = tileops_param_int("approximate", 5);
+
+	expect_error(run1("gelu", &t, 1, out, &p, 1), TILEOPS_ERR_PARAM, "approximate",
+	             "gelu approximate=5");
+	expect_daemon_serving();
+}
+
+Test(api, param_of_the_wrong_kind_is_refused_by_name)
+{
+	const int64_t sx[] = { 2, 8 }, sw[] = { 8 };
+	tileops_tensor in[2] = { th_tensor_f32(client, 2, sx, NULL),
+		                 th_tensor_f32(client, 1, sw, NULL) };
+	tileops_tensor out = th_tensor_f32(client, 2, sx, NULL);
+	tileops_param p = tileops_param_bool("eps", 1);
+
+	expect_error(run1("rms_norm", in, 2, out, &p, 1), TILEOPS_ERR_PARAM, "eps",
+	             "rms_norm eps given as a bool");
+	expect_daemon_serving();
+}
+
+Test(api, op_declared_but_not_implemented_is_unsupported)
+{
+	/* "exp" is in the manifest with status spec: no kernel serves it yet. */
+	const int64_t shape[] = { 8 };
+	tileops_tensor t = th_tensor_f32(client, 1, shape, NULL);
+	tileops_tensor out = th_tensor_f32(client, 1, shape, NULL);
+
+	expect_error(run1("exp", &t, 1, out, NULL, 0), TILEOPS_ERR_UNSUPPORTED, "exp",
+	             "exp (declared, not implemented)");
+	expect_daemon_serving();
+}
+
+Test(api, gemm_with_mismatched_inner_dims_is_a_shape_error)
+{
+	const int64_t sa[] = { 4, 8 }, sb[] = { 9, 3 }, sc[] = { 4, 3 };
+	tileops_tensor in[2] = { th_tensor_f32(client, 2, sa, NULL),
+		                 th_tensor_f32(client, 2, sb, NULL) };
+	tileops_tensor out = th_tensor_f32(client, 2, sc, NULL);
+
+	expect_error(run1("gemm", in, 2, out, NULL, 0), TILEOPS_ERR_SHAPE, "gemm",
+	             "gemm [4,8] x [9,3]");
+	expect_daemon_serving();
+}
+
+Test(api, integer_tensors_are_refused_by_float_ops)
+{
+	const int64_t shape[] = { 8 };
+	tileops_tensor t = th_tensor(client, TILEOPS_I64, 1, shape);
+	tileops_tensor out = th_tensor(client, TILEOPS_I64, 1, shape);
+
+	expect_error(run1("silu", &t, 1, out, NULL, 0), TILEOPS_ERR_DTYPE, "i64", "silu on i64");
+	expect_daemon_serving();
+}
+
 Test(api, missing_input_is_refused)
 {
 	const int64_t shape[] = { 8 };

@@ -139,7 +139,20 @@ Test(concurrent, eight_threads_sharing_one_client_all_get_right_answers)
 	tileops_close(c);
 }
 
-/* Fork n children that each do the work; all must exit 0 within the deadline. */
+/* A spawned client process: the same work, the verdict in the exit status. */
+static int child_main(const char *role, int arg, int fd)
+{
+	work w = { .id = arg };
+
+	do_work(&w);
+	if (w.failed)
+		fprintf(stderr, "%s\n", w.msg);
+	return w.failed ? 1 : 0;
+}
+
+TH_CHILD_MAIN(child_main)
+
+/* Start n client processes; all must exit 0 within the deadline. */
 static void run_processes(int n)
 {
 	pid_t *pids = calloc((size_t)n, sizeof(*pids));
@@ -147,18 +160,8 @@ static void run_processes(int n)
 	int left = n;
 
 	cr_assert(pids);
-	for (int i = 0; i < n; i++) {
-		pids[i] = fork();
-		cr_assert(pids[i] >= 0, "fork failed");
-		if (pids[i] == 0) {
-			work w = { .id = 100 + i };
-
-			do_work(&w);
-			if (w.failed)
-				fprintf(stderr, "%s\n", w.msg);
-			_exit(w.failed ? 1 : 0);
-		}
-	}
+	for (int i = 0; i < n; i++)
+		pids[i] = th_spawn("worker", 100 + i, -1);
 	while (left > 0) {
 		int status;
 		pid_t p = waitpid(-1, &status, WNOHANG);

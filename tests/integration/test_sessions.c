@@ -43,8 +43,8 @@ Test(sessions, close_removes_the_session_and_its_tensors_from_the_stats)
 	expect_stat("bytes_in_use", bytes);
 }
 
-/* A child that connects, makes tensors and runs ops until killed. */
-static void busy_child(int ready_fd)
+/* A client that connects, makes tensors and runs ops until killed. */
+static int busy_child(int ready_fd)
 {
 	tileops_client *c = NULL;
 	const int64_t shape[] = { 128, 128 };
@@ -69,7 +69,30 @@ static void busy_child(int ready_fd)
 		if (i == 8 && write(ready_fd, &one, 1) != 1)
 			_exit(4);
 	}
+	return 0;
 }
+
+/* A client that opens a session, creates a tensor and exits without closing. */
+static int leaving_child(void)
+{
+	tileops_client *c = NULL;
+	const int64_t shape[] = { 10 };
+	tileops_tensor t;
+
+	if (th_try_connect("leaver", 0, &c) != TILEOPS_OK ||
+	    tileops_tensor_create(c, TILEOPS_F32, 1, shape, &t) != TILEOPS_OK)
+		return 1;
+	return 0; /* no tileops_close */
+}
+
+static int child_main(const char *role, int arg, int fd)
+{
+	if (strcmp(role, "busy") == 0)
+		return busy_child(fd);
+	return leaving_child();
+}
+
+TH_CHILD_MAIN(child_main)
 
 static pid_t start_busy_child(void)
 {
@@ -78,12 +101,7 @@ static pid_t start_busy_child(void)
 	pid_t pid;
 
 	cr_assert_eq(pipe(fds), 0);
-	pid = fork();
-	cr_assert(pid >= 0, "fork failed");
-	if (pid == 0) {
-		close(fds[0]);
-		busy_child(fds[1]);
-	}
+	pid = th_spawn("busy", 0, fds[1]);
 	close(fds[1]);
 	cr_assert_eq(read(fds[0], &b, 1), 1, "the client child died before running ops");
 	close(fds[0]);
@@ -142,20 +160,9 @@ Test(sessions, repeated_kills_leave_nothing_behind)
 Test(sessions, exit_without_close_is_reaped)
 {
 	double sessions = th_stat("sessions"), tensors = th_stat("tensors");
-	pid_t pid = fork();
+	pid_t pid = th_spawn("leaver", 0, -1);
 	int status;
 
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		tileops_client *c = NULL;
-		const int64_t shape[] = { 10 };
-		tileops_tensor t;
-
-		if (th_try_connect("leaver", 0, &c) != TILEOPS_OK ||
-		    tileops_tensor_create(c, TILEOPS_F32, 1, shape, &t) != TILEOPS_OK)
-			_exit(1);
-		_exit(0); /* no tileops_close */
-	}
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child could not connect");
 	expect_stat("sessions", sessions);

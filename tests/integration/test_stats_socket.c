@@ -70,8 +70,8 @@ Test(stats, op_counts_and_requests_grow_after_running_ops)
 	cr_assert_eq(tileops_sync(c), TILEOPS_OK);
 	cr_assert_neq(tileops_op_run(c, &bad), TILEOPS_OK, "add with one input was accepted");
 
-	cr_assert_eq(th_stat_wait("ops.add.count", count0 + 5, TH_TIMEOUT_MS), count0 + 5,
-	             "ops.add.count did not grow by the 5 adds run");
+	cr_assert(th_stat_wait_min("ops.add.count", count0 + 5, TH_TIMEOUT_MS) >= count0 + 5,
+	          "ops.add.count did not grow by the 5 adds run");
 	cr_assert(th_stat("ops.add.total_time_us") > time0, "ops.add.total_time_us did not grow");
 	cr_assert(th_stat("ops.add.bytes") > 0,
 	          "ops.add.bytes is 0 after adds of 400-byte tensors");

@@ -208,8 +208,16 @@ Test(oplayer, broadcast_rule_names_the_shapes)
 	b.in[1] = T(TK_F32, 1, 4, 0, 0);
 	cr_assert_eq(prep(&b), TILEOPS_OK, "%s", err);
 	b.in[1] = T(TK_F32, 1, 3, 0, 0);
-	refused(&b, TILEOPS_ERR_SHAPE, "mul: b must broadcast to the shape of a (numpy rules) "
-		"(broadcastable(b, a)); a has shape [2, 4], b has shape [3]");
+	refused(&b, TILEOPS_ERR_SHAPE, "mul: a and b must broadcast to the shape of out (numpy "
+		"rules) (broadcastable(a, out) and broadcastable(b, out)); a has shape [2, 4], "
+		"b has shape [3], out has shape [2, 4]");
+	/* Both sides broadcast: [3, 1, 5] and [4, 1] make [3, 4, 5]. */
+	b.in[0] = T(TK_F32, 3, 3, 1, 5);
+	b.in[1] = T(TK_F32, 2, 4, 1, 0);
+	b.out[0] = T(TK_F32, 3, 3, 4, 5);
+	cr_assert_eq(prep(&b), TILEOPS_OK, "%s", err);
+	b.out[0] = T(TK_F32, 3, 3, 1, 5);
+	refused(&b, TILEOPS_ERR_SHAPE, "b has shape [4, 1], out has shape [3, 1, 5]");
 }
 
 static void gemm(req_builder *b, int trans_b)
