@@ -120,13 +120,72 @@ int arena_range_ok(const arena *a, uint64_t off, uint64_t len)
 	return a->base && off <= a->size && len <= a->size - off;
 }
 
+/*
+ * The jump buffer does not save the signal mask (a syscall each time): the
+ * handler runs with SA_NODEFER, so SIGBUS is never left blocked.
+ */
+#define GUARDED(stmt)                                   \
+	do {                                            \
+		if (sigsetjmp(arena_guard_jmp, 0) != 0) \
+			return -1;                      \
+		arena_guard_active = 1;                 \
+		stmt;                                   \
+		arena_guard_active = 0;                 \
+	} while (0)
+
 static int guarded_copy(void *dst, const void *src, size_t len)
 {
-	if (sigsetjmp(arena_guard_jmp, 1) != 0)
+	GUARDED(memcpy(dst, src, len));
+	return 0;
+}
+
+static int word_ok(const arena *a, size_t off, size_t size)
+{
+	return a->base && off % size == 0 && off <= a->size - size;
+}
+
+int arena_load_u64(const arena *a, size_t off, uint64_t *v)
+{
+	if (!word_ok(a, off, 8))
 		return -1;
-	arena_guard_active = 1;
-	memcpy(dst, src, len);
-	arena_guard_active = 0;
+	uint64_t *p = (uint64_t *)((char *)a->base + off);
+	GUARDED(*v = __atomic_load_n(p, __ATOMIC_ACQUIRE));
+	return 0;
+}
+
+int arena_store_u64(const arena *a, size_t off, uint64_t v)
+{
+	if (!word_ok(a, off, 8))
+		return -1;
+	uint64_t *p = (uint64_t *)((char *)a->base + off);
+	GUARDED(__atomic_store_n(p, v, __ATOMIC_RELEASE));
+	return 0;
+}
+
+int arena_load_u32(const arena *a, size_t off, uint32_t *v)
+{
+	if (!word_ok(a, off, 4))
+		return -1;
+	uint32_t *p = (uint32_t *)((char *)a->base + off);
+	GUARDED(*v = __atomic_load_n(p, __ATOMIC_ACQUIRE));
+	return 0;
+}
+
+int arena_store_u32(const arena *a, size_t off, uint32_t v)
+{
+	if (!word_ok(a, off, 4))
+		return -1;
+	uint32_t *p = (uint32_t *)((char *)a->base + off);
+	GUARDED(__atomic_store_n(p, v, __ATOMIC_SEQ_CST));
+	return 0;
+}
+
+int arena_add_u32(const arena *a, size_t off, uint32_t v)
+{
+	if (!word_ok(a, off, 4))
+		return -1;
+	uint32_t *p = (uint32_t *)((char *)a->base + off);
+	GUARDED(__atomic_fetch_add(p, v, __ATOMIC_SEQ_CST));
 	return 0;
 }
 

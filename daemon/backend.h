@@ -32,17 +32,27 @@ typedef struct backend_ops {
 	void (*arena_detach)(backend *be, arena *a);
 	tileops_status (*alloc)(backend *be, size_t bytes, void **ptr, char *err, size_t errlen);
 	void (*free)(backend *be, void *stream, void *ptr);
-	/* Copy arena[aoff, aoff+len) to dst, or src to the arena; done on return. */
+	/* Copy arena[aoff, aoff+len) to dst, or src to the arena, in stream order.
+	 * The copy may still be running on return: it is done when a fence
+	 * created after it has passed. */
 	tileops_status (*write)(backend *be, void *stream, void *dst, const arena *a, size_t aoff,
 	                        size_t len, char *err, size_t errlen);
 	tileops_status (*read)(backend *be, void *stream, const void *src, const arena *a,
 	                       size_t aoff, size_t len, char *err, size_t errlen);
 	/* Run (CPU) or enqueue (CUDA) one kernel. Its time is reported through
-	 * be->timing_cb with `timing_slot`: at once by the CPU backend, by the
-	 * CUDA backend from collect_timings once the device has finished it. */
+	 * be->timing_cb with `slot` and `arg`: at once by the CPU backend, by
+	 * the CUDA backend from collect_timings once the device has finished. */
 	tileops_status (*launch)(backend *be, void *stream, const tk_kernel_entry *k,
-	                         const tk_call *call, int timing_slot, char *err, size_t errlen);
+	                         const tk_call *call, int slot, void *arg, char *err,
+	                         size_t errlen);
 	tileops_status (*sync)(backend *be, void *stream, char *err, size_t errlen);
+	/* A marker after the work queued on the stream so far. fence_query:
+	 * TILEOPS_IN_PROGRESS until that work is done, then its status (a device
+	 * fault is TILEOPS_ERR_BACKEND). fence_free releases it. */
+	tileops_status (*fence_create)(backend *be, void *stream, void **fence, char *err,
+	                               size_t errlen);
+	tileops_status (*fence_query)(backend *be, void *fence, char *err, size_t errlen);
+	void (*fence_free)(backend *be, void *fence);
 	tileops_status (*ipc_export)(backend *be, void *ptr, unsigned char handle[64], char *err,
 	                             size_t errlen);
 	tileops_status (*ipc_import)(backend *be, const unsigned char handle[64], void **ptr,
@@ -52,8 +62,8 @@ typedef struct backend_ops {
 	void (*collect_timings)(backend *be);
 } backend_ops;
 
-/* Called with the time a launched op took (timing_slot as given at launch). */
-typedef void (*backend_timing_fn)(void *ctx, int timing_slot, double elapsed_us);
+/* Called with the time a launched op took (slot and arg as given at launch). */
+typedef void (*backend_timing_fn)(void *ctx, int slot, void *arg, double elapsed_us);
 
 struct backend {
 	const backend_ops *ops;

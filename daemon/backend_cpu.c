@@ -93,7 +93,8 @@ static double now_us(void)
 }
 
 static tileops_status cpu_launch(backend *be, void *stream, const tk_kernel_entry *k,
-                                 const tk_call *call, int timing_slot, char *err, size_t errlen)
+                                 const tk_call *call, int slot, void *arg, char *err,
+                                 size_t errlen)
 {
 	double t0 = now_us();
 	tk_status st = k->cpu(call);
@@ -107,13 +108,30 @@ static tileops_status cpu_launch(backend *be, void *stream, const tk_kernel_entr
 		return TILEOPS_ERR_BACKEND;
 	}
 	if (be->timing_cb)
-		be->timing_cb(be->timing_ctx, timing_slot, t1 - t0);
+		be->timing_cb(be->timing_ctx, slot, arg, t1 - t0);
 	return TILEOPS_OK;
 }
 
 static tileops_status cpu_sync(backend *be, void *stream, char *err, size_t errlen)
 {
 	return TILEOPS_OK;
+}
+
+/* The CPU backend runs everything to completion: a fence is always passed. */
+static tileops_status cpu_fence_create(backend *be, void *stream, void **fence, char *err,
+                                       size_t errlen)
+{
+	*fence = NULL;
+	return TILEOPS_OK;
+}
+
+static tileops_status cpu_fence_query(backend *be, void *fence, char *err, size_t errlen)
+{
+	return TILEOPS_OK;
+}
+
+static void cpu_fence_free(backend *be, void *fence)
+{
 }
 
 static tileops_status cpu_ipc_export(backend *be, void *ptr, unsigned char handle[64],
@@ -147,6 +165,9 @@ static const backend_ops cpu_ops = {
 	.read = cpu_read,
 	.launch = cpu_launch,
 	.sync = cpu_sync,
+	.fence_create = cpu_fence_create,
+	.fence_query = cpu_fence_query,
+	.fence_free = cpu_fence_free,
 	.ipc_export = cpu_ipc_export,
 	.ipc_import = cpu_ipc_import,
 	.ipc_close = cpu_ipc_close,

@@ -16,6 +16,7 @@
 
 typedef struct cuda_timing {
 	int slot;
+	void *arg;
 	cudaEvent_t start, stop;
 } cuda_timing;
 
@@ -156,10 +157,9 @@ static tileops_status cuda_copy(backend *be, cudaStream_t s, void *dev, const ar
 	cudaError_t e;
 	if (a->pinned) {
 		char *host = (char *)a->base + aoff;
+		/* Queued only: the executor answers once a fence after it passes. */
 		e = to_device ? cudaMemcpyAsync(dev, host, len, cudaMemcpyHostToDevice, s)
 		              : cudaMemcpyAsync(host, dev, len, cudaMemcpyDeviceToHost, s);
-		if (e == cudaSuccess)
-			e = cudaStreamSynchronize(s);
 		return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "copy", err, errlen);
 	}
 	tileops_status st = cuda_bounce(be, err, errlen);
@@ -216,14 +216,14 @@ static void cuda_collect(backend *be)
 		float ms = 0.0f;
 		if (q == cudaSuccess && cudaEventElapsedTime(&ms, t->start, t->stop) == cudaSuccess &&
 		    be->timing_cb)
-			be->timing_cb(be->timing_ctx, t->slot, (double)ms * 1e3);
+			be->timing_cb(be->timing_ctx, t->slot, t->arg, (double)ms * 1e3);
 		cudaGetLastError();
 		im->head++;
 	}
 }
 
 static tileops_status cuda_launch(backend *be, void *stream, const tk_kernel_entry *k,
-                                  const tk_call *call, int timing_slot, char *err,
+                                  const tk_call *call, int slot, void *arg, char *err,
                                   size_t errlen)
 {
 	cuda_impl *im = be->impl;
@@ -237,7 +237,8 @@ static tileops_status cuda_launch(backend *be, void *stream, const tk_kernel_ent
 	if (!t->start && (cudaEventCreate(&t->start) != cudaSuccess ||
 	                  cudaEventCreate(&t->stop) != cudaSuccess))
 		return cuda_fail(cudaGetLastError(), "cudaEventCreate", err, errlen);
-	t->slot = timing_slot;
+	t->slot = slot;
+	t->arg = arg;
 	cudaEventRecord(t->start, s);
 	tk_status st = k->cuda(call, s);
 	if (st == TK_ERR_UNSUPPORTED) {
@@ -260,6 +261,33 @@ static tileops_status cuda_sync(backend *be, void *stream, char *err, size_t err
 	cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
 	cuda_collect(be);
 	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "device error", err, errlen);
+}
+
+static tileops_status cuda_fence_create(backend *be, void *stream, void **fence, char *err,
+                                        size_t errlen)
+{
+	cudaEvent_t ev;
+	cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+	if (e == cudaSuccess)
+		e = cudaEventRecord(ev, (cudaStream_t)stream);
+	if (e != cudaSuccess)
+		return cuda_fail(e, "cudaEventRecord", err, errlen);
+	*fence = ev;
+	return TILEOPS_OK;
+}
+
+static tileops_status cuda_fence_query(backend *be, void *fence, char *err, size_t errlen)
+{
+	cudaError_t e = cudaEventQuery((cudaEvent_t)fence);
+	if (e == cudaErrorNotReady)
+		return TILEOPS_IN_PROGRESS;
+	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "device error", err, errlen);
+}
+
+static void cuda_fence_free(backend *be, void *fence)
+{
+	if (fence)
+		cudaEventDestroy((cudaEvent_t)fence);
 }
 
 static tileops_status cuda_ipc_export(backend *be, void *ptr, unsigned char handle[64],
@@ -339,6 +367,9 @@ static const backend_ops cuda_ops = {
 	.read = cuda_read,
 	.launch = cuda_launch,
 	.sync = cuda_sync,
+	.fence_create = cuda_fence_create,
+	.fence_query = cuda_fence_query,
+	.fence_free = cuda_fence_free,
 	.ipc_export = cuda_ipc_export,
 	.ipc_import = cuda_ipc_import,
 	.ipc_close = cuda_ipc_close,

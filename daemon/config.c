@@ -39,6 +39,8 @@ void config_defaults(config *cfg)
 	cfg->session_memory_limit = 0;
 	cfg->max_sessions = 256;
 	cfg->max_pending = 256;
+	cfg->ring_spin_us = 50;
+	cfg->ring_batch = 32;
 }
 
 int config_parse_size(const char *s, size_t *out)
@@ -138,6 +140,8 @@ static const int_key int_keys[] = {
 	{"contexts", offsetof(config, contexts), 1, 4096},
 	{"max_sessions", offsetof(config, max_sessions), 1, 65536},
 	{"max_pending", offsetof(config, max_pending), 1, 65536},
+	{"ring_spin_us", offsetof(config, ring_spin_us), 0, 100000},
+	{"ring_batch", offsetof(config, ring_batch), 1, 4096},
 };
 
 int config_set(config *cfg, const char *key, const char *value, char *err, size_t errlen)

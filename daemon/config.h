@@ -37,6 +37,8 @@ typedef struct config {
 	size_t session_memory_limit; /* 0: no limit */
 	int max_sessions;
 	int max_pending;
+	int ring_spin_us; /* executor spins this long after the last work */
+	int ring_batch;   /* ring entries taken from one session per pass */
 } config;
 
 /* Defaults, including the default socket paths (see tileops_default_address). */

@@ -1,11 +1,17 @@
 /*
  * executor.h - the thread that owns the device.
  *
- * Every backend call (allocation, copies, launches, syncs) runs here, in
- * submission order, so one thread owns the CUDA context and the per-session
- * streams. The loop thread submits jobs; when a job is done the executor
- * hands it back through the done callback (on the executor thread), and the
- * loop answers the request.
+ * Every backend call (allocation, copies, launches, fences) runs here, so
+ * one thread owns the CUDA context and the per-session streams, and every
+ * request that touches tensors runs here too, in each session's order: jobs
+ * from the loop (the nng control plane) in submission order, and the
+ * entries of each session's submission ring (the data plane), which the
+ * executor polls itself. A job that names a ring_mark runs after the
+ * session's ring entries up to that mark.
+ *
+ * When a job is done the executor hands it back through the done callback
+ * (on the executor thread); the loop answers the request. Ring entries are
+ * answered here, in the session's completion ring.
  */
 #ifndef TILEOPSD_EXECUTOR_H
 #define TILEOPSD_EXECUTOR_H
@@ -14,68 +20,64 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "stats.h"
 
 struct session;
 struct tp_worker;
+struct Tileops__Request;
+typedef struct manifest manifest;
 
 typedef enum job_kind {
-	JOB_OPEN,   /* make the session's stream, pin its arena */
-	JOB_CLOSE,  /* free the session's tensors, stream and arena pinning */
-	JOB_ALLOC,
-	JOB_FREE,
-	JOB_WRITE,
-	JOB_READ,
-	JOB_OP,
-	JOB_SYNC,
-	JOB_EXPORT,
-	JOB_IMPORT
+	JOB_OPEN,     /* make the session's stream, pin its arena, set up its rings */
+	JOB_CLOSE,    /* free everything the session holds on the device */
+	JOB_REQUEST,  /* one control-plane request of the session */
+	JOB_MANIFEST  /* swap in a reloaded manifest */
 } job_kind;
-
-typedef struct job_buffer {
-	void *ptr;
-	int imported;
-} job_buffer;
 
 typedef struct job {
 	job_kind kind;
 	struct job *next;
-	struct session *s;      /* holds a reference until the job is finished */
-	struct tp_worker *w;    /* where the answer goes; NULL for none */
+	struct session *s;          /* holds a reference until the job is handed back */
+	struct tp_worker *w;        /* where the answer goes; NULL for none */
 	uint64_t seq;
-	/* Arguments. */
-	void *ptr;              /* FREE, WRITE, READ, EXPORT: the tensor's memory */
-	int imported;           /* FREE: close an IPC mapping instead of freeing */
-	size_t bytes;           /* ALLOC: size; WRITE/READ: length */
-	size_t toff, aoff;      /* WRITE/READ: tensor and arena offsets */
-	unsigned char ipc[64];  /* EXPORT result, IMPORT argument */
-	const tk_kernel_entry *kernel;
-	int op_slot;            /* stats slot of the op */
-	tk_call call;
-	job_buffer *buffers;    /* CLOSE: everything the session still holds */
-	size_t n_buffers;
-	struct tensor *tensor;  /* ALLOC/IMPORT: the tensor being made */
+	struct Tileops__Request *req; /* REQUEST: the decoded request (the loop frees it) */
+	int want_rings;             /* OPEN: the Hello asked for rings */
+	manifest *mf;               /* MANIFEST: in: the new one; out: the old one */
 	/* Results. */
 	tileops_status status;
 	char msg[512];
+	uint64_t handle;            /* tensor create/import */
+	uint64_t nbytes;
+	unsigned char ipc[64];      /* tensor export */
+	int rings;                  /* OPEN: rings are served */
+	void *fence;                /* executor-private: answered when it passes */
 } job;
 
 typedef struct executor executor;
 typedef void (*executor_done_fn)(void *ctx, job *j);
 
+typedef struct executor_config {
+	backend *be;
+	stats *st;
+	manifest *mf;                 /* the executor owns it from here on */
+	const size_t *memory_limit;   /* session_memory_limit, read atomically */
+	int spin_us;                  /* spin this long after the last work, then sleep */
+	int ring_batch;               /* ring entries per session per pass */
+	executor_done_fn done;
+	void *ctx;
+} executor_config;
+
 /*
  * Start the thread. It calls be->ops->thread_init first; a failure there is
- * returned here. done(ctx, job) is called on the executor thread.
+ * returned here, with a message.
  */
-executor *executor_start(backend *be, executor_done_fn done, void *ctx, char *err,
-                         size_t errlen);
+executor *executor_start(const executor_config *cfg, char *err, size_t errlen);
 
 /* Queue a job (any thread). The done callback always runs for it. */
 void executor_submit(executor *ex, job *j);
 
-/* Jobs queued or running. */
-size_t executor_pending(executor *ex);
-
-/* Finish every queued job, then join the thread. NULL is a no-op. */
+/* Finish every queued job and pending completion, then join the thread and
+ * free the manifest it owns. NULL is a no-op. */
 void executor_stop(executor *ex);
 
 #endif

@@ -135,15 +135,10 @@ static void on_wake(uv_async_t *h)
 void server_submit(server *srv, session *s, job *j)
 {
 	j->s = s;
-	s->refs++;
+	if (s)
+		session_ref(s);
 	srv->jobs_in_flight++;
 	executor_submit(srv->ex, j);
-}
-
-/* Executor thread: a launched op's measured time. */
-static void on_op_timed(void *ctx, int slot, double us)
-{
-	stats_op_time(ctx, slot, us);
 }
 
 /* ---- signals and the tick ----------------------------------------------- */
@@ -182,7 +177,8 @@ static void reload(server *srv)
 			         "max_message_bytes change only on restart");
 		srv->cfg.log_level = next.log_level;
 		__atomic_store_n(&srv->cfg.allow_gid, next.allow_gid, __ATOMIC_RELAXED);
-		srv->cfg.session_memory_limit = next.session_memory_limit;
+		__atomic_store_n(&srv->cfg.session_memory_limit, next.session_memory_limit,
+		                 __ATOMIC_RELAXED);
 		srv->cfg.max_sessions = next.max_sessions;
 		srv->cfg.max_pending = next.max_pending;
 		srv->cfg.max_arena_bytes = next.max_arena_bytes;
@@ -196,9 +192,17 @@ static void reload(server *srv)
 		          srv->cfg.manifest, err);
 		return;
 	}
-	/* The op layer runs on this thread only, so the swap needs no lock. */
-	manifest_free(srv->mf);
-	srv->mf = m;
+	/* The executor owns the manifest: it swaps in the new one between
+	 * requests and hands back the old one, which the loop frees. */
+	job *j = calloc(1, sizeof(*j));
+	if (!j) {
+		manifest_free(m);
+		log_error("SIGHUP: out of memory; keeping the loaded manifest");
+		return;
+	}
+	j->kind = JOB_MANIFEST;
+	j->mf = m;
+	server_submit(srv, NULL, j);
 	log_info("SIGHUP: config and manifest reloaded");
 }
 
@@ -284,16 +288,29 @@ int server_start(server *srv, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot install the SIGBUS handler");
 		return -1;
 	}
-	if (manifest_load(srv->cfg.manifest, &srv->mf, err, errlen) != 0)
+	manifest *mf = NULL;
+	if (manifest_load(srv->cfg.manifest, &mf, err, errlen) != 0)
 		return -1;
 	srv->be = backend_open(srv->cfg.backend, srv->cfg.device, err, errlen);
-	if (!srv->be)
+	if (!srv->be) {
+		manifest_free(mf);
 		return -1;
-	srv->be->timing_cb = on_op_timed;
-	srv->be->timing_ctx = &srv->st;
-	srv->ex = executor_start(srv->be, on_job_done, srv, err, errlen);
-	if (!srv->ex)
+	}
+	executor_config ec = {
+		.be = srv->be,
+		.st = &srv->st,
+		.mf = mf,
+		.memory_limit = &srv->cfg.session_memory_limit,
+		.spin_us = srv->cfg.ring_spin_us,
+		.ring_batch = srv->cfg.ring_batch,
+		.done = on_job_done,
+		.ctx = srv,
+	};
+	srv->ex = executor_start(&ec, err, errlen);
+	if (!srv->ex) {
+		manifest_free(mf);
 		return -1;
+	}
 
 	uv_loop_init(&srv->loop);
 	uv_async_init(&srv->loop, &srv->wake, on_wake);
@@ -361,8 +378,6 @@ void server_finish(server *srv)
 	}
 	backend_close(srv->be);
 	srv->be = NULL;
-	manifest_free(srv->mf);
-	srv->mf = NULL;
 	stats_destroy(&srv->st);
 	if (srv->cfg.ready_file[0])
 		unlink(srv->cfg.ready_file);

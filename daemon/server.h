@@ -20,8 +20,6 @@
 #include "stats.h"
 #include "transport.h"
 
-typedef struct manifest manifest;
-
 typedef enum event_kind {
 	EV_REQUEST,   /* a control request (w, msg) */
 	EV_STATS,     /* a stats request (w) */
@@ -51,7 +49,6 @@ typedef struct server {
 	executor *ex;
 	transport *control;
 	transport *stats_tp;
-	manifest *mf;
 	stats st;
 
 	session *sessions;

@@ -21,9 +21,14 @@ session *session_new(uint64_t id, uint32_t pipe)
 	return s;
 }
 
+void session_ref(session *s)
+{
+	__atomic_fetch_add(&s->refs, 1, __ATOMIC_RELAXED);
+}
+
 void session_unref(session *s)
 {
-	if (!s || --s->refs > 0)
+	if (!s || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) > 0)
 		return;
 	for (size_t i = 0; i < s->n_buckets; i++) {
 		tensor *t = s->buckets[i];
@@ -81,8 +86,8 @@ int session_tensor_insert(session *s, tensor *t)
 	size_t k = bucket_of(t->handle, s->n_buckets);
 	t->next = s->buckets[k];
 	s->buckets[k] = t;
-	s->n_tensors++;
-	s->bytes += t->nbytes;
+	__atomic_store_n(&s->n_tensors, s->n_tensors + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->bytes, s->bytes + t->nbytes, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -94,8 +99,8 @@ tensor *session_tensor_remove(session *s, uint64_t handle)
 			continue;
 		*pp = t->next;
 		t->next = NULL;
-		s->n_tensors--;
-		s->bytes -= t->nbytes;
+		__atomic_store_n(&s->n_tensors, s->n_tensors - 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->bytes, s->bytes - t->nbytes, __ATOMIC_RELAXED);
 		return t;
 	}
 	return NULL;

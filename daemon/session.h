@@ -2,9 +2,10 @@
  * session.h - a client's session: its connection, arena, stream, tensors and
  * the order of its requests.
  *
- * Threading: sessions belong to the loop thread. The executor reads only a
- * session's stream and arena, which are fixed while jobs of it are queued,
- * and holds a reference (refs) for every job so the struct outlives them.
+ * Threading: each field group below says which thread owns it. The loop
+ * owns request order and the session table; the executor owns the device
+ * side (stream, tensors, rings). References are atomic, so a struct lives
+ * until the last job or pending completion that names it is finished.
  */
 #ifndef TILEOPSD_SESSION_H
 #define TILEOPSD_SESSION_H
@@ -14,6 +15,7 @@
 #include <sys/types.h>
 
 #include "arena.h"
+#include "ring.h"
 #include "tileops_kernels.h"
 
 struct tp_worker;
@@ -36,34 +38,48 @@ typedef struct held_request {
 } held_request;
 
 typedef struct session {
+	/* Fixed once the Hello has been checked. */
 	uint64_t id;
 	uint32_t pipe;
 	int64_t pid;
 	int64_t uid;
 	char name[64];
-	arena arena;
-	void *stream;
-	/* Tensors by handle. */
-	tensor **buckets;
-	size_t n_buckets;
-	size_t n_tensors;
-	size_t bytes;
-	/* Request order: requests run in seq order; later ones wait in `held`. */
+
+	/* Loop thread: request order. Requests run in seq order; later ones
+	 * wait in `held`. */
 	uint64_t next_seq;
 	held_request *held; /* sorted by seq */
 	int n_held;
 	double gap_since; /* when the head of `held` started waiting, seconds */
-	int barrier;      /* a job whose result later requests need is running */
-	int refs;         /* the session table's, plus one per job */
 	int closing;
 	struct session *next;
+
+	/* Either thread, atomically: the loop's table reference, one per job,
+	 * and the executor's for each completion it still owes. */
+	int refs;
+
+	/* Executor thread, from the open job to the close job. The loop maps
+	 * the arena before the first and unmaps it after the last. */
+	arena arena;
+	ring ring;
+	void *stream;
+	tensor **buckets;
+	size_t n_buckets;
+	int ex_closed;            /* the close job ran: no more work */
+	struct session *ring_next; /* the executor's list of ring sessions */
+
+	/* Written by the executor, read by the loop for stats (atomic). */
+	size_t n_tensors;
+	size_t bytes;
 } session;
 
 /* A new session with one reference (the table's). NULL if out of memory. */
 session *session_new(uint64_t id, uint32_t pipe);
+void session_ref(session *s);
 /* Drop a reference; the last one frees the struct and its tensor records. */
 void session_unref(session *s);
 
+/* Executor thread: the tensor table. Counts are kept for the loop's stats. */
 tensor *session_tensor_find(const session *s, uint64_t handle);
 /* Insert; returns 0 or -1 when out of memory. */
 int session_tensor_insert(session *s, tensor *t);

@@ -61,6 +61,13 @@ void stats_op_count(stats *st, int slot, int failed, double flops, double bytes)
 	pthread_mutex_unlock(&st->mu);
 }
 
+void stats_count_request(stats *st, int failed)
+{
+	__atomic_fetch_add(&st->requests, 1, __ATOMIC_RELAXED);
+	if (failed)
+		__atomic_fetch_add(&st->errors, 1, __ATOMIC_RELAXED);
+}
+
 void stats_op_time(stats *st, int slot, double us)
 {
 	pthread_mutex_lock(&st->mu);

@@ -35,6 +35,8 @@ void stats_destroy(stats *st);
 /* The slot of op `name`, made on first use; -1 if out of memory. */
 int stats_op_slot(stats *st, const char *name);
 void stats_op_count(stats *st, int slot, int failed, double flops, double bytes);
+/* One answered request (either plane); `failed` when its status was not OK. */
+void stats_count_request(stats *st, int failed);
 /* Executor thread: an op of `slot` took `us` microseconds. */
 void stats_op_time(stats *st, int slot, double us);
 

@@ -1,0 +1,74 @@
+/*
+ * executor_int.h - what executor.c (the thread and its polling) and exec.c
+ * (running requests) share. Executor thread only, except where noted.
+ */
+#ifndef TILEOPSD_EXECUTOR_INT_H
+#define TILEOPSD_EXECUTOR_INT_H
+
+#include <pthread.h>
+
+#include "executor.h"
+#include "session.h"
+
+/* A completion owed once a fence passes: a job's answer or a ring CQE. */
+typedef struct pending {
+	struct pending *next;
+	void *fence;
+	job *job;        /* answer this job, or ... */
+	session *s;      /* ... post a CQE with this tag (holds a reference) */
+	uint64_t tag;
+} pending;
+
+/* A ring op whose completion waits for its device time. */
+typedef struct timed_cqe {
+	session *s; /* holds a reference */
+	uint64_t tag;
+} timed_cqe;
+
+struct executor {
+	executor_config cfg;
+	backend *be;
+	manifest *mf;
+	pthread_t thread;
+
+	/* Shared with submitters (under mu). */
+	pthread_mutex_t mu;
+	job *head, *tail;
+	int stopping;
+	uint32_t bell;     /* futex word; bumped by submitters when sleeping */
+	int sleeping;      /* atomic */
+
+	/* Start-up handshake (under mu). */
+	pthread_cond_t started_cv;
+	int started;
+	tileops_status init_status;
+	char init_msg[256];
+
+	/* Executor thread only. */
+	session *rings;    /* sessions whose rings are polled */
+	session *rr_next;  /* where the next polling pass starts */
+	pending *pend, *pend_tail;
+	uint64_t next_handle;
+};
+
+/* exec.c */
+void exec_job(executor *ex, job *j);
+/* Run one submission-ring entry of s; posts (or owes) its completion. */
+void exec_sqe(executor *ex, session *s, const tileops_sqe *e);
+/* Consume s's ring entries up to `mark`. Returns TILEOPS_OK or an error. */
+tileops_status exec_ring_until(executor *ex, session *s, uint64_t mark, char *err,
+                               size_t errlen);
+/* Owe a completion until the work queued on s's stream so far is done. */
+void exec_defer(executor *ex, session *s, job *j, uint64_t tag);
+/* Post a completion on s's ring and count it. gpu_us < 0: none. */
+void exec_post(executor *ex, session *s, uint64_t tag, tileops_status st, double gpu_us,
+               const char *msg);
+/* The backend's timing callback. */
+void exec_timed(void *ctx, int slot, void *arg, double us);
+
+/* executor.c */
+void executor_hand_back(executor *ex, job *j);
+/* Answer every owed completion whose fence has passed; 1 if any was. */
+int executor_poll_pending(executor *ex);
+
+#endif

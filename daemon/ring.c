@@ -1,0 +1,199 @@
+/* ring.c - the daemon's side of the shared-memory rings (see ring.h). */
+#include "ring.h"
+
+#include <linux/futex.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define HDR(field) offsetof(tileops_ring_header, field)
+
+void ring_break(ring *r, const char *why)
+{
+	if (r->broken)
+		return;
+	r->broken = 1;
+	snprintf(r->why, sizeof(r->why), "%s", why);
+}
+
+static int is_pow2(uint32_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+int ring_setup(ring *r, const arena *a, char *err, size_t errlen)
+{
+	tileops_ring_header h;
+	memset(r, 0, sizeof(*r));
+	if (a->size < sizeof(h) || arena_copy_in(a, 0, &h, sizeof(h)) != 0) {
+		snprintf(err, errlen, "the arena is too small for a ring header");
+		return -1;
+	}
+	uint64_t size = a->size;
+	uint64_t sq_bytes = (uint64_t)h.sq_entries * TILEOPS_SQE_BYTES;
+	uint64_t cq_bytes = (uint64_t)h.cq_entries * TILEOPS_CQE_BYTES;
+	const char *bad = NULL;
+	if (h.magic != TILEOPS_RING_MAGIC)
+		bad = "magic is not TOPR";
+	else if (h.version != TILEOPS_RING_VERSION)
+		bad = "version is not 1";
+	else if (!is_pow2(h.sq_entries) || h.sq_entries < TILEOPS_RING_MIN_ENTRIES ||
+	         h.sq_entries > TILEOPS_RING_MAX_ENTRIES)
+		bad = "sq_entries is not a power of two in [8, 4096]";
+	else if (h.cq_entries != h.sq_entries)
+		bad = "cq_entries differs from sq_entries";
+	else if (h.sq_offset < TILEOPS_RING_HEADER_BYTES || h.sq_offset % 64 ||
+	         h.sq_offset > size || sq_bytes > size - h.sq_offset)
+		bad = "sq_offset puts the submission ring outside the arena or over the header";
+	else if (h.cq_offset < h.sq_offset + sq_bytes || h.cq_offset % 64 ||
+	         h.cq_offset > size || cq_bytes > size - h.cq_offset)
+		bad = "cq_offset puts the completion ring outside the arena or over the SQ";
+	else if (h.data_offset < h.cq_offset + cq_bytes || h.data_offset % 4096 ||
+	         h.data_offset > size)
+		bad = "data_offset is not page-aligned past the rings and inside the arena";
+	if (bad) {
+		snprintf(err, errlen, "ring header: %s", bad);
+		return -1;
+	}
+	r->entries = h.sq_entries;
+	r->sq_off = h.sq_offset;
+	r->cq_off = h.cq_offset;
+	r->data_off = h.data_offset;
+	/* Start from zero whatever the client left there. */
+	if (arena_store_u64(a, HDR(sq_head), 0) || arena_store_u64(a, HDR(cq_tail), 0) ||
+	    arena_store_u32(a, HDR(daemon_sleeping), 0)) {
+		snprintf(err, errlen, "the arena's ring header cannot be written");
+		return -1;
+	}
+	r->enabled = 1;
+	return 0;
+}
+
+uint64_t ring_available(ring *r, const arena *a)
+{
+	uint64_t tail;
+	if (!r->enabled || r->broken)
+		return 0;
+	if (arena_load_u64(a, HDR(sq_tail), &tail) != 0) {
+		ring_break(r, "the arena no longer backs the ring header");
+		return 0;
+	}
+	if (tail < r->sq_head || tail - r->sq_head > r->entries) {
+		char why[160];
+		snprintf(why, sizeof(why),
+		         "sq_tail %llu is outside [sq_head %llu, sq_head + %u]",
+		         (unsigned long long)tail, (unsigned long long)r->sq_head, r->entries);
+		ring_break(r, why);
+		return 0;
+	}
+	return tail - r->sq_head;
+}
+
+uint32_t ring_cq_room(ring *r, const arena *a)
+{
+	uint64_t head;
+	if (!r->enabled || r->broken)
+		return 0;
+	if (arena_load_u64(a, HDR(cq_head), &head) != 0) {
+		ring_break(r, "the arena no longer backs the ring header");
+		return 0;
+	}
+	if (head > r->cq_tail || r->cq_tail - head > r->entries) {
+		char why[160];
+		snprintf(why, sizeof(why), "cq_head %llu is outside [cq_tail - %u, cq_tail %llu]",
+		         (unsigned long long)head, r->entries, (unsigned long long)r->cq_tail);
+		ring_break(r, why);
+		return 0;
+	}
+	uint64_t used = r->cq_tail - head + r->promised;
+	return used >= r->entries ? 0 : (uint32_t)(r->entries - used);
+}
+
+int ring_take(ring *r, const arena *a, tileops_sqe *out)
+{
+	size_t off = r->sq_off + (size_t)(r->sq_head & (r->entries - 1)) * TILEOPS_SQE_BYTES;
+	if (arena_copy_in(a, off, out, sizeof(*out)) != 0) {
+		ring_break(r, "the arena no longer backs the submission ring");
+		return -1;
+	}
+	r->sq_head++;
+	r->consumed = r->sq_head;
+	r->promised++;
+	if (arena_store_u64(a, HDR(sq_head), r->sq_head) != 0) {
+		ring_break(r, "the arena no longer backs the ring header");
+		return -1;
+	}
+	return 0;
+}
+
+static void futex_wake_shared(uint32_t *addr)
+{
+	syscall(SYS_futex, addr, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+int ring_post(ring *r, const arena *a, uint64_t tag, int status, double gpu_us,
+              const char *message)
+{
+	if (r->promised)
+		r->promised--;
+	if (r->broken)
+		return -1;
+	tileops_cqe c;
+	memset(&c, 0, offsetof(tileops_cqe, message));
+	c.tag = tag;
+	c.status = status;
+	c.flags = gpu_us >= 0 ? TILEOPS_CQE_F_TIMED : 0;
+	c.gpu_us = gpu_us >= 0 ? gpu_us : 0;
+	size_t n = message ? strlen(message) : 0;
+	if (n >= sizeof(c.message))
+		n = sizeof(c.message) - 1;
+	memcpy(c.message, message ? message : "", n);
+	c.message[n] = '\0';
+	size_t off = r->cq_off + (size_t)(r->cq_tail & (r->entries - 1)) * TILEOPS_CQE_BYTES;
+	uint32_t waiting = 0;
+	if (arena_copy_out(a, off, &c, offsetof(tileops_cqe, message) + n + 1) != 0 ||
+	    arena_store_u64(a, HDR(cq_tail), r->cq_tail + 1) != 0 ||
+	    arena_load_u32(a, HDR(client_waiting), &waiting) != 0) {
+		ring_break(r, "the arena no longer backs the completion ring");
+		return -1;
+	}
+	r->cq_tail++;
+	if (waiting) {
+		if (arena_add_u32(a, HDR(cq_bell), 1) != 0) {
+			ring_break(r, "the arena no longer backs the ring header");
+			return -1;
+		}
+		futex_wake_shared((uint32_t *)((char *)a->base + HDR(cq_bell)));
+	}
+	return 0;
+}
+
+int ring_set_sleeping(ring *r, const arena *a, uint32_t v)
+{
+	if (!r->enabled || r->broken)
+		return -1;
+	if (arena_store_u32(a, HDR(daemon_sleeping), v) != 0) {
+		ring_break(r, "the arena no longer backs the ring header");
+		return -1;
+	}
+	return 0;
+}
+
+int ring_bell(ring *r, const arena *a, uint32_t **addr, uint32_t *val)
+{
+	if (!r->enabled || r->broken)
+		return -1;
+	if (arena_load_u32(a, HDR(sq_bell), val) != 0) {
+		ring_break(r, "the arena no longer backs the ring header");
+		return -1;
+	}
+	*addr = (uint32_t *)((char *)a->base + HDR(sq_bell));
+	return 0;
+}
+
+int ring_data_range_ok(const ring *r, uint64_t off, uint64_t len)
+{
+	return !r->enabled || off >= r->data_off;
+}

@@ -1,0 +1,107 @@
+/*
+ * tileops_ring.h - the shared-memory rings in a session's arena (the data
+ * plane). Included by libtileops and tileopsd; not a public header.
+ *
+ * The client's arena (a POSIX shm object, see docs/protocol.md) starts with
+ * a ring header, then the submission ring (SQ), then the completion ring
+ * (CQ), then the data area that tensor reads and writes use:
+ *
+ *   0                 ring header (TILEOPS_RING_HEADER_BYTES)
+ *   sq_offset         sq_entries x TILEOPS_SQE_BYTES
+ *   cq_offset         cq_entries x TILEOPS_CQE_BYTES
+ *   data_offset       data area, to the end of the arena
+ *
+ * The client fills the header's layout fields before its Hello. The daemon
+ * reads them once, checks them and keeps its own copy: nothing the client
+ * writes later into the layout fields changes what the daemon uses.
+ *
+ * Counters are free-running 64-bit sequence numbers; an entry's slot is its
+ * number modulo the ring's entry count (a power of two). Each counter has
+ * one writer and sits on its own cache line:
+ *   sq_tail  client  entries [sq_head, sq_tail) are submitted
+ *   sq_head  daemon  entries below it have been consumed (copied out)
+ *   cq_tail  daemon  completions [cq_head, cq_tail) are posted
+ *   cq_head  client  completions below it have been read
+ * Writers publish with a release store after writing the entry; readers load
+ * with acquire. The daemon copies each entry out once, before parsing it, and
+ * bounds every length, so a client that scribbles on its rings corrupts only
+ * its own session.
+ *
+ * Waking: the daemon polls the SQs of its sessions, spins for a short budget
+ * when idle, then sets `daemon_sleeping` and sleeps on every session's
+ * `sq_bell` at once (futex_waitv). A client that finds `daemon_sleeping` set
+ * after publishing sq_tail increments sq_bell and wakes it (FUTEX_WAKE, not
+ * private). Likewise the client sets `client_waiting` before sleeping on
+ * `cq_bell`, and the daemon wakes it after posting completions.
+ */
+#ifndef TILEOPS_RING_H
+#define TILEOPS_RING_H
+
+#include <stdint.h>
+
+#define TILEOPS_RING_MAGIC 0x52504f54u /* "TOPR" little-endian */
+#define TILEOPS_RING_VERSION 1u
+#define TILEOPS_RING_HEADER_BYTES 4096u
+#define TILEOPS_SQE_BYTES 1024u
+#define TILEOPS_CQE_BYTES 256u
+#define TILEOPS_RING_MIN_ENTRIES 8u
+#define TILEOPS_RING_MAX_ENTRIES 4096u
+
+/* Kinds of submission entries. */
+#define TILEOPS_SQE_REQUEST 1u /* payload: a packed tileops.Request (OpRun, Sync, PlanRun) */
+
+/* Submission flags. */
+#define TILEOPS_SQE_F_TIMING 1u /* post the completion when the device finished, with its time */
+
+/* Completion flags. */
+#define TILEOPS_CQE_F_TIMED 1u /* gpu_us holds the op's device time */
+
+typedef struct tileops_ring_header {
+	/* Layout, written by the client before Hello, read once by the daemon. */
+	uint32_t magic;
+	uint32_t version;
+	uint32_t sq_entries;
+	uint32_t cq_entries;
+	uint64_t sq_offset;
+	uint64_t cq_offset;
+	uint64_t data_offset;
+	uint8_t pad0[64 - 40];
+	/* One cache line per counter or flag group. */
+	uint64_t sq_tail;
+	uint8_t pad1[56];
+	uint64_t sq_head;
+	uint8_t pad2[56];
+	uint64_t cq_tail;
+	uint8_t pad3[56];
+	uint64_t cq_head;
+	uint8_t pad4[56];
+	uint32_t sq_bell;         /* futex word the daemon sleeps on */
+	uint32_t daemon_sleeping; /* set by the daemon before it sleeps */
+	uint8_t pad5[56];
+	uint32_t cq_bell;         /* futex word the client sleeps on */
+	uint32_t client_waiting;  /* set by the client before it sleeps */
+	uint8_t pad6[56];
+} tileops_ring_header;
+
+typedef struct tileops_sqe {
+	uint64_t tag;    /* echoed in the completion */
+	uint32_t kind;   /* TILEOPS_SQE_* */
+	uint32_t flags;  /* TILEOPS_SQE_F_* */
+	uint32_t length; /* payload bytes used */
+	uint32_t reserved;
+	uint8_t payload[TILEOPS_SQE_BYTES - 24];
+} tileops_sqe;
+
+typedef struct tileops_cqe {
+	uint64_t tag;
+	int32_t status;  /* tileops_status */
+	uint32_t flags;  /* TILEOPS_CQE_F_* */
+	double gpu_us;
+	char message[TILEOPS_CQE_BYTES - 24]; /* NUL-terminated; "" on success */
+} tileops_cqe;
+
+_Static_assert(sizeof(tileops_ring_header) == 448, "ring header layout");
+_Static_assert(sizeof(tileops_sqe) == TILEOPS_SQE_BYTES, "sqe layout");
+_Static_assert(sizeof(tileops_cqe) == TILEOPS_CQE_BYTES, "cqe layout");
+
+#endif /* TILEOPS_RING_H */
