@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,11 @@
 
 static void client_destroy(struct tileops_client *c)
 {
+	/* Unmapped only now: completions that outlive tileops_close may still
+	 * look at the ring header while they finish. */
+	if (c->arena != NULL)
+		munmap(c->arena, c->arena_bytes);
+	tci_ring_destroy(c);
 	pthread_mutex_destroy(&c->arena_mu);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->slot_cv);
@@ -211,21 +217,42 @@ static tileops_status server_info_store(struct tileops_client *c, const Tileops_
 	return TILEOPS_OK;
 }
 
-static tileops_status session_hello(struct tileops_client *c, const char *client_name)
+/*
+ * The arena: with rings, the ring header, the submission and completion
+ * rings, then the data area of the size the caller asked for; without, only
+ * the data area. Tensor bytes always move through the data area.
+ */
+static tileops_status arena_plan(struct tileops_client *c, size_t data_bytes, uint32_t ring_entries)
+{
+	c->data_offset = ring_entries != 0 ? tci_ring_region_bytes(ring_entries) : 0;
+	c->data_bytes = data_bytes;
+	if (data_bytes > SIZE_MAX - c->data_offset)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT,
+		                 "connect: arena_bytes %zu is too large", data_bytes);
+	c->arena_bytes = c->data_offset + data_bytes;
+	return TILEOPS_OK;
+}
+
+static tileops_status session_hello(struct tileops_client *c, const char *client_name,
+                                    uint32_t ring_entries)
 {
 	Tileops__Request req = TILEOPS__REQUEST__INIT;
 	Tileops__Hello hello = TILEOPS__HELLO__INIT;
 	Tileops__Reply *reply = NULL;
 	char arena_name[64];
 	tileops_status st;
+	int rings;
 
 	if ((st = arena_create(c, arena_name, sizeof(arena_name))) != TILEOPS_OK)
 		return st;
+	if (ring_entries != 0)
+		tci_ring_layout(c->arena, ring_entries);
 	hello.protocol_version = TCI_PROTOCOL_VERSION;
 	hello.client_name = (char *)client_name;
 	hello.arena_name = arena_name;
 	hello.arena_bytes = c->arena_bytes;
 	hello.client_pid = (int32_t)getpid();
+	hello.rings = ring_entries != 0;
 	req.body_case = TILEOPS__REQUEST__BODY_HELLO;
 	req.hello = &hello;
 
@@ -235,7 +262,11 @@ static tileops_status session_hello(struct tileops_client *c, const char *client
 	if (st != TILEOPS_OK)
 		return st;
 	st = server_info_store(c, reply);
+	/* A daemon that does not serve rings says so; ops then go over nng. */
+	rings = st == TILEOPS_OK && reply->hello->rings && ring_entries != 0;
 	tileops__reply__free_unpacked(reply, NULL);
+	if (rings)
+		st = tci_ring_attach(c, ring_entries);
 	return st;
 }
 
@@ -250,9 +281,8 @@ static void client_shutdown(struct tileops_client *c)
 	/* Fails every request in flight with NNG_ECLOSED, and returns only after
 	 * the pipe callbacks have run. */
 	nng_close(c->sock);
-	if (c->arena != NULL)
-		munmap(c->arena, c->arena_bytes);
-	c->arena = NULL;
+	/* What the daemon finished keeps its status; the rest is closed. */
+	tci_ring_fail_all(c, TILEOPS_ERR_CLOSED, "the client was closed (tileops_close)");
 	tci_client_release(c);
 }
 
@@ -276,6 +306,7 @@ TILEOPS_API tileops_status tileops_connect_opts(const tileops_connect_options *o
 	char defaddr[512];
 	const char *address;
 	const char *name;
+	uint32_t ring_entries;
 	tileops_status st;
 
 	if (out == NULL)
@@ -289,13 +320,20 @@ TILEOPS_API tileops_status tileops_connect_opts(const tileops_connect_options *o
 		                 opts->timeout_ms);
 	if ((address = resolve_address(opts->address, defaddr, sizeof(defaddr))) == NULL)
 		return TILEOPS_ERR_INVALID_ARGUMENT;
+	if ((st = tci_ring_config(&ring_entries)) != TILEOPS_OK)
+		return st;
 	name = opts->name != NULL && opts->name[0] != '\0' ? opts->name
 	                                                   : program_invocation_short_name;
 
 	if ((c = client_alloc()) == NULL)
 		return tci_error(TILEOPS_ERR_OUT_OF_MEMORY, "connect: out of memory");
 	c->timeout_ms = opts->timeout_ms;
-	c->arena_bytes = opts->arena_bytes != 0 ? opts->arena_bytes : TCI_DEFAULT_ARENA_BYTES;
+	st = arena_plan(c, opts->arena_bytes != 0 ? opts->arena_bytes : TCI_DEFAULT_ARENA_BYTES,
+	                ring_entries);
+	if (st != TILEOPS_OK) {
+		client_destroy(c);
+		return st;
+	}
 	if ((c->address = strdup(address)) == NULL) {
 		client_destroy(c);
 		return tci_error(TILEOPS_ERR_OUT_OF_MEMORY, "connect: out of memory");
@@ -304,7 +342,8 @@ TILEOPS_API tileops_status tileops_connect_opts(const tileops_connect_options *o
 		client_destroy(c);
 		return st;
 	}
-	if ((st = socket_dial(c)) != TILEOPS_OK || (st = session_hello(c, name)) != TILEOPS_OK) {
+	if ((st = socket_dial(c)) != TILEOPS_OK ||
+	    (st = session_hello(c, name, ring_entries)) != TILEOPS_OK) {
 		client_shutdown(c);
 		return st;
 	}

@@ -9,11 +9,17 @@
  *   arena_mu  one tensor transfer at a time (the arena has one owner)
  *   mu        everything else that changes after connect: seq, the dead
  *             flag, the list of requests in flight and their states, the
- *             context pool, the reference count. Never held while waiting
+ *             context pool, the reference count. It is also the submission
+ *             lock of the rings: taking a seq for an nng request and
+ *             publishing a submission entry both happen under it, so the
+ *             two planes see one program order. Never held while waiting
  *             on anything but its condition variables (slot_cv, and each
  *             request's done_cv). nng calls made under it only start or
  *             abort operations; their callbacks run later on nng's threads.
- * nng callbacks (aio completions, pipe events) take only mu. Fields marked
+ *   ring.cq_mu  the completion side of the rings (ring.c): reaping, the
+ *             slot table, finishing ring completions.
+ * nng callbacks (aio completions, pipe events) take only mu, and cq_mu
+ * after it when the pipe goes away. Fields marked
  * "fixed after connect" are written before the client is handed out and
  * read without a lock.
  * The only global state is the per-thread error buffer in errors.c.
@@ -30,6 +36,7 @@
 #include "address.h"
 #include "tileops.h"
 #include "tileops.pb-c.h"
+#include "tileops_ring.h"
 
 /* Marks the functions of tileops.h as exported from libtileops.so. */
 #define TILEOPS_API __attribute__((visibility("default")))
@@ -43,6 +50,8 @@
 #define TCI_MAX_INPUTS 8
 #define TCI_MAX_OUTPUTS 4
 #define TCI_MAX_PARAMS 16
+#define TCI_RING_DEFAULT_ENTRIES 256
+#define TCI_SPIN_DEFAULT_US 20
 
 /* Where a request is in its life. */
 enum tci_req_state {
@@ -53,11 +62,19 @@ enum tci_req_state {
 
 /*
  * One request and its reply. tileops_completion is this struct; the
- * blocking calls use it too (submit, wait, free). Created by tci_request_send,
- * finished by the aio callback, freed by tci_request_free once done.
+ * blocking calls use it too (submit, wait, free). Created by tci_request_send
+ * (nng) or tci_ring_submit (the rings), finished by the aio callback or by
+ * the ring reaper, freed by tci_request_free once done.
  */
 struct tileops_completion {
 	struct tileops_client *client;
+	int on_ring;   /* went through the submission ring: the fields below apply */
+	int ring_done; /* atomic: 1 once status and message are final */
+	int timed;     /* TILEOPS_SQE_F_TIMING was asked for */
+	int has_gpu_us;
+	double gpu_us;
+	uint64_t tag;        /* echoed by the completion entry */
+	int64_t deadline_ns; /* CLOCK_MONOTONIC; 0 without a timeout */
 	nng_ctx ctx;
 	nng_aio *aio;
 	uint64_t seq;
@@ -95,6 +112,12 @@ struct tileops_client {
 	struct tileops_completion *inflight; /* not-yet-done requests */
 	nng_ctx ctx_pool[TCI_CTX_POOL_MAX];
 	size_t n_ctx_pool;
+
+	/* The data area of the arena: tensor bytes move through
+	 * [data_offset, data_offset + data_bytes). Fixed after connect. */
+	size_t data_offset;
+	size_t data_bytes;
+	struct tci_ring *ring; /* NULL when the session has no rings; fixed after connect */
 };
 
 /* errors.c: the calling thread's last error. */
@@ -120,5 +143,31 @@ void tci_request_abort_all(struct tileops_client *c);
 
 /* client.c */
 void tci_client_release(struct tileops_client *c);
+
+/* ring.c: the shared-memory rings (the data plane). */
+
+/* Bytes the ring region takes for `entries` entries (header, SQ, CQ), page-aligned. */
+size_t tci_ring_region_bytes(uint32_t entries);
+/* Entries from $TILEOPS_RING_ENTRIES (default 256); 0 when $TILEOPS_RINGS=0. */
+tileops_status tci_ring_config(uint32_t *entries);
+/* Fill the layout fields of the header at the start of `arena` (zeroed memory). */
+void tci_ring_layout(void *arena, uint32_t entries);
+/* Start using the rings the daemon agreed to serve. */
+tileops_status tci_ring_attach(struct tileops_client *c, uint32_t entries);
+/* Free the ring state once the client is unreferenced. */
+void tci_ring_destroy(struct tileops_client *c);
+/*
+ * Submit a packed request through the ring. TILEOPS_ERR_TOO_LARGE (with no
+ * error text set) when it does not fit an entry or the ring cannot take it
+ * now without reordering: the caller then sends it over nng.
+ */
+tileops_status tci_ring_submit(struct tileops_client *c, const Tileops__Request *req, int timed,
+                               struct tileops_completion **out);
+tileops_status tci_ring_wait(struct tileops_completion *r, int timeout_ms);
+void tci_ring_free(struct tileops_completion *r);
+/* Finish every pending ring completion with `st` (the session is gone). */
+void tci_ring_fail_all(struct tileops_client *c, tileops_status st, const char *why);
+/* The submission count an nng request comes after. Called with c->mu held. */
+uint64_t tci_ring_mark(const struct tileops_client *c);
 
 #endif /* TILEOPS_CLIENT_INTERNAL_H */

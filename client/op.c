@@ -1,5 +1,7 @@
 /*
- * op.c - running ops: argument checks, the OpRun request, sync.
+ * op.c - running ops: argument checks, the OpRun request, sync, per-op
+ * device time. Ops and syncs go through the session's rings when it has
+ * them (ring.c), over nng otherwise; callers cannot tell the difference.
  */
 #include <string.h>
 
@@ -100,6 +102,38 @@ static void op_msg_build(struct op_msg *m, const tileops_op *op)
 	m->req.op_run = &m->body;
 }
 
+/*
+ * Send a request through the ring when the session has one and the request
+ * fits an entry, else over nng. Either way *out is a completion.
+ */
+static tileops_status op_send(tileops_client *c, Tileops__Request *req, int timed,
+                              tileops_completion **out)
+{
+	tileops_status st;
+
+	if (c->ring != NULL) {
+		st = tci_ring_submit(c, req, timed, out);
+		if (st != TILEOPS_OK || *out != NULL)
+			return st;
+	}
+	if ((st = tci_request_send(c, req, 0, out)) == TILEOPS_OK)
+		(*out)->timed = timed; /* asked for, though nng cannot measure it */
+	return st;
+}
+
+/* Send and wait; the completion's message becomes the thread's error. */
+static tileops_status op_call(tileops_client *c, Tileops__Request *req)
+{
+	tileops_completion *r = NULL;
+	tileops_status st;
+
+	if ((st = op_send(c, req, 0, &r)) != TILEOPS_OK)
+		return st;
+	st = tci_request_wait(r, -1);
+	tci_request_free(r);
+	return st;
+}
+
 TILEOPS_API tileops_status tileops_op_run(tileops_client *c, const tileops_op *op)
 {
 	struct op_msg m;
@@ -108,22 +142,53 @@ TILEOPS_API tileops_status tileops_op_run(tileops_client *c, const tileops_op *o
 	if ((st = op_check("op_run", c, op)) != TILEOPS_OK)
 		return st;
 	op_msg_build(&m, op);
-	return tci_request_call(c, &m.req, 0, NULL);
+	return op_call(c, &m.req);
 }
 
-TILEOPS_API tileops_status tileops_op_submit(tileops_client *c, const tileops_op *op,
-                                             tileops_completion **out)
+static tileops_status op_submit(const char *call, tileops_client *c, const tileops_op *op,
+                                int timed, tileops_completion **out)
 {
 	struct op_msg m;
 	tileops_status st;
 
 	if (out == NULL)
-		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "op_submit: out is NULL");
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "%s: out is NULL", call);
 	*out = NULL;
-	if ((st = op_check("op_submit", c, op)) != TILEOPS_OK)
+	if ((st = op_check(call, c, op)) != TILEOPS_OK)
 		return st;
 	op_msg_build(&m, op);
-	return tci_request_send(c, &m.req, 0, out);
+	return op_send(c, &m.req, timed, out);
+}
+
+TILEOPS_API tileops_status tileops_op_submit(tileops_client *c, const tileops_op *op,
+                                             tileops_completion **out)
+{
+	return op_submit("op_submit", c, op, 0, out);
+}
+
+TILEOPS_API tileops_status tileops_op_submit_timed(tileops_client *c, const tileops_op *op,
+                                                   tileops_completion **out)
+{
+	return op_submit("op_submit_timed", c, op, 1, out);
+}
+
+TILEOPS_API tileops_status tileops_completion_gpu_us(tileops_completion *cp, double *us)
+{
+	tileops_status st;
+
+	if (cp == NULL || us == NULL)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "completion_gpu_us: %s is NULL",
+		                 cp == NULL ? "completion" : "us");
+	if ((st = tci_request_wait(cp, 0)) != TILEOPS_OK)
+		return st;
+	if (!cp->on_ring || !cp->timed || !cp->has_gpu_us)
+		return tci_error(TILEOPS_ERR_UNSUPPORTED,
+		                 "completion_gpu_us: no device time was measured for this op (%s)",
+		                 !cp->timed ? "it was not submitted with tileops_op_submit_timed"
+		                 : !cp->on_ring ? "it went to tileopsd over nng, not the rings"
+		                                : "tileopsd did not report one");
+	*us = cp->gpu_us;
+	return TILEOPS_OK;
 }
 
 TILEOPS_API tileops_status tileops_sync(tileops_client *c)
@@ -135,5 +200,5 @@ TILEOPS_API tileops_status tileops_sync(tileops_client *c)
 		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "sync: client is NULL");
 	req.body_case = TILEOPS__REQUEST__BODY_SYNC;
 	req.sync = &body;
-	return tci_request_call(c, &req, 0, NULL);
+	return op_call(c, &req);
 }

@@ -9,7 +9,9 @@
  * Ordering: tileopsd runs a session's requests in seq order. The seq is
  * taken and nng_ctx_send started under client->mu, in one critical
  * section, so seq order is send order. A request that fails before it is
- * sent does not consume a seq.
+ * sent does not consume a seq. Each request also carries ring_mark, the
+ * number of ring submissions published before it (under the same lock), so
+ * requests and ring submissions keep one program order.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -106,6 +108,8 @@ static tileops_status request_start(struct tileops_client *c, struct tileops_com
 	int rv;
 
 	req->seq = c->next_seq;
+	/* The daemon consumes the ring up to here before running this request. */
+	req->ring_mark = tci_ring_mark(c);
 	size = tileops__request__get_packed_size(req);
 	if (c->info.max_message_bytes != 0 && size > c->info.max_message_bytes)
 		return tci_error(TILEOPS_ERR_TOO_LARGE,
@@ -313,6 +317,7 @@ void tci_request_abort_all(struct tileops_client *c)
 
 	for (r = c->inflight; r != NULL; r = r->next)
 		nng_aio_abort(r->aio, NNG_ECLOSED);
+	tci_ring_fail_all(c, TILEOPS_ERR_CLOSED, closed_text(c));
 }
 
 static void deadline_after(struct timespec *ts, int ms)
@@ -337,6 +342,8 @@ tileops_status tci_request_wait(struct tileops_completion *r, int timeout_ms)
 	struct timespec deadline;
 	tileops_status st;
 
+	if (r->on_ring)
+		return tci_ring_wait(r, timeout_ms);
 	if (timeout_ms > 0)
 		deadline_after(&deadline, timeout_ms);
 	pthread_mutex_lock(&c->mu);
@@ -362,6 +369,10 @@ void tci_request_free(struct tileops_completion *r)
 
 	if (r == NULL)
 		return;
+	if (r->on_ring) {
+		tci_ring_free(r);
+		return;
+	}
 	c = r->client;
 	pthread_mutex_lock(&c->mu);
 	while (r->state != TCI_REQ_DONE)

@@ -139,20 +139,21 @@ static tileops_status transfer_piece(tileops_client *c, int is_write, tileops_te
 	Tileops__Request req = TILEOPS__REQUEST__INIT;
 	Tileops__TensorWrite wr = TILEOPS__TENSOR_WRITE__INIT;
 	Tileops__TensorRead rd = TILEOPS__TENSOR_READ__INIT;
+	unsigned char *area = (unsigned char *)c->arena + c->data_offset;
 	tileops_status st;
 
 	if (is_write) {
-		memcpy(c->arena, host, len);
+		memcpy(area, host, len);
 		wr.handle = t;
 		wr.tensor_offset = offset;
-		wr.arena_offset = 0;
+		wr.arena_offset = c->data_offset;
 		wr.length = len;
 		req.body_case = TILEOPS__REQUEST__BODY_TENSOR_WRITE;
 		req.tensor_write = &wr;
 	} else {
 		rd.handle = t;
 		rd.tensor_offset = offset;
-		rd.arena_offset = 0;
+		rd.arena_offset = c->data_offset;
 		rd.length = len;
 		req.body_case = TILEOPS__REQUEST__BODY_TENSOR_READ;
 		req.tensor_read = &rd;
@@ -160,12 +161,13 @@ static tileops_status transfer_piece(tileops_client *c, int is_write, tileops_te
 	if ((st = tci_request_call(c, &req, 0, NULL)) != TILEOPS_OK)
 		return st;
 	if (!is_write)
-		memcpy(host, c->arena, len);
+		memcpy(host, area, len);
 	return TILEOPS_OK;
 }
 
 /*
- * Move len bytes in arena-sized pieces. arena_mu makes the transfer the
+ * Move len bytes in pieces the size of the arena's data area (the rings, if
+ * any, sit before it and are never touched here). arena_mu makes the transfer the
  * arena's only user until its last reply is in, so the daemon never reads
  * the arena while another transfer fills it.
  */
@@ -177,7 +179,7 @@ static tileops_status transfer(tileops_client *c, int is_write, tileops_tensor t
 
 	pthread_mutex_lock(&c->arena_mu);
 	while (done < len && st == TILEOPS_OK) {
-		size_t piece = len - done < c->arena_bytes ? len - done : c->arena_bytes;
+		size_t piece = len - done < c->data_bytes ? len - done : c->data_bytes;
 
 		st = transfer_piece(c, is_write, t, offset + done, host + done, piece);
 		done += piece;

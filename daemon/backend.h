@@ -53,6 +53,19 @@ typedef struct backend_ops {
 	                               size_t errlen);
 	tileops_status (*fence_query)(backend *be, void *fence, char *err, size_t errlen);
 	void (*fence_free)(backend *be, void *fence);
+	/* Plans. After capture_begin, launches on `stream` are recorded, not
+	 * run, and not timed. capture_end turns them into a replayable graph:
+	 * *graph, when not NULL, is an earlier graph of the same plan and
+	 * bucket, updated in place where the device allows (else replaced).
+	 * *bytes: device memory the graph holds, as far as it can be measured.
+	 * capture_abort drops a capture after a failed launch. */
+	tileops_status (*capture_begin)(backend *be, void *stream, char *err, size_t errlen);
+	tileops_status (*capture_end)(backend *be, void *stream, void **graph, size_t *bytes,
+	                              char *err, size_t errlen);
+	void (*capture_abort)(backend *be, void *stream);
+	tileops_status (*graph_launch)(backend *be, void *stream, void *graph, char *err,
+	                               size_t errlen);
+	void (*graph_destroy)(backend *be, void *graph);
 	tileops_status (*ipc_export)(backend *be, void *ptr, unsigned char handle[64], char *err,
 	                             size_t errlen);
 	tileops_status (*ipc_import)(backend *be, const unsigned char handle[64], void **ptr,

@@ -11,8 +11,15 @@
 
 #include "backend.h"
 
+/* A plan on the CPU: the recorded calls, run in order. */
+typedef struct cpu_graph {
+	size_t n, cap;
+	const tk_kernel_entry **kernels;
+	tk_call *calls;
+} cpu_graph;
+
 typedef struct cpu_stream {
-	int unused;
+	cpu_graph *recording; /* between capture_begin and capture_end */
 } cpu_stream;
 
 static tileops_status cpu_thread_init(backend *be, char *err, size_t errlen)
@@ -36,8 +43,13 @@ static tileops_status cpu_stream_create(backend *be, void **stream, char *err, s
 	return TILEOPS_OK;
 }
 
+static void cpu_graph_destroy(backend *be, void *graph);
+
 static void cpu_stream_destroy(backend *be, void *stream)
 {
+	cpu_stream *cs = stream;
+	if (cs)
+		cpu_graph_destroy(be, cs->recording);
 	free(stream);
 }
 
@@ -92,10 +104,35 @@ static double now_us(void)
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
+static tileops_status cpu_record(cpu_graph *g, const tk_kernel_entry *k, const tk_call *call,
+                                 char *err, size_t errlen)
+{
+	if (g->n == g->cap) {
+		size_t cap = g->cap ? g->cap * 2 : 16;
+		const tk_kernel_entry **nk = realloc(g->kernels, cap * sizeof(*nk));
+		if (nk)
+			g->kernels = nk;
+		tk_call *nc = nk ? realloc(g->calls, cap * sizeof(*nc)) : NULL;
+		if (!nc) {
+			snprintf(err, errlen, "out of host memory recording a plan");
+			return TILEOPS_ERR_OUT_OF_MEMORY;
+		}
+		g->calls = nc;
+		g->cap = cap;
+	}
+	g->kernels[g->n] = k;
+	g->calls[g->n] = *call;
+	g->n++;
+	return TILEOPS_OK;
+}
+
 static tileops_status cpu_launch(backend *be, void *stream, const tk_kernel_entry *k,
                                  const tk_call *call, int slot, void *arg, char *err,
                                  size_t errlen)
 {
+	cpu_stream *cs = stream;
+	if (cs->recording)
+		return cpu_record(cs->recording, k, call, err, errlen);
 	double t0 = now_us();
 	tk_status st = k->cpu(call);
 	double t1 = now_us();
@@ -134,6 +171,58 @@ static void cpu_fence_free(backend *be, void *fence)
 {
 }
 
+static void cpu_graph_destroy(backend *be, void *graph)
+{
+	cpu_graph *g = graph;
+	if (!g)
+		return;
+	free(g->kernels);
+	free(g->calls);
+	free(g);
+}
+
+static tileops_status cpu_capture_begin(backend *be, void *stream, char *err, size_t errlen)
+{
+	cpu_stream *cs = stream;
+	cs->recording = calloc(1, sizeof(cpu_graph));
+	if (!cs->recording) {
+		snprintf(err, errlen, "out of host memory recording a plan");
+		return TILEOPS_ERR_OUT_OF_MEMORY;
+	}
+	return TILEOPS_OK;
+}
+
+static tileops_status cpu_capture_end(backend *be, void *stream, void **graph, size_t *bytes,
+                                      char *err, size_t errlen)
+{
+	cpu_stream *cs = stream;
+	cpu_graph_destroy(be, *graph);
+	*graph = cs->recording;
+	*bytes = cs->recording->n * sizeof(tk_call);
+	cs->recording = NULL;
+	return TILEOPS_OK;
+}
+
+static void cpu_capture_abort(backend *be, void *stream)
+{
+	cpu_stream *cs = stream;
+	cpu_graph_destroy(be, cs->recording);
+	cs->recording = NULL;
+}
+
+static tileops_status cpu_graph_launch(backend *be, void *stream, void *graph, char *err,
+                                       size_t errlen)
+{
+	cpu_graph *g = graph;
+	for (size_t i = 0; i < g->n; i++) {
+		tileops_status st = cpu_launch(be, stream, g->kernels[i], &g->calls[i], -1, NULL,
+		                               err, errlen);
+		if (st != TILEOPS_OK)
+			return st;
+	}
+	return TILEOPS_OK;
+}
+
 static tileops_status cpu_ipc_export(backend *be, void *ptr, unsigned char handle[64],
                                      char *err, size_t errlen)
 {
@@ -168,6 +257,11 @@ static const backend_ops cpu_ops = {
 	.fence_create = cpu_fence_create,
 	.fence_query = cpu_fence_query,
 	.fence_free = cpu_fence_free,
+	.capture_begin = cpu_capture_begin,
+	.capture_end = cpu_capture_end,
+	.capture_abort = cpu_capture_abort,
+	.graph_launch = cpu_graph_launch,
+	.graph_destroy = cpu_graph_destroy,
 	.ipc_export = cpu_ipc_export,
 	.ipc_import = cpu_ipc_import,
 	.ipc_close = cpu_ipc_close,

@@ -33,6 +33,7 @@ typedef struct cuda_impl {
 	cuda_timing ring[CUDA_TIMING_RING];
 	unsigned head, tail; /* tail - head entries in use */
 	void *bounce;        /* pinned staging for arenas that could not be pinned */
+	int capturing;       /* a plan is being captured: launches are not timed */
 	cuda_ipc_map *ipc;
 } cuda_impl;
 
@@ -228,6 +229,14 @@ static tileops_status cuda_launch(backend *be, void *stream, const tk_kernel_ent
 {
 	cuda_impl *im = be->impl;
 	cudaStream_t s = stream;
+	if (im->capturing) {
+		tk_status cst = k->cuda(call, s);
+		if (cst == TK_OK)
+			return TILEOPS_OK;
+		snprintf(err, errlen, "%s: kernel launch failed while capturing: %s", k->op,
+		         cudaGetErrorString(cudaGetLastError()));
+		return cst == TK_ERR_UNSUPPORTED ? TILEOPS_ERR_UNSUPPORTED : TILEOPS_ERR_BACKEND;
+	}
 	if (im->tail - im->head == CUDA_TIMING_RING) {
 		/* Ring full: wait for the oldest op, then collect. */
 		cudaEventSynchronize(im->ring[im->head % CUDA_TIMING_RING].stop);
@@ -288,6 +297,73 @@ static void cuda_fence_free(backend *be, void *fence)
 {
 	if (fence)
 		cudaEventDestroy((cudaEvent_t)fence);
+}
+
+static tileops_status cuda_capture_begin(backend *be, void *stream, char *err, size_t errlen)
+{
+	cuda_impl *im = be->impl;
+	cudaError_t e = cudaStreamBeginCapture((cudaStream_t)stream,
+	                                       cudaStreamCaptureModeThreadLocal);
+	if (e != cudaSuccess)
+		return cuda_fail(e, "cudaStreamBeginCapture", err, errlen);
+	im->capturing = 1;
+	return TILEOPS_OK;
+}
+
+static void cuda_capture_abort(backend *be, void *stream)
+{
+	cuda_impl *im = be->impl;
+	cudaGraph_t g = NULL;
+	if (cudaStreamEndCapture((cudaStream_t)stream, &g) == cudaSuccess && g)
+		cudaGraphDestroy(g);
+	cudaGetLastError();
+	im->capturing = 0;
+}
+
+static tileops_status cuda_capture_end(backend *be, void *stream, void **graph, size_t *bytes,
+                                       char *err, size_t errlen)
+{
+	cuda_impl *im = be->impl;
+	cudaGraph_t g = NULL;
+	cudaError_t e = cudaStreamEndCapture((cudaStream_t)stream, &g);
+	im->capturing = 0;
+	if (e != cudaSuccess)
+		return cuda_fail(e, "cudaStreamEndCapture", err, errlen);
+	if (*graph) {
+		/* Same topology, new arguments: update the instantiated graph. */
+		cudaGraphExecUpdateResultInfo info;
+		if (cudaGraphExecUpdate((cudaGraphExec_t)*graph, g, &info) == cudaSuccess) {
+			cudaGraphDestroy(g);
+			return TILEOPS_OK;
+		}
+		cudaGetLastError();
+		cudaGraphExecDestroy((cudaGraphExec_t)*graph);
+		*graph = NULL;
+	}
+	size_t free0 = 0, free1 = 0, total = 0;
+	cudaMemGetInfo(&free0, &total);
+	cudaGraphExec_t exec = NULL;
+	e = cudaGraphInstantiateWithFlags(&exec, g, 0);
+	cudaGraphDestroy(g);
+	if (e != cudaSuccess)
+		return cuda_fail(e, "cudaGraphInstantiate", err, errlen);
+	cudaMemGetInfo(&free1, &total);
+	*bytes = free0 > free1 ? free0 - free1 : 0;
+	*graph = exec;
+	return TILEOPS_OK;
+}
+
+static tileops_status cuda_graph_launch(backend *be, void *stream, void *graph, char *err,
+                                        size_t errlen)
+{
+	cudaError_t e = cudaGraphLaunch((cudaGraphExec_t)graph, (cudaStream_t)stream);
+	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "cudaGraphLaunch", err, errlen);
+}
+
+static void cuda_graph_destroy(backend *be, void *graph)
+{
+	if (graph)
+		cudaGraphExecDestroy((cudaGraphExec_t)graph);
 }
 
 static tileops_status cuda_ipc_export(backend *be, void *ptr, unsigned char handle[64],
@@ -370,6 +446,11 @@ static const backend_ops cuda_ops = {
 	.fence_create = cuda_fence_create,
 	.fence_query = cuda_fence_query,
 	.fence_free = cuda_fence_free,
+	.capture_begin = cuda_capture_begin,
+	.capture_end = cuda_capture_end,
+	.capture_abort = cuda_capture_abort,
+	.graph_launch = cuda_graph_launch,
+	.graph_destroy = cuda_graph_destroy,
 	.ipc_export = cuda_ipc_export,
 	.ipc_import = cuda_ipc_import,
 	.ipc_close = cuda_ipc_close,

@@ -41,6 +41,9 @@ void config_defaults(config *cfg)
 	cfg->max_pending = 256;
 	cfg->ring_spin_us = 50;
 	cfg->ring_batch = 32;
+	cfg->admin_gid = (gid_t)-1;
+	cfg->default_quota.graphs = 64;
+	cfg->default_quota.bytes = (size_t)1 << 30;
 }
 
 int config_parse_size(const char *s, size_t *out)
@@ -100,20 +103,83 @@ static int set_address(char *dst, const char *key, const char *value, char *err,
 	return set_string(dst, CONFIG_PATH_MAX, key, value, err, errlen);
 }
 
-static int set_group(config *cfg, const char *value, char *err, size_t errlen)
+static int set_group(gid_t *out, const char *key, const char *value, char *err,
+                     size_t errlen)
 {
 	long gid;
 	if (parse_int(value, 0, 0x7fffffffL, &gid) == 0) {
-		cfg->allow_gid = (gid_t)gid;
+		*out = (gid_t)gid;
 		return 0;
 	}
 	struct group gr, *res = NULL;
 	char buf[4096];
 	if (getgrnam_r(value, &gr, buf, sizeof(buf), &res) != 0 || !res) {
-		snprintf(err, errlen, "allow_group: no group named '%s'", value);
+		snprintf(err, errlen, "%s: no group named '%s'", key, value);
 		return -1;
 	}
-	cfg->allow_gid = res->gr_gid;
+	*out = res->gr_gid;
+	return 0;
+}
+
+int tenant_config_parse(tenant_config *tc, const char *value, const tenant_quota *defaults,
+                        char *err, size_t errlen)
+{
+	char buf[512];
+	snprintf(buf, sizeof(buf), "%s", value);
+	memset(tc, 0, sizeof(*tc));
+	tc->quota = *defaults;
+	tc->uid = tc->gid = -1;
+	char *save = NULL;
+	char *name = strtok_r(buf, " \t", &save);
+	if (!name || strlen(name) >= sizeof(tc->name) || strchr(name, '=')) {
+		snprintf(err, errlen, "tenant: expected 'NAME graphs=N [bytes=SIZE] [uid=U] "
+		         "[gid=G]', got '%s'", value);
+		return -1;
+	}
+	snprintf(tc->name, sizeof(tc->name), "%s", name);
+	for (char *tok; (tok = strtok_r(NULL, " \t", &save));) {
+		char *eq = strchr(tok, '=');
+		long v;
+		size_t sz;
+		if (!eq) {
+			snprintf(err, errlen, "tenant %s: '%s' is not key=value", name, tok);
+			return -1;
+		}
+		*eq = '\0';
+		const char *k = tok, *val = eq + 1;
+		if (strcmp(k, "graphs") == 0 && parse_int(val, 0, 1 << 20, &v) == 0)
+			tc->quota.graphs = (int)v;
+		else if (strcmp(k, "bytes") == 0 && config_parse_size(val, &sz) == 0)
+			tc->quota.bytes = sz;
+		else if (strcmp(k, "uid") == 0 && parse_int(val, 0, 0x7fffffffL, &v) == 0)
+			tc->uid = v;
+		else if (strcmp(k, "gid") == 0 && parse_int(val, 0, 0x7fffffffL, &v) == 0)
+			tc->gid = v;
+		else {
+			snprintf(err, errlen, "tenant %s: bad setting %s=%s (graphs, bytes, uid, gid)",
+			         name, k, val);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int add_tenant(config *cfg, const char *value, char *err, size_t errlen)
+{
+	tenant_config tc;
+	if (tenant_config_parse(&tc, value, &cfg->default_quota, err, errlen) != 0)
+		return -1;
+	for (int i = 0; i < cfg->n_tenants; i++) {
+		if (strcmp(cfg->tenants[i].name, tc.name) == 0) {
+			cfg->tenants[i] = tc; /* a later line replaces an earlier one */
+			return 0;
+		}
+	}
+	if (cfg->n_tenants == TENANTS_MAX) {
+		snprintf(err, errlen, "tenant: at most %d named tenants", TENANTS_MAX);
+		return -1;
+	}
+	cfg->tenants[cfg->n_tenants++] = tc;
 	return 0;
 }
 
@@ -127,6 +193,7 @@ static const size_key size_keys[] = {
 	{"max_message_bytes", offsetof(config, max_message_bytes), 4096},
 	{"max_arena_bytes", offsetof(config, max_arena_bytes), 4096},
 	{"session_memory_limit", offsetof(config, session_memory_limit), 0},
+	{"tenant_graph_bytes", offsetof(config, default_quota.bytes), 0},
 };
 
 typedef struct int_key {
@@ -142,6 +209,7 @@ static const int_key int_keys[] = {
 	{"max_pending", offsetof(config, max_pending), 1, 65536},
 	{"ring_spin_us", offsetof(config, ring_spin_us), 0, 100000},
 	{"ring_batch", offsetof(config, ring_batch), 1, 4096},
+	{"tenant_graphs", offsetof(config, default_quota.graphs), 0, 1 << 20},
 };
 
 int config_set(config *cfg, const char *key, const char *value, char *err, size_t errlen)
@@ -188,7 +256,11 @@ int config_set(config *cfg, const char *key, const char *value, char *err, size_
 		return 0;
 	}
 	if (strcmp(key, "allow_group") == 0)
-		return set_group(cfg, value, err, errlen);
+		return set_group(&cfg->allow_gid, key, value, err, errlen);
+	if (strcmp(key, "admin_group") == 0)
+		return set_group(&cfg->admin_gid, key, value, err, errlen);
+	if (strcmp(key, "tenant") == 0)
+		return add_tenant(cfg, value, err, errlen);
 	for (size_t i = 0; i < sizeof(size_keys) / sizeof(size_keys[0]); i++) {
 		if (strcmp(key, size_keys[i].key) != 0)
 			continue;

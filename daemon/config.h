@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "plan.h"
+
 #define CONFIG_PATH_MAX 512
 
 typedef enum backend_kind {
@@ -39,6 +41,10 @@ typedef struct config {
 	int max_pending;
 	int ring_spin_us; /* executor spins this long after the last work */
 	int ring_batch;   /* ring entries taken from one session per pass */
+	gid_t admin_gid;  /* (gid_t)-1: none */
+	tenant_quota default_quota; /* each session's own tenant */
+	tenant_config tenants[TENANTS_MAX];
+	int n_tenants;
 } config;
 
 /* Defaults, including the default socket paths (see tileops_default_address). */

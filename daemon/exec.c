@@ -186,6 +186,7 @@ static void tensor_free(executor *ex, session *s, job *j, uint64_t handle)
 {
 	if (!tensor_find(s, j, handle, "tensor_free"))
 		return;
+	plan_forget_tensor(ex, s, handle);
 	tensor_release(ex, s, session_tensor_remove(s, handle));
 }
 
@@ -245,23 +246,34 @@ static void tensor_export(executor *ex, session *s, job *j, uint64_t handle)
 
 /* ---- ops ----------------------------------------------------------------- */
 
-static tileops_status resolve(session *s, const char *op, const char *role, size_t n,
-                              const uint64_t *handles, size_t max, tk_tensor *views,
-                              char *err, size_t errlen)
+/* The view of `handle` for an op: the session's tensor, or what the plan
+ * being captured maps it to. */
+static tileops_status view_of(session *s, const plan_view *pv, uint64_t handle, tk_tensor *v)
+{
+	if (pv)
+		return plan_view_of(pv, handle, v);
+	tensor *t = session_tensor_find(s, handle);
+	if (!t)
+		return TILEOPS_ERR_UNKNOWN_HANDLE;
+	*v = t->view;
+	return TILEOPS_OK;
+}
+
+static tileops_status resolve(session *s, const plan_view *pv, const char *op,
+                              const char *role, size_t n, const uint64_t *handles, size_t max,
+                              tk_tensor *views, char *err, size_t errlen)
 {
 	if (n > max) {
 		snprintf(err, errlen, "%s: %zu %ss given, at most %zu", op, n, role, max);
 		return TILEOPS_ERR_INVALID_ARGUMENT;
 	}
 	for (size_t i = 0; i < n; i++) {
-		tensor *t = session_tensor_find(s, handles[i]);
-		if (!t) {
+		if (view_of(s, pv, handles[i], &views[i]) != TILEOPS_OK) {
 			snprintf(err, errlen,
 			         "%s: %s %zu: tensor handle %llu is not a tensor of this session", op,
 			         role, i, (unsigned long long)handles[i]);
 			return TILEOPS_ERR_UNKNOWN_HANDLE;
 		}
-		views[i] = t->view;
 	}
 	return TILEOPS_OK;
 }
@@ -299,25 +311,21 @@ static tileops_status decode_params(const char *op, const Tileops__OpRun *m,
 	return TILEOPS_OK;
 }
 
-/*
- * Validate and launch one op. `timed`, when not NULL, receives the op's
- * device time through the timing callback (it is consumed only on success).
- */
-static tileops_status exec_op(executor *ex, session *s, const Tileops__OpRun *m,
-                              timed_cqe *timed, char *err, size_t errlen)
+tileops_status exec_prepare_op(executor *ex, session *s, const plan_view *pv,
+                               const Tileops__OpRun *m, prepared_op *out, char *err,
+                               size_t errlen)
 {
 	const char *op = m->op && m->op[0] ? m->op : "(no name)";
-	tk_tensor in[TK_MAX_INPUTS], out[TK_MAX_OUTPUTS];
+	tk_tensor in[TK_MAX_INPUTS], outs[TK_MAX_OUTPUTS];
 	const char *names[TK_MAX_PARAMS];
 	tk_param values[TK_MAX_PARAMS];
-	tk_call call;
-	const tk_kernel_entry *kernel = NULL;
-	op_cost cost = {0, 0};
+	out->kernel = NULL;
+	out->cost = (op_cost){0, 0};
 	tileops_status st =
-		resolve(s, op, "input", m->n_inputs, m->inputs, TK_MAX_INPUTS, in, err, errlen);
+		resolve(s, pv, op, "input", m->n_inputs, m->inputs, TK_MAX_INPUTS, in, err, errlen);
 	if (st == TILEOPS_OK)
-		st = resolve(s, op, "output", m->n_outputs, m->outputs, TK_MAX_OUTPUTS, out, err,
-		             errlen);
+		st = resolve(s, pv, op, "output", m->n_outputs, m->outputs, TK_MAX_OUTPUTS, outs,
+		             err, errlen);
 	if (st == TILEOPS_OK)
 		st = decode_params(op, m, names, values, err, errlen);
 	if (st == TILEOPS_OK) {
@@ -326,22 +334,35 @@ static tileops_status exec_op(executor *ex, session *s, const Tileops__OpRun *m,
 			.n_in = (int)m->n_inputs,
 			.n_out = (int)m->n_outputs,
 			.in = in,
-			.out = out,
+			.out = outs,
 			.n_params = m->n_params,
 			.param_names = names,
 			.param_values = values,
 		};
-		st = oplayer_prepare(ex->mf, &req, ex->be->is_gpu, &call, &kernel, &cost, err,
-		                     errlen);
+		st = oplayer_prepare(ex->mf, &req, ex->be->is_gpu, &out->call, &out->kernel,
+		                     &out->cost, err, errlen);
 	}
 	/* Only ops the manifest knows get a stats slot, so made-up names cannot
 	 * grow the table. */
-	int slot = -1;
+	out->slot = -1;
 	if (st != TILEOPS_ERR_UNKNOWN_OP && m->op && manifest_find(ex->mf, m->op))
-		slot = stats_op_slot(ex->cfg.st, m->op);
+		out->slot = stats_op_slot(ex->cfg.st, m->op);
+	return st;
+}
+
+/*
+ * Validate and launch one op. `timed`, when not NULL, receives the op's
+ * device time through the timing callback (it is consumed only on success).
+ */
+static tileops_status exec_op(executor *ex, session *s, const Tileops__OpRun *m,
+                              timed_cqe *timed, char *err, size_t errlen)
+{
+	prepared_op p;
+	tileops_status st = exec_prepare_op(ex, s, NULL, m, &p, err, errlen);
 	if (st == TILEOPS_OK)
-		st = ex->be->ops->launch(ex->be, s->stream, kernel, &call, slot, timed, err, errlen);
-	stats_op_count(ex->cfg.st, slot, st != TILEOPS_OK, cost.flops, cost.bytes);
+		st = ex->be->ops->launch(ex->be, s->stream, p.kernel, &p.call, p.slot, timed, err,
+		                         errlen);
+	stats_op_count(ex->cfg.st, p.slot, st != TILEOPS_OK, p.cost.flops, p.cost.bytes);
 	return st;
 }
 
@@ -377,11 +398,14 @@ void exec_sqe(executor *ex, session *s, const tileops_sqe *e)
 			session_unref(s);
 			free(t);
 		}
+	} else if (req->body_case == TILEOPS__REQUEST__BODY_PLAN_RUN) {
+		tileops_status st = plan_run(ex, s, req->plan_run, err, sizeof(err));
+		exec_post(ex, s, e->tag, st, -1.0, err);
 	} else if (req->body_case == TILEOPS__REQUEST__BODY_SYNC) {
 		exec_defer(ex, s, NULL, e->tag);
 	} else {
 		exec_post(ex, s, e->tag, TILEOPS_ERR_UNSUPPORTED, -1.0,
-		          "ring entry: only op_run and sync go through the ring");
+		          "ring entry: only op_run, plan_run and sync go through the ring");
 	}
 	tileops__request__free_unpacked(req, NULL);
 }
@@ -418,6 +442,9 @@ tileops_status exec_ring_until(executor *ex, session *s, uint64_t mark, char *er
 
 static void exec_open(executor *ex, session *s, job *j)
 {
+	j->status = plan_join_tenant(ex, s, j->tenant, j->msg, sizeof(j->msg));
+	if (j->status != TILEOPS_OK)
+		return;
 	j->status = ex->be->ops->stream_create(ex->be, &s->stream, j->msg, sizeof(j->msg));
 	if (j->status != TILEOPS_OK)
 		return;
@@ -447,6 +474,7 @@ static void exec_close(executor *ex, session *s)
 			ex->rr_next = s->ring_next;
 		s->ring_next = NULL;
 	}
+	plan_close_session(ex, s);
 	for (size_t b = 0; b < s->n_buckets; b++) {
 		while (s->buckets[b]) {
 			tensor *t = session_tensor_remove(s, s->buckets[b]->handle);
@@ -514,6 +542,15 @@ static int exec_request(executor *ex, session *s, job *j)
 	case TILEOPS__REQUEST__BODY_SYNC:
 		exec_defer(ex, s, j, 0);
 		return 1;
+	case TILEOPS__REQUEST__BODY_PLAN_CREATE:
+		plan_create(ex, s, j, req->plan_create);
+		return 0;
+	case TILEOPS__REQUEST__BODY_PLAN_RUN:
+		j->status = plan_run(ex, s, req->plan_run, j->msg, sizeof(j->msg));
+		return 0;
+	case TILEOPS__REQUEST__BODY_PLAN_FREE:
+		plan_free(ex, s, j, req->plan_free->plan);
+		return 0;
 	default:
 		j->status = TILEOPS_ERR_PROTOCOL;
 		snprintf(j->msg, sizeof(j->msg), "request has no body the executor runs");
@@ -542,6 +579,9 @@ void exec_job(executor *ex, job *j)
 		j->mf = old; /* the loop frees it */
 		break;
 	}
+	case JOB_RESET:
+		plan_reset_caches(ex);
+		break;
 	}
 	executor_hand_back(ex, j);
 }

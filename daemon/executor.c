@@ -245,6 +245,7 @@ executor *executor_start(const executor_config *cfg, char *err, size_t errlen)
 	ex->be->timing_cb = exec_timed;
 	ex->be->timing_ctx = ex;
 	pthread_mutex_init(&ex->mu, NULL);
+	pthread_mutex_init(&ex->tenants_mu, NULL);
 	pthread_cond_init(&ex->started_cv, NULL);
 	if (pthread_create(&ex->thread, NULL, executor_main, ex) != 0) {
 		snprintf(err, errlen, "cannot start the executor thread");
@@ -262,6 +263,11 @@ executor *executor_start(const executor_config *cfg, char *err, size_t errlen)
 		return NULL;
 	}
 	return ex;
+}
+
+void executor_write_tenants_json(executor *ex, strbuf *sb)
+{
+	plan_write_tenants_json(ex, sb);
 }
 
 static void wake(executor *ex)
@@ -296,6 +302,12 @@ void executor_stop(executor *ex)
 	wake(ex);
 	pthread_join(ex->thread, NULL);
 	manifest_free(ex->mf);
+	while (ex->tenants) {
+		tenant *t = ex->tenants;
+		ex->tenants = t->next;
+		free(t);
+	}
+	pthread_mutex_destroy(&ex->tenants_mu);
 	pthread_mutex_destroy(&ex->mu);
 	pthread_cond_destroy(&ex->started_cv);
 	free(ex);

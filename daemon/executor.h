@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "plan.h"
 #include "stats.h"
 
 struct session;
@@ -31,7 +32,8 @@ typedef enum job_kind {
 	JOB_OPEN,     /* make the session's stream, pin its arena, set up its rings */
 	JOB_CLOSE,    /* free everything the session holds on the device */
 	JOB_REQUEST,  /* one control-plane request of the session */
-	JOB_MANIFEST  /* swap in a reloaded manifest */
+	JOB_MANIFEST, /* swap in a reloaded manifest */
+	JOB_RESET     /* drop every tenant's cached graphs */
 } job_kind;
 
 typedef struct job {
@@ -42,6 +44,7 @@ typedef struct job {
 	uint64_t seq;
 	struct Tileops__Request *req; /* REQUEST: the decoded request (the loop frees it) */
 	int want_rings;             /* OPEN: the Hello asked for rings */
+	char tenant[64];            /* OPEN: the tenant the Hello named */
 	manifest *mf;               /* MANIFEST: in: the new one; out: the old one */
 	/* Results. */
 	tileops_status status;
@@ -63,6 +66,9 @@ typedef struct executor_config {
 	const size_t *memory_limit;   /* session_memory_limit, read atomically */
 	int spin_us;                  /* spin this long after the last work, then sleep */
 	int ring_batch;               /* ring entries per session per pass */
+	tenant_quota default_quota;   /* a session's own tenant */
+	const tenant_config *tenants; /* named tenants */
+	int n_tenants;
 	executor_done_fn done;
 	void *ctx;
 } executor_config;
@@ -79,5 +85,8 @@ void executor_submit(executor *ex, job *j);
 /* Finish every queued job and pending completion, then join the thread and
  * free the manifest it owns. NULL is a no-op. */
 void executor_stop(executor *ex);
+
+/* Append "tenants":{...} (the graph cache per tenant). Any thread. */
+void executor_write_tenants_json(executor *ex, strbuf *sb);
 
 #endif

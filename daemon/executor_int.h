@@ -8,7 +8,19 @@
 #include <pthread.h>
 
 #include "executor.h"
+#include "oplayer.h"
 #include "session.h"
+#include "tileops.pb-c.h"
+
+typedef struct plan_view plan_view;   /* plan.c: how a plan's ops see tensors */
+
+/* An op checked and ready to launch. */
+typedef struct prepared_op {
+	tk_call call;
+	const tk_kernel_entry *kernel;
+	op_cost cost;
+	int slot; /* stats slot, -1 for none */
+} prepared_op;
 
 /* A completion owed once a fence passes: a job's answer or a ring CQE. */
 typedef struct pending {
@@ -49,10 +61,38 @@ struct executor {
 	session *rr_next;  /* where the next polling pass starts */
 	pending *pend, *pend_tail;
 	uint64_t next_handle;
+	uint64_t lru_clock;
+
+	/* Graph cache tenants; the list is read by the loop for stats. */
+	pthread_mutex_t tenants_mu;
+	tenant *tenants;
 };
+
+/* plan.c */
+tileops_status plan_view_of(const plan_view *pv, uint64_t handle, tk_tensor *v);
+/* Run a plan request (create, run, free) of s; fills j's status and results. */
+void plan_create(executor *ex, session *s, job *j, const Tileops__PlanCreate *m);
+tileops_status plan_run(executor *ex, session *s, const Tileops__PlanRun *m, char *err,
+                        size_t errlen);
+void plan_free(executor *ex, session *s, job *j, uint64_t handle);
+/* Free every plan of s and release its tenant (session close). */
+void plan_close_session(executor *ex, session *s);
+/* Find or make s's tenant at open; an error for a tenant it may not join. */
+tileops_status plan_join_tenant(executor *ex, session *s, const char *name, char *err,
+                                size_t errlen);
+/* Drop every cached graph of every tenant. */
+void plan_reset_caches(executor *ex);
+/* A tensor of s is going away: drop the graphs that may use its memory. */
+void plan_forget_tensor(executor *ex, session *s, uint64_t handle);
+void plan_write_tenants_json(executor *ex, strbuf *sb);
 
 /* exec.c */
 void exec_job(executor *ex, job *j);
+/* Resolve, check against the manifest and build the call of one op. With a
+ * plan view, handles resolve through the plan's bindings and bucket. */
+tileops_status exec_prepare_op(executor *ex, session *s, const plan_view *pv,
+                               const Tileops__OpRun *m, prepared_op *out, char *err,
+                               size_t errlen);
 /* Run one submission-ring entry of s; posts (or owes) its completion. */
 void exec_sqe(executor *ex, session *s, const tileops_sqe *e);
 /* Consume s's ring entries up to `mark`. Returns TILEOPS_OK or an error. */

@@ -70,6 +70,12 @@ static session *session_by_pipe(server *srv, uint32_t pipe)
 
 /* ---- requests in seq order ----------------------------------------------- */
 
+static int is_admin(server *srv, session *s)
+{
+	return s->uid == 0 || s->uid == (int64_t)srv->uid ||
+	       (srv->cfg.admin_gid != (gid_t)-1 && s->gid == (int64_t)srv->cfg.admin_gid);
+}
+
 static void run_request(server *srv, session *s, tp_worker *w, Tileops__Request *req)
 {
 	uint64_t seq = req->seq;
@@ -80,15 +86,21 @@ static void run_request(server *srv, session *s, tp_worker *w, Tileops__Request 
 		session_reap(srv, s, "client said goodbye");
 	} else if (req->body_case == TILEOPS__REQUEST__BODY_HELLO) {
 		reply_fmt(srv, w, seq, TILEOPS_ERR_PROTOCOL,
-		          "this connection already has session %llu", (unsigned long long)s->id);
+		          "hello: this connection already has session %llu",
+		          (unsigned long long)s->id);
 	} else if (req->body_case == TILEOPS__REQUEST__BODY__NOT_SET) {
 		reply_status(srv, w, seq, TILEOPS_ERR_PROTOCOL, "request has no body");
+	} else if (req->body_case == TILEOPS__REQUEST__BODY_ADMIN_RESET && !is_admin(srv, s)) {
+		reply_fmt(srv, w, seq, TILEOPS_ERR_PERMISSION,
+		          "admin_reset: uid %lld is not the daemon's uid, root or in admin_group",
+		          (long long)s->uid);
 	} else {
 		job *j = calloc(1, sizeof(*j));
 		if (!j) {
 			reply_status(srv, w, seq, TILEOPS_ERR_OUT_OF_MEMORY, "out of host memory");
 		} else {
-			j->kind = JOB_REQUEST;
+			j->kind = req->body_case == TILEOPS__REQUEST__BODY_ADMIN_RESET ? JOB_RESET
+			                                                               : JOB_REQUEST;
 			j->w = w;
 			j->seq = seq;
 			j->req = req; /* freed when the job comes back */
@@ -148,7 +160,7 @@ static void enqueue_request(server *srv, session *s, tp_worker *w, Tileops__Requ
 /* ---- Hello --------------------------------------------------------------- */
 
 static void do_hello(server *srv, tp_worker *w, Tileops__Request *req, uint32_t pipe,
-                     int64_t uid, int64_t pid)
+                     int64_t uid, int64_t gid, int64_t pid)
 {
 	Tileops__Hello *h = req->hello;
 	char err[512];
@@ -189,6 +201,7 @@ static void do_hello(server *srv, tp_worker *w, Tileops__Request *req, uint32_t 
 	}
 	srv->next_session_id++;
 	s->uid = uid;
+	s->gid = gid;
 	s->pid = pid;
 	size_t k = 0;
 	for (const char *p = h->client_name; *p && k < sizeof(s->name) - 1; p++)
@@ -201,14 +214,15 @@ static void do_hello(server *srv, tp_worker *w, Tileops__Request *req, uint32_t 
 	j->w = w;
 	j->seq = req->seq;
 	j->want_rings = h->rings;
+	snprintf(j->tenant, sizeof(j->tenant), "%s", h->tenant ? h->tenant : "");
 	server_submit(srv, s, j);
 }
 
 void handle_request(server *srv, tp_worker *w, nng_msg *msg)
 {
 	uint32_t pipe;
-	int64_t uid, pid;
-	transport_peer(msg, &pipe, &uid, &pid);
+	int64_t uid, gid, pid;
+	transport_peer(msg, &pipe, &uid, &gid, &pid);
 	size_t len = nng_msg_len(msg);
 	Tileops__Request *req = tileops__request__unpack(NULL, len, nng_msg_body(msg));
 	nng_msg_free(msg);
@@ -221,7 +235,7 @@ void handle_request(server *srv, tp_worker *w, nng_msg *msg)
 	}
 	session *s = session_by_pipe(srv, pipe);
 	if (req->body_case == TILEOPS__REQUEST__BODY_HELLO && !s) {
-		do_hello(srv, w, req, pipe, uid, pid);
+		do_hello(srv, w, req, pipe, uid, gid, pid);
 		tileops__request__free_unpacked(req, NULL);
 	} else if (!s) {
 		reply_status(srv, w, req->seq, TILEOPS_ERR_NO_SESSION,
@@ -266,6 +280,7 @@ static void request_done(server *srv, job *j)
 	Tileops__Reply r = TILEOPS__REPLY__INIT;
 	Tileops__TensorCreateReply tr = TILEOPS__TENSOR_CREATE_REPLY__INIT;
 	Tileops__TensorExportReply er = TILEOPS__TENSOR_EXPORT_REPLY__INIT;
+	Tileops__PlanCreateReply pr = TILEOPS__PLAN_CREATE_REPLY__INIT;
 	r.seq = j->seq;
 	r.status = (Tileops__Status)j->status;
 	r.message = j->msg;
@@ -289,6 +304,11 @@ static void request_done(server *srv, job *j)
 			r.body_case = TILEOPS__REPLY__BODY_TENSOR_EXPORT;
 			r.tensor_export = &er;
 			break;
+		case TILEOPS__REQUEST__BODY_PLAN_CREATE:
+			pr.plan = j->handle;
+			r.body_case = TILEOPS__REPLY__BODY_PLAN_CREATE;
+			r.plan_create = &pr;
+			break;
 		default:
 			break;
 		}
@@ -305,6 +325,7 @@ void handle_job_done(server *srv, job *j)
 		open_done(srv, s, j);
 		break;
 	case JOB_REQUEST:
+	case JOB_RESET:
 		request_done(srv, j);
 		break;
 	case JOB_CLOSE:
@@ -407,6 +428,8 @@ void handle_stats(server *srv, tp_worker *w)
 	          (unsigned long long)__atomic_load_n(&srv->st.errors, __ATOMIC_RELAXED),
 	          srv->jobs_in_flight);
 	stats_write_ops_json(&srv->st, &sb);
+	sb_printf(&sb, ",");
+	executor_write_tenants_json(srv->ex, &sb);
 	sb_printf(&sb, "}");
 	nng_msg *m = NULL;
 	if (nng_msg_alloc(&m, 0) != 0) {

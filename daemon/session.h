@@ -43,6 +43,7 @@ typedef struct session {
 	uint32_t pipe;
 	int64_t pid;
 	int64_t uid;
+	int64_t gid;
 	char name[64];
 
 	/* Loop thread: request order. Requests run in seq order; later ones
@@ -66,6 +67,8 @@ typedef struct session {
 	tensor **buckets;
 	size_t n_buckets;
 	int ex_closed;            /* the close job ran: no more work */
+	struct tenant *tenant;    /* whose graph cache its plans use */
+	struct plan *plans;
 	struct session *ring_next; /* the executor's list of ring sessions */
 
 	/* Written by the executor, read by the loop for stats (atomic). */

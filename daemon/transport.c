@@ -205,11 +205,13 @@ void transport_close(transport *tp)
 	free(tp);
 }
 
-void transport_peer(nng_msg *msg, uint32_t *pipe_id, int64_t *uid, int64_t *pid)
+void transport_peer(nng_msg *msg, uint32_t *pipe_id, int64_t *uid, int64_t *gid,
+                    int64_t *pid)
 {
 	nng_pipe p = nng_msg_get_pipe(msg);
-	uint64_t u = UINT64_MAX, d = 0;
+	uint64_t u = UINT64_MAX, g = UINT64_MAX, d = 0;
 	*pipe_id = (uint32_t)nng_pipe_id(p);
 	*uid = nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &u) == 0 ? (int64_t)u : -1;
+	*gid = nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_GID, &g) == 0 ? (int64_t)g : -1;
 	*pid = nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &d) == 0 ? (int64_t)d : -1;
 }

@@ -52,6 +52,7 @@ int transport_busy(transport *tp);
 void transport_close(transport *tp);
 
 /* The pipe's peer credentials (ipc:// only); -1 where unknown. */
-void transport_peer(nng_msg *msg, uint32_t *pipe_id, int64_t *uid, int64_t *pid);
+void transport_peer(nng_msg *msg, uint32_t *pipe_id, int64_t *uid, int64_t *gid,
+                    int64_t *pid);
 
 #endif

@@ -113,6 +113,10 @@ typedef struct tileops_connect_options {
 	int timeout_ms;
 	/* A name for this client, shown in the daemon's logs and stats. */
 	const char *name;
+	/* The tenant whose graph-cache quota this session's plans use: a name
+	 * configured in the daemon (who may join it is configured there too).
+	 * NULL: a tenant of the session's own. */
+	const char *tenant;
 } tileops_connect_options;
 
 /*
@@ -280,6 +284,28 @@ tileops_status tileops_op_submit(tileops_client *c, const tileops_op *op,
                                  tileops_completion **out);
 
 /*
+ * Like tileops_op_submit, and also measure the op's time on the device.
+ * The completion then finishes when the op has finished on the device (not
+ * merely been launched), so waiting for it also waits for the op; read the
+ * time with tileops_completion_gpu_us. Measuring costs a little device and
+ * host time per op: use it for profiling, not on every op. Ops that cannot
+ * go through the session's shared-memory rings (see docs/protocol.md) run
+ * as with tileops_op_submit and report no time.
+ */
+tileops_status tileops_op_submit_timed(tileops_client *c, const tileops_op *op,
+                                       tileops_completion **out);
+
+/*
+ * The device time, in microseconds, of an op submitted with
+ * tileops_op_submit_timed, from the start to the end of its kernels as the
+ * device measured them (CPU time on the CPU backend). Never waits:
+ * TILEOPS_IN_PROGRESS while the op is pending; the op's own status if it
+ * failed; TILEOPS_ERR_UNSUPPORTED if no time was measured (not submitted
+ * timed, or it went over nng). *us is written only on TILEOPS_OK.
+ */
+tileops_status tileops_completion_gpu_us(tileops_completion *cp, double *us);
+
+/*
  * Wait for a completion. timeout_ms < 0 waits without limit; on time-out
  * TILEOPS_IN_PROGRESS is returned and the completion is still pending.
  * Otherwise returns the request's status, and tileops_last_error() its
@@ -299,6 +325,82 @@ void tileops_completion_free(tileops_completion *cp);
  * sync, if any.
  */
 tileops_status tileops_sync(tileops_client *c);
+
+/* ---- plans ------------------------------------------------------------ */
+
+/*
+ * A plan is a sequence of ops over tensors of this client that the daemon
+ * checks once, captures once per shape bucket (a CUDA graph on the GPU, a
+ * recorded op list on the CPU) and replays in one request. Captured graphs
+ * live in the tenant's graph cache (tileops_connect_options.tenant): when
+ * the cache is full the tenant's least recently used graph is dropped and
+ * captured again when needed; another tenant's graphs are never touched.
+ */
+typedef struct tileops_plan tileops_plan;
+
+typedef struct tileops_plan_options {
+	/* Shape buckets over dim 0 of the `bucketed` tensors, ascending, e.g.
+	 * 1 2 4 8 16 32 64 128. Those tensors have dim 0 equal to the largest
+	 * bucket. A run of size n replays the smallest bucket >= n, which sees
+	 * dim 0 of each bucketed tensor as that bucket (rows past n are computed
+	 * on whatever they hold: use buckets with ops that treat rows apart). */
+	const int64_t *buckets;
+	size_t n_buckets;
+	const tileops_tensor *bucketed;
+	size_t n_bucketed;
+	/* Shown in the daemon's logs and stats. */
+	const char *name;
+} tileops_plan_options;
+
+/*
+ * Start a plan (opts may be NULL: no buckets). Nothing is sent until
+ * tileops_plan_end. On success *out owns the plan; free it with
+ * tileops_plan_free.
+ */
+tileops_status tileops_plan_begin(tileops_client *c, const tileops_plan_options *opts,
+                                  tileops_plan **out);
+
+/* Append an op (copied; its arrays need only outlive the call). */
+tileops_status tileops_plan_add(tileops_plan *p, const tileops_op *op);
+
+/*
+ * Send the plan. The daemon checks every op, for every bucket, as
+ * tileops_op_run would; a failure names the op's index and the bucket, and
+ * the plan stays unsent (it may be freed).
+ */
+tileops_status tileops_plan_end(tileops_plan *p);
+
+/* Use `tensor` wherever the plan names `plan_tensor` (same dtype and shape). */
+typedef struct tileops_binding {
+	tileops_tensor plan_tensor;
+	tileops_tensor tensor;
+} tileops_binding;
+
+/*
+ * Replay the plan for `size` rows along the bucketed dim (0: the largest
+ * bucket). Bindings, when given, replace the plan's tensors for this run and
+ * later ones; the daemon updates the captured graph rather than capturing
+ * again. Returns once launched, like tileops_op_run; ordered with every
+ * other request of the client.
+ */
+tileops_status tileops_plan_run(tileops_plan *p, int64_t size, const tileops_binding *bindings,
+                                size_t n_bindings);
+
+/* tileops_plan_run without waiting for the answer (see tileops_op_submit). */
+tileops_status tileops_plan_submit(tileops_plan *p, int64_t size,
+                                   const tileops_binding *bindings, size_t n_bindings,
+                                   tileops_completion **out);
+
+/* Free the plan and its graphs in the daemon. NULL is a no-op. */
+void tileops_plan_free(tileops_plan *p);
+
+/*
+ * Drop every tenant's cached graphs in the daemon (plans stay and are
+ * captured again when run). For test isolation; allowed to the daemon's
+ * own uid, root and the configured admin_group (TILEOPS_ERR_PERMISSION
+ * otherwise).
+ */
+tileops_status tileops_admin_reset(tileops_client *c);
 
 #ifdef __cplusplus
 }

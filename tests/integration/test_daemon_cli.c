@@ -270,27 +270,72 @@ static void wait_ready(proc *p, const char *ready)
 	}
 }
 
+/* Write conf (a daemon on sockets in dir, plus `extra` lines) to `name`. */
+static void write_config(char *conf, size_t len, const char *name, const char *extra)
+{
+	char text[2048], ready[128];
+
+	path_in_dir(conf, len, name);
+	path_in_dir(ready, sizeof(ready), "ready.pid");
+	snprintf(text, sizeof(text),
+	         "# a working config\nlisten = ipc://%s/d.sock\nstats_listen = ipc://%s/s.sock\n"
+	         "backend = cpu\nmanifest = %s\nready_file = %s\nlog_level = debug\n%s",
+	         dir, dir, manifest_path(), ready, extra);
+	write_file(conf, text);
+}
+
+/* Start a daemon from a config file with `extra` settings and wait until it serves. */
+static void start_configured(proc *p, char *conf, size_t len, const char *extra)
+{
+	char ready[128];
+	const char *a[] = { "--config", conf, NULL };
+
+	write_config(conf, len, "daemon.conf", extra);
+	path_in_dir(ready, sizeof(ready), "ready.pid");
+	spawn(p, a);
+	wait_ready(p, ready);
+}
+
+/* SIGTERM must stop it with status 0 and remove the ready file. */
+static void stop_gracefully(proc *p)
+{
+	char ready[128], *err;
+	int status;
+
+	path_in_dir(ready, sizeof(ready), "ready.pid");
+	cr_assert_eq(kill(p->pid, SIGTERM), 0);
+	status = wait_exit(p, 20000);
+	err = slurp(p->err_path);
+	cr_assert_eq(status, 0, "tileopsd exited %d after SIGTERM:\n%s", status, err);
+	cr_assert(access(ready, F_OK) != 0, "the ready file is left after exit");
+	free(err);
+}
+
+static tileops_status connect_private(tileops_client **c)
+{
+	char addr[128];
+	tileops_connect_options o;
+
+	snprintf(addr, sizeof(addr), "ipc://%s/d.sock", dir);
+	memset(&o, 0, sizeof(o));
+	o.address = addr;
+	o.arena_bytes = 1 << 16;
+	o.timeout_ms = 20000;
+	o.name = "cli-test";
+	return tileops_connect_opts(&o, c);
+}
+
 Test(cli, config_file_starts_it_sighup_reloads_and_sigterm_exits_0)
 {
-	char conf[128], ready[128], text[1024], sock[128];
-	const char *a[] = { "--config", conf, NULL };
+	char conf[128], sock[128];
 	const char *second[] = { "--backend", "cpu",        "--listen",      sock, "--stats",
 		                 sock,        "--manifest", manifest_path(), NULL };
 	proc p, q;
 	int status;
 	char *err;
 
-	path_in_dir(conf, sizeof(conf), "good.conf");
-	path_in_dir(ready, sizeof(ready), "ready.pid");
 	snprintf(sock, sizeof(sock), "ipc://%s/d.sock", dir);
-	snprintf(text, sizeof(text),
-	         "# a working config\nlisten = ipc://%s/d.sock\nstats_listen = ipc://%s/s.sock\n"
-	         "backend = cpu\nmanifest = %s\nready_file = %s\nlog_level = debug\n"
-	         "max_sessions = 8\n",
-	         dir, dir, manifest_path(), ready);
-	write_file(conf, text);
-	spawn(&p, a);
-	wait_ready(&p, ready);
+	start_configured(&p, conf, sizeof(conf), "max_sessions = 8\n");
 
 	/* A second daemon on the same socket must refuse to start. */
 	spawn(&q, second);
@@ -304,11 +349,57 @@ Test(cli, config_file_starts_it_sighup_reloads_and_sigterm_exits_0)
 	cr_assert_eq(kill(p.pid, SIGHUP), 0);
 	th_sleep_ms(300);
 	cr_assert_eq(waitpid(p.pid, &status, WNOHANG), 0, "tileopsd exited on SIGHUP");
+	stop_gracefully(&p);
+}
 
-	cr_assert_eq(kill(p.pid, SIGTERM), 0);
-	status = wait_exit(&p, 20000);
-	err = slurp(p.err_path);
-	cr_assert_eq(status, 0, "tileopsd exited %d after SIGTERM:\n%s", status, err);
-	cr_assert(access(ready, F_OK) != 0, "the ready file is left after exit");
-	free(err);
+Test(cli, session_memory_limit_refuses_tensors_beyond_it)
+{
+	char conf[128];
+	const int64_t s32k[] = { 8192 }, s48k[] = { 12288 }, s64k[] = { 16384 };
+	tileops_client *c = NULL;
+	tileops_tensor a = 0, b = 0;
+	proc p;
+
+	start_configured(&p, conf, sizeof(conf), "session_memory_limit = 64K\n");
+	cr_assert_eq(connect_private(&c), TILEOPS_OK, "%s", tileops_last_error());
+	cr_assert_eq(tileops_tensor_create(c, TILEOPS_F32, 1, s32k, &a), TILEOPS_OK, "%s",
+	             tileops_last_error());
+	cr_assert_eq(tileops_tensor_create(c, TILEOPS_F32, 1, s64k, &b), TILEOPS_ERR_QUOTA,
+	             "96 KiB under a 64 KiB limit: %s", tileops_last_error());
+	cr_assert(th_contains(tileops_last_error(), "session_memory_limit"),
+	          "the message does not name the setting: %s", tileops_last_error());
+	/* Freeing gives the quota back. */
+	cr_assert_eq(tileops_tensor_free(c, a), TILEOPS_OK);
+	cr_assert_eq(tileops_tensor_create(c, TILEOPS_F32, 1, s48k, &b), TILEOPS_OK,
+	             "48 KiB after freeing: %s", tileops_last_error());
+	tileops_close(c);
+	stop_gracefully(&p);
+}
+
+Test(cli, max_sessions_refuses_one_more_and_sighup_applies_a_new_limit)
+{
+	char conf[128];
+	tileops_client *c[3] = { NULL, NULL, NULL };
+	int64_t deadline;
+	tileops_status st;
+	proc p;
+
+	start_configured(&p, conf, sizeof(conf), "max_sessions = 2\n");
+	cr_assert_eq(connect_private(&c[0]), TILEOPS_OK, "%s", tileops_last_error());
+	cr_assert_eq(connect_private(&c[1]), TILEOPS_OK, "%s", tileops_last_error());
+	cr_assert_eq(connect_private(&c[2]), TILEOPS_ERR_BUSY, "a third session: %s",
+	             tileops_last_error());
+	cr_assert(th_contains(tileops_last_error(), "max_sessions"),
+	          "the message does not name the setting: %s", tileops_last_error());
+
+	/* Raise the limit with a reload: the third client gets in. */
+	write_config(conf, sizeof(conf), "daemon.conf", "max_sessions = 3\n");
+	cr_assert_eq(kill(p.pid, SIGHUP), 0);
+	deadline = th_now_ms() + 10000;
+	while ((st = connect_private(&c[2])) == TILEOPS_ERR_BUSY && th_now_ms() < deadline)
+		th_sleep_ms(50);
+	cr_assert_eq(st, TILEOPS_OK, "after raising max_sessions to 3: %s", tileops_last_error());
+	for (int i = 0; i < 3; i++)
+		tileops_close(c[i]);
+	stop_gracefully(&p);
 }

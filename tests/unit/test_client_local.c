@@ -2,8 +2,10 @@
  * test_client_local.c - libtileops without a real daemon.
  *
  * The first tests need nothing at all. The rest talk to a scripted stand-in
- * for tileopsd that runs in this process: an nng REP socket on a private
- * ipc path that records every request and answers as each test tells it.
+ * for tileopsd that runs in this process (fake_daemon.c): an nng REP socket
+ * on a private ipc path that records every request and answers as each test
+ * tells it. It does not serve rings here, so every request goes over nng;
+ * test_client_rings.c covers the rings.
  * That pins down the wire behaviour the daemon relies on (seq order, the
  * arena, nothing sent for a bad argument) and what the library does when
  * the daemon errs, stalls or goes away.
@@ -21,6 +23,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
 
+#include "fake_daemon.h"
 #include "tileops.h"
 #include "tileops.pb-c.h"
 
@@ -155,243 +158,7 @@ Test(client_local, last_error_is_per_thread)
 	cr_assert_str_eq((const char *)res, "");
 }
 
-/* ---- a scripted stand-in for tileopsd ------------------------------------- */
-
-#define FAKE_LOG_MAX 64
-
-struct fake_req {
-	uint64_t seq;
-	int body; /* TILEOPS__REQUEST__BODY_* */
-	uint64_t handle;
-	uint64_t tensor_offset, arena_offset, length;
-	char op[32];
-	unsigned char first_byte; /* of the arena piece, for writes */
-};
-
-struct fake {
-	nng_socket sock;
-	char address[128];
-	pthread_t thread;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct fake_req log[FAKE_LOG_MAX];
-	int n_log;
-	/* Behaviour, set by the test before the client acts. */
-	uint64_t max_message_bytes;
-	int op_status;          /* status for OpRun */
-	const char *op_message; /* message for OpRun */
-	int hang_ops;           /* hold the answer to OpRun until fake_release */
-	nng_msg *held;          /* that answer */
-	/* The client's arena, mapped at Hello. */
-	unsigned char *arena;
-	size_t arena_bytes;
-	int arena_existed_at_hello;
-	char arena_name[64];
-	unsigned char read_fill; /* byte pattern base for TensorRead pieces */
-	unsigned char *written;  /* bytes received by TensorWrite, in tensor order */
-	size_t written_cap;
-};
-
-static void fake_record(struct fake *f, const Tileops__Request *req)
-{
-	struct fake_req *r;
-
-	pthread_mutex_lock(&f->mu);
-	if (f->n_log < FAKE_LOG_MAX) {
-		r = &f->log[f->n_log++];
-		memset(r, 0, sizeof(*r));
-		r->seq = req->seq;
-		r->body = (int)req->body_case;
-		if (req->body_case == TILEOPS__REQUEST__BODY_TENSOR_WRITE) {
-			r->handle = req->tensor_write->handle;
-			r->tensor_offset = req->tensor_write->tensor_offset;
-			r->arena_offset = req->tensor_write->arena_offset;
-			r->length = req->tensor_write->length;
-		} else if (req->body_case == TILEOPS__REQUEST__BODY_TENSOR_READ) {
-			r->handle = req->tensor_read->handle;
-			r->tensor_offset = req->tensor_read->tensor_offset;
-			r->arena_offset = req->tensor_read->arena_offset;
-			r->length = req->tensor_read->length;
-		} else if (req->body_case == TILEOPS__REQUEST__BODY_OP_RUN) {
-			snprintf(r->op, sizeof(r->op), "%s", req->op_run->op);
-		}
-	}
-	pthread_cond_broadcast(&f->cv);
-	pthread_mutex_unlock(&f->mu);
-}
-
-static void fake_hello(struct fake *f, const Tileops__Hello *h, Tileops__Reply *rep,
-                       Tileops__HelloReply *hr)
-{
-	int fd = shm_open(h->arena_name, O_RDWR, 0);
-
-	snprintf(f->arena_name, sizeof(f->arena_name), "%s", h->arena_name);
-	f->arena_existed_at_hello = fd >= 0;
-	if (fd >= 0) {
-		f->arena_bytes = h->arena_bytes;
-		f->arena = mmap(NULL, h->arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		close(fd);
-	}
-	hr->protocol_version = 1;
-	hr->daemon_version = "0.1.0-fake";
-	hr->backend = "cpu";
-	hr->device = "fake device";
-	hr->session_id = 42;
-	hr->max_message_bytes = f->max_message_bytes;
-	rep->body_case = TILEOPS__REPLY__BODY_HELLO;
-	rep->hello = hr;
-}
-
-/* Act on one request; returns 0 when no reply should be sent. */
-static int fake_answer(struct fake *f, const Tileops__Request *req, Tileops__Reply *rep,
-                       Tileops__HelloReply *hr, Tileops__TensorCreateReply *cr)
-{
-	size_t i;
-
-	rep->seq = req->seq;
-	switch (req->body_case) {
-	case TILEOPS__REQUEST__BODY_HELLO:
-		fake_hello(f, req->hello, rep, hr);
-		break;
-	case TILEOPS__REQUEST__BODY_TENSOR_CREATE:
-		cr->handle = 7;
-		rep->body_case = TILEOPS__REPLY__BODY_TENSOR_CREATE;
-		rep->tensor_create = cr;
-		break;
-	case TILEOPS__REQUEST__BODY_TENSOR_WRITE: {
-		const Tileops__TensorWrite *w = req->tensor_write;
-
-		if (f->written != NULL && w->tensor_offset + w->length <= f->written_cap)
-			memcpy(f->written + w->tensor_offset, f->arena + w->arena_offset,
-			       w->length);
-		break;
-	}
-	case TILEOPS__REQUEST__BODY_TENSOR_READ: {
-		const Tileops__TensorRead *r = req->tensor_read;
-
-		for (i = 0; i < r->length; i++)
-			f->arena[r->arena_offset + i] =
-			        (unsigned char)(f->read_fill + r->tensor_offset + i);
-		break;
-	}
-	case TILEOPS__REQUEST__BODY_OP_RUN:
-		rep->status = (Tileops__Status)f->op_status;
-		rep->message = (char *)(f->op_message != NULL ? f->op_message : "");
-		return !f->hang_ops;
-	default:
-		break;
-	}
-	return 1;
-}
-
-static void *fake_main(void *arg)
-{
-	struct fake *f = arg;
-	nng_msg *msg;
-
-	while (nng_recvmsg(f->sock, &msg, 0) == 0) {
-		Tileops__Request *req =
-		        tileops__request__unpack(NULL, nng_msg_len(msg), nng_msg_body(msg));
-		Tileops__Reply rep = TILEOPS__REPLY__INIT;
-		Tileops__HelloReply hr = TILEOPS__HELLO_REPLY__INIT;
-		Tileops__TensorCreateReply cr = TILEOPS__TENSOR_CREATE_REPLY__INIT;
-		nng_msg *out;
-		int answer;
-
-		nng_msg_free(msg);
-		if (req == NULL)
-			continue;
-		answer = fake_answer(f, req, &rep, &hr, &cr);
-		nng_msg_alloc(&out, tileops__reply__get_packed_size(&rep));
-		tileops__reply__pack(&rep, nng_msg_body(out));
-		if (!answer) {
-			pthread_mutex_lock(&f->mu);
-			if (f->held != NULL)
-				nng_msg_free(f->held);
-			f->held = out;
-			pthread_mutex_unlock(&f->mu);
-			out = NULL;
-		}
-		/* Recorded once the arena holds what the request asked for. */
-		fake_record(f, req);
-		if (out != NULL && nng_sendmsg(f->sock, out, 0) != 0)
-			nng_msg_free(out);
-		tileops__request__free_unpacked(req, NULL);
-	}
-	return NULL;
-}
-
-static struct fake fake;
-
-static void fake_start(void)
-{
-	memset(&fake, 0, sizeof(fake));
-	pthread_mutex_init(&fake.mu, NULL);
-	pthread_cond_init(&fake.cv, NULL);
-	fake.max_message_bytes = 1 << 20;
-	snprintf(fake.address, sizeof(fake.address), "ipc:///tmp/tileops-test-fake-%ld.sock",
-	         (long)getpid());
-	cr_assert_eq(nng_rep0_open(&fake.sock), 0);
-	cr_assert_eq(nng_listen(fake.sock, fake.address, NULL, 0), 0);
-	pthread_create(&fake.thread, NULL, fake_main, &fake);
-}
-
-static void fake_stop(void)
-{
-	nng_close(fake.sock);
-	pthread_join(fake.thread, NULL);
-	if (fake.arena != NULL)
-		munmap(fake.arena, fake.arena_bytes);
-	free(fake.written);
-	if (fake.held != NULL)
-		nng_msg_free(fake.held);
-}
-
-/* Send the answer held back by hang_ops. */
-static void fake_release(void)
-{
-	nng_msg *m;
-
-	pthread_mutex_lock(&fake.mu);
-	m = fake.held;
-	fake.held = NULL;
-	pthread_mutex_unlock(&fake.mu);
-	cr_assert_not_null(m);
-	cr_assert_eq(nng_sendmsg(fake.sock, m, 0), 0);
-}
-
-/* Wait until the fake has seen `n` requests. */
-static void fake_wait_for(int n)
-{
-	pthread_mutex_lock(&fake.mu);
-	while (fake.n_log < n)
-		pthread_cond_wait(&fake.cv, &fake.mu);
-	pthread_mutex_unlock(&fake.mu);
-}
-
-static int fake_count(void)
-{
-	int n;
-
-	pthread_mutex_lock(&fake.mu);
-	n = fake.n_log;
-	pthread_mutex_unlock(&fake.mu);
-	return n;
-}
-
-static tileops_client *fake_connect(size_t arena_bytes, int timeout_ms)
-{
-	tileops_connect_options o;
-	tileops_client *c = NULL;
-
-	memset(&o, 0, sizeof(o));
-	o.address = fake.address;
-	o.arena_bytes = arena_bytes;
-	o.timeout_ms = timeout_ms;
-	o.name = "unit-test";
-	cr_assert_eq(tileops_connect_opts(&o, &c), TILEOPS_OK, "connect: %s", tileops_last_error());
-	return c;
-}
+/* ---- against the stand-in -------------------------------------------------- */
 
 TestSuite(client_fake, .init = fake_start, .fini = fake_stop);
 
@@ -405,7 +172,9 @@ Test(client_fake, connect_says_hello_with_seq_0_and_shares_an_arena_then_unlinks
 	cr_assert_eq(fake.log[0].body, TILEOPS__REQUEST__BODY_HELLO);
 	cr_assert_eq(fake.log[0].seq, 0);
 	cr_assert(fake.arena_existed_at_hello, "arena %s was not there at Hello", fake.arena_name);
-	cr_assert_eq(fake.arena_bytes, 8192);
+	/* The ring region comes first; the data area has the size asked for. */
+	cr_assert(fake.hello_rings, "Hello did not offer rings");
+	cr_assert_eq(fake.arena_bytes, ((tileops_ring_header *)fake.arena)->data_offset + 8192);
 	cr_assert_eq(strncmp(fake.arena_name, "/tileops-", 9), 0, "name %s", fake.arena_name);
 	fd = shm_open(fake.arena_name, O_RDWR, 0);
 	cr_assert_lt(fd, 0, "arena name still linked after connect");
@@ -536,7 +305,9 @@ Test(client_fake, writes_larger_than_the_arena_go_in_arena_sized_pieces)
 	for (i = 1; i < 4; i++) {
 		cr_assert_eq(fake.log[i].body, TILEOPS__REQUEST__BODY_TENSOR_WRITE);
 		cr_assert_eq(fake.log[i].handle, 7);
-		cr_assert_eq(fake.log[i].arena_offset, 0);
+		/* Past the rings, which the daemon did not take: the layout is fixed. */
+		cr_assert_eq(fake.log[i].arena_offset,
+		             ((tileops_ring_header *)fake.arena)->data_offset);
 		cr_assert_eq(fake.log[i].tensor_offset, 100 + (i - 1) * 4096);
 		cr_assert_eq(fake.log[i].length, i < 3 ? 4096 : 10000 - 2 * 4096);
 	}

@@ -1,0 +1,638 @@
+/*
+ * test_rings.c - ops through the shared-memory rings against a real
+ * tileopsd: program order, many threads, wrap-around, a full ring, sixteen
+ * client processes, a hostile client writing corrupt entries and counters,
+ * a client killed mid-submit, and an idle daemon that does not spin.
+ *
+ * Order is checked with chains of adds where each op reads the previous
+ * op's output (ping-pong between two tensors): any reordering or dropped
+ * op changes the final value.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "tileops_ring.h"
+#include "integration/helpers.h"
+
+#define CHAIN_LEN 8 /* elements per tensor */
+
+/* ---- ordered chains ------------------------------------------------------ */
+
+struct chain {
+	tileops_client *c;
+	tileops_tensor a, b, one;
+};
+
+static tileops_status chain_try_init(struct chain *ch, tileops_client *c)
+{
+	const int64_t shape[] = { CHAIN_LEN };
+	float zeros[CHAIN_LEN] = { 0 }, ones[CHAIN_LEN];
+	tileops_status st;
+
+	for (int i = 0; i < CHAIN_LEN; i++)
+		ones[i] = 1.0f;
+	ch->c = c;
+	if ((st = tileops_tensor_create(c, TILEOPS_F32, 1, shape, &ch->a)) ||
+	    (st = tileops_tensor_create(c, TILEOPS_F32, 1, shape, &ch->b)) ||
+	    (st = tileops_tensor_create(c, TILEOPS_F32, 1, shape, &ch->one)) ||
+	    (st = tileops_tensor_write(c, ch->a, 0, zeros, sizeof(zeros))) ||
+	    (st = tileops_tensor_write(c, ch->one, 0, ones, sizeof(ones))))
+		return st;
+	return TILEOPS_OK;
+}
+
+/*
+ * Submit `n` chained increments (b = a + 1, a = b + 1, ...) without waiting,
+ * keeping at most `window` completions (0: keep them all until the end).
+ * Returns the first failure, or OK.
+ */
+static tileops_status chain_run(struct chain *ch, int n, int window, int sync_every)
+{
+	int keep = window > 0 ? window : n;
+	tileops_completion **cps = calloc((size_t)keep, sizeof(*cps));
+	tileops_status st = TILEOPS_OK, w;
+	int i;
+
+	if (cps == NULL)
+		return TILEOPS_ERR_OUT_OF_MEMORY;
+	for (i = 0; i < n && st == TILEOPS_OK; i++) {
+		tileops_tensor in[2] = { i % 2 ? ch->b : ch->a, ch->one };
+		tileops_tensor out = i % 2 ? ch->a : ch->b;
+		tileops_op op = { "add", in, 2, &out, 1, NULL, 0 };
+		tileops_completion **slot = &cps[i % keep];
+
+		if (*slot != NULL) {
+			st = tileops_completion_wait(*slot, -1);
+			tileops_completion_free(*slot);
+			*slot = NULL;
+			if (st != TILEOPS_OK)
+				break;
+		}
+		st = tileops_op_submit(ch->c, &op, slot);
+		if (st == TILEOPS_OK && sync_every > 0 && i % sync_every == sync_every - 1)
+			st = tileops_sync(ch->c);
+	}
+	for (i = 0; i < keep; i++) {
+		if (cps[i] == NULL)
+			continue;
+		w = tileops_completion_wait(cps[i], -1);
+		if (st == TILEOPS_OK)
+			st = w;
+		tileops_completion_free(cps[i]);
+	}
+	free(cps);
+	return st;
+}
+
+/* The chain's value after n increments: read right after submitting, so
+ * ring_mark alone must order the read after the ops. */
+static tileops_status chain_value(struct chain *ch, int n, float *out)
+{
+	float v[CHAIN_LEN];
+	tileops_status st = tileops_tensor_read(ch->c, n % 2 ? ch->b : ch->a, 0, v, sizeof(v));
+
+	if (st == TILEOPS_OK) {
+		*out = v[0];
+		for (int i = 1; i < CHAIN_LEN; i++)
+			if (v[i] != v[0])
+				*out = -1;
+	}
+	return st;
+}
+
+static void expect_chain(tileops_client *c, int n, int window, int sync_every)
+{
+	struct chain ch;
+	tileops_status st;
+	float v = 0;
+
+	cr_assert_eq(chain_try_init(&ch, c), TILEOPS_OK, "chain set-up: %s", tileops_last_error());
+	st = chain_run(&ch, n, window, sync_every);
+	cr_assert_eq(st, TILEOPS_OK, "chain of %d adds: %s (%s)", n, tileops_strerror(st),
+	             tileops_last_error());
+	cr_assert_eq(chain_value(&ch, n, &v), TILEOPS_OK, "%s", tileops_last_error());
+	cr_assert_eq(v, (float)n,
+	             "after %d chained adds the value is %g: ops ran out of order "
+	             "or were lost",
+	             n, (double)v);
+}
+
+/* A fresh client still runs a chain correctly: the daemon serves. */
+static void expect_daemon_serving(void)
+{
+	tileops_client *c = th_connect("check", 0);
+
+	expect_chain(c, 50, 8, 0);
+	tileops_close(c);
+}
+
+Test(rings, chained_adds_see_each_other_in_program_order)
+{
+	tileops_client *c = th_connect("rings-order", 0);
+
+	expect_chain(c, 1000, 0, 0);
+	/* Synchronous ops and syncs mixed in. */
+	expect_chain(c, 200, 1, 17);
+	tileops_close(c);
+}
+
+Test(rings, thousands_of_ops_wrap_around_an_eight_entry_ring)
+{
+	tileops_client *c;
+
+	setenv("TILEOPS_RING_ENTRIES", "8", 1);
+	c = th_connect("rings-wrap", 0);
+	expect_chain(c, 5000, 16, 0);
+	expect_chain(c, 1000, 1, 100);
+	tileops_close(c);
+}
+
+Test(rings, a_full_ring_blocks_the_submitter_and_drops_nothing)
+{
+	tileops_client *c;
+
+	/* 3000 completions held at once on an 8-entry ring: the submitter
+	 * must wait for space again and again. */
+	setenv("TILEOPS_RING_ENTRIES", "8", 1);
+	c = th_connect("rings-full", 0);
+	expect_chain(c, 3000, 0, 0);
+	tileops_close(c);
+}
+
+Test(rings, timed_ops_report_their_device_time)
+{
+	tileops_client *c = th_connect("rings-timed", 0);
+	struct chain ch;
+	tileops_completion *cp = NULL;
+	double us = -1;
+
+	cr_assert_eq(chain_try_init(&ch, c), TILEOPS_OK);
+	tileops_tensor in[2] = { ch.a, ch.one };
+	tileops_op op = { "add", in, 2, &ch.b, 1, NULL, 0 };
+
+	cr_assert_eq(tileops_op_submit_timed(c, &op, &cp), TILEOPS_OK, "%s", tileops_last_error());
+	cr_assert_eq(tileops_completion_wait(cp, -1), TILEOPS_OK, "%s", tileops_last_error());
+	cr_assert_eq(tileops_completion_gpu_us(cp, &us), TILEOPS_OK, "%s", tileops_last_error());
+	cr_assert(us >= 0 && us < 1e7, "device time %g us", us);
+	tileops_completion_free(cp);
+	tileops_close(c);
+}
+
+struct thread_work {
+	tileops_client *c;
+	int n;
+	tileops_status st;
+	float value;
+	char msg[256];
+};
+
+static void *thread_main(void *arg)
+{
+	struct thread_work *w = arg;
+	struct chain ch;
+
+	w->st = chain_try_init(&ch, w->c);
+	if (w->st == TILEOPS_OK)
+		w->st = chain_run(&ch, w->n, 8, 0);
+	if (w->st == TILEOPS_OK)
+		w->st = chain_value(&ch, w->n, &w->value);
+	if (w->st != TILEOPS_OK)
+		snprintf(w->msg, sizeof(w->msg), "%s", tileops_last_error());
+	return NULL;
+}
+
+Test(rings, many_threads_share_one_client_and_each_chain_stays_in_order)
+{
+	tileops_client *c;
+	struct thread_work w[8];
+	pthread_t th[8];
+
+	setenv("TILEOPS_RING_ENTRIES", "16", 1);
+	c = th_connect("rings-threads", 0);
+	for (int i = 0; i < 8; i++) {
+		w[i] = (struct thread_work){ .c = c, .n = 400 };
+		pthread_create(&th[i], NULL, thread_main, &w[i]);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(th[i], NULL);
+		cr_assert_eq(w[i].st, TILEOPS_OK, "thread %d: %s (%s)", i,
+		             tileops_strerror(w[i].st), w[i].msg);
+		cr_assert_eq(w[i].value, 400.0f, "thread %d's chain ends at %g", i,
+		             (double)w[i].value);
+	}
+	tileops_close(c);
+}
+
+/* ---- client processes ---------------------------------------------------- */
+
+static int chain_child(int n)
+{
+	tileops_client *c = NULL;
+	struct chain ch;
+	float v = 0;
+
+	if (th_try_connect("rings-child", 0, &c) != TILEOPS_OK || chain_try_init(&ch, c) ||
+	    chain_run(&ch, n, 32, 0) || chain_value(&ch, n, &v)) {
+		fprintf(stderr, "ring client: %s\n", tileops_last_error());
+		return 1;
+	}
+	if (v != (float)n) {
+		fprintf(stderr, "ring client: chain of %d ends at %g\n", n, (double)v);
+		return 1;
+	}
+	tileops_close(c);
+	return 0;
+}
+
+/* Submits forever, telling the parent once it is going. */
+static int doomed_child(int ready_fd)
+{
+	tileops_client *c = NULL;
+	struct chain ch;
+	char one = 1;
+
+	if (th_try_connect("rings-doomed", 0, &c) != TILEOPS_OK || chain_try_init(&ch, c))
+		return 2;
+	if (chain_run(&ch, 100, 32, 0) != TILEOPS_OK || write(ready_fd, &one, 1) != 1)
+		return 3;
+	for (;;)
+		if (chain_run(&ch, 1000, 64, 0) != TILEOPS_OK)
+			return 4;
+}
+
+static int child_main(const char *role, int arg, int fd)
+{
+	if (strcmp(role, "chain") == 0)
+		return chain_child(arg);
+	if (strcmp(role, "doomed") == 0)
+		return doomed_child(fd);
+	return 100;
+}
+
+TH_CHILD_MAIN(child_main)
+
+Test(rings, sixteen_client_processes_at_once_all_keep_their_order)
+{
+	pid_t pids[16];
+	int64_t deadline = th_now_ms() + 120000;
+	int left = 16;
+
+	for (int i = 0; i < 16; i++)
+		pids[i] = th_spawn("chain", 500, -1);
+	while (left > 0) {
+		int status;
+		pid_t p = waitpid(-1, &status, WNOHANG);
+
+		if (p > 0) {
+			left--;
+			cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+			          "client process %d failed (status 0x%x; its message is above)",
+			          (int)p, status);
+			continue;
+		}
+		if (th_now_ms() > deadline) {
+			for (int i = 0; i < 16; i++)
+				kill(pids[i], SIGKILL);
+			cr_assert_fail("%d client processes did not finish within 120 s", left);
+		}
+		th_sleep_ms(20);
+	}
+}
+
+Test(rings, a_client_killed_mid_submit_is_reaped_and_others_carry_on)
+{
+	double sessions = th_stat("sessions");
+	int fds[2];
+	char b;
+	pid_t pid;
+	int status;
+	double got;
+
+	cr_assert_eq(pipe(fds), 0);
+	pid = th_spawn("doomed", 0, fds[1]);
+	close(fds[1]);
+	cr_assert_eq(read(fds[0], &b, 1), 1, "the submitting child never got going");
+	close(fds[0]);
+	th_sleep_ms(50);
+	kill(pid, SIGKILL);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFSIGNALED(status), "the child ended before it was killed (0x%x)", status);
+	got = th_stat_wait("sessions", sessions, 10000);
+	cr_assert_eq(got, sessions,
+	             "the killed client's session was not reaped: sessions %g, "
+	             "expected %g",
+	             got, sessions);
+	expect_daemon_serving();
+}
+
+/* ---- an idle daemon ------------------------------------------------------ */
+
+static pid_t daemon_pid(void)
+{
+	const char *dir = getenv("TILEOPS_TEST_RUNDIR");
+	char path[PATH_MAX];
+	FILE *f;
+	long pid = 0;
+
+	cr_assert(dir != NULL, "TILEOPS_TEST_RUNDIR is not set: run this test through ctest");
+	snprintf(path, sizeof(path), "%s/tileopsd.pid", dir);
+	f = fopen(path, "r");
+	cr_assert(f != NULL, "cannot open %s: %s", path, strerror(errno));
+	cr_assert_eq(fscanf(f, "%ld", &pid), 1, "%s holds no pid", path);
+	fclose(f);
+	return (pid_t)pid;
+}
+
+/* utime + stime of a process, in seconds. */
+static double cpu_seconds(pid_t pid)
+{
+	char path[64], buf[2048], *p;
+	unsigned long long ut = 0, st = 0;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	cr_assert(f != NULL, "cannot open %s: %s", path, strerror(errno));
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* Fields after the command name, which may hold spaces: state is field 3,
+	 * utime 14 and stime 15. */
+	p = strrchr(buf, ')');
+	cr_assert(p != NULL, "%s is not what Linux writes", path);
+	cr_assert_eq(
+	        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st), 2,
+	        "cannot parse %s", path);
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+Test(rings, an_idle_daemon_with_an_open_ring_session_does_not_spin)
+{
+	tileops_client *c = th_connect("rings-idle", 0);
+	pid_t pid = daemon_pid();
+	double before, used;
+
+	expect_chain(c, 100, 8, 0);
+	th_sleep_ms(300); /* past any spin budget */
+	before = cpu_seconds(pid);
+	th_sleep_ms(2000);
+	used = cpu_seconds(pid) - before;
+	cr_assert_lt(used, 0.2,
+	             "tileopsd used %.2f s of CPU in 2 s idle with a ring session "
+	             "open: it spins",
+	             used);
+	/* And it wakes up for the next op. */
+	expect_chain(c, 10, 1, 0);
+	tileops_close(c);
+}
+
+/* ---- a hostile client ---------------------------------------------------- */
+
+#define HOSTILE_ENTRIES 8u
+
+struct hostile {
+	th_raw raw;
+	tileops_ring_header *h;
+	tileops_sqe *sq;
+	tileops_cqe *cq;
+	uint64_t sq_tail, cq_head, next_tag;
+	uint64_t handle;
+};
+
+static size_t page_round(size_t n)
+{
+	size_t p = (size_t)sysconf(_SC_PAGESIZE);
+
+	return (n + p - 1) / p * p;
+}
+
+/* A raw session with rings: its own arena, its own header, raw Hello. */
+static void hostile_open(struct hostile *x)
+{
+	Tileops__Request req = TILEOPS__REQUEST__INIT;
+	Tileops__Hello hello = TILEOPS__HELLO__INIT;
+	Tileops__Reply *rep;
+	size_t ring = page_round(TILEOPS_RING_HEADER_BYTES +
+	                         HOSTILE_ENTRIES * (TILEOPS_SQE_BYTES + TILEOPS_CQE_BYTES));
+	size_t bytes = ring + (1 << 16);
+	const int64_t shape[] = { 4 };
+	int fd;
+
+	memset(x, 0, sizeof(*x));
+	th_raw_open(&x->raw);
+	snprintf(x->raw.shm_name, sizeof(x->raw.shm_name), "/tileops-test-hostile-%d",
+	         (int)getpid());
+	shm_unlink(x->raw.shm_name);
+	fd = shm_open(x->raw.shm_name, O_CREAT | O_EXCL | O_RDWR, 0600);
+	cr_assert(fd >= 0, "shm_open: %s", strerror(errno));
+	cr_assert_eq(ftruncate(fd, (off_t)bytes), 0);
+	x->raw.arena = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	cr_assert(x->raw.arena != MAP_FAILED);
+	x->raw.arena_bytes = bytes;
+	x->h = x->raw.arena;
+	x->h->magic = TILEOPS_RING_MAGIC;
+	x->h->version = TILEOPS_RING_VERSION;
+	x->h->sq_entries = x->h->cq_entries = HOSTILE_ENTRIES;
+	x->h->sq_offset = TILEOPS_RING_HEADER_BYTES;
+	x->h->cq_offset = x->h->sq_offset + HOSTILE_ENTRIES * TILEOPS_SQE_BYTES;
+	x->h->data_offset = ring;
+	x->sq = (tileops_sqe *)((char *)x->raw.arena + x->h->sq_offset);
+	x->cq = (tileops_cqe *)((char *)x->raw.arena + x->h->cq_offset);
+
+	hello.protocol_version = TILEOPS__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT;
+	hello.client_name = "hostile";
+	hello.arena_name = x->raw.shm_name;
+	hello.arena_bytes = bytes;
+	hello.client_pid = (int32_t)getpid();
+	hello.rings = 1;
+	req.body_case = TILEOPS__REQUEST__BODY_HELLO;
+	req.hello = &hello;
+	rep = th_raw_call(&x->raw, &req);
+	cr_assert(rep != NULL, "no reply to the hostile Hello");
+	cr_assert_eq((int)rep->status, 0, "hostile Hello refused: %s", rep->message);
+	cr_assert(rep->hello != NULL && rep->hello->rings, "tileopsd does not serve rings");
+	tileops__reply__free_unpacked(rep, NULL);
+	rep = th_raw_create(&x->raw, TILEOPS__DTYPE__DTYPE_F32, 1, shape);
+	cr_assert(rep != NULL && rep->status == 0 && rep->tensor_create != NULL);
+	x->handle = rep->tensor_create->handle;
+	tileops__reply__free_unpacked(rep, NULL);
+	x->next_tag = 1;
+}
+
+static void hostile_bell(struct hostile *x)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&x->h->daemon_sleeping, __ATOMIC_SEQ_CST)) {
+		__atomic_fetch_add(&x->h->sq_bell, 1, __ATOMIC_SEQ_CST);
+		syscall(SYS_futex, &x->h->sq_bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	}
+}
+
+/* Publish one entry as written by `fill`; returns its tag. */
+static uint64_t hostile_push(struct hostile *x, uint32_t kind, uint32_t length, const void *payload,
+                             size_t n)
+{
+	tileops_sqe *e = &x->sq[x->sq_tail % HOSTILE_ENTRIES];
+
+	memset(e, 0, sizeof(*e));
+	e->tag = x->next_tag++;
+	e->kind = kind;
+	e->length = length;
+	memcpy(e->payload, payload, n < sizeof(e->payload) ? n : sizeof(e->payload));
+	x->sq_tail++;
+	__atomic_store_n(&x->h->sq_tail, x->sq_tail, __ATOMIC_RELEASE);
+	hostile_bell(x);
+	return e->tag;
+}
+
+/*
+ * The daemon's answer to the entry `tag`: 1 with *e filled if a completion
+ * came, 0 if none came within a few seconds.
+ */
+static int hostile_completion(struct hostile *x, uint64_t tag, tileops_cqe *e)
+{
+	int64_t deadline = th_now_ms() + 5000;
+
+	while (th_now_ms() < deadline) {
+		uint64_t tail = __atomic_load_n(&x->h->cq_tail, __ATOMIC_ACQUIRE);
+
+		while (x->cq_head < tail && x->cq_head + HOSTILE_ENTRIES >= tail) {
+			memcpy(e, &x->cq[x->cq_head % HOSTILE_ENTRIES], sizeof(*e));
+			x->cq_head++;
+			__atomic_store_n(&x->h->cq_head, x->cq_head, __ATOMIC_RELEASE);
+			if (e->tag == tag)
+				return 1;
+		}
+		th_sleep_ms(1);
+	}
+	return 0;
+}
+
+/* A corrupt entry gets an error completion, or the session is failed. */
+static void expect_refused(struct hostile *x, uint64_t tag, const char *what)
+{
+	tileops_cqe e;
+
+	if (hostile_completion(x, tag, &e)) {
+		e.message[sizeof(e.message) - 1] = '\0';
+		cr_assert_neq(e.status, 0, "%s was accepted", what);
+		cr_assert_neq(e.message[0], '\0', "%s: the error completion has no message", what);
+	}
+	/* No completion: the daemon gave up on the session, which is allowed. */
+}
+
+static uint8_t *pack_op(uint64_t in0, uint64_t in1, uint64_t out, size_t *len)
+{
+	Tileops__Request req = TILEOPS__REQUEST__INIT;
+	Tileops__OpRun op = TILEOPS__OP_RUN__INIT;
+	uint64_t ins[2] = { in0, in1 };
+	uint8_t *buf;
+
+	op.op = "add";
+	op.n_inputs = 2;
+	op.inputs = ins;
+	op.n_outputs = 1;
+	op.outputs = &out;
+	req.body_case = TILEOPS__REQUEST__BODY_OP_RUN;
+	req.op_run = &op;
+	*len = tileops__request__get_packed_size(&req);
+	buf = malloc(*len);
+	cr_assert_not_null(buf);
+	tileops__request__pack(&req, buf);
+	return buf;
+}
+
+Test(rings, corrupt_entries_get_errors_and_hurt_only_their_own_session)
+{
+	struct hostile x;
+	th_rng rng = th_rng_seed(7);
+	uint8_t garbage[900];
+	size_t len;
+	uint8_t *good = NULL, *huge;
+	tileops_cqe e;
+
+	hostile_open(&x);
+	/* A well-formed entry works: the set-up is right. */
+	good = pack_op(x.handle, x.handle, x.handle, &len);
+	cr_assert(hostile_completion(
+	                  &x, hostile_push(&x, TILEOPS_SQE_REQUEST, (uint32_t)len, good, len), &e),
+	          "no completion for a good entry");
+	cr_assert_eq(e.status, 0, "a good entry failed: %s", e.message);
+
+	expect_refused(&x, hostile_push(&x, TILEOPS_SQE_REQUEST, 100000, good, len),
+	               "an entry whose length is past its payload");
+	th_fill_bytes(&rng, garbage, sizeof(garbage));
+	expect_refused(
+	        &x,
+	        hostile_push(&x, TILEOPS_SQE_REQUEST, sizeof(garbage), garbage, sizeof(garbage)),
+	        "an entry of random bytes");
+	expect_refused(&x, hostile_push(&x, 77, (uint32_t)len, good, len), "an entry of kind 77");
+	huge = pack_op(UINT64_MAX, 1ull << 62, UINT64_MAX - 1, &len);
+	if (hostile_completion(&x, hostile_push(&x, TILEOPS_SQE_REQUEST, (uint32_t)len, huge, len),
+	                       &e))
+		cr_assert_eq(e.status, TILEOPS_ERR_UNKNOWN_HANDLE, "huge handles: status %d (%s)",
+		             e.status, e.message);
+	free(huge);
+	expect_daemon_serving();
+
+	/* Counters: sq_tail far ahead of what was written, then backwards. */
+	__atomic_store_n(&x.h->sq_tail, x.sq_tail + 1000000, __ATOMIC_RELEASE);
+	hostile_bell(&x);
+	th_sleep_ms(200);
+	expect_daemon_serving();
+	__atomic_store_n(&x.h->sq_tail, 1, __ATOMIC_RELEASE);
+	hostile_bell(&x);
+	th_sleep_ms(200);
+	expect_daemon_serving();
+	/* Its own completion counter scribbled too. */
+	__atomic_store_n(&x.h->cq_head, UINT64_MAX - 3, __ATOMIC_RELEASE);
+	__atomic_store_n(&x.h->sq_tail, UINT64_MAX, __ATOMIC_RELEASE);
+	hostile_bell(&x);
+	th_sleep_ms(200);
+	expect_daemon_serving();
+	free(good);
+	th_raw_close(&x.raw);
+	expect_daemon_serving();
+}
+
+Test(rings, a_stuck_client_that_never_reaps_does_not_block_others)
+{
+	struct hostile x;
+	size_t len;
+	uint8_t *good;
+
+	hostile_open(&x);
+	good = pack_op(x.handle, x.handle, x.handle, &len);
+	/* Fill the whole ring and never read a completion. */
+	for (unsigned i = 0; i < 4 * HOSTILE_ENTRIES; i++) {
+		tileops_sqe *e = &x.sq[x.sq_tail % HOSTILE_ENTRIES];
+
+		memset(e, 0, sizeof(*e));
+		e->tag = i + 1;
+		e->kind = TILEOPS_SQE_REQUEST;
+		e->length = (uint32_t)len;
+		memcpy(e->payload, good, len);
+		x.sq_tail++;
+	}
+	__atomic_store_n(&x.h->sq_tail, x.sq_tail, __ATOMIC_RELEASE);
+	hostile_bell(&x);
+	expect_daemon_serving();
+	free(good);
+	th_raw_close(&x.raw);
+}
