@@ -16,4 +16,5 @@ for f in .carry/bin/*; do
 done | sort -u | grep -v -e '/libc.so' -e '/libm.so' -e '/libstdc++' -e '/libgcc_s' \
 	-e '/libpthread' -e '/libdl.so' -e '/librt.so' -e 'ld-linux' | xargs -r -I{} cp -L {} .carry/lib/
 cp tests/fixtures/*.sh .carry/bin/ 2>/dev/null || true
+cp -r manifest .carry/manifest
 du -sh .carry

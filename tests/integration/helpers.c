@@ -644,3 +644,9 @@ int th_contains(const char *haystack, const char *needle)
 			return 1;
 	return n == 0;
 }
+
+const char *th_expected_backend(void)
+{
+	const char *b = getenv("TILEOPS_TEST_BACKEND");
+	return b && *b ? b : "cpu";
+}

@@ -165,4 +165,7 @@ int64_t th_now_ms(void);
 /* 1 when `haystack` contains `needle`, ignoring case. */
 int th_contains(const char *haystack, const char *needle);
 
+/* The backend the test daemon runs: $TILEOPS_TEST_BACKEND, "cpu" by default. */
+const char *th_expected_backend(void);
+
 #endif /* TILEOPS_TEST_HELPERS_H */

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, from the repository root, with what
+# scripts/gpu-pack.sh packed into .carry/: the kernel conformance tests, the
+# example and the integration suites against tileopsd on the CUDA backend,
+# then the benches named in $TILEOPS_GPU_BENCH (a space-separated list of
+# commands, run from .carry/bin). Logs go to $OUT (at most a few files).
+set -u
+out=${OUT:-/tmp/tileops-out}
+mkdir -p "$out"
+root=$PWD
+bin=$root/.carry/bin
+# The manifest the binaries were built with travels with them.
+manifest=$root/manifest
+[ -d "$root/.carry/manifest" ] && manifest=$root/.carry/manifest
+export LD_LIBRARY_PATH=$root/.carry/lib
+log=$out/gpu-run.log
+summary=$out/summary.txt
+: >"$log"
+: >"$summary"
+
+step() {
+	local name=$1
+	shift
+	local t0 t1 rc
+	t0=$(date +%s.%N)
+	echo "==== $name: $*" >>"$log"
+	"$@" >>"$log" 2>&1
+	rc=$?
+	t1=$(date +%s.%N)
+	printf '%-34s rc=%-3d %6.1f s\n' "$name" "$rc" "$(echo "$t1 - $t0" | bc)" >>"$summary"
+	return $rc
+}
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu \
+	--format=csv >>"$summary" 2>&1
+
+for t in "$bin"/test_gpu_*; do
+	[ -x "$t" ] && step "$(basename "$t")" "$t" --jobs=1
+done
+
+run=/tmp/tileops-run
+rm -rf "$run" && mkdir -p "$run"
+"$bin/tileopsd" --backend cuda --listen "ipc://$run/tileopsd.sock" \
+	--stats "ipc://$run/stats.sock" --manifest "$manifest" \
+	--ready-file "$run/tileopsd.pid" --log-level info >"$out/tileopsd.log" 2>&1 &
+daemon=$!
+for _ in $(seq 1 200); do
+	[ -s "$run/tileopsd.pid" ] && break
+	sleep 0.1
+done
+export TILEOPS_ADDRESS=ipc://$run/tileopsd.sock
+export TILEOPS_STATS_ADDRESS=ipc://$run/stats.sock
+export TILEOPS_TEST_RUNDIR=$run TILEOPS_TEST_BACKEND=cuda
+export TILEOPSD=$bin/tileopsd TILEOPS_MANIFEST=$manifest
+
+step example_f32 "$bin/tileops-example-mlp" --dtype f32
+step example_bf16_llama8b "$bin/tileops-example-mlp" --dtype bf16 --tokens 16 --hidden 4096 \
+	--inter 14336
+step example_f16 "$bin/tileops-example-mlp" --dtype f16
+for t in "$bin"/integration_*; do
+	[ -x "$t" ] && step "$(basename "$t")" "$t" --jobs=1
+done
+for cmd in ${TILEOPS_GPU_BENCH:-}; do
+	step "bench $cmd" bash -c "cd '$bin' && ./$cmd"
+done
+"$bin/tileops-stat" --raw >"$out/stats.json" 2>&1
+kill -TERM "$daemon"
+wait "$daemon"
+echo "tileopsd exit status after SIGTERM: $?" >>"$summary"
+cat "$summary"
