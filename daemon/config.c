@@ -220,6 +220,8 @@ int config_set(config *cfg, const char *key, const char *value, char *err, size_
 		return set_address(cfg->stats_listen, key, value, err, errlen);
 	if (strcmp(key, "manifest") == 0)
 		return set_string(cfg->manifest, sizeof(cfg->manifest), key, value, err, errlen);
+	if (strcmp(key, "warmup") == 0)
+		return set_string(cfg->warmup, sizeof(cfg->warmup), key, value, err, errlen);
 	if (strcmp(key, "ready_file") == 0)
 		return set_string(cfg->ready_file, sizeof(cfg->ready_file), key, value, err, errlen);
 	if (strcmp(key, "backend") == 0) {

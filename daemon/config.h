@@ -28,6 +28,7 @@ typedef struct config {
 	char manifest[CONFIG_PATH_MAX];
 	char config_file[CONFIG_PATH_MAX];
 	char ready_file[CONFIG_PATH_MAX];
+	char warmup[CONFIG_PATH_MAX];
 	backend_kind backend;
 	int device;
 	int log_level;

@@ -12,6 +12,7 @@
 #include "manifest.h"
 #include "oplayer.h"
 #include "tileops.pb-c.h"
+#include "warmup.h"
 
 #define MAX_TENSOR_BYTES (1ull << 46)
 
@@ -158,6 +159,16 @@ static void tensor_make(executor *ex, session *s, job *j, int dtype, size_t ndim
 	}
 	j->handle = t->handle;
 	j->nbytes = t->nbytes;
+}
+
+void exec_make_tensor(executor *ex, session *s, job *j, const warm_tensor *t)
+{
+	tensor_make(ex, s, j, (int)t->dtype, (size_t)t->ndim, t->shape, NULL);
+	if (j->status != TILEOPS_OK) {
+		char msg[sizeof(j->msg)];
+		snprintf(msg, sizeof(msg), "%s", j->msg);
+		snprintf(j->msg, sizeof(j->msg), "tensor '%.40s': %.400s", t->name, msg);
+	}
 }
 
 static tensor *tensor_find(session *s, job *j, uint64_t handle, const char *what)
@@ -461,6 +472,15 @@ static void exec_open(executor *ex, session *s, job *j)
 	session_ref(s);
 }
 
+static void exec_warmup(executor *ex, session *s, job *j)
+{
+	j->status = plan_join_tenant(ex, s, j->warm->tenant, j->msg, sizeof(j->msg));
+	if (j->status == TILEOPS_OK)
+		j->status = ex->be->ops->stream_create(ex->be, &s->stream, j->msg, sizeof(j->msg));
+	if (j->status == TILEOPS_OK)
+		plan_warmup(ex, s, j, j->warm);
+}
+
 static void exec_close(executor *ex, session *s)
 {
 	if (s->ring.enabled) {
@@ -551,6 +571,9 @@ static int exec_request(executor *ex, session *s, job *j)
 	case TILEOPS__REQUEST__BODY_PLAN_FREE:
 		plan_free(ex, s, j, req->plan_free->plan);
 		return 0;
+	case TILEOPS__REQUEST__BODY_PLAN_OPEN:
+		plan_open(ex, s, j, req->plan_open->name);
+		return 0;
 	default:
 		j->status = TILEOPS_ERR_PROTOCOL;
 		snprintf(j->msg, sizeof(j->msg), "request has no body the executor runs");
@@ -581,6 +604,9 @@ void exec_job(executor *ex, job *j)
 	}
 	case JOB_RESET:
 		plan_reset_caches(ex);
+		break;
+	case JOB_WARMUP:
+		exec_warmup(ex, j->s, j);
 		break;
 	}
 	executor_hand_back(ex, j);

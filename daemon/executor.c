@@ -265,6 +265,12 @@ executor *executor_start(const executor_config *cfg, char *err, size_t errlen)
 	return ex;
 }
 
+void executor_free_reply(job *j)
+{
+	plan_open_reply_free(j->open_reply);
+	j->open_reply = NULL;
+}
+
 void executor_write_tenants_json(executor *ex, strbuf *sb)
 {
 	plan_write_tenants_json(ex, sb);

@@ -33,7 +33,8 @@ typedef enum job_kind {
 	JOB_CLOSE,    /* free everything the session holds on the device */
 	JOB_REQUEST,  /* one control-plane request of the session */
 	JOB_MANIFEST, /* swap in a reloaded manifest */
-	JOB_RESET     /* drop every tenant's cached graphs */
+	JOB_RESET,    /* drop every tenant's cached graphs */
+	JOB_WARMUP    /* make and capture one warm-up plan in an internal session */
 } job_kind;
 
 typedef struct job {
@@ -45,6 +46,7 @@ typedef struct job {
 	struct Tileops__Request *req; /* REQUEST: the decoded request (the loop frees it) */
 	int want_rings;             /* OPEN: the Hello asked for rings */
 	char tenant[64];            /* OPEN: the tenant the Hello named */
+	const struct warm_plan *warm; /* WARMUP: the plan to make */
 	manifest *mf;               /* MANIFEST: in: the new one; out: the old one */
 	/* Results. */
 	tileops_status status;
@@ -52,6 +54,7 @@ typedef struct job {
 	uint64_t handle;            /* tensor create/import */
 	uint64_t nbytes;
 	unsigned char ipc[64];      /* tensor export */
+	struct Tileops__PlanOpenReply *open_reply; /* plan open; free with executor_free_reply */
 	int rings;                  /* OPEN: rings are served */
 	void *fence;                /* executor-private: answered when it passes */
 } job;
@@ -85,6 +88,9 @@ void executor_submit(executor *ex, job *j);
 /* Finish every queued job and pending completion, then join the thread and
  * free the manifest it owns. NULL is a no-op. */
 void executor_stop(executor *ex);
+
+/* Free what a job's answer carried (a plan open's reply). Any thread. */
+void executor_free_reply(job *j);
 
 /* Append "tenants":{...} (the graph cache per tenant). Any thread. */
 void executor_write_tenants_json(executor *ex, strbuf *sb);

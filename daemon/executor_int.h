@@ -82,6 +82,16 @@ tileops_status plan_join_tenant(executor *ex, session *s, const char *name, char
                                 size_t errlen);
 /* Drop every cached graph of every tenant. */
 void plan_reset_caches(executor *ex);
+struct warm_plan;
+struct warm_tensor;
+/* Make one warm-up plan's tensors and plan in the internal session s and
+ * capture every bucket; the plan is then shared with s's tenant. */
+tileops_status plan_warmup(executor *ex, session *s, job *j, const struct warm_plan *wp);
+/* Answer a PlanOpen: the shared plan of s's tenant named `name`. */
+void plan_open(executor *ex, session *s, job *j, const char *name);
+void plan_open_reply_free(Tileops__PlanOpenReply *r);
+/* exec.c: make a tensor for a warm-up plan (j gets status, handle). */
+void exec_make_tensor(executor *ex, session *s, job *j, const struct warm_tensor *t);
 /* A tensor of s is going away: drop the graphs that may use its memory. */
 void plan_forget_tensor(executor *ex, session *s, uint64_t handle);
 void plan_write_tenants_json(executor *ex, strbuf *sb);

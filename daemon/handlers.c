@@ -309,11 +309,16 @@ static void request_done(server *srv, job *j)
 			r.body_case = TILEOPS__REPLY__BODY_PLAN_CREATE;
 			r.plan_create = &pr;
 			break;
+		case TILEOPS__REQUEST__BODY_PLAN_OPEN:
+			r.body_case = TILEOPS__REPLY__BODY_PLAN_OPEN;
+			r.plan_open = j->open_reply;
+			break;
 		default:
 			break;
 		}
 	}
 	send_reply(srv, j->w, &r);
+	executor_free_reply(j);
 	tileops__request__free_unpacked(j->req, NULL);
 }
 
@@ -333,6 +338,9 @@ void handle_job_done(server *srv, job *j)
 		break;
 	case JOB_MANIFEST:
 		manifest_free(j->mf);
+		break;
+	case JOB_WARMUP:
+		warmup_done(srv, j);
 		break;
 	}
 	if (s)
@@ -422,7 +430,7 @@ void handle_stats(server *srv, tp_worker *w)
 	          ",\"ready\":%s,\"stopping\":%s,\"sessions\":%d,\"tensors\":%zu,"
 	          "\"bytes_in_use\":%zu,\"requests\":%llu,\"errors\":%llu,"
 	          "\"jobs_in_flight\":%zu,",
-	          srv->stopping ? "false" : "true", srv->stopping ? "true" : "false",
+	          srv->ready && !srv->stopping ? "true" : "false", srv->stopping ? "true" : "false",
 	          srv->n_sessions, tensors, bytes,
 	          (unsigned long long)__atomic_load_n(&srv->st.requests, __ATOMIC_RELAXED),
 	          (unsigned long long)__atomic_load_n(&srv->st.errors, __ATOMIC_RELAXED),

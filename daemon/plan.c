@@ -20,6 +20,7 @@
 #include "executor_int.h"
 #include "log.h"
 #include "plan.h"
+#include "warmup.h"
 
 #define PLAN_MAX_BUCKETS 32
 #define PLAN_MAX_OPS 4096
@@ -44,6 +45,13 @@ typedef struct plan {
 	uint64_t handle;
 	char name[64];
 	tenant *t;
+	session *owner;           /* whose tensors the plan names */
+	int shared;               /* a warm-up plan: bindings are per run */
+	uint64_t bind_session;    /* shared: the session whose tensors are bound */
+	int n_named;              /* shared: the tensors, by name, for PlanOpen */
+	char (*names)[WARM_NAME_MAX];
+	uint64_t *named_handles;
+	struct plan *shared_next; /* the tenant's shared plans */
 	Tileops__PlanCreate *def; /* owned */
 	int n_buckets;            /* 0: no buckets (one graph) */
 	int64_t buckets[PLAN_MAX_BUCKETS];
@@ -55,7 +63,8 @@ typedef struct plan {
 } plan;
 
 struct plan_view {
-	const session *s;
+	const session *owner;  /* unbound handles resolve here */
+	const session *runner; /* bound tensors resolve here */
 	const plan *p;
 	int bucket;
 };
@@ -130,8 +139,8 @@ tileops_status plan_join_tenant(executor *ex, session *s, const char *name, char
 		         name);
 		return TILEOPS_ERR_PERMISSION;
 	}
-	if ((tc->uid >= 0 && s->uid != tc->uid && s->uid != 0) ||
-	    (tc->gid >= 0 && s->gid != tc->gid && s->uid != 0)) {
+	if (!s->internal && ((tc->uid >= 0 && s->uid != tc->uid && s->uid != 0) ||
+	                     (tc->gid >= 0 && s->gid != tc->gid && s->uid != 0))) {
 		snprintf(err, errlen, "uid %lld may not join tenant '%s'", (long long)s->uid,
 		         tc->name);
 		return TILEOPS_ERR_PERMISSION;
@@ -223,11 +232,15 @@ static int is_bucketed(const plan *p, uint64_t handle)
 
 tileops_status plan_view_of(const plan_view *pv, uint64_t handle, tk_tensor *v)
 {
+	const session *where = pv->owner;
 	uint64_t h = handle;
-	for (int i = 0; i < pv->p->n_binds; i++)
-		if (pv->p->binds[i].plan_tensor == handle)
+	for (int i = 0; i < pv->p->n_binds; i++) {
+		if (pv->p->binds[i].plan_tensor == handle) {
 			h = pv->p->binds[i].tensor;
-	tensor *t = session_tensor_find(pv->s, h);
+			where = pv->runner;
+		}
+	}
+	tensor *t = session_tensor_find(where, h);
 	if (!t)
 		return TILEOPS_ERR_UNKNOWN_HANDLE;
 	*v = t->view;
@@ -240,7 +253,7 @@ tileops_status plan_view_of(const plan_view *pv, uint64_t handle, tk_tensor *v)
 static tileops_status plan_ops(executor *ex, session *s, plan *p, int bucket, int launch,
                                char *err, size_t errlen)
 {
-	plan_view pv = {s, p, bucket};
+	plan_view pv = {p->owner ? p->owner : s, s, p, bucket};
 	for (size_t i = 0; i < p->def->n_ops; i++) {
 		prepared_op op;
 		char msg[400];
@@ -328,6 +341,7 @@ void plan_create(executor *ex, session *s, job *j, const Tileops__PlanCreate *m)
 		return;
 	}
 	p->t = s->tenant;
+	p->owner = s;
 	snprintf(p->name, sizeof(p->name), "%s", m->name ? m->name : "");
 	j->status = plan_check_def(m, p, s, j->msg, sizeof(j->msg));
 	/* Every op, every bucket, checked now: a run never meets a rule error. */
@@ -350,12 +364,58 @@ static plan *plan_find(session *s, uint64_t handle)
 	for (plan *p = s->plans; p; p = p->next)
 		if (p->handle == handle)
 			return p;
+	for (plan *p = s->tenant ? s->tenant->shared : NULL; p; p = p->shared_next)
+		if (p->handle == handle)
+			return p;
 	return NULL;
+}
+
+/* A shared plan's bindings are those of the run: set them, and note whether
+ * they changed (another session, or other tensors). */
+static tileops_status plan_bind_shared(session *s, plan *p, const Tileops__PlanRun *m,
+                                       char *err, size_t errlen)
+{
+	if (m->n_bindings > PLAN_MAX_BINDINGS) {
+		snprintf(err, errlen, "a run binds at most %d tensors", PLAN_MAX_BINDINGS);
+		return TILEOPS_ERR_INVALID_ARGUMENT;
+	}
+	binding next[PLAN_MAX_BINDINGS];
+	for (size_t i = 0; i < m->n_bindings; i++) {
+		const Tileops__PlanBinding *b = m->bindings[i];
+		tensor *from = session_tensor_find(p->owner, b->plan_tensor);
+		tensor *to = session_tensor_find(s, b->tensor);
+		if (!from || !to) {
+			snprintf(err, errlen, "binding %zu: tensor %llu is not a %s", i,
+			         (unsigned long long)(from ? b->tensor : b->plan_tensor),
+			         from ? "tensor of this session" : "tensor of the plan");
+			return TILEOPS_ERR_UNKNOWN_HANDLE;
+		}
+		if (from->view.dtype != to->view.dtype || from->view.ndim != to->view.ndim ||
+		    memcmp(from->view.shape, to->view.shape,
+		           sizeof(int64_t) * (size_t)from->view.ndim) != 0) {
+			snprintf(err, errlen, "binding %zu: tensor %llu differs in dtype or shape from "
+			         "plan tensor %llu", i, (unsigned long long)b->tensor,
+			         (unsigned long long)b->plan_tensor);
+			return TILEOPS_ERR_SHAPE;
+		}
+		next[i] = (binding){b->plan_tensor, b->tensor};
+	}
+	int same = p->bind_session == s->id && p->n_binds == (int)m->n_bindings &&
+	           memcmp(p->binds, next, sizeof(binding) * m->n_bindings) == 0;
+	if (!same) {
+		memcpy(p->binds, next, sizeof(binding) * m->n_bindings);
+		p->n_binds = (int)m->n_bindings;
+		p->bind_session = s->id;
+		p->gen++;
+	}
+	return TILEOPS_OK;
 }
 
 static tileops_status plan_bind(session *s, plan *p, const Tileops__PlanRun *m, char *err,
                                 size_t errlen)
 {
+	if (p->shared)
+		return plan_bind_shared(s, p, m, err, errlen);
 	for (size_t i = 0; i < m->n_bindings; i++) {
 		const Tileops__PlanBinding *b = m->bindings[i];
 		tensor *from = session_tensor_find(s, b->plan_tensor);
@@ -425,6 +485,69 @@ static tileops_status plan_capture(executor *ex, session *s, plan *p, int bucket
 	return st;
 }
 
+/*
+ * The graph of bucket b in the tenant's cache, captured (or updated in place
+ * after new bindings) when it is missing or stale. When the tenant's quota
+ * cannot hold it even after evicting, *once gets a graph to launch once and
+ * destroy, and *out is NULL.
+ */
+static tileops_status plan_graph_get(executor *ex, session *s, plan *p, int b,
+                                     plan_graph **out, void **once, char *err, size_t errlen)
+{
+	tenant *t = p->t;
+	plan_graph *g = p->graphs[b];
+	*out = NULL;
+	*once = NULL;
+	if (g && g->gen == p->gen) {
+		pthread_mutex_lock(&ex->tenants_mu);
+		t->st.hits++;
+		pthread_mutex_unlock(&ex->tenants_mu);
+		*out = g;
+		return TILEOPS_OK;
+	}
+	pthread_mutex_lock(&ex->tenants_mu);
+	t->st.misses++;
+	pthread_mutex_unlock(&ex->tenants_mu);
+	void *graph = g ? g->graph : NULL;
+	size_t bytes = g ? g->bytes : 0;
+	if (g) {
+		/* New bindings: the instantiated graph is updated in place. */
+		lru_unlink(t, g);
+		p->graphs[b] = NULL;
+		pthread_mutex_lock(&ex->tenants_mu);
+		t->n_graphs--;
+		t->bytes -= g->bytes;
+		pthread_mutex_unlock(&ex->tenants_mu);
+		free(g);
+	}
+	tileops_status st = plan_capture(ex, s, p, b, &graph, &bytes, err, errlen);
+	if (st != TILEOPS_OK) {
+		ex->be->ops->graph_destroy(ex->be, graph);
+		return st;
+	}
+	cache_make_room(ex, t, bytes);
+	int fits = t->n_graphs + 1 <= t->quota.graphs &&
+	           (!t->quota.bytes || t->bytes + bytes <= t->quota.bytes);
+	g = fits ? calloc(1, sizeof(*g)) : NULL;
+	if (!g) {
+		*once = graph;
+		return TILEOPS_OK;
+	}
+	g->plan = p;
+	g->bucket = b;
+	g->graph = graph;
+	g->bytes = bytes;
+	g->gen = p->gen;
+	p->graphs[b] = g;
+	lru_push_front(t, g);
+	pthread_mutex_lock(&ex->tenants_mu);
+	t->n_graphs++;
+	t->bytes += bytes;
+	pthread_mutex_unlock(&ex->tenants_mu);
+	*out = g;
+	return TILEOPS_OK;
+}
+
 tileops_status plan_run(executor *ex, session *s, const Tileops__PlanRun *m, char *err,
                         size_t errlen)
 {
@@ -441,80 +564,62 @@ tileops_status plan_run(executor *ex, session *s, const Tileops__PlanRun *m, cha
 		return TILEOPS_ERR_SHAPE;
 	}
 	tileops_status st = plan_bind(s, p, m, err, errlen);
+	plan_graph *g = NULL;
+	void *once = NULL;
+	if (st == TILEOPS_OK)
+		st = plan_graph_get(ex, s, p, b, &g, &once, err, errlen);
 	if (st != TILEOPS_OK)
 		return st;
-	tenant *t = p->t;
-	plan_graph *g = p->graphs[b];
-	if (g && g->gen == p->gen) {
-		pthread_mutex_lock(&ex->tenants_mu);
-		t->st.hits++;
-		pthread_mutex_unlock(&ex->tenants_mu);
-	} else {
-		pthread_mutex_lock(&ex->tenants_mu);
-		t->st.misses++;
-		pthread_mutex_unlock(&ex->tenants_mu);
-		void *graph = g ? g->graph : NULL;
-		size_t bytes = g ? g->bytes : 0;
-		if (g) {
-			/* New bindings: update the instantiated graph in place. */
-			lru_unlink(t, g);
-			p->graphs[b] = NULL;
-			pthread_mutex_lock(&ex->tenants_mu);
-			t->n_graphs--;
-			t->bytes -= g->bytes;
-			pthread_mutex_unlock(&ex->tenants_mu);
-			free(g);
-		}
-		st = plan_capture(ex, s, p, b, &graph, &bytes, err, errlen);
-		if (st != TILEOPS_OK) {
-			ex->be->ops->graph_destroy(ex->be, graph);
-			return st;
-		}
-		cache_make_room(ex, t, bytes);
-		int fits = t->n_graphs + 1 <= t->quota.graphs &&
-		           (!t->quota.bytes || t->bytes + bytes <= t->quota.bytes);
-		if (!fits) {
-			/* Over the quota even when empty: run it once, keep nothing. */
-			st = ex->be->ops->graph_launch(ex->be, s->stream, graph, err, errlen);
-			ex->be->ops->graph_destroy(ex->be, graph);
-			return st;
-		}
-		g = calloc(1, sizeof(*g));
-		if (!g) {
-			ex->be->ops->graph_destroy(ex->be, graph);
-			snprintf(err, errlen, "out of host memory");
-			return TILEOPS_ERR_OUT_OF_MEMORY;
-		}
-		g->plan = p;
-		g->bucket = b;
-		g->graph = graph;
-		g->bytes = bytes;
-		g->gen = p->gen;
-		p->graphs[b] = g;
-		lru_push_front(t, g);
-		pthread_mutex_lock(&ex->tenants_mu);
-		t->n_graphs++;
-		t->bytes += bytes;
-		pthread_mutex_unlock(&ex->tenants_mu);
+	pthread_mutex_lock(&ex->tenants_mu);
+	p->t->st.runs++;
+	pthread_mutex_unlock(&ex->tenants_mu);
+	if (once) {
+		/* Over the quota even when empty: run it once, keep nothing. */
+		st = ex->be->ops->graph_launch(ex->be, s->stream, once, err, errlen);
+		ex->be->ops->graph_destroy(ex->be, once);
+		return st;
 	}
 	if (g->prev) {
-		lru_unlink(t, g);
-		lru_push_front(t, g);
+		lru_unlink(p->t, g);
+		lru_push_front(p->t, g);
 	}
 	g->last_used = ++ex->lru_clock;
-	pthread_mutex_lock(&ex->tenants_mu);
-	t->st.runs++;
-	pthread_mutex_unlock(&ex->tenants_mu);
 	return ex->be->ops->graph_launch(ex->be, s->stream, g->graph, err, errlen);
 }
 
-static void plan_destroy(executor *ex, plan *p)
+static void plan_drop_graphs(executor *ex, plan *p)
 {
 	for (int b = 0; b < PLAN_MAX_BUCKETS; b++)
 		if (p->graphs[b])
 			graph_drop(ex, p->graphs[b], 0);
+}
+
+static void plan_destroy(executor *ex, plan *p)
+{
+	plan_drop_graphs(ex, p);
 	tileops__plan_create__free_unpacked(p->def, NULL);
+	free(p->names);
+	free(p->named_handles);
 	free(p);
+}
+
+/* A session that bound its tensors into a shared plan is done with them:
+ * drop the graphs that hold their addresses and forget the bindings. */
+static void plan_unbind_shared(executor *ex, session *s, uint64_t handle)
+{
+	for (plan *p = s->tenant ? s->tenant->shared : NULL; p; p = p->shared_next) {
+		if (p->bind_session != s->id)
+			continue;
+		int uses = handle == 0;
+		for (int i = 0; i < p->n_binds && !uses; i++)
+			uses = p->binds[i].tensor == handle;
+		if (!uses)
+			continue;
+		plan_drop_graphs(ex, p);
+		p->n_binds = 0;
+		p->bind_session = 0;
+		p->gen++;
+	}
 }
 
 void plan_free(executor *ex, session *s, job *j, uint64_t handle)
@@ -536,6 +641,7 @@ void plan_forget_tensor(executor *ex, session *s, uint64_t handle)
 {
 	/* A graph holds the tensor's address: drop every graph that may use it,
 	 * so the next run captures again (and reports the missing tensor). */
+	plan_unbind_shared(ex, s, handle);
 	for (plan *p = s->plans; p; p = p->next) {
 		int uses = 0;
 		for (int i = 0; i < p->n_binds; i++)
@@ -547,16 +653,23 @@ void plan_forget_tensor(executor *ex, session *s, uint64_t handle)
 			for (size_t k = 0; k < op->n_outputs; k++)
 				uses |= op->outputs[k] == handle;
 		}
-		if (!uses)
-			continue;
-		for (int b = 0; b < PLAN_MAX_BUCKETS; b++)
-			if (p->graphs[b])
-				graph_drop(ex, p->graphs[b], 0);
+		if (uses)
+			plan_drop_graphs(ex, p);
 	}
 }
 
 void plan_close_session(executor *ex, session *s)
 {
+	if (s->tenant) {
+		plan_unbind_shared(ex, s, 0);
+		/* A warm-up session going away takes its shared plans along. */
+		for (plan **pp = &s->tenant->shared; *pp;) {
+			if ((*pp)->owner == s)
+				*pp = (*pp)->shared_next;
+			else
+				pp = &(*pp)->shared_next;
+		}
+	}
 	while (s->plans) {
 		plan *p = s->plans;
 		s->plans = p->next;
@@ -571,6 +684,195 @@ void plan_close_session(executor *ex, session *s)
 	pthread_mutex_unlock(&ex->tenants_mu);
 	if (last && t->private_to)
 		tenant_remove(ex, t);
+}
+
+/* ---- warm-up plans ------------------------------------------------------- */
+
+/* Build the PlanCreate of a warm-up plan over the tensors just made. */
+static tileops_status warm_build(const warm_plan *wp, const uint64_t *handles,
+                                 Tileops__PlanCreate *pc, Tileops__OpRun *runs,
+                                 Tileops__OpRun **run_ptrs, Tileops__Param *params,
+                                 Tileops__Param **param_ptrs, uint64_t *io, int64_t *buckets,
+                                 uint64_t *bucketed)
+{
+	size_t np = 0, nio = 0;
+	for (int i = 0; i < wp->n_ops; i++) {
+		const warm_op *o = &wp->ops[i];
+		Tileops__OpRun *r = &runs[i];
+		tileops__op_run__init(r);
+		r->op = (char *)o->op;
+		r->inputs = &io[nio];
+		for (int k = 0; k < o->n_in; k++)
+			io[nio++] = handles[o->in[k]];
+		r->n_inputs = (size_t)o->n_in;
+		r->outputs = &io[nio];
+		for (int k = 0; k < o->n_out; k++)
+			io[nio++] = handles[o->out[k]];
+		r->n_outputs = (size_t)o->n_out;
+		r->params = &param_ptrs[np];
+		for (int k = 0; k < o->n_params; k++) {
+			Tileops__Param *p = &params[np];
+			tileops__param__init(p);
+			p->name = (char *)o->param_names[k];
+			if (o->params[k].kind == TK_PARAM_INT) {
+				p->value_case = TILEOPS__PARAM__VALUE_I;
+				p->i = o->params[k].v.i;
+			} else if (o->params[k].kind == TK_PARAM_FLOAT) {
+				p->value_case = TILEOPS__PARAM__VALUE_F;
+				p->f = o->params[k].v.f;
+			} else {
+				p->value_case = TILEOPS__PARAM__VALUE_B;
+				p->b = o->params[k].v.b;
+			}
+			param_ptrs[np++] = p;
+		}
+		r->n_params = (size_t)o->n_params;
+		run_ptrs[i] = r;
+	}
+	tileops__plan_create__init(pc);
+	pc->ops = run_ptrs;
+	pc->n_ops = (size_t)wp->n_ops;
+	for (int i = 0; i < wp->n_buckets; i++)
+		buckets[i] = wp->buckets[i];
+	pc->buckets = buckets;
+	pc->n_buckets = (size_t)wp->n_buckets;
+	for (int i = 0; i < wp->n_bucketed; i++)
+		bucketed[i] = handles[wp->bucketed[i]];
+	pc->bucketed = bucketed;
+	pc->n_bucketed = (size_t)wp->n_bucketed;
+	pc->name = (char *)wp->name;
+	return TILEOPS_OK;
+}
+
+tileops_status plan_warmup(executor *ex, session *s, job *j, const warm_plan *wp)
+{
+	/* The tensors, then the plan over them, then every bucket captured. */
+	uint64_t handles[WARM_MAX_TENSORS];
+	for (int i = 0; i < wp->n_tensors; i++) {
+		exec_make_tensor(ex, s, j, &wp->tensors[i]);
+		if (j->status != TILEOPS_OK)
+			return j->status;
+		handles[i] = j->handle;
+	}
+	size_t n_io = 0, n_params = 0;
+	for (int i = 0; i < wp->n_ops; i++) {
+		n_io += (size_t)(wp->ops[i].n_in + wp->ops[i].n_out);
+		n_params += (size_t)wp->ops[i].n_params;
+	}
+	Tileops__PlanCreate pc;
+	Tileops__OpRun *runs = calloc((size_t)wp->n_ops + 1, sizeof(*runs));
+	Tileops__OpRun **run_ptrs = calloc((size_t)wp->n_ops + 1, sizeof(*run_ptrs));
+	Tileops__Param *params = calloc(n_params + 1, sizeof(*params));
+	Tileops__Param **param_ptrs = calloc(n_params + 1, sizeof(*param_ptrs));
+	uint64_t *io = calloc(n_io + 1, sizeof(*io));
+	int64_t buckets[WARM_MAX_BUCKETS];
+	uint64_t bucketed[WARM_MAX_TENSORS];
+	if (!runs || !run_ptrs || !params || !param_ptrs || !io) {
+		j->status = TILEOPS_ERR_OUT_OF_MEMORY;
+		snprintf(j->msg, sizeof(j->msg), "out of host memory");
+	} else {
+		warm_build(wp, handles, &pc, runs, run_ptrs, params, param_ptrs, io, buckets,
+		           bucketed);
+		plan_create(ex, s, j, &pc);
+	}
+	free(runs);
+	free(run_ptrs);
+	free(params);
+	free(param_ptrs);
+	free(io);
+	if (j->status != TILEOPS_OK)
+		return j->status;
+	plan *p = s->plans; /* plan_create put it first */
+	p->shared = 1;
+	p->names = calloc((size_t)wp->n_tensors, sizeof(*p->names));
+	p->named_handles = calloc((size_t)wp->n_tensors, sizeof(*p->named_handles));
+	if (!p->names || !p->named_handles) {
+		j->status = TILEOPS_ERR_OUT_OF_MEMORY;
+		snprintf(j->msg, sizeof(j->msg), "out of host memory");
+		return j->status;
+	}
+	for (int i = 0; i < wp->n_tensors; i++) {
+		snprintf(p->names[i], WARM_NAME_MAX, "%s", wp->tensors[i].name);
+		p->named_handles[i] = handles[i];
+	}
+	p->n_named = wp->n_tensors;
+	p->shared_next = s->tenant->shared;
+	s->tenant->shared = p;
+	int nb = p->n_buckets ? p->n_buckets : 1;
+	for (int b = 0; b < nb; b++) {
+		plan_graph *g;
+		void *once;
+		j->status = plan_graph_get(ex, s, p, b, &g, &once, j->msg, sizeof(j->msg));
+		if (j->status != TILEOPS_OK)
+			return j->status;
+		if (once) {
+			ex->be->ops->graph_destroy(ex->be, once);
+			log_warn("warm-up plan '%s': tenant '%s' cannot keep bucket %lld within its "
+			         "quota; it will be captured when run", p->name, p->t->name,
+			         (long long)(p->n_buckets ? p->buckets[b] : 0));
+		}
+	}
+	return TILEOPS_OK;
+}
+
+void plan_open(executor *ex, session *s, job *j, const char *name)
+{
+	plan *p = s->tenant ? s->tenant->shared : NULL;
+	while (p && strcmp(p->name, name ? name : "") != 0)
+		p = p->shared_next;
+	if (!p) {
+		j->status = TILEOPS_ERR_UNKNOWN_HANDLE;
+		snprintf(j->msg, sizeof(j->msg), "plan_open: no warm-up plan '%.64s' in tenant '%s'",
+		         name ? name : "", s->tenant ? s->tenant->name : "?");
+		return;
+	}
+	Tileops__PlanOpenReply *r = calloc(1, sizeof(*r));
+	Tileops__PlanTensor *ts = calloc((size_t)p->n_named + 1, sizeof(*ts));
+	Tileops__PlanTensor **tp = calloc((size_t)p->n_named + 1, sizeof(*tp));
+	int64_t *b = calloc((size_t)p->n_buckets + 1, sizeof(*b));
+	if (!r || !ts || !tp || !b) {
+		free(r);
+		free(ts);
+		free(tp);
+		free(b);
+		j->status = TILEOPS_ERR_OUT_OF_MEMORY;
+		snprintf(j->msg, sizeof(j->msg), "out of host memory");
+		return;
+	}
+	tileops__plan_open_reply__init(r);
+	r->plan = p->handle;
+	for (int i = 0; i < p->n_named; i++) {
+		const tensor *t = session_tensor_find(p->owner, p->named_handles[i]);
+		tileops__plan_tensor__init(&ts[i]);
+		ts[i].name = p->names[i];
+		ts[i].handle = p->named_handles[i];
+		if (t) {
+			ts[i].dtype = (Tileops__DType)t->view.dtype;
+			ts[i].shape = (int64_t *)t->view.shape;
+			ts[i].n_shape = (size_t)t->view.ndim;
+		}
+		tp[i] = &ts[i];
+	}
+	if (p->n_named == 0)
+		free(ts); /* nothing points at it */
+	r->tensors = tp;
+	r->n_tensors = (size_t)p->n_named;
+	for (int i = 0; i < p->n_buckets; i++)
+		b[i] = p->buckets[i];
+	r->buckets = b;
+	r->n_buckets = (size_t)p->n_buckets;
+	j->open_reply = r;
+}
+
+void plan_open_reply_free(Tileops__PlanOpenReply *r)
+{
+	if (!r)
+		return;
+	if (r->n_tensors)
+		free(r->tensors[0]);
+	free(r->tensors);
+	free(r->buckets);
+	free(r);
 }
 
 void plan_write_tenants_json(executor *ex, strbuf *sb)

@@ -41,6 +41,7 @@ typedef struct tenant {
 	int n_graphs;
 	size_t bytes;
 	struct plan_graph *lru_head, *lru_tail;
+	struct plan *shared; /* warm-up plans its sessions may open by name */
 	tenant_stats st;
 	struct tenant *next;
 } tenant;

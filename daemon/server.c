@@ -13,6 +13,7 @@
 
 #include "log.h"
 #include "manifest.h"
+#include "warmup.h"
 
 #define STOP_GRACE_SECONDS 30.0
 
@@ -241,10 +242,9 @@ static int write_ready_file(const char *path, char *err, size_t errlen)
 	return 0;
 }
 
-static int open_sockets(server *srv, char *err, size_t errlen)
+static int open_control_socket(server *srv, char *err, size_t errlen)
 {
-	if (config_prepare_ipc_dir(srv->cfg.listen, err, errlen) != 0 ||
-	    config_prepare_ipc_dir(srv->cfg.stats_listen, err, errlen) != 0)
+	if (config_prepare_ipc_dir(srv->cfg.listen, err, errlen) != 0)
 		return -1;
 	transport_callbacks cb = {
 		.on_request = on_control_request,
@@ -259,7 +259,12 @@ static int open_sockets(server *srv, char *err, size_t errlen)
 		.socket_mode = srv->cfg.socket_mode,
 	};
 	srv->control = transport_open(&opt, &cb, err, errlen);
-	if (!srv->control)
+	return srv->control ? 0 : -1;
+}
+
+static int open_stats_socket(server *srv, char *err, size_t errlen)
+{
+	if (config_prepare_ipc_dir(srv->cfg.stats_listen, err, errlen) != 0)
 		return -1;
 	transport_callbacks scb = {
 		.on_request = on_stats_request,
@@ -274,6 +279,67 @@ static int open_sockets(server *srv, char *err, size_t errlen)
 	};
 	srv->stats_tp = transport_open(&sopt, &scb, err, errlen);
 	return srv->stats_tp ? 0 : -1;
+}
+
+/* ---- warm-up ------------------------------------------------------------ */
+
+void warmup_done(server *srv, job *j)
+{
+	srv->warm_pending--;
+	if (j->status != TILEOPS_OK && !srv->warm_error[0])
+		snprintf(srv->warm_error, sizeof(srv->warm_error),
+		         "warm-up plan '%.63s' (%.200s:%d): %.300s", j->warm->name, srv->cfg.warmup,
+		         j->warm->line, j->msg);
+}
+
+/*
+ * Capture the warm-up plans, each in an internal session of its tenant, and
+ * wait for them (answering stats requests meanwhile). A plan that cannot be
+ * made stops the start, as an invalid manifest does.
+ */
+static int run_warmup(server *srv, char *err, size_t errlen)
+{
+	if (!srv->cfg.warmup[0])
+		return 0;
+	if (warmup_load(srv->cfg.warmup, &srv->warm, err, errlen) != 0)
+		return -1;
+	int n = srv->warm->n_plans;
+	srv->warm_sessions = calloc((size_t)n + 1, sizeof(*srv->warm_sessions));
+	if (!srv->warm_sessions) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	double t0 = server_now();
+	for (int i = 0; i < n; i++) {
+		session *s = session_new(srv->next_session_id++, 0);
+		job *j = calloc(1, sizeof(*j));
+		if (!s || !j) {
+			session_unref(s);
+			free(j);
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		s->internal = 1;
+		s->uid = (int64_t)srv->uid;
+		snprintf(s->name, sizeof(s->name), "warm-up %.50s", srv->warm->plans[i].name);
+		srv->warm_sessions[srv->n_warm++] = s;
+		j->kind = JOB_WARMUP;
+		j->warm = &srv->warm->plans[i];
+		srv->warm_pending++;
+		server_submit(srv, s, j);
+	}
+	while (srv->warm_pending > 0) {
+		uv_run(&srv->loop, UV_RUN_NOWAIT);
+		drain_inbox(srv);
+		if (srv->warm_pending > 0)
+			usleep(1000);
+	}
+	if (srv->warm_error[0]) {
+		snprintf(err, errlen, "%s", srv->warm_error);
+		return -1;
+	}
+	log_info("warm-up: %d plans captured in %.1f ms", n, (server_now() - t0) * 1e3);
+	return 0;
 }
 
 int server_start(server *srv, char *err, size_t errlen)
@@ -331,8 +397,12 @@ int server_start(server *srv, char *err, size_t errlen)
 	/* A client that dies mid-write must not kill the daemon. */
 	signal(SIGPIPE, SIG_IGN);
 
-	if (open_sockets(srv, err, errlen) != 0)
+	/* Stats first, so operators see "ready": false while plans warm up;
+	 * clients can connect once they are captured. */
+	if (open_stats_socket(srv, err, errlen) != 0 || run_warmup(srv, err, errlen) != 0 ||
+	    open_control_socket(srv, err, errlen) != 0)
 		return -1;
+	srv->ready = 1;
 	if (srv->cfg.ready_file[0] && write_ready_file(srv->cfg.ready_file, err, errlen) != 0)
 		return -1;
 	log_info("tileopsd %s serving on %s (stats %s), backend %s: %s", TILEOPS_VERSION,
@@ -356,6 +426,8 @@ void server_finish(server *srv)
 	 * sockets close. */
 	while (srv->sessions)
 		session_reap(srv, srv->sessions, "daemon stopping");
+	for (int i = 0; i < srv->n_warm; i++)
+		session_reap(srv, srv->warm_sessions[i], "daemon stopping");
 	if (srv->ex) {
 		while (srv->jobs_in_flight > 0) {
 			drain_inbox(srv);
@@ -381,6 +453,10 @@ void server_finish(server *srv)
 	}
 	backend_close(srv->be);
 	srv->be = NULL;
+	free(srv->warm_sessions);
+	srv->warm_sessions = NULL;
+	warmup_free(srv->warm);
+	srv->warm = NULL;
 	stats_destroy(&srv->st);
 	if (srv->cfg.ready_file[0])
 		unlink(srv->cfg.ready_file);

@@ -53,6 +53,13 @@ typedef struct server {
 
 	session *sessions;
 	int n_sessions;
+	/* Warm-up plans: their internal sessions, and how the start is going. */
+	struct warm_spec *warm;
+	session **warm_sessions;
+	int n_warm;
+	int warm_pending;
+	char warm_error[600];
+	int ready;
 	uint64_t next_session_id;
 	uint64_t next_handle;
 	size_t jobs_in_flight;
@@ -77,6 +84,8 @@ double server_now(void);
 void handle_request(server *srv, tp_worker *w, nng_msg *msg);
 void handle_job_done(server *srv, job *j);
 void handle_stats(server *srv, tp_worker *w);
+/* A warm-up job came back. */
+void warmup_done(server *srv, job *j);
 /* Close a session: answer what it still holds, free its device memory. */
 void session_reap(server *srv, session *s, const char *why);
 /* Fail requests that waited too long for a missing seq. */
