@@ -57,6 +57,14 @@ void tci_client_release(struct tileops_client *c)
 		client_destroy(c);
 }
 
+/* Take a reference for something that may outlive tileops_close (a plan). */
+void tci_client_retain(struct tileops_client *c)
+{
+	pthread_mutex_lock(&c->mu);
+	c->refs++;
+	pthread_mutex_unlock(&c->mu);
+}
+
 static struct tileops_client *client_alloc(void)
 {
 	struct tileops_client *c = calloc(1, sizeof(*c));
@@ -234,7 +242,7 @@ static tileops_status arena_plan(struct tileops_client *c, size_t data_bytes, ui
 }
 
 static tileops_status session_hello(struct tileops_client *c, const char *client_name,
-                                    uint32_t ring_entries)
+                                    const char *tenant, uint32_t ring_entries)
 {
 	Tileops__Request req = TILEOPS__REQUEST__INIT;
 	Tileops__Hello hello = TILEOPS__HELLO__INIT;
@@ -253,6 +261,8 @@ static tileops_status session_hello(struct tileops_client *c, const char *client
 	hello.arena_bytes = c->arena_bytes;
 	hello.client_pid = (int32_t)getpid();
 	hello.rings = ring_entries != 0;
+	/* Empty: the daemon gives the session a tenant of its own. */
+	hello.tenant = (char *)(tenant != NULL ? tenant : "");
 	req.body_case = TILEOPS__REQUEST__BODY_HELLO;
 	req.hello = &hello;
 
@@ -343,7 +353,7 @@ TILEOPS_API tileops_status tileops_connect_opts(const tileops_connect_options *o
 		return st;
 	}
 	if ((st = socket_dial(c)) != TILEOPS_OK ||
-	    (st = session_hello(c, name, ring_entries)) != TILEOPS_OK) {
+	    (st = session_hello(c, name, opts->tenant, ring_entries)) != TILEOPS_OK) {
 		client_shutdown(c);
 		return st;
 	}

@@ -107,7 +107,7 @@ struct tileops_client {
 	int had_pipe;     /* a pipe was added once; later ones are refused */
 	uint32_t pipe_id; /* the one pipe this session lives on */
 	int closed;       /* tileops_close was called */
-	int refs;         /* 1 for the caller's handle + 1 per live request */
+	int refs;         /* 1 for the caller's handle + 1 per live request and plan */
 	size_t n_inflight;
 	struct tileops_completion *inflight; /* not-yet-done requests */
 	nng_ctx ctx_pool[TCI_CTX_POOL_MAX];
@@ -141,7 +141,32 @@ tileops_status tci_request_call(struct tileops_client *c, Tileops__Request *req,
                                 Tileops__Reply **reply_out);
 void tci_request_abort_all(struct tileops_client *c);
 
+/* op.c: ops, shared with plan.c so that a plan's ops read as single ops. */
+
+/* An OpRun request built on the caller's stack; it points into the op. */
+struct tci_op_msg {
+	Tileops__Request req;
+	Tileops__OpRun body;
+	Tileops__Param params[TCI_MAX_PARAMS];
+	Tileops__Param *param_ptrs[TCI_MAX_PARAMS];
+};
+
+/* Everything the library can check about an op without the daemon; `call`
+ * names the API call in the message. */
+tileops_status tci_op_check(const char *call, tileops_client *c, const tileops_op *op);
+/* Fill m with an OpRun request for an op that passed tci_op_check. */
+void tci_op_msg_build(struct tci_op_msg *m, const tileops_op *op);
+/*
+ * Send a request through the ring when the session has one and the request
+ * fits an entry, else over nng. Either way *out is a completion.
+ */
+tileops_status tci_op_send(tileops_client *c, Tileops__Request *req, int timed,
+                           tileops_completion **out);
+/* Send and wait; the completion's message becomes the thread's error. */
+tileops_status tci_op_call(tileops_client *c, Tileops__Request *req);
+
 /* client.c */
+void tci_client_retain(struct tileops_client *c);
 void tci_client_release(struct tileops_client *c);
 
 /* ring.c: the shared-memory rings (the data plane). */

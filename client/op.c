@@ -1,19 +1,12 @@
 /*
  * op.c - running ops: argument checks, the OpRun request, sync, per-op
- * device time. Ops and syncs go through the session's rings when it has
- * them (ring.c), over nng otherwise; callers cannot tell the difference.
+ * device time. Ops, plan runs and syncs go through the session's rings when
+ * it has them (ring.c), over nng otherwise; callers cannot tell the
+ * difference. plan.c builds its ops with the same checks and encoding.
  */
 #include <string.h>
 
 #include "internal.h"
-
-/* An OpRun request built on the caller's stack; it points into `op`. */
-struct op_msg {
-	Tileops__Request req;
-	Tileops__OpRun body;
-	Tileops__Param params[TCI_MAX_PARAMS];
-	Tileops__Param *param_ptrs[TCI_MAX_PARAMS];
-};
 
 static tileops_status op_check_params(const tileops_op *op)
 {
@@ -40,8 +33,7 @@ static tileops_status op_check_params(const tileops_op *op)
 	return TILEOPS_OK;
 }
 
-/* Everything the library can check without the daemon. */
-static tileops_status op_check(const char *call, tileops_client *c, const tileops_op *op)
+tileops_status tci_op_check(const char *call, tileops_client *c, const tileops_op *op)
 {
 	if (c == NULL || op == NULL)
 		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "%s: %s is NULL", call,
@@ -63,7 +55,7 @@ static tileops_status op_check(const char *call, tileops_client *c, const tileop
 	return op_check_params(op);
 }
 
-static void op_msg_build(struct op_msg *m, const tileops_op *op)
+void tci_op_msg_build(struct tci_op_msg *m, const tileops_op *op)
 {
 	size_t i;
 
@@ -102,12 +94,8 @@ static void op_msg_build(struct op_msg *m, const tileops_op *op)
 	m->req.op_run = &m->body;
 }
 
-/*
- * Send a request through the ring when the session has one and the request
- * fits an entry, else over nng. Either way *out is a completion.
- */
-static tileops_status op_send(tileops_client *c, Tileops__Request *req, int timed,
-                              tileops_completion **out)
+tileops_status tci_op_send(tileops_client *c, Tileops__Request *req, int timed,
+                           tileops_completion **out)
 {
 	tileops_status st;
 
@@ -121,13 +109,12 @@ static tileops_status op_send(tileops_client *c, Tileops__Request *req, int time
 	return st;
 }
 
-/* Send and wait; the completion's message becomes the thread's error. */
-static tileops_status op_call(tileops_client *c, Tileops__Request *req)
+tileops_status tci_op_call(tileops_client *c, Tileops__Request *req)
 {
 	tileops_completion *r = NULL;
 	tileops_status st;
 
-	if ((st = op_send(c, req, 0, &r)) != TILEOPS_OK)
+	if ((st = tci_op_send(c, req, 0, &r)) != TILEOPS_OK)
 		return st;
 	st = tci_request_wait(r, -1);
 	tci_request_free(r);
@@ -136,28 +123,28 @@ static tileops_status op_call(tileops_client *c, Tileops__Request *req)
 
 TILEOPS_API tileops_status tileops_op_run(tileops_client *c, const tileops_op *op)
 {
-	struct op_msg m;
+	struct tci_op_msg m;
 	tileops_status st;
 
-	if ((st = op_check("op_run", c, op)) != TILEOPS_OK)
+	if ((st = tci_op_check("op_run", c, op)) != TILEOPS_OK)
 		return st;
-	op_msg_build(&m, op);
-	return op_call(c, &m.req);
+	tci_op_msg_build(&m, op);
+	return tci_op_call(c, &m.req);
 }
 
 static tileops_status op_submit(const char *call, tileops_client *c, const tileops_op *op,
                                 int timed, tileops_completion **out)
 {
-	struct op_msg m;
+	struct tci_op_msg m;
 	tileops_status st;
 
 	if (out == NULL)
 		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "%s: out is NULL", call);
 	*out = NULL;
-	if ((st = op_check(call, c, op)) != TILEOPS_OK)
+	if ((st = tci_op_check(call, c, op)) != TILEOPS_OK)
 		return st;
-	op_msg_build(&m, op);
-	return op_send(c, &m.req, timed, out);
+	tci_op_msg_build(&m, op);
+	return tci_op_send(c, &m.req, timed, out);
 }
 
 TILEOPS_API tileops_status tileops_op_submit(tileops_client *c, const tileops_op *op,
@@ -200,5 +187,5 @@ TILEOPS_API tileops_status tileops_sync(tileops_client *c)
 		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "sync: client is NULL");
 	req.body_case = TILEOPS__REQUEST__BODY_SYNC;
 	req.sync = &body;
-	return op_call(c, &req);
+	return tci_op_call(c, &req);
 }

@@ -1,6 +1,8 @@
 /*
  * ring.c - op submission and completion through the shared-memory rings of
  * the session's arena (the data plane; proto/tileops_ring.h has the layout).
+ * An entry carries any packed Request that fits it; the daemon takes op
+ * runs, plan runs and syncs this way (op.c and plan.c decide what to send).
  *
  * How the threads of one client share the rings
  *

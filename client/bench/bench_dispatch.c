@@ -1,0 +1,616 @@
+/*
+ * tileops-bench-dispatch - what an op costs to dispatch through tileopsd,
+ * measured from a client as a program would see it.
+ *
+ *   tileops-bench-dispatch [--address ADDR] [--n N] [--reps R] [--json FILE]
+ *   tileops-bench-dispatch --procs P [--kernels K] [--ns NS] [--blocks B]
+ *                          [--address ADDR] [--json FILE]
+ *
+ * One client (the default), a tiny op: `add` of two 256-float vectors.
+ *  - async: N (20000) ops submitted with tileops_op_submit, at most
+ *    WINDOW (128) completions outstanding (the oldest is waited for and
+ *    freed to make room), then tileops_sync; the whole time over N is the
+ *    per-op time (mean);
+ *  - sync_timed: tileops_op_submit_timed then tileops_completion_wait, one
+ *    op at a time, R (2000) times: the median round trip (the completion
+ *    comes when the op has finished on the device); the op's own device
+ *    time from tileops_completion_gpu_us, median over the same ops;
+ *  - sync_run: tileops_op_run then tileops_sync, R times, median: the
+ *    plain synchronous use of the API;
+ *  - overhead: each of the three above minus that median device time.
+ * Every loop runs once as warm-up first; the sums are checked at the end.
+ *
+ * --procs P forks P processes before any connection; each connects, runs
+ * a few spin ops to warm up, then waits on a pipe the parent closes once
+ * every one is ready (the common start). Each then submits K (2000) `spin`
+ * ops (NS = 5000 ns on B = 4 blocks, the anchors' multi-process kernel)
+ * with at most WINDOW outstanding, and calls tileops_sync. Time runs from
+ * the common start to the end of the last process's sync; the figure is
+ * P * K over it. What the ops wrote is checked after the timing.
+ *
+ * Every measurement is one JSON line (to --json FILE, appended, else
+ * stdout); a markdown table of all of them ends the output. Exit status 0
+ * only when every op succeeded and every result checked out.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tileops.h"
+
+#define PROG "tileops-bench-dispatch"
+#define TINY_N 256
+#define SPIN_N 4
+#define WINDOW 128
+#define MAX_ROWS 32
+#define MAX_PROCS 64
+
+struct options {
+	const char *address, *json;
+	long n, reps, kernels, ns, blocks;
+	int procs;
+};
+
+struct row {
+	char name[48], kernel[16], stat[8], unit[12];
+	double value;
+	long n;
+};
+
+static struct row rows[MAX_ROWS];
+static int n_rows;
+static FILE *json_out;
+static char backend[16] = "unknown";
+
+static double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* Record a measurement and print its JSON line. */
+static void report(const char *name, const char *kernel, const char *stat, double value,
+                   const char *unit, long n)
+{
+	if (n_rows < MAX_ROWS) {
+		struct row *r = &rows[n_rows++];
+		snprintf(r->name, sizeof(r->name), "%s", name);
+		snprintf(r->kernel, sizeof(r->kernel), "%s", kernel);
+		snprintf(r->stat, sizeof(r->stat), "%s", stat);
+		snprintf(r->unit, sizeof(r->unit), "%s", unit);
+		r->value = value;
+		r->n = n;
+	}
+	fprintf(json_out,
+	        "{\"bench\":\"dispatch\",\"backend\":\"%s\",\"name\":\"%s\",\"kernel\":\"%s\","
+	        "\"stat\":\"%s\",\"value\":%.4f,\"unit\":\"%s\",\"n\":%ld}\n",
+	        backend, name, kernel, stat, value, unit, n);
+	fflush(json_out);
+}
+
+static void print_table(void)
+{
+	printf("\n| measurement (tileopsd, %s) | kernel | value | unit | stat | n |\n", backend);
+	printf("| --- | --- | ---: | --- | --- | ---: |\n");
+	for (int i = 0; i < n_rows; i++) {
+		const struct row *r = &rows[i];
+		printf("| %s | %s | %.2f | %s | %s | %ld |\n", r->name, r->kernel, r->value,
+		       r->unit, r->stat, r->n);
+	}
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : (x > y ? 1 : 0);
+}
+
+static double median(double *v, long n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Print what failed with the library's own message; returns -1 for chaining. */
+static int fail(const char *what, tileops_status st)
+{
+	fprintf(stderr, PROG ": %s: %s (%s)\n", what, tileops_strerror(st), tileops_last_error());
+	return -1;
+}
+
+/* ---- a window of outstanding completions ---------------------------------- */
+
+struct window {
+	tileops_completion *cp[WINDOW];
+	int head, count;
+	long failed;
+};
+
+/* Wait for the oldest completion, count it if it failed, and free it. */
+static void window_pop(struct window *w)
+{
+	tileops_completion *cp = w->cp[w->head];
+	tileops_status st = tileops_completion_wait(cp, -1);
+
+	if (st != TILEOPS_OK && w->failed++ == 0)
+		fail("an asynchronous op", st);
+	tileops_completion_free(cp);
+	w->head = (w->head + 1) % WINDOW;
+	w->count--;
+}
+
+static int window_submit(struct window *w, tileops_client *c, const tileops_op *op)
+{
+	tileops_completion *cp;
+	tileops_status st;
+
+	if (w->count == WINDOW)
+		window_pop(w);
+	if ((st = tileops_op_submit(c, op, &cp)) != TILEOPS_OK)
+		return fail("tileops_op_submit", st);
+	w->cp[(w->head + w->count) % WINDOW] = cp;
+	w->count++;
+	return 0;
+}
+
+/* Submit `n` copies of op, wait for every completion, then sync. */
+static int submit_many(tileops_client *c, const tileops_op *op, long n)
+{
+	struct window w = { .head = 0 };
+	tileops_status st;
+	int rc = 0;
+
+	for (long i = 0; i < n && rc == 0; i++)
+		rc = window_submit(&w, c, op);
+	while (w.count > 0)
+		window_pop(&w);
+	if ((st = tileops_sync(c)) != TILEOPS_OK)
+		rc = fail("tileops_sync", st);
+	return rc == 0 && w.failed == 0 ? 0 : -1;
+}
+
+/* ---- tensors ---------------------------------------------------------------- */
+
+static int vector_create(tileops_client *c, int64_t n, const float *init, tileops_tensor *t)
+{
+	tileops_status st = tileops_tensor_create(c, TILEOPS_F32, 1, &n, t);
+
+	if (st != TILEOPS_OK)
+		return fail("tileops_tensor_create", st);
+	if ((st = tileops_tensor_write(c, *t, 0, init, (size_t)n * sizeof(float))) != TILEOPS_OK)
+		return fail("tileops_tensor_write", st);
+	return 0;
+}
+
+static int vector_check(tileops_client *c, tileops_tensor t, const float *want, int64_t n,
+                        const char *what)
+{
+	float got[TINY_N];
+	tileops_status st = tileops_tensor_read(c, t, 0, got, (size_t)n * sizeof(float));
+
+	if (st != TILEOPS_OK)
+		return fail("tileops_tensor_read", st);
+	for (int64_t i = 0; i < n; i++) {
+		if (got[i] != want[i]) {
+			fprintf(stderr, PROG ": %s: out[%ld] = %g, expected %g\n", what, (long)i,
+			        (double)got[i], (double)want[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* ---- one client ----------------------------------------------------------- */
+
+static int connect_to(const struct options *o, const char *name, tileops_client **c)
+{
+	tileops_connect_options co;
+	tileops_server_info info;
+	tileops_status st;
+
+	memset(&co, 0, sizeof(co));
+	co.address = o->address;
+	co.name = name;
+	if ((st = tileops_connect_opts(&co, c)) != TILEOPS_OK)
+		return fail("tileops_connect", st);
+	if (tileops_server_info_get(*c, &info) == TILEOPS_OK && info.backend != NULL)
+		snprintf(backend, sizeof(backend), "%s", info.backend);
+	return 0;
+}
+
+static int bench_async(tileops_client *c, const tileops_op *op, long n, double *per_op)
+{
+	if (submit_many(c, op, n < 1000 ? n : 1000) < 0)
+		return -1;
+	double t0 = now_us();
+	if (submit_many(c, op, n) < 0)
+		return -1;
+	*per_op = (now_us() - t0) / (double)n;
+	report("async_per_op_us", "add256", "mean", *per_op, "us", n);
+	return 0;
+}
+
+/* One timed op round trip: its wall time and its device time. */
+static int timed_once(tileops_client *c, const tileops_op *op, double *wall, double *gpu)
+{
+	tileops_completion *cp;
+	tileops_status st;
+	double t0 = now_us();
+
+	if ((st = tileops_op_submit_timed(c, op, &cp)) != TILEOPS_OK)
+		return fail("tileops_op_submit_timed", st);
+	st = tileops_completion_wait(cp, -1);
+	*wall = now_us() - t0;
+	if (st == TILEOPS_OK)
+		st = tileops_completion_gpu_us(cp, gpu);
+	tileops_completion_free(cp);
+	return st == TILEOPS_OK ? 0 : fail("a timed op", st);
+}
+
+static int run_once(tileops_client *c, const tileops_op *op, double *wall)
+{
+	tileops_status st;
+	double t0 = now_us();
+
+	if ((st = tileops_op_run(c, op)) != TILEOPS_OK)
+		return fail("tileops_op_run", st);
+	if ((st = tileops_sync(c)) != TILEOPS_OK)
+		return fail("tileops_sync", st);
+	*wall = now_us() - t0;
+	return 0;
+}
+
+/* sync_timed and sync_run; *gpu_med is the ops' median device time. */
+static int bench_sync(tileops_client *c, const tileops_op *op, long reps, double *gpu_med,
+                      double *sync_med, double *run_med)
+{
+	double *wall = malloc((size_t)reps * sizeof(double));
+	double *gpu = malloc((size_t)reps * sizeof(double));
+	long warm = reps < 200 ? reps : 200;
+	int rc = -1;
+
+	if (wall == NULL || gpu == NULL) {
+		fprintf(stderr, PROG ": out of memory\n");
+		goto out;
+	}
+	for (long i = 0; i < warm; i++) {
+		if (timed_once(c, op, &wall[i], &gpu[i]) < 0 || run_once(c, op, &wall[i]) < 0)
+			goto out;
+	}
+	for (long i = 0; i < reps; i++) {
+		if (timed_once(c, op, &wall[i], &gpu[i]) < 0)
+			goto out;
+	}
+	*sync_med = median(wall, reps);
+	*gpu_med = median(gpu, reps);
+	for (long i = 0; i < reps; i++) {
+		if (run_once(c, op, &wall[i]) < 0)
+			goto out;
+	}
+	*run_med = median(wall, reps);
+	report("sync_timed_us", "add256", "median", *sync_med, "us", reps);
+	report("sync_run_us", "add256", "median", *run_med, "us", reps);
+	report("kernel_gpu_us", "add256", "median", *gpu_med, "us", reps);
+	rc = 0;
+out:
+	free(wall);
+	free(gpu);
+	return rc;
+}
+
+static int run_single(const struct options *o)
+{
+	float a[TINY_N], b[TINY_N], sum[TINY_N], poison[TINY_N];
+	tileops_tensor t[3] = { 0, 0, 0 };
+	tileops_client *c = NULL;
+	tileops_op op = {
+		.name = "add", .inputs = t, .n_inputs = 2, .outputs = &t[2], .n_outputs = 1
+	};
+	double async_op, gpu, sync_med, run_med;
+	int rc = -1;
+
+	for (int i = 0; i < TINY_N; i++) {
+		/* Multiples of 1/256 below 4: every sum is exact in f32. */
+		a[i] = (float)(rand() % 2001 - 1000) / 256.0f;
+		b[i] = (float)(rand() % 2001 - 1000) / 256.0f;
+		sum[i] = a[i] + b[i];
+		poison[i] = NAN;
+	}
+	if (connect_to(o, PROG, &c) < 0)
+		return -1;
+	if (vector_create(c, TINY_N, a, &t[0]) < 0 || vector_create(c, TINY_N, b, &t[1]) < 0 ||
+	    vector_create(c, TINY_N, poison, &t[2]) < 0)
+		goto out;
+	if (bench_async(c, &op, o->n, &async_op) < 0 ||
+	    vector_check(c, t[2], sum, TINY_N, "async add") < 0)
+		goto out;
+	if (bench_sync(c, &op, o->reps, &gpu, &sync_med, &run_med) < 0)
+		goto out;
+	report("async_overhead_us", "add256", "derived", async_op - gpu, "us", o->n);
+	report("sync_timed_overhead_us", "add256", "derived", sync_med - gpu, "us", o->reps);
+	report("sync_run_overhead_us", "add256", "derived", run_med - gpu, "us", o->reps);
+	rc = vector_check(c, t[2], sum, TINY_N, "sync add");
+out:
+	for (int i = 0; i < 3; i++)
+		tileops_tensor_free(c, t[i]);
+	tileops_close(c);
+	return rc;
+}
+
+/* ---- many client processes ------------------------------------------------- */
+
+/* What one process reports back through the result pipe. */
+struct proc_result {
+	int ok;
+	double end_us;
+	char backend[16];
+};
+
+static int read_all(int fd, void *p, size_t len)
+{
+	char *b = p;
+
+	while (len > 0) {
+		ssize_t r = read(fd, b, len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		b += r;
+		len -= (size_t)r;
+	}
+	return 0;
+}
+
+static int write_all(int fd, const void *p, size_t len)
+{
+	const char *b = p;
+
+	while (len > 0) {
+		ssize_t w = write(fd, b, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		b += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Connect, create x and out, and warm up with a few spin ops. */
+static int proc_prepare(const struct options *o, int idx, tileops_client **c, tileops_tensor *t,
+                        tileops_op *op, tileops_param *params, float *x)
+{
+	char name[48];
+	float poison[SPIN_N];
+
+	for (int i = 0; i < SPIN_N; i++) {
+		x[i] = (float)(idx * SPIN_N + i) * 0.25f;
+		poison[i] = NAN;
+	}
+	snprintf(name, sizeof(name), PROG " %d", idx);
+	if (connect_to(o, name, c) < 0 || vector_create(*c, SPIN_N, x, &t[0]) < 0 ||
+	    vector_create(*c, SPIN_N, x, &t[1]) < 0)
+		return -1;
+	params[0] = tileops_param_int("ns", o->ns);
+	params[1] = tileops_param_int("blocks", o->blocks);
+	*op = (tileops_op){ .name = "spin",
+		            .inputs = &t[0],
+		            .n_inputs = 1,
+		            .outputs = &t[1],
+		            .n_outputs = 1,
+		            .params = params,
+		            .n_params = 2 };
+	if (submit_many(*c, op, 10) < 0)
+		return -1;
+	/* Poisoned, so the check after the timed ops sees their writes. */
+	tileops_status st = tileops_tensor_write(*c, t[1], 0, poison, sizeof(poison));
+	return st == TILEOPS_OK ? 0 : fail("tileops_tensor_write", st);
+}
+
+static void proc_main(const struct options *o, int idx, int ready_fd, int go_fd, int result_fd)
+{
+	struct proc_result r = { .ok = 0 };
+	tileops_client *c = NULL;
+	tileops_tensor t[2] = { 0, 0 };
+	tileops_param params[2];
+	tileops_op op;
+	float x[SPIN_N], want[SPIN_N];
+	int64_t written = o->blocks < SPIN_N ? o->blocks : SPIN_N;
+	char ch = 1;
+
+	int prepared = proc_prepare(o, idx, &c, t, &op, params, x) == 0;
+	write_all(ready_fd, &ch, 1);
+	while (read(go_fd, &ch, 1) < 0 && errno == EINTR) {
+	}
+	if (prepared && submit_many(c, &op, o->kernels) == 0) {
+		r.end_us = now_us();
+		/* Block b writes element b % n: the first min(blocks, n) are written. */
+		for (int i = 0; i < SPIN_N; i++)
+			want[i] = x[i] + 1.0f;
+		r.ok = vector_check(c, t[1], want, written, "spin") == 0;
+	}
+	snprintf(r.backend, sizeof(r.backend), "%s", backend);
+	write_all(result_fd, &r, sizeof(r));
+	tileops_tensor_free(c, t[0]);
+	tileops_tensor_free(c, t[1]);
+	tileops_close(c);
+	_exit(r.ok ? 0 : 1);
+}
+
+static int run_procs(const struct options *o)
+{
+	int ready[2], go[2], result[2];
+	pid_t pids[MAX_PROCS];
+	struct proc_result res[MAX_PROCS];
+	double end = 0.0;
+	int failed = 0;
+	char ch;
+
+	if (pipe(ready) < 0 || pipe(go) < 0 || pipe(result) < 0) {
+		perror(PROG ": pipe");
+		return -1;
+	}
+	fflush(NULL);
+	for (int i = 0; i < o->procs; i++) {
+		if ((pids[i] = fork()) < 0) {
+			perror(PROG ": fork");
+			return -1;
+		}
+		if (pids[i] == 0) {
+			close(ready[0]);
+			close(go[1]);
+			close(result[0]);
+			proc_main(o, i, ready[1], go[0], result[1]);
+		}
+	}
+	close(ready[1]);
+	close(go[0]);
+	close(result[1]);
+	for (int i = 0; i < o->procs && read_all(ready[0], &ch, 1) == 0; i++) {
+	}
+	double t0 = now_us();
+	close(go[1]); /* every process's read returns 0: the common start */
+	memset(res, 0, sizeof(res));
+	for (int i = 0; i < o->procs && read_all(result[0], &res[i], sizeof(res[i])) == 0; i++) {
+	}
+	for (int i = 0; i < o->procs; i++) {
+		int ws;
+		if (waitpid(pids[i], &ws, 0) < 0 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
+			failed = 1;
+		if (!res[i].ok)
+			failed = 1;
+		else if (res[i].end_us > end)
+			end = res[i].end_us;
+	}
+	if (failed) {
+		fprintf(stderr, PROG ": a client process failed (its messages are above)\n");
+		return -1;
+	}
+	snprintf(backend, sizeof(backend), "%s", res[0].backend);
+	double total = (double)o->procs * (double)o->kernels;
+	report("procs_kernels_per_s", "spin", "total", total / ((end - t0) / 1e6), "kernels/s",
+	       (long)total);
+	report("procs_wall_ms", "spin", "once", (end - t0) / 1e3, "ms", (long)total);
+	return 0;
+}
+
+/* ---- command line ------------------------------------------------------------ */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: " PROG " [--address ADDR] [--n N] [--reps R] [--json FILE]\n"
+	        "       " PROG " --procs P [--kernels K] [--ns NS] [--blocks B] [--address ADDR]\n"
+	        "                [--json FILE]\n"
+	        "Dispatch figures through tileopsd (see docs/perf.md).\n");
+}
+
+static int parse_long(const char *s, long lo, long hi, long *out)
+{
+	char *end;
+
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct options *o)
+{
+	static const struct option longs[] = {
+		{ "address", required_argument, NULL, 'a' },
+		{ "n", required_argument, NULL, 'n' },
+		{ "reps", required_argument, NULL, 'r' },
+		{ "procs", required_argument, NULL, 'p' },
+		{ "kernels", required_argument, NULL, 'k' },
+		{ "ns", required_argument, NULL, 't' },
+		{ "blocks", required_argument, NULL, 'b' },
+		{ "json", required_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c, idx = 0;
+	long v = 0;
+
+	while ((c = getopt_long(argc, argv, "h", longs, &idx)) != -1) {
+		int bad = 0;
+		switch (c) {
+		case 'a':
+			o->address = optarg;
+			break;
+		case 'j':
+			o->json = optarg;
+			break;
+		case 'n':
+			bad = parse_long(optarg, 1, 100000000, &o->n);
+			break;
+		case 'r':
+			bad = parse_long(optarg, 1, 10000000, &o->reps);
+			break;
+		case 'k':
+			bad = parse_long(optarg, 1, 100000000, &o->kernels);
+			break;
+		case 't':
+			bad = parse_long(optarg, 0, 1000000000, &o->ns);
+			break;
+		case 'b':
+			bad = parse_long(optarg, 1, 1024, &o->blocks);
+			break;
+		case 'p':
+			bad = parse_long(optarg, 1, MAX_PROCS, &v);
+			o->procs = (int)v;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return -1;
+		}
+		if (bad) {
+			fprintf(stderr, PROG ": bad value '%s' for --%s\n", optarg,
+			        longs[idx].name);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		usage(stderr);
+		return -1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct options o = { .n = 20000, .reps = 2000, .kernels = 2000, .ns = 5000, .blocks = 4 };
+	int rc;
+
+	if (parse_args(argc, argv, &o) < 0)
+		return 2;
+	json_out = stdout;
+	if (o.json != NULL && (json_out = fopen(o.json, "a")) == NULL) {
+		fprintf(stderr, PROG ": cannot open %s: %s\n", o.json, strerror(errno));
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	srand(12345);
+	rc = o.procs > 0 ? run_procs(&o) : run_single(&o);
+	print_table();
+	if (json_out != stdout)
+		fclose(json_out);
+	return rc == 0 ? 0 : 1;
+}
