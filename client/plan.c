@@ -31,6 +31,7 @@ struct tileops_plan {
 	Tileops__OpRun **ops; /* owned copies (protobuf-c unpacked) */
 	size_t n_ops;
 	size_t cap_ops;
+	Tileops__PlanOpenReply *opened; /* a warm-up plan: its tensors; owned */
 };
 
 /* ---- building ------------------------------------------------------------ */
@@ -79,6 +80,8 @@ static void plan_destroy(tileops_plan *p)
 	free(p->buckets);
 	free(p->bucketed);
 	free(p->name);
+	if (p->opened)
+		tileops__plan_open_reply__free_unpacked(p->opened, NULL);
 	tci_client_release(p->client);
 	free(p);
 }
@@ -345,9 +348,101 @@ TILEOPS_API void tileops_plan_free(tileops_plan *p)
 {
 	if (p == NULL)
 		return;
-	if (p->handle != 0)
+	/* A warm-up plan is the daemon's: only the local handle goes. */
+	if (p->handle != 0 && !p->opened)
 		plan_send_free(p);
 	plan_destroy(p);
+}
+
+/* ---- warm-up plans ------------------------------------------------------- */
+
+/* Move the reply's PlanOpenReply out of it, so the plan can own it. */
+static Tileops__PlanOpenReply *take_open_reply(Tileops__Reply *reply)
+{
+	Tileops__PlanOpenReply *r = NULL;
+	size_t len = tileops__plan_open_reply__get_packed_size(reply->plan_open);
+	uint8_t *buf = malloc(len ? len : 1);
+	if (buf != NULL) {
+		tileops__plan_open_reply__pack(reply->plan_open, buf);
+		r = tileops__plan_open_reply__unpack(NULL, len, buf);
+		free(buf);
+	}
+	return r;
+}
+
+TILEOPS_API tileops_status tileops_plan_open(tileops_client *c, const char *name,
+                                             tileops_plan **out)
+{
+	Tileops__Request req = TILEOPS__REQUEST__INIT;
+	Tileops__PlanOpen body = TILEOPS__PLAN_OPEN__INIT;
+	Tileops__Reply *reply = NULL;
+	tileops_plan *p = NULL;
+	tileops_status st;
+
+	if (out == NULL)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "plan_open: out is NULL");
+	*out = NULL;
+	if (c == NULL || name == NULL || name[0] == '\0')
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT,
+		                 "plan_open: %s", c == NULL ? "client is NULL" : "no plan name");
+	if ((st = tileops_plan_begin(c, NULL, &p)) != TILEOPS_OK)
+		return st;
+	body.name = (char *)name;
+	req.body_case = TILEOPS__REQUEST__BODY_PLAN_OPEN;
+	req.plan_open = &body;
+	if ((st = tci_request_call(c, &req, 0, &reply)) != TILEOPS_OK) {
+		plan_destroy(p);
+		return st;
+	}
+	if (reply->body_case != TILEOPS__REPLY__BODY_PLAN_OPEN || reply->plan_open == NULL ||
+	    reply->plan_open->plan == 0)
+		st = tci_error(TILEOPS_ERR_PROTOCOL,
+		               "plan_open: tileopsd answered PlanOpen without a plan");
+	else if ((p->opened = take_open_reply(reply)) == NULL)
+		st = tci_error(TILEOPS_ERR_OUT_OF_MEMORY, "plan_open: out of memory");
+	tileops__reply__free_unpacked(reply, NULL);
+	if (st != TILEOPS_OK) {
+		plan_destroy(p);
+		return st;
+	}
+	p->handle = p->opened->plan;
+	free(p->name);
+	if ((p->name = strdup(name)) == NULL) {
+		plan_destroy(p);
+		return tci_error(TILEOPS_ERR_OUT_OF_MEMORY, "plan_open: out of memory");
+	}
+	*out = p;
+	return TILEOPS_OK;
+}
+
+TILEOPS_API tileops_status tileops_plan_tensor(const tileops_plan *p, const char *name,
+                                               tileops_tensor *handle, tileops_dtype *dtype,
+                                               int *ndim, int64_t *shape)
+{
+	size_t i, k;
+
+	if (p == NULL || name == NULL)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "plan_tensor: plan or name is NULL");
+	if (p->opened == NULL)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT,
+		                 "plan_tensor: only plans opened with tileops_plan_open have named "
+		                 "tensors");
+	for (i = 0; i < p->opened->n_tensors; i++) {
+		const Tileops__PlanTensor *t = p->opened->tensors[i];
+		if (strcmp(t->name, name) != 0)
+			continue;
+		if (handle != NULL)
+			*handle = t->handle;
+		if (dtype != NULL)
+			*dtype = (tileops_dtype)t->dtype;
+		if (ndim != NULL)
+			*ndim = (int)t->n_shape;
+		for (k = 0; shape != NULL && k < t->n_shape && k < TILEOPS_MAX_DIMS; k++)
+			shape[k] = t->shape[k];
+		return TILEOPS_OK;
+	}
+	return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "plan_tensor: plan '%s' has no tensor '%s'",
+	                 p->name != NULL && p->name[0] ? p->name : "(warm-up)", name);
 }
 
 TILEOPS_API tileops_status tileops_admin_reset(tileops_client *c)

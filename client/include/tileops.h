@@ -391,6 +391,25 @@ tileops_status tileops_plan_submit(tileops_plan *p, int64_t size,
                                    const tileops_binding *bindings, size_t n_bindings,
                                    tileops_completion **out);
 
+/*
+ * Open a plan the daemon captured at start from its warm-up file, by name.
+ * Only sessions of the plan's tenant may open it. The plan's tensors belong
+ * to the daemon: find them with tileops_plan_tensor and bind your own tensors
+ * in their place on every run (bindings of a warm-up plan last one run).
+ * Free it with tileops_plan_free, which frees only the local handle.
+ */
+tileops_status tileops_plan_open(tileops_client *c, const char *name, tileops_plan **out);
+
+/*
+ * A warm-up plan's tensor by the name its warm-up file gives it: its handle
+ * (to name in a tileops_binding), dtype and shape (shape: TILEOPS_MAX_DIMS
+ * entries; any out-parameter may be NULL). TILEOPS_ERR_INVALID_ARGUMENT for
+ * an unknown name or a plan not opened with tileops_plan_open.
+ */
+tileops_status tileops_plan_tensor(const tileops_plan *p, const char *name,
+                                   tileops_tensor *handle, tileops_dtype *dtype, int *ndim,
+                                   int64_t *shape);
+
 /* Free the plan and its graphs in the daemon. NULL is a no-op. */
 void tileops_plan_free(tileops_plan *p);
 
