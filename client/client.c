@@ -269,6 +269,14 @@ static tileops_status session_hello(struct tileops_client *c, const char *client
 	st = tci_request_call(c, &req, 0, &reply);
 	/* Mapped by the daemon by now (or never will be): the name can go. */
 	shm_unlink(arena_name);
+	if (st == TILEOPS_ERR_CLOSED)
+		/* tileopsd closes a connection at once when the peer's credentials
+		 * are not allowed, so say so rather than "lost". */
+		return tci_error(TILEOPS_ERR_CLOSED,
+		                 "tileopsd closed the connection before answering Hello: it accepts "
+		                 "only its own uid, root and the members of its allow_group (this "
+		                 "process runs as uid %u), or it stopped",
+		                 (unsigned)getuid());
 	if (st != TILEOPS_OK)
 		return st;
 	st = server_info_store(c, reply);
