@@ -370,6 +370,29 @@ static plan *plan_find(session *s, uint64_t handle)
 	return NULL;
 }
 
+/* Check binding i: the plan tensor (in `owner`) and the tensor to use in
+ * its place (in `runner`) exist and agree in dtype and shape. */
+static tileops_status binding_check(const session *owner, const session *runner, size_t i,
+                                    const Tileops__PlanBinding *b, char *err, size_t errlen)
+{
+	tensor *from = session_tensor_find(owner, b->plan_tensor);
+	tensor *to = session_tensor_find(runner, b->tensor);
+	if (!from || !to) {
+		snprintf(err, errlen, "binding %zu: tensor %llu is not a %s", i,
+		         (unsigned long long)(from ? b->tensor : b->plan_tensor),
+		         from || owner == runner ? "tensor of this session" : "tensor of the plan");
+		return TILEOPS_ERR_UNKNOWN_HANDLE;
+	}
+	if (from->view.dtype != to->view.dtype || from->view.ndim != to->view.ndim ||
+	    memcmp(from->view.shape, to->view.shape, sizeof(int64_t) * (size_t)from->view.ndim)) {
+		snprintf(err, errlen, "binding %zu: tensor %llu differs in dtype or shape from "
+		         "plan tensor %llu", i, (unsigned long long)b->tensor,
+		         (unsigned long long)b->plan_tensor);
+		return TILEOPS_ERR_SHAPE;
+	}
+	return TILEOPS_OK;
+}
+
 /* A shared plan's bindings are those of the run: set them, and note whether
  * they changed (another session, or other tensors). */
 static tileops_status plan_bind_shared(session *s, plan *p, const Tileops__PlanRun *m,
@@ -382,22 +405,9 @@ static tileops_status plan_bind_shared(session *s, plan *p, const Tileops__PlanR
 	binding next[PLAN_MAX_BINDINGS];
 	for (size_t i = 0; i < m->n_bindings; i++) {
 		const Tileops__PlanBinding *b = m->bindings[i];
-		tensor *from = session_tensor_find(p->owner, b->plan_tensor);
-		tensor *to = session_tensor_find(s, b->tensor);
-		if (!from || !to) {
-			snprintf(err, errlen, "binding %zu: tensor %llu is not a %s", i,
-			         (unsigned long long)(from ? b->tensor : b->plan_tensor),
-			         from ? "tensor of this session" : "tensor of the plan");
-			return TILEOPS_ERR_UNKNOWN_HANDLE;
-		}
-		if (from->view.dtype != to->view.dtype || from->view.ndim != to->view.ndim ||
-		    memcmp(from->view.shape, to->view.shape,
-		           sizeof(int64_t) * (size_t)from->view.ndim) != 0) {
-			snprintf(err, errlen, "binding %zu: tensor %llu differs in dtype or shape from "
-			         "plan tensor %llu", i, (unsigned long long)b->tensor,
-			         (unsigned long long)b->plan_tensor);
-			return TILEOPS_ERR_SHAPE;
-		}
+		tileops_status st = binding_check(p->owner, s, i, b, err, errlen);
+		if (st != TILEOPS_OK)
+			return st;
 		next[i] = (binding){b->plan_tensor, b->tensor};
 	}
 	int same = p->bind_session == s->id && p->n_binds == (int)m->n_bindings &&
@@ -418,21 +428,9 @@ static tileops_status plan_bind(session *s, plan *p, const Tileops__PlanRun *m, 
 		return plan_bind_shared(s, p, m, err, errlen);
 	for (size_t i = 0; i < m->n_bindings; i++) {
 		const Tileops__PlanBinding *b = m->bindings[i];
-		tensor *from = session_tensor_find(s, b->plan_tensor);
-		tensor *to = session_tensor_find(s, b->tensor);
-		if (!from || !to) {
-			snprintf(err, errlen, "binding %zu: tensor %llu is not a tensor of this session",
-			         i, (unsigned long long)(from ? b->tensor : b->plan_tensor));
-			return TILEOPS_ERR_UNKNOWN_HANDLE;
-		}
-		if (from->view.dtype != to->view.dtype || from->view.ndim != to->view.ndim ||
-		    memcmp(from->view.shape, to->view.shape,
-		           sizeof(int64_t) * (size_t)from->view.ndim) != 0) {
-			snprintf(err, errlen, "binding %zu: tensor %llu differs in dtype or shape from "
-			         "plan tensor %llu", i, (unsigned long long)b->tensor,
-			         (unsigned long long)b->plan_tensor);
-			return TILEOPS_ERR_SHAPE;
-		}
+		tileops_status st = binding_check(s, s, i, b, err, errlen);
+		if (st != TILEOPS_OK)
+			return st;
 		int k = 0;
 		while (k < p->n_binds && p->binds[k].plan_tensor != b->plan_tensor)
 			k++;
