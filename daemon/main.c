@@ -9,7 +9,9 @@
 
 #include "config.h"
 #include "log.h"
+#include "manifest.h"
 #include "server.h"
+#include "warmup.h"
 
 static void usage(FILE *f)
 {
@@ -27,6 +29,9 @@ static void usage(FILE *f)
 	        "  -m, --manifest PATH    op manifest folder (default %s)\n"
 	        "      --log-level LEVEL  error | warn | info | debug (default info)\n"
 	        "      --ready-file PATH  write the pid to PATH once serving (removed at exit)\n"
+	        "      --warmup FILE      plans to capture before serving (deploy/warmup.yaml)\n"
+	        "      --check            check the config, the manifest and the warm-up file,\n"
+	        "                         print what is wrong, and exit (0: all valid)\n"
 	        "  -h, --help             print this and exit\n"
 	        "  -V, --version          print the version and exit\n"
 	        "\n"
@@ -35,7 +40,9 @@ static void usage(FILE *f)
 	        TILEOPS_DEFAULT_MANIFEST);
 }
 
-enum { OPT_LOG_LEVEL = 256, OPT_READY_FILE };
+enum { OPT_LOG_LEVEL = 256, OPT_READY_FILE, OPT_CHECK, OPT_WARMUP };
+
+static int check_only;
 
 static const struct option long_opts[] = {
 	{"config", required_argument, NULL, 'c'},
@@ -46,6 +53,8 @@ static const struct option long_opts[] = {
 	{"manifest", required_argument, NULL, 'm'},
 	{"log-level", required_argument, NULL, OPT_LOG_LEVEL},
 	{"ready-file", required_argument, NULL, OPT_READY_FILE},
+	{"check", no_argument, NULL, OPT_CHECK},
+	{"warmup", required_argument, NULL, OPT_WARMUP},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, 'V'},
 	{NULL, 0, NULL, 0},
@@ -61,6 +70,7 @@ static const char *opt_key(int c)
 	case 'm': return "manifest";
 	case OPT_LOG_LEVEL: return "log_level";
 	case OPT_READY_FILE: return "ready_file";
+	case OPT_WARMUP: return "warmup";
 	default: return NULL;
 	}
 }
@@ -82,6 +92,9 @@ static int parse_args(int argc, char **argv, config *cfg)
 			exit(0);
 		case 'c':
 			file = optarg;
+			break;
+		case OPT_CHECK:
+			check_only = 1;
 			break;
 		case ':':
 			fprintf(stderr, "tileopsd: option '%s' needs a value\n", argv[optind - 1]);
@@ -114,14 +127,40 @@ static int parse_args(int argc, char **argv, config *cfg)
 	return 0;
 }
 
+/* --check: everything a start would read, without starting. */
+static int check_files(const config *cfg)
+{
+	char err[4096];
+	manifest *m = NULL;
+	warm_spec *w = NULL;
+	int rc = 0;
+	if (manifest_load(cfg->manifest, &m, err, sizeof(err)) != 0) {
+		fprintf(stderr, "tileopsd: manifest: %s\n", err);
+		rc = 1;
+	}
+	if (cfg->warmup[0] && warmup_load(cfg->warmup, &w, err, sizeof(err)) != 0) {
+		fprintf(stderr, "tileopsd: warm-up: %s\n", err);
+		rc = 1;
+	}
+	manifest_free(m);
+	warmup_free(w);
+	if (rc == 0)
+		printf("tileopsd: valid (config file: %s; manifest: %s; warm-up file: %s)\n",
+		       cfg->config_file[0] ? cfg->config_file : "none", cfg->manifest,
+		       cfg->warmup[0] ? cfg->warmup : "none");
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	static server srv;
 	config_defaults(&srv.cfg);
 	if (parse_args(argc, argv, &srv.cfg) != 0)
 		return 1;
+	if (check_only)
+		return check_files(&srv.cfg);
 	log_set_level((log_level)srv.cfg.log_level);
-	char err[1024];
+	char err[4096];
 	if (server_start(&srv, err, sizeof(err)) != 0) {
 		fprintf(stderr, "tileopsd: %s\n", err);
 		log_error("start-up failed: %s", err);

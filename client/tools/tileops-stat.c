@@ -1,7 +1,7 @@
 /*
  * tileops-stat - show what a running tileopsd is doing.
  *
- *   tileops-stat [--address ADDR] [--watch SECONDS] [--raw]
+ *   tileops-stat [--address ADDR] [--watch SECONDS] [--raw] [--check]
  *
  * Asks the daemon's stats socket (nng REQ/REP) for its JSON document and
  * prints it as is (--raw) or as a short summary with a table of ops.
@@ -436,15 +436,27 @@ static int stats_connect(const char *address, nng_socket *sock)
 	return 0;
 }
 
+/* The readiness probe: "ready" is true in the daemon's stats. */
+static int is_ready(const char *text, size_t len)
+{
+	struct json *doc = json_parse(text, len);
+	int ready = doc != NULL && doc->type == JSON_OBJECT && json_num(doc, "ready") != 0;
+
+	json_free(doc);
+	return ready;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
-	        "usage: tileops-stat [--address ADDR] [--watch SECONDS] [--raw]\n"
+	        "usage: tileops-stat [--address ADDR] [--watch SECONDS] [--raw] [--check]\n"
 	        "  --address ADDR   the daemon's stats socket (default: $TILEOPS_STATS_ADDRESS,\n"
 	        "                   else ipc://$XDG_RUNTIME_DIR/tileopsd/stats.sock or\n"
 	        "                   ipc:///run/tileopsd/stats.sock)\n"
 	        "  --watch SECONDS  print again every SECONDS until interrupted\n"
-	        "  --raw            print the JSON document as the daemon sent it\n");
+	        "  --raw            print the JSON document as the daemon sent it\n"
+	        "  --check          print nothing; exit 0 when the daemon is ready, 1 when it\n"
+	        "                   is not ready (warming up, stopping) or unreachable\n");
 }
 
 static void sleep_s(double s)
@@ -461,6 +473,7 @@ struct stat_args {
 	const char *address;
 	double watch_s;
 	int raw;
+	int check;
 };
 
 static int parse_args(int argc, char **argv, struct stat_args *a)
@@ -472,6 +485,8 @@ static int parse_args(int argc, char **argv, struct stat_args *a)
 
 		if (strcmp(arg, "--raw") == 0) {
 			a->raw = 1;
+		} else if (strcmp(arg, "--check") == 0) {
+			a->check = 1;
 		} else if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
 			usage(stdout);
 			exit(0);
@@ -498,7 +513,7 @@ static int parse_args(int argc, char **argv, struct stat_args *a)
 
 int main(int argc, char **argv)
 {
-	struct stat_args a = { NULL, 0, 0 };
+	struct stat_args a = { NULL, 0, 0, 0 };
 	char defaddr[512];
 	nng_socket sock;
 	nng_msg *msg;
@@ -521,6 +536,12 @@ int main(int argc, char **argv)
 		if (stats_fetch(sock, a.address, &msg) != 0) {
 			nng_close(sock);
 			return 1;
+		}
+		if (a.check) {
+			int ready = is_ready(nng_msg_body(msg), nng_msg_len(msg) - 1);
+			nng_msg_free(msg);
+			nng_close(sock);
+			return ready ? 0 : 1;
 		}
 		if (a.raw)
 			printf("%s\n", (const char *)nng_msg_body(msg));
