@@ -308,6 +308,57 @@ out:
 	return rc;
 }
 
+/*
+ * plan12: a plan of 12 add256 ops (the in-process baseline's graph12),
+ * tileops_plan_run + tileops_sync per replay, median. The first run
+ * captures; it is left out with the warm-up.
+ */
+static int bench_plan(tileops_client *c, const tileops_op *op, long reps)
+{
+	tileops_plan *p = NULL;
+	tileops_status st;
+	double *wall = malloc((size_t)reps * sizeof(double));
+	int rc = -1;
+
+	if (wall == NULL) {
+		fprintf(stderr, PROG ": out of memory\n");
+		return -1;
+	}
+	if ((st = tileops_plan_begin(c, NULL, &p)) != TILEOPS_OK) {
+		rc = fail("tileops_plan_begin", st);
+		goto out;
+	}
+	for (int i = 0; i < 12; i++) {
+		if ((st = tileops_plan_add(p, op)) != TILEOPS_OK) {
+			rc = fail("tileops_plan_add", st);
+			goto out;
+		}
+	}
+	if ((st = tileops_plan_end(p)) != TILEOPS_OK) {
+		rc = fail("tileops_plan_end", st);
+		goto out;
+	}
+	for (long i = -50; i < reps; i++) {
+		double t0 = now_us();
+		if ((st = tileops_plan_run(p, 0, NULL, 0)) != TILEOPS_OK) {
+			rc = fail("tileops_plan_run", st);
+			goto out;
+		}
+		if ((st = tileops_sync(c)) != TILEOPS_OK) {
+			rc = fail("tileops_sync", st);
+			goto out;
+		}
+		if (i >= 0)
+			wall[i] = now_us() - t0;
+	}
+	report("plan12_run_sync_us", "add256 x12", "median", median(wall, reps), "us", reps);
+	rc = 0;
+out:
+	tileops_plan_free(p);
+	free(wall);
+	return rc;
+}
+
 static int run_single(const struct options *o)
 {
 	float a[TINY_N], b[TINY_N], sum[TINY_N], poison[TINY_N];
@@ -334,7 +385,8 @@ static int run_single(const struct options *o)
 	if (bench_async(c, &op, o->n, &async_op) < 0 ||
 	    vector_check(c, t[2], sum, TINY_N, "async add") < 0)
 		goto out;
-	if (bench_sync(c, &op, o->reps, &gpu, &sync_med, &run_med) < 0)
+	if (bench_sync(c, &op, o->reps, &gpu, &sync_med, &run_med) < 0 ||
+	    bench_plan(c, &op, o->reps) < 0)
 		goto out;
 	report("async_overhead_us", "add256", "derived", async_op - gpu, "us", o->n);
 	report("sync_timed_overhead_us", "add256", "derived", sync_med - gpu, "us", o->reps);

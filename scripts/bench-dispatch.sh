@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# The dispatch bench, on the GPU machine, all in one run: tiny ops and
+# 8 client processes through tileopsd, then the same work in-process with
+# CUDA (one thread; 8 processes with their own contexts; 8 streams of one
+# context), then 8 processes under NVIDIA MPS. Prints one markdown table,
+# ours beside the in-process figures, with each target met or not
+# (docs/perf.md says what every number measures).
+#
+# Run from the repository root with what scripts/gpu-pack.sh packed:
+# .carry/bin (tileopsd, tileops-bench-dispatch,
+# tileops-bench-dispatch-baseline) and .carry/lib. The manifest is
+# $TILEOPS_MANIFEST, else ./manifest. Results go to
+# $OUT: dispatch.jsonl (one JSON line per measurement), dispatch.log (every
+# program's output and the daemon's log) and dispatch.md (the table).
+# PROCS and KERNELS override 8 and 2000. MPS is always stopped on exit.
+set -u
+out=${OUT:-/tmp/tileops-out}
+mkdir -p "$out"
+root=$PWD
+bin=$root/.carry/bin
+export LD_LIBRARY_PATH=$root/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+manifest=${TILEOPS_MANIFEST:-$root/manifest}
+procs=${PROCS:-8}
+kernels=${KERNELS:-2000}
+json=$out/dispatch.jsonl
+log=$out/dispatch.log
+table=$out/dispatch.md
+: >"$json"
+: >"$log"
+
+mps_pipe=/tmp/mps-pipe
+mps_log=/tmp/mps-log
+run=$(mktemp -d /tmp/tileops-dispatch.XXXXXX)
+daemon=
+mps_up=0
+failed=0
+
+stop_daemon() {
+	[ -n "$daemon" ] || return 0
+	kill -TERM "$daemon" 2>/dev/null
+	wait "$daemon"
+	echo "tileopsd exit status after SIGTERM: $?" >>"$log"
+	daemon=
+	cat "$run/tileopsd.log" >>"$log" 2>/dev/null
+}
+
+stop_mps() {
+	[ "$mps_up" = 1 ] || return 0
+	echo quit | CUDA_MPS_PIPE_DIRECTORY=$mps_pipe CUDA_MPS_LOG_DIRECTORY=$mps_log \
+		nvidia-cuda-mps-control >>"$log" 2>&1
+	mps_up=0
+	# The control daemon exits once its server has; give it a moment.
+	for _ in $(seq 1 50); do
+		pgrep -x nvidia-cuda-mps-control >/dev/null 2>&1 || break
+		sleep 0.1
+	done
+}
+
+cleanup() {
+	stop_daemon
+	stop_mps
+	rm -rf "$run"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+step() {
+	echo "==== $*" >>"$log"
+	"$@" >>"$log" 2>&1
+	local rc=$?
+	echo "==== rc=$rc" >>"$log"
+	[ "$rc" = 0 ] || failed=1
+	return "$rc"
+}
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu \
+	--format=csv >>"$log" 2>&1
+echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%FT%TZ)" \
+	>>"$log"
+
+# ---- through tileopsd --------------------------------------------------------
+"$bin/tileopsd" --backend cuda --listen "ipc://$run/tileopsd.sock" \
+	--stats "ipc://$run/stats.sock" --manifest "$manifest" \
+	--ready-file "$run/tileopsd.pid" --log-level info >"$run/tileopsd.log" 2>&1 &
+daemon=$!
+for _ in $(seq 1 600); do
+	[ -s "$run/tileopsd.pid" ] && break
+	kill -0 "$daemon" 2>/dev/null || break
+	sleep 0.1
+done
+if [ -s "$run/tileopsd.pid" ]; then
+	addr=ipc://$run/tileopsd.sock
+	step "$bin/tileops-bench-dispatch" --address "$addr" --json "$json"
+	step "$bin/tileops-bench-dispatch" --address "$addr" --procs "$procs" \
+		--kernels "$kernels" --json "$json"
+else
+	echo "tileopsd did not become ready" >>"$log"
+	failed=1
+fi
+stop_daemon
+
+# ---- in-process CUDA ---------------------------------------------------------
+base=$bin/tileops-bench-dispatch-baseline
+step "$base" --json "$json"
+step "$base" --procs "$procs" --kernels "$kernels" --label contexts --json "$json"
+step "$base" --streams "$procs" --kernels "$kernels" --json "$json"
+
+# ---- the same processes under MPS ------------------------------------------
+mkdir -p "$mps_pipe" "$mps_log"
+if CUDA_MPS_PIPE_DIRECTORY=$mps_pipe CUDA_MPS_LOG_DIRECTORY=$mps_log \
+	nvidia-cuda-mps-control -d >>"$log" 2>&1; then
+	mps_up=1
+	# Only these processes may see the MPS pipe: nothing after them uses MPS.
+	export CUDA_MPS_PIPE_DIRECTORY=$mps_pipe CUDA_MPS_LOG_DIRECTORY=$mps_log
+	step "$base" --procs "$procs" --kernels "$kernels" --label mps --json "$json"
+	unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+	stop_mps
+	echo "---- MPS control log" >>"$log"
+	tail -n 20 "$mps_log/control.log" >>"$log" 2>/dev/null
+else
+	echo "nvidia-cuda-mps-control -d failed: no MPS figures" >>"$log"
+	failed=1
+fi
+
+# ---- the table ------------------------------------------------------------------
+python3 - "$json" "$procs" "$kernels" >"$table" <<'EOF'
+import json, sys
+
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
+procs, kernels = sys.argv[2], sys.argv[3]
+
+def get(bench, name, kernel=None):
+    for r in rows:
+        if r["bench"] == bench and r["name"] == name and (kernel is None or r["kernel"] == kernel):
+            return r["value"]
+    return None
+
+def fmt(v, unit=""):
+    if v is None:
+        return "not measured"
+    if unit == "k/s":
+        return "%.0fk/s" % (v / 1e3)
+    return "%.2f us" % v
+
+def verdict(ok):
+    return "not measured" if ok is None else ("met" if ok else "not met")
+
+ours_async = get("dispatch", "async_per_op_us")
+ours_sync = get("dispatch", "sync_run_us")
+ours_timed = get("dispatch", "sync_timed_us")
+ours_gpu = get("dispatch", "kernel_gpu_us")
+ours_procs = get("dispatch", "procs_kernels_per_s")
+in_async = get("dispatch-baseline", "async_per_op_us", "add256-l1")
+in_async_raw = get("dispatch-baseline", "async_per_op_us", "add256")
+in_host = get("dispatch-baseline", "async_host_us", "add256")
+in_sync = get("dispatch-baseline", "sync_us", "add256-l1")
+in_sync_raw = get("dispatch-baseline", "sync_us", "add256")
+in_graph = get("dispatch-baseline", "graph12_sync_us")
+in_gpu = get("dispatch-baseline", "kernel_gpu_us")
+ctx = get("dispatch-baseline", "procs_kernels_per_s", "contexts")
+mps = get("dispatch-baseline", "procs_kernels_per_s", "mps")
+streams = get("dispatch-baseline", "streams_kernels_per_s")
+
+def both(a, b):
+    return None if a is None or b is None else (a, b)
+
+def sub(a, b):
+    return None if a is None or b is None else a - b
+
+t_async = both(ours_async, in_async)
+t_sync = both(ours_sync, in_sync)
+t_ctx = both(ours_procs, ctx)
+t_mps = both(ours_procs, mps)
+print("| measurement | tileopsd | in-process CUDA | target | result |")
+print("| --- | ---: | ---: | --- | --- |")
+print("| async tiny op (add, 256 f32), per op | %s | %s (raw kernel %s; host %s per launch) "
+      "| <= 1.25x in-process | %s%s |" % (
+          fmt(ours_async), fmt(in_async), fmt(in_async_raw), fmt(in_host),
+          verdict(t_async and t_async[0] <= 1.25 * t_async[1]),
+          "" if not t_async else " (%.2fx)" % (t_async[0] / t_async[1])))
+print("| sync round trip: op_run + sync / launch + synchronize, median | %s | %s (raw kernel %s) "
+      "| <= in-process + 6 us | %s%s |" % (
+          fmt(ours_sync), fmt(in_sync), fmt(in_sync_raw),
+          verdict(t_sync and t_sync[0] <= t_sync[1] + 6.0),
+          "" if not t_sync else " (%+.2f us)" % (t_sync[0] - t_sync[1])))
+print("| sync round trip: submit_timed + wait, median | %s | | | |" % fmt(ours_timed))
+print("| kernel device time (events), median | %s | %s | | |" % (fmt(ours_gpu), fmt(in_gpu)))
+print("| overhead per op, async (kernel time excluded) | %s | %s | | |" % (
+    fmt(sub(ours_async, ours_gpu)), fmt(sub(in_async, in_gpu))))
+print("| overhead per op, sync (kernel time excluded) | %s | %s | | |" % (
+    fmt(sub(ours_sync, ours_gpu)), fmt(sub(in_sync, in_gpu))))
+ours_plan = get("dispatch", "plan12_run_sync_us")
+t_plan = both(ours_plan, in_graph)
+print("| 12-op plan run + sync / 12-node graph launch + synchronize, median | %s | %s "
+      "| <= 1.2x in-process + 15 us | %s%s |" % (
+          fmt(ours_plan), fmt(in_graph),
+          verdict(t_plan and t_plan[0] <= 1.2 * t_plan[1] + 15.0),
+          "" if not t_plan else " (%+.2f us over 1.2x)" % (t_plan[0] - 1.2 * t_plan[1])))
+print("| %s processes x %s spin kernels (5 us, 4 blocks): tileopsd vs own contexts "
+      "| %s | %s | >= 5x | %s%s |" % (
+          procs, kernels, fmt(ours_procs, "k/s"), fmt(ctx, "k/s"),
+          verdict(t_ctx and t_ctx[0] >= 5 * t_ctx[1]),
+          "" if not t_ctx else " (%.2fx)" % (t_ctx[0] / t_ctx[1])))
+print("| same, tileopsd vs MPS | %s | %s | >= 0.8x | %s%s |" % (
+    fmt(ours_procs, "k/s"), fmt(mps, "k/s"),
+    verdict(t_mps and t_mps[0] >= 0.8 * t_mps[1]),
+    "" if not t_mps else " (%.2fx)" % (t_mps[0] / t_mps[1])))
+print("| same, %s streams of one context (one process) | | %s | | |" % (
+    procs, fmt(streams, "k/s")))
+EOF
+cat "$table"
+[ "$failed" = 0 ] || echo "some steps failed: see $log"
+exit "$failed"
