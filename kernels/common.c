@@ -212,7 +212,32 @@ uint8_t tk_f32_to_fp8e4m3(float f)
 static const char *const params_none[] = { NULL };
 static const char *const params_gelu[] = { "approximate", NULL };
 static const char *const params_gemm[] = { "alpha", "trans_b", NULL };
-static const char *const params_rms_norm[] = { "eps", NULL };
+static const char *const params_eps[] = { "eps", NULL };
+static const char *const params_softplus[] = { "beta", "threshold", NULL };
+static const char *const params_leaky[] = { "negative_slope", NULL };
+static const char *const params_clamp[] = { "min_value", "max_value", NULL };
+static const char *const params_dim[] = { "dim", NULL };
+static const char *const params_spin[] = { "ns", "blocks", NULL };
+static const char *const params_dim_keep[] = { "dim", "keepdim", NULL };
+static const char *const params_rope[] = { "rotary_dim", "theta", NULL };
+static const char *const params_max1[] = { "kernel_w",   "stride_w",  "padding_w",
+	                                   "dilation_w", "ceil_mode", NULL };
+static const char *const params_max2[] = { "kernel_h",  "kernel_w",  "stride_h",   "stride_w",
+	                                   "padding_h", "padding_w", "dilation_h", "dilation_w",
+	                                   "ceil_mode", NULL };
+static const char *const params_max3[] = { "kernel_d",  "kernel_h",   "kernel_w",   "stride_d",
+	                                   "stride_h",  "stride_w",   "padding_d",  "padding_h",
+	                                   "padding_w", "dilation_d", "dilation_h", "dilation_w",
+	                                   "ceil_mode", NULL };
+static const char *const params_avg1[] = { "kernel_w",  "stride_w",          "padding_w",
+	                                   "ceil_mode", "count_include_pad", NULL };
+static const char *const params_avg2[] = { "kernel_h",  "kernel_w",          "stride_h",
+	                                   "stride_w",  "padding_h",         "padding_w",
+	                                   "ceil_mode", "count_include_pad", NULL };
+static const char *const params_avg3[] = { "kernel_d",  "kernel_h",          "kernel_w",
+	                                   "stride_d",  "stride_h",          "stride_w",
+	                                   "padding_d", "padding_h",         "padding_w",
+	                                   "ceil_mode", "count_include_pad", NULL };
 
 #ifdef TILEOPS_HAVE_CUDA
 #define CUDA_FN(fn) (fn)
@@ -220,15 +245,67 @@ static const char *const params_rms_norm[] = { "eps", NULL };
 #define CUDA_FN(fn) NULL
 #endif
 
-/* Sorted by op name: tk_kernel_find searches it by bisection. */
+#define ENTRY(op, n_in, n_out, params)                                       \
+	{                                                                    \
+#op, n_in, n_out, params, tk_cpu_##op, CUDA_FN(tk_cuda_##op) \
+	}
+
+/*
+ * Sorted by op name: tk_kernel_find searches it by bisection. n_in counts
+ * optional inputs too (layer_norm's bias, rope's cos_sin_cache, the given
+ * scale of quant_fp8_per_tensor); rope has no outputs, it rotates q and k
+ * in place.
+ */
 static const tk_kernel_entry kernel_table[] = {
-	{ "add", 2, 1, params_none, tk_cpu_add, CUDA_FN(tk_cuda_add) },
-	{ "gelu", 1, 1, params_gelu, tk_cpu_gelu, CUDA_FN(tk_cuda_gelu) },
-	{ "gemm", 3, 1, params_gemm, tk_cpu_gemm, CUDA_FN(tk_cuda_gemm) },
-	{ "mul", 2, 1, params_none, tk_cpu_mul, CUDA_FN(tk_cuda_mul) },
-	{ "rms_norm", 2, 1, params_rms_norm, tk_cpu_rms_norm, CUDA_FN(tk_cuda_rms_norm) },
-	{ "silu", 1, 1, params_none, tk_cpu_silu, CUDA_FN(tk_cuda_silu) },
-	{ "softmax", 1, 1, params_none, tk_cpu_softmax, CUDA_FN(tk_cuda_softmax) },
+	ENTRY(abs, 1, 1, params_none),
+	ENTRY(add, 2, 1, params_none),
+	ENTRY(amax, 1, 1, params_dim_keep),
+	ENTRY(argmax, 1, 1, params_dim_keep),
+	ENTRY(avg_pool1d, 1, 1, params_avg1),
+	ENTRY(avg_pool2d, 1, 1, params_avg2),
+	ENTRY(avg_pool3d, 1, 1, params_avg3),
+	ENTRY(clamp, 1, 1, params_clamp),
+	ENTRY(div, 2, 1, params_none),
+	ENTRY(erf, 1, 1, params_none),
+	ENTRY(exp, 1, 1, params_none),
+	ENTRY(fused_add_layer_norm, 4, 1, params_eps),
+	ENTRY(fused_add_rms_norm, 3, 1, params_eps),
+	ENTRY(gelu, 1, 1, params_gelu),
+	ENTRY(gelu_and_mul, 1, 1, params_gelu),
+	ENTRY(gemm, 3, 1, params_gemm),
+	ENTRY(hardswish, 1, 1, params_none),
+	ENTRY(layer_norm, 3, 1, params_eps),
+	ENTRY(leaky_relu, 1, 1, params_leaky),
+	ENTRY(log, 1, 1, params_none),
+	ENTRY(log_softmax, 1, 1, params_dim),
+	ENTRY(max_pool1d, 1, 1, params_max1),
+	ENTRY(max_pool2d, 1, 1, params_max2),
+	ENTRY(max_pool3d, 1, 1, params_max3),
+	ENTRY(maximum, 2, 1, params_none),
+	ENTRY(mean, 1, 1, params_dim_keep),
+	ENTRY(minimum, 2, 1, params_none),
+	ENTRY(mish, 1, 1, params_none),
+	ENTRY(mul, 2, 1, params_none),
+	ENTRY(neg, 1, 1, params_none),
+	ENTRY(pow, 2, 1, params_none),
+	ENTRY(quant_fp8_per_tensor, 2, 2, params_none),
+	ENTRY(quant_fp8_per_token, 1, 2, params_none),
+	ENTRY(reciprocal, 1, 1, params_none),
+	ENTRY(relu, 1, 1, params_none),
+	ENTRY(rms_norm, 2, 1, params_eps),
+	ENTRY(rope_gptj, 4, 0, params_rope),
+	ENTRY(rope_neox, 4, 0, params_rope),
+	ENTRY(rsqrt, 1, 1, params_none),
+	ENTRY(sigmoid, 1, 1, params_none),
+	ENTRY(silu, 1, 1, params_none),
+	ENTRY(silu_and_mul, 1, 1, params_none),
+	ENTRY(softmax, 1, 1, params_none),
+	ENTRY(softplus, 1, 1, params_softplus),
+	ENTRY(spin, 1, 1, params_spin),
+	ENTRY(sqrt, 1, 1, params_none),
+	ENTRY(sub, 2, 1, params_none),
+	ENTRY(sum, 1, 1, params_dim_keep),
+	ENTRY(tanh, 1, 1, params_none),
 };
 
 #define KERNEL_COUNT (sizeof(kernel_table) / sizeof(kernel_table[0]))

@@ -15,23 +15,67 @@
 extern "C" {
 #endif
 
-/* CPU references, kernels/cpu/<op>.c */
-tk_status tk_cpu_add(const tk_call *call);
-tk_status tk_cpu_gelu(const tk_call *call);
-tk_status tk_cpu_gemm(const tk_call *call);
-tk_status tk_cpu_mul(const tk_call *call);
-tk_status tk_cpu_rms_norm(const tk_call *call);
-tk_status tk_cpu_silu(const tk_call *call);
-tk_status tk_cpu_softmax(const tk_call *call);
+/*
+ * Every op with a kernel, sorted by name (the dispatch table's order). For
+ * each, the CPU reference tk_cpu_<op> (kernels/cpu/) and, in builds with
+ * CUDA, the launcher tk_cuda_<op> (kernels/cuda/).
+ */
+#define TK_OP_LIST(X)           \
+	X(abs)                  \
+	X(add)                  \
+	X(amax)                 \
+	X(argmax)               \
+	X(avg_pool1d)           \
+	X(avg_pool2d)           \
+	X(avg_pool3d)           \
+	X(clamp)                \
+	X(div)                  \
+	X(erf)                  \
+	X(exp)                  \
+	X(fused_add_layer_norm) \
+	X(fused_add_rms_norm)   \
+	X(gelu)                 \
+	X(gelu_and_mul)         \
+	X(gemm)                 \
+	X(hardswish)            \
+	X(layer_norm)           \
+	X(leaky_relu)           \
+	X(log)                  \
+	X(log_softmax)          \
+	X(max_pool1d)           \
+	X(max_pool2d)           \
+	X(max_pool3d)           \
+	X(maximum)              \
+	X(mean)                 \
+	X(minimum)              \
+	X(mish)                 \
+	X(mul)                  \
+	X(neg)                  \
+	X(pow)                  \
+	X(quant_fp8_per_tensor) \
+	X(quant_fp8_per_token)  \
+	X(reciprocal)           \
+	X(relu)                 \
+	X(rms_norm)             \
+	X(rope_gptj)            \
+	X(rope_neox)            \
+	X(rsqrt)                \
+	X(sigmoid)              \
+	X(silu)                 \
+	X(silu_and_mul)         \
+	X(softmax)              \
+	X(softplus)             \
+	X(spin)                 \
+	X(sqrt)                 \
+	X(sub)                  \
+	X(sum)                  \
+	X(tanh)
 
-/* CUDA launchers, kernels/cuda/<op>.cu (only in builds with CUDA) */
-tk_status tk_cuda_add(const tk_call *call, void *stream);
-tk_status tk_cuda_gelu(const tk_call *call, void *stream);
-tk_status tk_cuda_gemm(const tk_call *call, void *stream);
-tk_status tk_cuda_mul(const tk_call *call, void *stream);
-tk_status tk_cuda_rms_norm(const tk_call *call, void *stream);
-tk_status tk_cuda_silu(const tk_call *call, void *stream);
-tk_status tk_cuda_softmax(const tk_call *call, void *stream);
+#define TK_DECLARE_OP(op)                           \
+	tk_status tk_cpu_##op(const tk_call *call); \
+	tk_status tk_cuda_##op(const tk_call *call, void *stream);
+TK_OP_LIST(TK_DECLARE_OP)
+#undef TK_DECLARE_OP
 
 /*
  * An iteration plan: up to TK_ITER_MAX_OPS tensors walked over one shape,
@@ -86,6 +130,54 @@ int tk_same_float_dtype(const tk_tensor *const *ts, int n);
 /* Width of the last dim (1 for ndim 0) and whether it is packed. */
 int64_t tk_last_dim(const tk_tensor *t);
 int tk_last_dim_packed(const tk_tensor *t);
+
+/*
+ * Plan over the rows of tensors that agree in every dim but the last (the
+ * last dims may differ, as for x [.., 2d] and out [.., d]). numel is the
+ * row count. Returns TK_ERR_UNSUPPORTED when the outer dims differ.
+ */
+tk_status tk_iter_outer(tk_iter *it, const tk_tensor *const *ts, int n);
+
+/*
+ * Plan a reduction of x over dim `axis` into out (which keeps that dim as
+ * size 1 when keepdim, else lacks it): operand 0 walks out, operand 1 the
+ * first element of each reduced line of x. *len and *stride give the line.
+ */
+tk_status tk_iter_reduce(tk_iter *it, const tk_tensor *x, const tk_tensor *out, int axis,
+                         int keepdim, int64_t *len, int64_t *stride);
+
+/* Param `idx` read as a dim of a rank-`ndim` tensor (negative counts from the end). */
+int tk_axis_param(const tk_call *call, int idx, int ndim, int *axis);
+
+/*
+ * 1 when rows of `width` elements of `elem` bytes can be read as 16-byte
+ * vectors through the plan: whole vectors per row, aligned bases (NULL
+ * pointers are skipped) and row strides that keep the alignment.
+ */
+int tk_row_vec_ok(const tk_iter *it, int64_t width, size_t elem, const void *const *ptrs, int n);
+
+/* 1 when t is a packed 1-D tensor of n elements. */
+int tk_is_vector_of(const tk_tensor *t, int64_t n);
+
+/*
+ * A pooling call, spatial dims right-aligned into 3 (a 1d pool has
+ * in[0] = in[1] = 1, kernel 1, stride 1, no padding there). Strides are
+ * those of x and out in elements: batch, channel, then the 3 spatial dims.
+ */
+typedef struct tk_pool {
+	int is_max, ceil_mode, count_include_pad;
+	int64_t n, c;
+	int64_t in[3], out[3], k[3], s[3], p[3], dil[3];
+	int64_t xs[5], os[5];
+} tk_pool;
+
+/*
+ * Read a pooling call with `nsp` spatial dims (params in the table's
+ * order: kernel, stride, padding per dim, then dilation per dim and
+ * ceil_mode for max, ceil_mode and count_include_pad for avg) and check
+ * that out has the shape PyTorch gives. TK_ERR_UNSUPPORTED otherwise.
+ */
+tk_status tk_pool_parse(const tk_call *call, int nsp, int is_max, tk_pool *pl);
 
 #ifdef __cplusplus
 }

@@ -9,12 +9,19 @@ cmake -S . -B "$build" -G Ninja -DTILEOPS_CUDA=ON -DCMAKE_BUILD_TYPE=Release >/d
 ninja -C "$build" -j"$(nproc)"
 rm -rf .carry && mkdir -p .carry/bin .carry/lib
 # Every executable the build made: the daemon, tools, examples, tests.
-find "$build" -type f -perm -u+x \( -path '*/daemon/*' -o -path '*/client/*' -o -path '*/tests/*' \) \
+find "$build" -type f -perm -u+x \( -path '*/daemon/*' -o -path '*/client/*' -o -path '*/tests/*' \
+	-o -path '*/kernels/bench/*' \) \
 	! -name '*.so*' ! -name '*.sh' ! -path '*/CMakeFiles/*' -exec cp {} .carry/bin/ \;
 for f in .carry/bin/*; do
 	ldd "$f" 2>/dev/null | awk '/=> \//{print $3}'
 done | sort -u | grep -v -e '/libc.so' -e '/libm.so' -e '/libstdc++' -e '/libgcc_s' \
 	-e '/libpthread' -e '/libdl.so' -e '/librt.so' -e 'ld-linux' | xargs -r -I{} cp -L {} .carry/lib/
 cp tests/fixtures/*.sh .carry/bin/ 2>/dev/null || true
+# The CPU-only tests ran here already; leave them behind.
+rm -f .carry/bin/test_cpu_* .carry/bin/test_manifest_* .carry/bin/test_client_*
 cp -r manifest .carry/manifest
+# Each binary carries the kernels' device code: compress for the trip
+# (scripts/gpu-run.sh unpacks).
+tar -C .carry -cJf .carry/pack.tar.xz bin lib manifest
+rm -rf .carry/bin .carry/lib .carry/manifest
 du -sh .carry

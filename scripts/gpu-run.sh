@@ -8,6 +8,9 @@ set -u
 out=${OUT:-/tmp/tileops-out}
 mkdir -p "$out"
 root=$PWD
+if [ -f "$root/.carry/pack.tar.xz" ] && [ ! -d "$root/.carry/bin" ]; then
+	tar -C "$root/.carry" -xJf "$root/.carry/pack.tar.xz"
+fi
 bin=$root/.carry/bin
 # The manifest the binaries were built with travels with them.
 manifest=$root/manifest

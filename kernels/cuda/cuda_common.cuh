@@ -173,6 +173,61 @@ static inline bool rows_vectorizable(const tk_iter &it, int64_t width, const voi
 	return true;
 }
 
+/*
+ * Multiprocessors of the current device, read once per device: grids are
+ * sized from it so a persistent grid fills the chip without oversubscribing.
+ */
+static inline int sm_count(void)
+{
+	static int cached[64];
+	int dev = 0, n = 0;
+
+	if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
+		return 132;
+	if (cached[dev] == 0) {
+		if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) !=
+		            cudaSuccess ||
+		    n <= 0)
+			n = 132;
+		cached[dev] = n;
+	}
+	return cached[dev];
+}
+
+/* Blocks for `work` items of `per_block` each, at most `per_sm` resident blocks per SM. */
+static inline unsigned grid_persistent(int64_t work, int64_t per_block, int per_sm)
+{
+	int64_t b = (work + per_block - 1) / per_block;
+	int64_t cap = (int64_t)sm_count() * per_sm;
+
+	return (unsigned)(b < 1 ? 1 : (b > cap ? cap : b));
+}
+
+/*
+ * q, r = a / b, a % b, in 32-bit arithmetic when both fit (about a third
+ * of the cost of the 64-bit sequence).
+ */
+__device__ __forceinline__ int64_t divmod64(int64_t a, int64_t b, int64_t *r)
+{
+	if (((uint64_t)a | (uint64_t)b) >> 32 == 0) {
+		uint32_t q = (uint32_t)a / (uint32_t)b;
+		*r = (int64_t)((uint32_t)a - q * (uint32_t)b);
+		return q;
+	}
+	int64_t q = a / b;
+	*r = a - q * b;
+	return q;
+}
+
+__device__ __forceinline__ float max_nan(float a, float b)
+{
+	if (a != a)
+		return a;
+	if (b != b)
+		return b;
+	return a > b ? a : b;
+}
+
 } /* namespace tkc */
 
 #endif /* TILEOPS_CUDA_COMMON_CUH */

@@ -1,12 +1,21 @@
 /*
- * elementwise.cuh - the elementwise kernels (unary and binary, numpy
- * broadcasting) behind add, mul, silu and gelu. Each op's .cu file supplies
- * a functor and instantiates the launcher once per float dtype.
+ * elementwise.cuh - the elementwise kernels behind the unary, binary and
+ * gated ops. Each op supplies a functor (float -> float, or float, float ->
+ * float) and the launchers here walk the operands.
  *
- * Two kernels per dtype: a flat one for packed, 16-byte-aligned operands
- * (one 16-byte vector per thread per step, grid-stride), and a general one
- * that resolves each element's offsets from the merged iteration plan
- * (broadcast dims have stride 0, padded rows their row stride).
+ * The fast kernel, ew_rows, sees the call as rows of `width` elements with
+ * one row stride per operand (a plan of at most 2 dims after merging, which
+ * covers packed tensors, padded rows and a broadcast bias row or column):
+ * the output's last dim is packed and every input is either packed along
+ * it or constant along it (stride 0). Work is counted in units: 16-byte
+ * vectors when every row start is aligned, else single elements. Each
+ * thread takes a few units a block-width apart and issues all their
+ * loads before any arithmetic; the grid is persistent (a few blocks per
+ * SM, grid-stride over tiles). A unit's row is one 32-bit division away.
+ *
+ * ew_general covers what is left (deeper broadcasting, an output whose
+ * innermost merged dim is strided, more than 2^32 units): one element per
+ * thread per step, offsets from the plan.
  */
 #ifndef TILEOPS_ELEMENTWISE_CUH
 #define TILEOPS_ELEMENTWISE_CUH
@@ -15,6 +24,47 @@
 
 namespace tkc
 {
+
+constexpr int kEwThreads = 256;
+/*
+ * 16-byte units a thread has in flight per input. Two for 16-bit types keep
+ * the 8-wide arithmetic of both within 64 registers (4 would spill for
+ * erf/exp-based functors); f32 units hold 4 elements, so 4 fit.
+ */
+template <typename T> constexpr int ew_unroll()
+{
+	return sizeof(T) == 4 ? 4 : 2;
+}
+
+/* The walk of ew_rows: NOPS operands, operand 0 the output. */
+template <int NOPS> struct RowWalk {
+	int64_t rows, width;   /* rows of `width` elements */
+	int64_t upr;           /* units per row */
+	int64_t units;         /* rows * upr */
+	int vec;               /* units are 16-byte vectors */
+	int64_t rstride[NOPS]; /* row strides of a simple plan */
+	int inner[NOPS];       /* 1: packed along the row, 0: constant along it */
+};
+
+/*
+ * Offsets of unit u for every operand, in elements. The launcher sends
+ * only walks whose unit count fits 32 bits and whose plan has at most one
+ * outer dim here, so this is one 32-bit division and a multiply-add per
+ * operand (a 64-bit division is a called routine that would spill).
+ */
+template <int NOPS, int N>
+__device__ __forceinline__ void walk_unit(const RowWalk<NOPS> &w, int64_t u, int64_t *off)
+{
+	uint32_t col = (uint32_t)u, row = 0;
+
+	if (w.rows > 1) {
+		row = (uint32_t)u / (uint32_t)w.upr;
+		col = (uint32_t)u - row * (uint32_t)w.upr;
+	}
+#pragma unroll
+	for (int op = 0; op < NOPS; op++)
+		off[op] = (int64_t)row * w.rstride[op] + (w.inner[op] ? (int64_t)col * N : 0);
+}
 
 template <int NIN, typename Op>
 __device__ __forceinline__ float ew_apply(const Op &op, float a, float b)
@@ -25,34 +75,100 @@ __device__ __forceinline__ float ew_apply(const Op &op, float a, float b)
 		return op(a, b);
 }
 
-template <typename T, int NIN, typename Op>
-__global__ void ew_flat(T *__restrict__ out, const T *__restrict__ a, const T *__restrict__ b,
-                        int64_t n, Op op)
+/* Load operand `op`'s unit: a vector, or one value splat when constant along the row. */
+template <typename T>
+__device__ __forceinline__ void load_unit(Vec<T> &v, const T *base, int64_t off, int inner)
 {
-	constexpr int N = Vec<T>::N;
-	int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-	int64_t step = (int64_t)gridDim.x * blockDim.x;
-	int64_t nvec = n / N;
-
-	for (int64_t i = tid; i < nvec; i += step) {
-		Vec<T> va = reinterpret_cast<const Vec<T> *>(a)[i], vb = va, r;
-		if constexpr (NIN == 2)
-			vb = reinterpret_cast<const Vec<T> *>(b)[i];
+	if (inner) {
+		v = *reinterpret_cast<const Vec<T> *>(base + off);
+		return;
+	}
+	T s = base[off];
 #pragma unroll
-		for (int k = 0; k < N; k++) {
-			float y = 0.0f;
+	for (int k = 0; k < Vec<T>::N; k++)
+		v.v[k] = s;
+}
+
+template <typename T, int NIN, typename Op>
+__device__ __forceinline__ void ew_rows_vec(const RowWalk<NIN + 1> &w, T *out, const T *a,
+                                            const T *b, const Op &op)
+{
+	constexpr int N = Vec<T>::N, U = ew_unroll<T>();
+	const int64_t tile = (int64_t)kEwThreads * U;
+
+	for (int64_t base = (int64_t)blockIdx.x * tile; base < w.units;
+	     base += (int64_t)gridDim.x * tile) {
+		Vec<T> va[U], vb[U];
+		int64_t oo[U];
+#pragma unroll
+		for (int k = 0; k < U; k++) {
+			int64_t u = base + k * kEwThreads + threadIdx.x, off[NIN + 1];
+			if (u >= w.units)
+				continue;
+			walk_unit<NIN + 1, N>(w, u, off);
+			oo[k] = off[0];
+			load_unit(va[k], a, off[1], w.inner[1]);
 			if constexpr (NIN == 2)
-				y = to_f32(vb.v[k]);
-			r.v[k] = from_f32<T>(ew_apply<NIN>(op, to_f32(va.v[k]), y));
+				load_unit(vb[k], b, off[2], w.inner[2]);
 		}
-		reinterpret_cast<Vec<T> *>(out)[i] = r;
+#pragma unroll
+		for (int k = 0; k < U; k++) {
+			int64_t u = base + k * kEwThreads + threadIdx.x;
+			if (u >= w.units)
+				continue;
+			Vec<T> r;
+#pragma unroll
+			for (int e = 0; e < N; e++) {
+				float y = 0.0f;
+				if constexpr (NIN == 2)
+					y = to_f32(vb[k].v[e]);
+				r.v[e] = from_f32<T>(ew_apply<NIN>(op, to_f32(va[k].v[e]), y));
+			}
+			*reinterpret_cast<Vec<T> *>(out + oo[k]) = r;
+		}
 	}
-	for (int64_t i = nvec * N + tid; i < n; i += step) {
-		float y = 0.0f;
-		if constexpr (NIN == 2)
-			y = to_f32(b[i]);
-		out[i] = from_f32<T>(ew_apply<NIN>(op, to_f32(a[i]), y));
+}
+
+template <typename T, int NIN, typename Op>
+__device__ __forceinline__ void ew_rows_scalar(const RowWalk<NIN + 1> &w, T *out, const T *a,
+                                               const T *b, const Op &op)
+{
+	constexpr int U = 8;
+	const int64_t tile = (int64_t)kEwThreads * U;
+
+	for (int64_t base = (int64_t)blockIdx.x * tile; base < w.units;
+	     base += (int64_t)gridDim.x * tile) {
+		float xa[U], xb[U];
+		int64_t oo[U];
+#pragma unroll
+		for (int k = 0; k < U; k++) {
+			int64_t u = base + k * kEwThreads + threadIdx.x, off[NIN + 1];
+			if (u >= w.units)
+				continue;
+			walk_unit<NIN + 1, 1>(w, u, off);
+			oo[k] = off[0];
+			xa[k] = to_f32(a[off[1]]);
+			xb[k] = 0.0f;
+			if constexpr (NIN == 2)
+				xb[k] = to_f32(b[off[2]]);
+		}
+#pragma unroll
+		for (int k = 0; k < U; k++) {
+			int64_t u = base + k * kEwThreads + threadIdx.x;
+			if (u < w.units)
+				out[oo[k]] = from_f32<T>(ew_apply<NIN>(op, xa[k], xb[k]));
+		}
 	}
+}
+
+template <typename T, int NIN, typename Op>
+__global__ void __launch_bounds__(kEwThreads, 4)
+        ew_rows(const __grid_constant__ RowWalk<NIN + 1> w, T *out, const T *a, const T *b, Op op)
+{
+	if (w.vec)
+		ew_rows_vec<T, NIN>(w, out, a, b, op);
+	else
+		ew_rows_scalar<T, NIN>(w, out, a, b, op);
 }
 
 template <typename T, int NIN, typename Op>
@@ -71,34 +187,69 @@ __global__ void ew_general(T *out, const T *a, const T *b, int64_t n, Plan p, Op
 	}
 }
 
-/* 1 when every operand is walked with stride 1 along a single dim. */
-static inline bool ew_is_flat(const tk_iter &it)
+/*
+ * Fill a RowWalk from a plan whose innermost dim is the row. Returns false
+ * when the plan does not have that form (ew_general's case).
+ */
+template <int NOPS>
+static inline bool row_walk_of(const tk_iter &it, size_t elem, const void *const *ptrs,
+                               RowWalk<NOPS> *w)
 {
-	if (it.ndim != 1)
+	int last = it.ndim - 1;
+
+	if (it.stride[0][last] != 1)
 		return false;
-	for (int op = 0; op < it.n_ops; op++) {
-		if (it.stride[op][0] != 1)
+	for (int op = 1; op < NOPS; op++) {
+		if (it.stride[op][last] != 0 && it.stride[op][last] != 1)
 			return false;
 	}
-	return true;
+	w->width = it.shape[last];
+	w->rows = it.numel / (w->width > 0 ? w->width : 1);
+	if (it.ndim > 2)
+		return false;
+	for (int op = 0; op < NOPS; op++) {
+		w->inner[op] = it.stride[op][last] == 1;
+		w->rstride[op] = it.ndim == 2 ? it.stride[op][0] : 0;
+	}
+	/*
+	 * Vectors need whole vectors per row and 16-byte aligned row starts in
+	 * every operand that is packed along the row; a broadcast column is
+	 * read as one scalar per unit and needs neither.
+	 */
+	w->vec = w->width % (int64_t)(16 / elem) == 0;
+	for (int op = 0; op < NOPS; op++) {
+		if (!w->inner[op])
+			continue;
+		if (!aligned16(ptrs[op]))
+			w->vec = 0;
+		for (int d = 0; d < last; d++) {
+			if (it.shape[d] > 1 && (it.stride[op][d] * (int64_t)elem) % 16 != 0)
+				w->vec = 0;
+		}
+	}
+	w->upr = w->vec ? w->width / (int64_t)(16 / elem) : w->width;
+	w->units = w->rows * w->upr;
+	return w->units < ((int64_t)1 << 32);
 }
 
 template <typename T, int NIN, typename Op>
 static tk_status ew_run(const tk_call *call, const tk_iter &it, cudaStream_t stream, Op op)
 {
-	const int threads = 256;
 	T *out = static_cast<T *>(call->out[0].data);
 	const T *a = static_cast<const T *>(call->in[0].data);
 	const T *b = NIN == 2 ? static_cast<const T *>(call->in[1].data) : a;
+	const void *ptrs[3] = { out, a, b };
+	RowWalk<NIN + 1> w;
 
 	launch_begin();
-	if (ew_is_flat(it) && aligned16(out) && aligned16(a) && aligned16(b)) {
-		unsigned g = grid_for(it.numel, threads * Vec<T>::N);
-		ew_flat<T, NIN, Op><<<g, threads, 0, stream>>>(out, a, b, it.numel, op);
+	if (row_walk_of<NIN + 1>(it, sizeof(T), ptrs, &w)) {
+		int64_t per_block = (int64_t)kEwThreads * (w.vec ? ew_unroll<T>() : 8);
+		unsigned g = grid_persistent(w.units, per_block, 8);
+		ew_rows<T, NIN, Op><<<g, kEwThreads, 0, stream>>>(w, out, a, b, op);
 	} else {
-		unsigned g = grid_for(it.numel, threads);
+		unsigned g = grid_for(it.numel, kEwThreads);
 		ew_general<T, NIN, Op>
-		        <<<g, threads, 0, stream>>>(out, a, b, it.numel, plan_of(it), op);
+		        <<<g, kEwThreads, 0, stream>>>(out, a, b, it.numel, plan_of(it), op);
 	}
 	return launch_status();
 }

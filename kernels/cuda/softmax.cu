@@ -1,178 +1,221 @@
 /*
- * softmax.cu - softmax over the last dim, max-subtracted, f32 arithmetic.
+ * softmax.cu - softmax over the last dim and log_softmax over any dim,
+ * max-subtracted, f32 arithmetic. A line that is all -inf gives NaN, as
+ * in PyTorch.
  *
- * One pass keeps a running (max, sum of exp(x - max)) per thread, rescaling
- * the sum when the max grows; the pairs merge across the warp by shuffles
- * and across warps through shared memory. A second pass writes
- * exp(x - max) / sum. Rows up to 1024 wide get one warp each, wider rows a
- * 512-thread block; 16-byte vector loads when every row is aligned.
- * Bytes: 2 * numel * elem size (plus a re-read that mostly hits cache);
- * FLOPs: about 5 * numel.
+ * Along the last dim, rows up to kRegRowMax wide are read once into
+ * registers (rowops.cuh): a max reduction, a sum of exp(x - max), then the
+ * writes; 2 * numel elements move. Wider rows (vocabulary logits): a block
+ * of 1024 threads per row, 16-byte loads four in flight, keeps a running
+ * (max, sum) per thread, rescaling the sum when the max grows (the online
+ * softmax), merges them, then reads the row again (mostly from L2) to
+ * write.
+ * log_softmax along another dim: a thread per line, lines of adjacent
+ * threads adjacent in memory, the same two passes.
  */
-#include "cuda_common.cuh"
+#include "rowops.cuh"
 
 namespace
 {
 
 using namespace tkc;
 
-const int64_t kWarpRowMax = 1024;
-const int kBlockThreads = 512;
-
-struct MaxSum {
-	float m, s;
+struct SmArgs {
+	void *out;
+	const void *x;
+	int64_t rows, d;
+	int64_t xs, os; /* element strides along the line (column kernel) */
+	Plan p;         /* operands: out, x */
+	int vec, log_form;
 };
 
-/* Fold one value in. A -inf input adds nothing, also while the max is -inf. */
-__device__ __forceinline__ void ms_add(MaxSum &a, float v)
+template <typename T, int E, bool VEC>
+__global__ void TKC_ROW_BOUNDS(E) softmax_reg(const __grid_constant__ SmArgs a)
 {
-	if (v > a.m) {
-		a.s = a.s * expf(a.m - v) + 1.0f;
-		a.m = v;
-	} else if (a.m != -INFINITY) {
-		a.s += expf(v - a.m);
-	}
-}
+	__shared__ float smem[8 * 32];
+	const int rb = blockDim.y;
 
-__device__ __forceinline__ MaxSum ms_merge(MaxSum a, MaxSum b)
-{
-	float m = fmaxf(a.m, b.m);
+	for (int64_t r0 = (int64_t)blockIdx.x * rb; r0 < a.rows; r0 += (int64_t)gridDim.x * rb) {
+		int64_t r = r0 + threadIdx.y, off[2];
+		int d = r < a.rows ? (int)a.d : 0;
+		float v[E], m = -INFINITY, s = 0.0f;
 
-	if (m == -INFINITY)
-		return a;
-	MaxSum r = { m, a.s * expf(a.m - m) + b.s * expf(b.m - m) };
-	return r;
-}
-
-__device__ __forceinline__ MaxSum ms_warp(MaxSum a)
-{
-	for (int o = 16; o > 0; o >>= 1) {
-		MaxSum b = { __shfl_xor_sync(0xffffffffu, a.m, o),
-			     __shfl_xor_sync(0xffffffffu, a.s, o) };
-		a = ms_merge(a, b);
-	}
-	return a;
-}
-
-template <typename T> __device__ MaxSum row_maxsum(const T *xr, int64_t d, bool vec, int t, int nt)
-{
-	MaxSum a = { -INFINITY, 0.0f };
-
-	if (vec) {
-		const Vec<T> *xv = reinterpret_cast<const Vec<T> *>(xr);
-		for (int64_t j = t; j < d / Vec<T>::N; j += nt) {
-			Vec<T> v = xv[j];
+		row_offsets<2>(a.p, r < a.rows ? r : 0, off);
+		row_load<T, E, VEC>(v, static_cast<const T *>(a.x) + off[1], d, -INFINITY);
 #pragma unroll
-			for (int k = 0; k < Vec<T>::N; k++)
-				ms_add(a, to_f32(v.v[k]));
-		}
-		return a;
-	}
-	for (int64_t j = t; j < d; j += nt)
-		ms_add(a, to_f32(xr[j]));
-	return a;
-}
-
-template <typename T>
-__device__ void row_write(T *o, const T *xr, int64_t d, MaxSum ms, bool vec, int t, int nt)
-{
-	float inv = 1.0f / ms.s;
-
-	if (vec) {
-		const Vec<T> *xv = reinterpret_cast<const Vec<T> *>(xr);
-		Vec<T> *ov = reinterpret_cast<Vec<T> *>(o);
-		for (int64_t j = t; j < d / Vec<T>::N; j += nt) {
-			Vec<T> v = xv[j], r;
+		for (int k = 0; k < E; k++)
+			m = fmaxf(m, v[k]);
+		m = row_allreduce(m, smem, MaxOp(), -INFINITY);
 #pragma unroll
-			for (int k = 0; k < Vec<T>::N; k++)
-				r.v[k] = from_f32<T>(expf(to_f32(v.v[k]) - ms.m) * inv);
-			ov[j] = r;
+		for (int k = 0; k < E; k++)
+			s += slot_index<T, VEC>(k) < d ? expf(v[k] - m) : 0.0f;
+		s = row_allreduce(s, smem, SumOp(), 0.0f);
+		if (a.log_form) {
+			float lse = logf(s);
+#pragma unroll
+			for (int k = 0; k < E; k++)
+				v[k] = v[k] - m - lse;
+		} else {
+			float inv = 1.0f / s;
+#pragma unroll
+			for (int k = 0; k < E; k++)
+				v[k] = expf(v[k] - m) * inv;
 		}
-		return;
+		row_store<T, E, VEC>(v, static_cast<T *>(a.out) + off[0], d);
 	}
-	for (int64_t j = t; j < d; j += nt)
-		o[j] = from_f32<T>(expf(to_f32(xr[j]) - ms.m) * inv);
 }
 
-template <typename T>
-__global__ void softmax_warp(T *out, const T *x, int64_t rows, int64_t d, Plan p, bool vec)
+/* Fold v into a running (max m, sum s of exp(x - m)). */
+__device__ __forceinline__ void online_add(float &m, float &s, float v)
 {
-	int lane = threadIdx.x & 31;
-	int64_t warps = (int64_t)gridDim.x * (blockDim.x >> 5);
+	if (v > m) {
+		s = s * expf(m - v) + 1.0f;
+		m = v;
+	} else if (m != -INFINITY) {
+		s += expf(v - m);
+	} else if (v != v) {
+		m = v; /* NaN: the row's result is NaN whatever else it holds */
+	}
+}
 
-	for (int64_t r = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); r < rows;
-	     r += warps) {
+/*
+ * Rows wider than the registers hold: a block per row, two passes, each
+ * with 16-byte loads when the rows allow. The output goes through the
+ * same vector walk (a store per element of a vector that was just read is
+ * still coalesced across the warp).
+ */
+template <typename T, bool VEC>
+__global__ void __launch_bounds__(kStreamThreads) softmax_stream(const __grid_constant__ SmArgs a)
+{
+	__shared__ float smem[32];
+
+	for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
 		int64_t off[2];
-		plan_offsets<2>(p, r, off);
-		MaxSum ms = ms_warp(row_maxsum(x + off[1], d, vec, lane, 32));
-		row_write(out + off[0], x + off[1], d, ms, vec, lane, 32);
+		plan_offsets<2>(a.p, r, off);
+		const T *x = static_cast<const T *>(a.x) + off[1];
+		float m = -INFINITY, s = 0.0f;
+		stream_row<T, VEC>(x, a.d, [&](float v, int64_t) { online_add(m, s, v); });
+		/* A NaN anywhere makes some thread's s NaN, and so the row's sum. */
+		float bm = block_allreduce(m, smem, MaxOp(), -INFINITY);
+		s = block_allreduce(m == -INFINITY ? 0.0f : s * expf(m - bm), smem, SumOp(), 0.0f);
+		float lse = logf(s), inv = 1.0f / s;
+		T *o = static_cast<T *>(a.out) + off[0];
+		const bool log_form = a.log_form;
+		stream_row<T, VEC>(x, a.d, [&](float v, int64_t j) {
+			float c = v - bm;
+			o[j] = from_f32<T>(log_form ? c - lse : expf(c) * inv);
+		});
 	}
 }
 
-template <typename T>
-__global__ void softmax_block(T *out, const T *x, int64_t rows, int64_t d, Plan p, bool vec)
+/* log_softmax along a dim other than the last: a thread per line. */
+template <typename T> __global__ void softmax_column(const __grid_constant__ SmArgs a)
 {
-	__shared__ MaxSum scratch[32];
-	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	int nwarps = (blockDim.x + 31) >> 5;
-
-	for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.rows;
+	     i += (int64_t)gridDim.x * blockDim.x) {
 		int64_t off[2];
-		plan_offsets<2>(p, r, off);
-		MaxSum ms = ms_warp(row_maxsum(x + off[1], d, vec, threadIdx.x, blockDim.x));
-		__syncthreads(); /* the previous row's readers are done with scratch */
-		if (lane == 0)
-			scratch[warp] = ms;
-		__syncthreads();
-		MaxSum none = { -INFINITY, 0.0f };
-		ms = ms_warp(lane < nwarps ? scratch[lane] : none);
-		row_write(out + off[0], x + off[1], d, ms, vec, threadIdx.x, blockDim.x);
+		plan_offsets<2>(a.p, i, off);
+		const T *x = static_cast<const T *>(a.x) + off[1];
+		float m = -INFINITY, s = 0.0f;
+		for (int64_t j = 0; j < a.d; j++)
+			online_add(m, s, to_f32(x[j * a.xs]));
+		float lse = logf(s), inv = 1.0f / s;
+		T *o = static_cast<T *>(a.out) + off[0];
+		for (int64_t j = 0; j < a.d; j++) {
+			float v = to_f32(x[j * a.xs]) - m;
+			o[j * a.os] = from_f32<T>(a.log_form ? v - lse : expf(v) * inv);
+		}
 	}
 }
 
-template <typename T>
-tk_status softmax_run(const tk_call *call, const tk_iter &it, int64_t d, cudaStream_t s)
+template <typename T> tk_status softmax_run(SmArgs &a, const tk_iter &it, bool rows, cudaStream_t s)
 {
-	T *out = static_cast<T *>(call->out[0].data);
-	const T *x = static_cast<const T *>(call->in[0].data);
-	const void *ptrs[2] = { out, x };
-	bool vec = rows_vectorizable<T>(it, d, ptrs, 2);
+	const void *ptrs[2] = { a.out, a.x };
 
 	launch_begin();
-	if (d <= kWarpRowMax) {
-		softmax_warp<T><<<grid_for(it.numel, 8), 256, 0, s>>>(out, x, it.numel, d,
-		                                                      plan_of(it), vec);
+	if (!rows) {
+		softmax_column<T><<<grid_for(a.rows, 256), 256, 0, s>>>(a);
+		return launch_status();
+	}
+	a.vec = tk_row_vec_ok(&it, a.d, sizeof(T), ptrs, 2);
+	if (row_regs_fit(a.d, it.ndim, a.vec)) {
+		RowShape sh = row_shape(a.d);
+		TKC_ROW_LAUNCH(softmax_reg, T, sh, a.vec, row_grid(a.rows, sh), s, a);
+	} else if (a.vec) {
+		softmax_stream<T, true><<<grid_persistent(a.rows, 1, 2), kStreamThreads, 0, s>>>(a);
 	} else {
-		softmax_block<T><<<grid_for(it.numel, 1), kBlockThreads, 0, s>>>(
-		        out, x, it.numel, d, plan_of(it), vec);
+		softmax_stream<T, false>
+		        <<<grid_persistent(a.rows, 1, 2), kStreamThreads, 0, s>>>(a);
 	}
 	return launch_status();
+}
+
+tk_status softmax_launch(const tk_call *call, void *stream, int axis_param, int log_form)
+{
+	const tk_tensor *x = &call->in[0], *out = &call->out[0];
+	const tk_tensor *ts[2] = { out, x };
+	tk_tensor xv, ov;
+	const tk_tensor *views[1] = { &xv };
+	SmArgs a;
+	int axis;
+	tk_iter it;
+
+	if (call->n_in < 1 || call->n_out < 1 || !tk_same_float_dtype(ts, 2) || x->ndim < 1)
+		return TK_ERR_UNSUPPORTED;
+	if (!tk_last_dim_packed(x) || !tk_last_dim_packed(out) || out->ndim != x->ndim)
+		return TK_ERR_UNSUPPORTED;
+	axis = x->ndim - 1;
+	if (axis_param && !tk_axis_param(call, 0, x->ndim, &axis))
+		return TK_ERR_UNSUPPORTED;
+	bool rows = axis == x->ndim - 1;
+	a.d = x->shape[axis];
+	if (out->shape[axis] != a.d)
+		return TK_ERR_UNSUPPORTED;
+	if (rows) {
+		if (tk_iter_rows(&it, ts, 2) != TK_OK)
+			return TK_ERR_UNSUPPORTED;
+	} else {
+		/* A plan over every dim but `axis`: each element starts one line. */
+		xv = *x;
+		ov = *out;
+		xv.shape[axis] = 1;
+		ov.shape[axis] = 1;
+		for (int d = 0; d < x->ndim; d++) {
+			if (ov.shape[d] != xv.shape[d])
+				return TK_ERR_UNSUPPORTED;
+		}
+		if (tk_iter_broadcast(&it, &ov, views, 1) != TK_OK)
+			return TK_ERR_UNSUPPORTED;
+	}
+	if (it.numel == 0 || a.d == 0)
+		return TK_OK;
+	a.out = out->data;
+	a.x = x->data;
+	a.rows = it.numel;
+	a.xs = x->stride[axis];
+	a.os = out->stride[axis];
+	a.p = plan_of(it);
+	a.log_form = log_form;
+	a.vec = 0;
+	cudaStream_t s = static_cast<cudaStream_t>(stream);
+	switch (x->dtype) {
+	case TK_F32:
+		return softmax_run<float>(a, it, rows, s);
+	case TK_F16:
+		return softmax_run<__half>(a, it, rows, s);
+	default:
+		return softmax_run<__nv_bfloat16>(a, it, rows, s);
+	}
 }
 
 } /* namespace */
 
 extern "C" tk_status tk_cuda_softmax(const tk_call *call, void *stream)
 {
-	const tk_tensor *x = &call->in[0], *out = &call->out[0];
-	const tk_tensor *ts[2] = { out, x };
-	cudaStream_t s = static_cast<cudaStream_t>(stream);
-	tk_iter it;
+	return softmax_launch(call, stream, 0, 0);
+}
 
-	if (call->n_in < 1 || call->n_out < 1 || !tk_same_float_dtype(ts, 2))
-		return TK_ERR_UNSUPPORTED;
-	if (!tk_last_dim_packed(x) || !tk_last_dim_packed(out))
-		return TK_ERR_UNSUPPORTED;
-	if (tk_iter_rows(&it, ts, 2) != TK_OK)
-		return TK_ERR_UNSUPPORTED;
-	int64_t d = tk_last_dim(x);
-	if (it.numel == 0 || d == 0)
-		return TK_OK;
-	switch (x->dtype) {
-	case TK_F32:
-		return softmax_run<float>(call, it, d, s);
-	case TK_F16:
-		return softmax_run<__half>(call, it, d, s);
-	default:
-		return softmax_run<__nv_bfloat16>(call, it, d, s);
-	}
+extern "C" tk_status tk_cuda_log_softmax(const tk_call *call, void *stream)
+{
+	return softmax_launch(call, stream, 1, 1);
 }

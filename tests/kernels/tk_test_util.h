@@ -83,6 +83,14 @@ static inline double tt_get(const tk_tensor *t, int64_t i)
 		return tk_f16_to_f32(((const uint16_t *)t->data)[o]);
 	case TK_BF16:
 		return tk_bf16_to_f32(((const uint16_t *)t->data)[o]);
+	case TK_I32:
+		return ((const int32_t *)t->data)[o];
+	case TK_I64:
+		return (double)((const int64_t *)t->data)[o];
+	case TK_U8:
+		return ((const uint8_t *)t->data)[o];
+	case TK_FP8_E4M3:
+		return tk_fp8e4m3_to_f32(((const uint8_t *)t->data)[o]);
 	default:
 		return ((const float *)t->data)[o];
 	}
@@ -98,6 +106,18 @@ static inline void tt_set(tk_tensor *t, int64_t i, double v)
 		break;
 	case TK_BF16:
 		((uint16_t *)t->data)[o] = tk_f32_to_bf16((float)v);
+		break;
+	case TK_I32:
+		((int32_t *)t->data)[o] = (int32_t)v;
+		break;
+	case TK_I64:
+		((int64_t *)t->data)[o] = (int64_t)v;
+		break;
+	case TK_U8:
+		((uint8_t *)t->data)[o] = (uint8_t)v;
+		break;
+	case TK_FP8_E4M3:
+		((uint8_t *)t->data)[o] = tk_f32_to_fp8e4m3((float)v);
 		break;
 	default:
 		((float *)t->data)[o] = (float)v;
@@ -135,6 +155,20 @@ static inline double tt_rel_err(const tk_tensor *got, const double *want)
 	if (den == 0.0)
 		return sqrt(num);
 	return sqrt(num / den);
+}
+
+/* Number of logical elements of got whose bytes differ from want's (same layout). */
+static inline int64_t tt_count_diff(const tk_tensor *got, const tk_tensor *want)
+{
+	size_t es = tk_dtype_size(got->dtype);
+	int64_t n = tk_numel(got), bad = 0;
+
+	for (int64_t i = 0; i < n; i++) {
+		size_t o = (size_t)tt_offset(got, i) * es;
+		if (memcmp((const char *)got->data + o, (const char *)want->data + o, es) != 0)
+			bad++;
+	}
+	return bad;
 }
 
 static inline void tt_free(tk_tensor *t)

@@ -1,0 +1,600 @@
+/*
+ * tileops-bench - the roofline bench of the memory-bound L1 kernels.
+ *
+ * For every workload (bench_workloads.c, mirroring the manifest) it times
+ * direct calls of the op's CUDA launcher and reports the median time, the
+ * achieved TB/s and TFLOP/s from the roofline counts, and the percentage
+ * of the copy bandwidth it measured itself at the start of the run
+ * (cudaMemcpy device to device of 2 GiB, bytes read plus written).
+ *
+ * Method: inputs hold random values (never zeros), drawn once on the host
+ * and copied in; every workload rotates through enough copies of its
+ * tensors (at least 4, and at least 256 MiB in all) that the 60 MiB L2
+ * does not serve them; after warm-up each call is timed alone with CUDA
+ * events and the median of the runs (50 unless --runs) is reported.
+ * Workloads moving less than 32 MiB are also timed back to back: 20 calls
+ * captured in a CUDA graph, the median replay divided by 20, next to a
+ * graph of 20 empty kernels timed the same way.
+ *
+ *   tileops-bench [--json FILE] [--op SUBSTRING] [--runs N] [--list FILE]
+ *
+ * --list FILE writes the workloads as JSON (shapes, dtypes, params, counts)
+ * for kernels/bench/torch_baseline.py, which times PyTorch on the same
+ * shapes. Timing through tileopsd is a second runner that plugs in beside
+ * run_direct (see bench_runner); this program has only the direct one.
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+
+int bench_launch_empty(void *stream);
+
+#define CK(call)                                                                              \
+	do {                                                                                  \
+		cudaError_t e_ = (call);                                                      \
+		if (e_ != cudaSuccess) {                                                      \
+			fprintf(stderr, "tileops-bench: %s:%d: %s: %s\n", __FILE__, __LINE__, \
+			        #call, cudaGetErrorString(e_));                               \
+			exit(1);                                                              \
+		}                                                                             \
+	} while (0)
+
+#define MIB (1024.0 * 1024.0)
+#define GRAPH_CALLS 20
+#define HOST_ELEMS (16 << 20)
+
+struct options {
+	const char *json, *filter, *list;
+	int runs;
+};
+
+struct result {
+	const bw_workload *w;
+	int ok, sets, runs;
+	double median_us, graph_us, tbps, tflops, pct;
+	char error[128];
+};
+
+/* One runner times a workload one way. A tileopsd runner would sit beside it. */
+typedef int (*bench_runner)(const bw_workload *w, const struct options *o, cudaStream_t s,
+                            struct result *r);
+
+static void *host_rand[TK_DTYPE_COUNT]; /* HOST_ELEMS random values of each float dtype */
+static double copy_tbps;
+
+/* ---- inputs ---------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dULL;
+
+static double rand_unit(void)
+{
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return (double)((rng_state * 0x2545f4914f6cdd1dULL) >> 11) / 9007199254740992.0;
+}
+
+/* Values in [0.25, 2): positive, so log, sqrt, div and pow stay finite. */
+static void host_fill(void)
+{
+	static const tk_dtype dts[] = { TK_F32, TK_F16, TK_BF16 };
+
+	for (int k = 0; k < 3; k++) {
+		tk_dtype dt = dts[k];
+		void *p = malloc((size_t)HOST_ELEMS * tk_dtype_size(dt));
+		if (p == NULL) {
+			fprintf(stderr, "tileops-bench: out of host memory\n");
+			exit(1);
+		}
+		for (int64_t i = 0; i < HOST_ELEMS; i++) {
+			float v = (float)(0.25 + 1.75 * rand_unit());
+			if (dt == TK_F32)
+				((float *)p)[i] = v;
+			else if (dt == TK_F16)
+				((uint16_t *)p)[i] = tk_f32_to_f16(v);
+			else
+				((uint16_t *)p)[i] = tk_f32_to_bf16(v);
+		}
+		host_rand[dt] = p;
+	}
+}
+
+static int64_t numel_of(const bw_tensor *t)
+{
+	int64_t n = 1;
+
+	for (int d = 0; d < t->ndim; d++)
+		n *= t->shape[d];
+	return n;
+}
+
+static size_t bytes_of(const bw_workload *w, const bw_tensor *t)
+{
+	return (size_t)numel_of(t) * tk_dtype_size(bw_dtype(w, t));
+}
+
+/* A device tensor for t, filled: random floats, or positions below `limit`. */
+static tk_tensor make_tensor(const bw_workload *w, const bw_tensor *t, int input, int64_t limit)
+{
+	tk_tensor x;
+	size_t bytes = bytes_of(w, t);
+
+	memset(&x, 0, sizeof(x));
+	x.dtype = bw_dtype(w, t);
+	x.ndim = t->ndim;
+	memcpy(x.shape, t->shape, sizeof(x.shape));
+	tk_set_contiguous(&x);
+	CK(cudaMalloc(&x.data, bytes > 0 ? bytes : 16));
+	if (!input) {
+		CK(cudaMemset(x.data, 0xff, bytes));
+		return x;
+	}
+	if (x.dtype == TK_I64 || x.dtype == TK_I32) {
+		int64_t n = numel_of(t);
+		void *h = malloc(bytes > 0 ? bytes : 16);
+		for (int64_t i = 0; i < n; i++) {
+			int64_t v = (int64_t)(rand_unit() * (double)limit);
+			if (x.dtype == TK_I64)
+				((int64_t *)h)[i] = v;
+			else
+				((int32_t *)h)[i] = (int32_t)v;
+		}
+		CK(cudaMemcpy(x.data, h, bytes, cudaMemcpyHostToDevice));
+		free(h);
+		return x;
+	}
+	size_t chunk = (size_t)HOST_ELEMS * tk_dtype_size(x.dtype);
+	for (size_t off = 0; off < bytes; off += chunk) {
+		size_t n = bytes - off < chunk ? bytes - off : chunk;
+		CK(cudaMemcpy((char *)x.data + off, host_rand[x.dtype], n, cudaMemcpyHostToDevice));
+	}
+	return x;
+}
+
+static double set_bytes(const bw_workload *w)
+{
+	double b = 0.0;
+
+	for (int i = 0; i < w->n_in; i++)
+		b += (double)bytes_of(w, &w->in[i]);
+	for (int i = 0; i < w->n_out; i++)
+		b += (double)bytes_of(w, &w->out[i]);
+	return b;
+}
+
+/* The calls of `sets` copies of the workload's tensors. */
+static tk_call *make_sets(const bw_workload *w, int sets)
+{
+	tk_call *c = calloc((size_t)sets, sizeof(tk_call));
+	/* rope: positions must index the cache when there is one */
+	int64_t limit = w->n_in > 3 ? w->in[3].shape[0] : 131072;
+
+	for (int s = 0; s < sets; s++) {
+		c[s].n_in = w->n_in;
+		c[s].n_out = w->n_out;
+		c[s].n_params = w->n_params;
+		memcpy(c[s].params, w->params, sizeof(w->params));
+		for (int i = 0; i < w->n_in; i++)
+			c[s].in[i] = make_tensor(w, &w->in[i], 1, limit);
+		for (int i = 0; i < w->n_out; i++)
+			c[s].out[i] = make_tensor(w, &w->out[i], 0, 0);
+	}
+	return c;
+}
+
+static void free_sets(tk_call *c, int sets)
+{
+	for (int s = 0; s < sets; s++) {
+		for (int i = 0; i < c[s].n_in; i++)
+			cudaFree(c[s].in[i].data);
+		for (int i = 0; i < c[s].n_out; i++)
+			cudaFree(c[s].out[i].data);
+	}
+	free(c);
+}
+
+/* ---- timing ----------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(double), cmp_double);
+	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Median time in microseconds of `runs` replays of a graph, each timed alone. */
+static double time_graph(cudaGraphExec_t ge, cudaStream_t s, int runs)
+{
+	cudaEvent_t *ev = malloc(sizeof(cudaEvent_t) * 2 * (size_t)runs);
+	double *t = malloc(sizeof(double) * (size_t)runs);
+
+	for (int i = 0; i < 3; i++)
+		CK(cudaGraphLaunch(ge, s));
+	for (int i = 0; i < 2 * runs; i++)
+		CK(cudaEventCreate(&ev[i]));
+	for (int i = 0; i < runs; i++) {
+		CK(cudaEventRecord(ev[2 * i], s));
+		CK(cudaGraphLaunch(ge, s));
+		CK(cudaEventRecord(ev[2 * i + 1], s));
+	}
+	CK(cudaStreamSynchronize(s));
+	for (int i = 0; i < runs; i++) {
+		float ms;
+		CK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
+		t[i] = ms * 1e3;
+	}
+	for (int i = 0; i < 2 * runs; i++)
+		cudaEventDestroy(ev[i]);
+	double m = median(t, runs);
+	free(ev);
+	free(t);
+	return m;
+}
+
+/* Per-call time of GRAPH_CALLS launches of fn(arg) captured back to back. */
+static double time_back_to_back(int (*fn)(void *arg, cudaStream_t s), void *arg, cudaStream_t s,
+                                int runs)
+{
+	cudaGraph_t g;
+	cudaGraphExec_t ge;
+	int bad = 0;
+
+	CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+	for (int i = 0; i < GRAPH_CALLS; i++)
+		bad |= fn(arg, s);
+	CK(cudaStreamEndCapture(s, &g));
+	if (bad) {
+		cudaGraphDestroy(g);
+		return NAN;
+	}
+	CK(cudaGraphInstantiate(&ge, g, 0));
+	double us = time_graph(ge, s, runs) / GRAPH_CALLS;
+	cudaGraphExecDestroy(ge);
+	cudaGraphDestroy(g);
+	return us;
+}
+
+struct call_arg {
+	const tk_kernel_entry *e;
+	tk_call *c;
+};
+
+static int call_once(void *arg, cudaStream_t s)
+{
+	struct call_arg *a = arg;
+
+	return a->e->cuda(a->c, s) != TK_OK;
+}
+
+static int empty_once(void *arg, cudaStream_t s)
+{
+	(void)arg;
+	return bench_launch_empty(s);
+}
+
+static int run_direct(const bw_workload *w, const struct options *o, cudaStream_t s,
+                      struct result *r)
+{
+	const tk_kernel_entry *e = tk_kernel_find(w->op);
+	double sb = set_bytes(w);
+	int sets = (int)ceil(256.0 * MIB / (sb > 1.0 ? sb : 1.0));
+	int runs = o->runs;
+
+	if (e == NULL || e->cuda == NULL) {
+		snprintf(r->error, sizeof(r->error), "no CUDA kernel for %s", w->op);
+		return -1;
+	}
+	sets = sets < 4 ? 4 : (sets > 1024 ? 1024 : sets);
+	tk_call *c = make_sets(w, sets);
+	cudaEvent_t *ev = malloc(sizeof(cudaEvent_t) * 2 * (size_t)runs);
+	double *t = malloc(sizeof(double) * (size_t)runs);
+	int status = 0;
+
+	for (int i = 0; i < 2 * runs; i++)
+		CK(cudaEventCreate(&ev[i]));
+	for (int i = 0; i < 5 && status == 0; i++)
+		status = e->cuda(&c[i % sets], s) != TK_OK;
+	for (int i = 0; i < runs && status == 0; i++) {
+		CK(cudaEventRecord(ev[2 * i], s));
+		status = e->cuda(&c[(i + 5) % sets], s) != TK_OK;
+		CK(cudaEventRecord(ev[2 * i + 1], s));
+	}
+	CK(cudaStreamSynchronize(s));
+	CK(cudaGetLastError());
+	if (status != 0) {
+		snprintf(r->error, sizeof(r->error), "the launcher refused the workload");
+	} else {
+		for (int i = 0; i < runs; i++) {
+			float ms;
+			CK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
+			t[i] = ms * 1e3;
+		}
+		r->median_us = median(t, runs);
+		r->graph_us = NAN;
+		if (sb < 32.0 * MIB) {
+			struct call_arg a = { e, &c[0] };
+			r->graph_us = time_back_to_back(call_once, &a, s, runs);
+		}
+		r->sets = sets;
+		r->runs = runs;
+		r->ok = 1;
+	}
+	for (int i = 0; i < 2 * runs; i++)
+		cudaEventDestroy(ev[i]);
+	free(ev);
+	free(t);
+	free_sets(c, sets);
+	return status ? -1 : 0;
+}
+
+/* Copy bandwidth: cudaMemcpy device to device of 2 GiB, read plus written, median of 10. */
+static double measure_copy(cudaStream_t s)
+{
+	size_t bytes = (size_t)2 << 30;
+	void *a, *b;
+	double t[10];
+	cudaEvent_t e0, e1;
+
+	CK(cudaMalloc(&a, bytes));
+	CK(cudaMalloc(&b, bytes));
+	CK(cudaMemset(a, 0x3c, bytes));
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	for (int i = -2; i < 10; i++) {
+		float ms;
+		CK(cudaEventRecord(e0, s));
+		CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s));
+		CK(cudaEventRecord(e1, s));
+		CK(cudaEventSynchronize(e1));
+		CK(cudaEventElapsedTime(&ms, e0, e1));
+		if (i >= 0)
+			t[i] = ms * 1e-3;
+	}
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	cudaFree(a);
+	cudaFree(b);
+	return 2.0 * (double)bytes / median(t, 10) / 1e12;
+}
+
+/* ---- output ------------------------------------------------------------------- */
+
+static void shape_str(const bw_workload *w, char *buf, size_t len)
+{
+	size_t u = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < w->n_in && u < len; i++) {
+		u += (size_t)snprintf(buf + u, len - u, "%s[", i ? " " : "");
+		for (int d = 0; d < w->in[i].ndim && u < len; d++)
+			u += (size_t)snprintf(buf + u, len - u, "%s%ld", d ? "x" : "",
+			                      (long)w->in[i].shape[d]);
+		if (u < len)
+			u += (size_t)snprintf(buf + u, len - u, "]");
+	}
+}
+
+static void print_table(const struct result *r, int n, double empty_us)
+{
+	printf("\ncopy ceiling (cudaMemcpy D2D 2 GiB): %.3f TB/s; empty kernel, back to back in a "
+	       "graph: %.2f us\n\n",
+	       copy_tbps, empty_us);
+	printf("| op | workload | shapes | dtype | median us | graph us/call | TB/s | TFLOP/s | %% "
+	       "of copy |\n");
+	printf("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
+	for (int i = 0; i < n; i++) {
+		char sh[160];
+		shape_str(r[i].w, sh, sizeof(sh));
+		if (!r[i].ok) {
+			printf("| %s | %s | %s | %s | error: %s | | | | |\n", r[i].w->op,
+			       r[i].w->label, sh, tk_dtype_name(r[i].w->dt), r[i].error);
+			continue;
+		}
+		char g[32] = "";
+		if (!isnan(r[i].graph_us))
+			snprintf(g, sizeof(g), "%.2f", r[i].graph_us);
+		printf("| %s | %s | %s | %s | %.2f | %s | %.3f | %.3f | %.1f |\n", r[i].w->op,
+		       r[i].w->label, sh, tk_dtype_name(r[i].w->dt), r[i].median_us, g, r[i].tbps,
+		       r[i].tflops, r[i].pct);
+	}
+}
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fputc('\\', f);
+		fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+static void json_shape(FILE *f, const bw_workload *w, const bw_tensor *t)
+{
+	fprintf(f, "{\"shape\": [");
+	for (int d = 0; d < t->ndim; d++)
+		fprintf(f, "%s%ld", d ? ", " : "", (long)t->shape[d]);
+	fprintf(f, "], \"dtype\": \"%s\", \"mutated\": %s}", tk_dtype_name(bw_dtype(w, t)),
+	        t->mutated ? "true" : "false");
+}
+
+static void json_workload(FILE *f, const bw_workload *w)
+{
+	fprintf(f, "\"op\": ");
+	json_str(f, w->op);
+	fprintf(f, ", \"label\": ");
+	json_str(f, w->label);
+	fprintf(f, ", \"dtype\": \"%s\", \"inputs\": [", tk_dtype_name(w->dt));
+	for (int i = 0; i < w->n_in; i++) {
+		fprintf(f, "%s", i ? ", " : "");
+		json_shape(f, w, &w->in[i]);
+	}
+	fprintf(f, "], \"outputs\": [");
+	for (int i = 0; i < w->n_out; i++) {
+		fprintf(f, "%s", i ? ", " : "");
+		json_shape(f, w, &w->out[i]);
+	}
+	fprintf(f, "], \"params\": {");
+	for (int i = 0; i < w->n_params; i++) {
+		const tk_param *p = &w->params[i];
+		fprintf(f, "%s\"%s\": ", i ? ", " : "", w->param_names[i]);
+		if (p->kind == TK_PARAM_INT)
+			fprintf(f, "%ld", (long)p->v.i);
+		else if (p->kind == TK_PARAM_BOOL)
+			fprintf(f, "%s", p->v.b ? "true" : "false");
+		else
+			fprintf(f, "%.17g", p->v.f);
+	}
+	fprintf(f, "}, \"bytes\": %.0f, \"flops\": %.0f", w->bytes, w->flops);
+}
+
+static int write_list(const char *path)
+{
+	int n;
+	const bw_workload *w = bw_all(&n);
+	FILE *f = fopen(path, "w");
+
+	if (f == NULL) {
+		perror(path);
+		return 1;
+	}
+	fprintf(f, "[\n");
+	for (int i = 0; i < n; i++) {
+		fprintf(f, "  {");
+		json_workload(f, &w[i]);
+		fprintf(f, "}%s\n", i + 1 < n ? "," : "");
+	}
+	fprintf(f, "]\n");
+	fclose(f);
+	return 0;
+}
+
+static void json_num(FILE *f, const char *key, double v)
+{
+	if (isnan(v) || isinf(v))
+		fprintf(f, ", \"%s\": null", key);
+	else
+		fprintf(f, ", \"%s\": %.6g", key, v);
+}
+
+static int write_json(const char *path, const struct result *r, int n, double empty_us,
+                      const char *device)
+{
+	FILE *f = fopen(path, "w");
+	time_t now = time(NULL);
+	char date[32];
+
+	if (f == NULL) {
+		perror(path);
+		return 1;
+	}
+	strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+	fprintf(f,
+	        "{\"tool\": \"tileops-bench\", \"path\": \"direct\", \"date\": \"%s\", "
+	        "\"device\": ",
+	        date);
+	json_str(f, device);
+	fprintf(f,
+	        ", \"copy_tbps\": %.6g, \"empty_graph_us\": %.6g, \"graph_calls\": %d, "
+	        "\"results\": [\n",
+	        copy_tbps, empty_us, GRAPH_CALLS);
+	for (int i = 0; i < n; i++) {
+		fprintf(f, "  {");
+		json_workload(f, r[i].w);
+		fprintf(f, ", \"ok\": %s", r[i].ok ? "true" : "false");
+		if (r[i].ok) {
+			json_num(f, "median_us", r[i].median_us);
+			json_num(f, "graph_us", r[i].graph_us);
+			json_num(f, "tbps", r[i].tbps);
+			json_num(f, "tflops", r[i].tflops);
+			json_num(f, "pct_copy", r[i].pct);
+			fprintf(f, ", \"sets\": %d, \"runs\": %d", r[i].sets, r[i].runs);
+		} else {
+			fprintf(f, ", \"error\": ");
+			json_str(f, r[i].error);
+		}
+		fprintf(f, "}%s\n", i + 1 < n ? "," : "");
+	}
+	fprintf(f, "]}\n");
+	fclose(f);
+	return 0;
+}
+
+/* ---- main ---------------------------------------------------------------------- */
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: tileops-bench [--json FILE] [--op SUBSTRING] [--runs N] "
+	                "[--list FILE]\n");
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	struct options o = { NULL, NULL, NULL, 50 };
+	bench_runner runner = run_direct;
+	struct cudaDeviceProp prop;
+	cudaStream_t s;
+	int n;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json") && i + 1 < argc)
+			o.json = argv[++i];
+		else if (!strcmp(argv[i], "--op") && i + 1 < argc)
+			o.filter = argv[++i];
+		else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
+			o.runs = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--list") && i + 1 < argc)
+			o.list = argv[++i];
+		else
+			return usage();
+	}
+	if (o.runs < 5)
+		o.runs = 5;
+	if (o.list != NULL)
+		return write_list(o.list);
+
+	const bw_workload *w = bw_all(&n);
+	struct result *r = calloc((size_t)n, sizeof(*r));
+	int nr = 0;
+
+	CK(cudaGetDeviceProperties(&prop, 0));
+	CK(cudaSetDevice(0));
+	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	host_fill();
+	copy_tbps = measure_copy(s);
+	double empty_us = time_back_to_back(empty_once, NULL, s, o.runs);
+	fprintf(stderr, "%s: copy %.3f TB/s, empty kernel %.2f us back to back\n", prop.name,
+	        copy_tbps, empty_us);
+	for (int i = 0; i < n; i++) {
+		if (o.filter != NULL && strstr(w[i].op, o.filter) == NULL)
+			continue;
+		struct result *x = &r[nr++];
+		x->w = &w[i];
+		if (runner(&w[i], &o, s, x) == 0) {
+			x->tbps = w[i].bytes / (x->median_us * 1e-6) / 1e12;
+			x->tflops = w[i].flops / (x->median_us * 1e-6) / 1e12;
+			x->pct = 100.0 * x->tbps / copy_tbps;
+		}
+		fprintf(stderr, "%-22s %-44s %-5s %10.2f us\n", w[i].op, w[i].label,
+		        tk_dtype_name(w[i].dt), x->ok ? x->median_us : -1.0);
+	}
+	print_table(r, nr, empty_us);
+	if (o.json != NULL && write_json(o.json, r, nr, empty_us, prop.name) != 0)
+		return 1;
+	free(r);
+	cudaStreamDestroy(s);
+	return 0;
+}

@@ -1,0 +1,735 @@
+/*
+ * tileops-bench-dispatch-baseline - what dispatch costs without tileopsd:
+ * CUDA driven in-process on the same machine, the figures the dispatch
+ * bench through the daemon (client/bench/bench_dispatch.c) is held to.
+ *
+ *   tileops-bench-dispatch-baseline [--n N] [--reps R] [--json FILE]
+ *   tileops-bench-dispatch-baseline --procs P [--kernels K] [--label NAME]
+ *   tileops-bench-dispatch-baseline --streams P [--kernels K]
+ *   common: [--ns NS] [--blocks B] [--json FILE]
+ *
+ * Single-thread mode (the default), one host thread and one stream, a tiny
+ * kernel (add of two 256-float vectors), launched two ways: a kernel of
+ * this file (`add256`, the plain cost of a launch) and the L1 launcher the
+ * daemon calls for the op `add` (`add256-l1`, the same kernel as through
+ * tileopsd, so the two benches differ only in dispatch):
+ *  - async: N launches back to back (N = 20000); the host time of the
+ *    launches alone per launch (mean), and the time to the end of a final
+ *    synchronize per launch (mean): the per-op time of a launch loop;
+ *  - sync: launch then cudaStreamSynchronize, R times (R = 2000), median;
+ *  - graph12: a CUDA graph of 12 captured add256 launches, graph launch
+ *    then synchronize, R times, median;
+ *  - kernel: the device time of add256-l1 alone from CUDA events, median
+ *    of R.
+ * Each comes after a warm-up of the same loop; the result of the adds is
+ * checked against the host.
+ *
+ * --procs P forks P processes, each with its own CUDA context (or sharing
+ * the MPS server when one runs: --label names the row), each launching K
+ * (2000) spin kernels of NS (5000) nanoseconds on B (4) blocks on its
+ * stream, then synchronizing. Time runs from a common start (a pipe every
+ * process waits on, closed once all are ready) to the end of the last
+ * process's synchronize; the figure is P * K / that time. --streams P is
+ * the same with P host threads of one process, each on its own stream of
+ * one context: what a single owner of the GPU can reach.
+ *
+ * Every measurement is one JSON line (to --json FILE, else stdout); a
+ * markdown table of all of them ends the output. Exit status 0 only when
+ * every CUDA call succeeded and every result checked out.
+ */
+#include <cuda_runtime.h>
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cuda/spin.cuh"
+#include "tk_internal.h"
+
+#define PROG "tileops-bench-dispatch-baseline"
+#define TINY_N 256
+#define GRAPH_NODES 12
+#define MAX_ROWS 32
+#define MAX_PROCS 64
+
+#define CK(call)                                                                             \
+	do {                                                                                 \
+		cudaError_t e_ = (call);                                                     \
+		if (e_ != cudaSuccess) {                                                     \
+			fprintf(stderr, PROG ": %s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
+			        cudaGetErrorString(e_));                                     \
+			exit(1);                                                             \
+		}                                                                            \
+	} while (0)
+
+namespace
+{
+
+struct options {
+	long n = 20000, reps = 2000, kernels = 2000, ns = 5000, blocks = 4;
+	int procs = 0, streams = 0;
+	const char *label = "contexts";
+	const char *json = NULL;
+};
+
+struct row {
+	char name[48], kernel[24], stat[8], unit[12];
+	double value;
+	long n;
+};
+
+row g_rows[MAX_ROWS];
+int g_nrows;
+FILE *g_json;
+
+double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* Record a measurement and print its JSON line. */
+void report(const char *name, const char *kernel, const char *stat, double value, const char *unit,
+            long n)
+{
+	if (g_nrows < MAX_ROWS) {
+		row *r = &g_rows[g_nrows++];
+		snprintf(r->name, sizeof(r->name), "%s", name);
+		snprintf(r->kernel, sizeof(r->kernel), "%s", kernel);
+		snprintf(r->stat, sizeof(r->stat), "%s", stat);
+		snprintf(r->unit, sizeof(r->unit), "%s", unit);
+		r->value = value;
+		r->n = n;
+	}
+	fprintf(g_json,
+	        "{\"bench\":\"dispatch-baseline\",\"name\":\"%s\",\"kernel\":\"%s\","
+	        "\"stat\":\"%s\",\"value\":%.4f,\"unit\":\"%s\",\"n\":%ld}\n",
+	        name, kernel, stat, value, unit, n);
+	fflush(g_json);
+}
+
+void print_table(void)
+{
+	printf("\n| measurement | kernel | value | unit | stat | n |\n");
+	printf("| --- | --- | ---: | --- | --- | ---: |\n");
+	for (int i = 0; i < g_nrows; i++) {
+		const row *r = &g_rows[i];
+		printf("| %s | %s | %.2f | %s | %s | %ld |\n", r->name, r->kernel, r->value,
+		       r->unit, r->stat, r->n);
+	}
+}
+
+int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : (x > y ? 1 : 0);
+}
+
+double median(double *v, long n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- the tiny kernel ---------------------------------------------------- */
+
+__global__ void add256(const float *a, const float *b, float *out)
+{
+	int i = threadIdx.x;
+
+	out[i] = a[i] + b[i];
+}
+
+__global__ void spin_kernel(const float *x, float *out, int64_t n, uint64_t ns)
+{
+	tkc::spin_block(x, out, n, ns);
+}
+
+struct tiny {
+	cudaStream_t stream;
+	float *a, *b, *out;
+	tk_call call; /* for the L1 launcher */
+	tk_cuda_fn l1_add;
+};
+
+void launch_raw(tiny *t)
+{
+	add256<<<1, TINY_N, 0, t->stream>>>(t->a, t->b, t->out);
+}
+
+void launch_l1(tiny *t)
+{
+	if (t->l1_add(&t->call, t->stream) != TK_OK) {
+		fprintf(stderr, PROG ": the L1 add launcher failed\n");
+		exit(1);
+	}
+}
+
+typedef void (*launch_fn)(tiny *t);
+
+tk_tensor vec_tensor(float *p, int64_t n)
+{
+	tk_tensor v;
+
+	memset(&v, 0, sizeof(v));
+	v.data = p;
+	v.dtype = TK_F32;
+	v.ndim = 1;
+	v.shape[0] = n;
+	tk_set_contiguous(&v);
+	return v;
+}
+
+void tiny_init(tiny *t, float *host_a, float *host_b)
+{
+	const tk_kernel_entry *e = tk_kernel_find("add");
+	size_t bytes = TINY_N * sizeof(float);
+
+	if (e == NULL || e->cuda == NULL) {
+		fprintf(stderr, PROG ": the kernel table has no CUDA add\n");
+		exit(1);
+	}
+	t->l1_add = e->cuda;
+	CK(cudaStreamCreateWithFlags(&t->stream, cudaStreamNonBlocking));
+	CK(cudaMalloc(&t->a, bytes));
+	CK(cudaMalloc(&t->b, bytes));
+	CK(cudaMalloc(&t->out, bytes));
+	for (int i = 0; i < TINY_N; i++) {
+		host_a[i] = (float)(rand() % 2001 - 1000) / 256.0f;
+		host_b[i] = (float)(rand() % 2001 - 1000) / 256.0f;
+	}
+	CK(cudaMemcpy(t->a, host_a, bytes, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(t->b, host_b, bytes, cudaMemcpyHostToDevice));
+	memset(&t->call, 0, sizeof(t->call));
+	t->call.n_in = 2;
+	t->call.n_out = 1;
+	t->call.in[0] = vec_tensor(t->a, TINY_N);
+	t->call.in[1] = vec_tensor(t->b, TINY_N);
+	t->call.out[0] = vec_tensor(t->out, TINY_N);
+}
+
+/* Poison out, run one launch, and compare out with a + b (exact in f32). */
+void tiny_check(tiny *t, launch_fn launch, const float *ha, const float *hb, const char *what)
+{
+	float got[TINY_N];
+
+	CK(cudaMemsetAsync(t->out, 0xff, sizeof(got), t->stream));
+	launch(t);
+	CK(cudaGetLastError());
+	CK(cudaStreamSynchronize(t->stream));
+	CK(cudaMemcpy(got, t->out, sizeof(got), cudaMemcpyDeviceToHost));
+	for (int i = 0; i < TINY_N; i++) {
+		if (got[i] != ha[i] + hb[i]) {
+			fprintf(stderr, PROG ": %s: out[%d] = %g, expected %g\n", what, i,
+			        (double)got[i], (double)(ha[i] + hb[i]));
+			exit(1);
+		}
+	}
+}
+
+void bench_async(tiny *t, launch_fn launch, const char *kernel, long n)
+{
+	for (long i = 0; i < 1000; i++)
+		launch(t);
+	CK(cudaGetLastError());
+	CK(cudaStreamSynchronize(t->stream));
+	double t0 = now_us();
+	for (long i = 0; i < n; i++)
+		launch(t);
+	double t1 = now_us();
+	CK(cudaGetLastError());
+	CK(cudaStreamSynchronize(t->stream));
+	double t2 = now_us();
+	report("async_host_us", kernel, "mean", (t1 - t0) / (double)n, "us", n);
+	report("async_per_op_us", kernel, "mean", (t2 - t0) / (double)n, "us", n);
+}
+
+void bench_sync(tiny *t, launch_fn launch, const char *kernel, long reps, double *v)
+{
+	for (long i = 0; i < 200; i++) {
+		launch(t);
+		CK(cudaStreamSynchronize(t->stream));
+	}
+	for (long i = 0; i < reps; i++) {
+		double t0 = now_us();
+		launch(t);
+		CK(cudaStreamSynchronize(t->stream));
+		v[i] = now_us() - t0;
+	}
+	CK(cudaGetLastError());
+	report("sync_us", kernel, "median", median(v, reps), "us", reps);
+}
+
+void bench_graph(tiny *t, long reps, double *v)
+{
+	cudaGraph_t graph;
+	cudaGraphExec_t exec;
+
+	CK(cudaStreamBeginCapture(t->stream, cudaStreamCaptureModeThreadLocal));
+	for (int i = 0; i < GRAPH_NODES; i++)
+		launch_raw(t);
+	CK(cudaStreamEndCapture(t->stream, &graph));
+	CK(cudaGraphInstantiate(&exec, graph, 0));
+	for (long i = 0; i < 200; i++) {
+		CK(cudaGraphLaunch(exec, t->stream));
+		CK(cudaStreamSynchronize(t->stream));
+	}
+	for (long i = 0; i < reps; i++) {
+		double t0 = now_us();
+		CK(cudaGraphLaunch(exec, t->stream));
+		CK(cudaStreamSynchronize(t->stream));
+		v[i] = now_us() - t0;
+	}
+	report("graph12_sync_us", "add256 x12", "median", median(v, reps), "us", reps);
+	CK(cudaGraphExecDestroy(exec));
+	CK(cudaGraphDestroy(graph));
+}
+
+void bench_kernel_time(tiny *t, long reps, double *v)
+{
+	cudaEvent_t e0, e1;
+	float ms;
+
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	for (long i = 0; i < reps; i++) {
+		CK(cudaEventRecord(e0, t->stream));
+		launch_l1(t);
+		CK(cudaEventRecord(e1, t->stream));
+		CK(cudaEventSynchronize(e1));
+		CK(cudaEventElapsedTime(&ms, e0, e1));
+		v[i] = (double)ms * 1e3;
+	}
+	report("kernel_gpu_us", "add256-l1", "median", median(v, reps), "us", reps);
+	CK(cudaEventDestroy(e0));
+	CK(cudaEventDestroy(e1));
+}
+
+int run_single(const options *o)
+{
+	float ha[TINY_N], hb[TINY_N];
+	double *v = static_cast<double *>(malloc((size_t)o->reps * sizeof(double)));
+	tiny t;
+
+	if (v == NULL) {
+		fprintf(stderr, PROG ": out of memory\n");
+		return 1;
+	}
+	CK(cudaSetDevice(0));
+	tiny_init(&t, ha, hb);
+	tiny_check(&t, launch_raw, ha, hb, "add256");
+	tiny_check(&t, launch_l1, ha, hb, "add256-l1");
+	bench_async(&t, launch_raw, "add256", o->n);
+	bench_async(&t, launch_l1, "add256-l1", o->n);
+	bench_sync(&t, launch_raw, "add256", o->reps, v);
+	bench_sync(&t, launch_l1, "add256-l1", o->reps, v);
+	bench_graph(&t, o->reps, v);
+	bench_kernel_time(&t, o->reps, v);
+	tiny_check(&t, launch_l1, ha, hb, "add256-l1 after the loops");
+	CK(cudaFree(t.a));
+	CK(cudaFree(t.b));
+	CK(cudaFree(t.out));
+	CK(cudaStreamDestroy(t.stream));
+	free(v);
+	return 0;
+}
+
+/* ---- many launchers ------------------------------------------------------ */
+
+/* What one launcher (process or thread) reports back. */
+struct launcher_result {
+	int ok;
+	double end_us;
+	char error[160];
+};
+
+#define SPIN_N 4
+
+struct spin_ctx {
+	cudaStream_t stream;
+	float *x, *out;
+	float hx[SPIN_N];
+};
+
+/* A stream and buffers, and a few kernels run so nothing is cold. */
+bool spin_setup(spin_ctx *s, const options *o, char *err, size_t len)
+{
+	cudaError_t e;
+
+	for (int i = 0; i < SPIN_N; i++)
+		s->hx[i] = (float)(i + 1) * 0.5f;
+	if ((e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess ||
+	    (e = cudaMalloc(&s->x, sizeof(s->hx))) != cudaSuccess ||
+	    (e = cudaMalloc(&s->out, sizeof(s->hx))) != cudaSuccess ||
+	    (e = cudaMemcpy(s->x, s->hx, sizeof(s->hx), cudaMemcpyHostToDevice)) != cudaSuccess) {
+		snprintf(err, len, "set-up: %s", cudaGetErrorString(e));
+		return false;
+	}
+	for (int i = 0; i < 10; i++)
+		spin_kernel<<<(unsigned)o->blocks, tkc::kSpinThreads, 0, s->stream>>>(
+		        s->x, s->out, SPIN_N, (uint64_t)o->ns);
+	/* Poisoned, so the check after the timed kernels sees their writes. */
+	if ((e = cudaMemsetAsync(s->out, 0xff, sizeof(s->hx), s->stream)) != cudaSuccess ||
+	    (e = cudaStreamSynchronize(s->stream)) != cudaSuccess) {
+		snprintf(err, len, "warm-up: %s", cudaGetErrorString(e));
+		return false;
+	}
+	return true;
+}
+
+/* Launch K spin kernels, synchronize, and check what they wrote. */
+void spin_run(spin_ctx *s, const options *o, launcher_result *r)
+{
+	float got[SPIN_N];
+	cudaError_t e;
+
+	for (long k = 0; k < o->kernels; k++)
+		spin_kernel<<<(unsigned)o->blocks, tkc::kSpinThreads, 0, s->stream>>>(
+		        s->x, s->out, SPIN_N, (uint64_t)o->ns);
+	e = cudaStreamSynchronize(s->stream);
+	r->end_us = now_us();
+	if (e == cudaSuccess)
+		e = cudaGetLastError();
+	if (e == cudaSuccess)
+		e = cudaMemcpy(got, s->out, sizeof(got), cudaMemcpyDeviceToHost);
+	if (e != cudaSuccess) {
+		snprintf(r->error, sizeof(r->error), "spin kernels: %s", cudaGetErrorString(e));
+		return;
+	}
+	for (int i = 0; i < SPIN_N && i < o->blocks; i++) {
+		if (got[i] != s->hx[i] + 1.0f) {
+			snprintf(r->error, sizeof(r->error), "spin wrote out[%d] = %g, expected %g",
+			         i, (double)got[i], (double)(s->hx[i] + 1.0f));
+			return;
+		}
+	}
+	r->ok = 1;
+}
+
+/* Block until the go pipe is closed (read returns 0). */
+void wait_go(int fd)
+{
+	char c;
+
+	while (read(fd, &c, 1) < 0 && errno == EINTR) {
+	}
+}
+
+bool write_all(int fd, const void *p, size_t len)
+{
+	const char *b = static_cast<const char *>(p);
+
+	while (len > 0) {
+		ssize_t w = write(fd, b, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return false;
+		b += w;
+		len -= (size_t)w;
+	}
+	return true;
+}
+
+bool read_all(int fd, void *p, size_t len)
+{
+	char *b = static_cast<char *>(p);
+
+	while (len > 0) {
+		ssize_t r = read(fd, b, len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return false;
+		b += r;
+		len -= (size_t)r;
+	}
+	return true;
+}
+
+/* One child: its own CUDA context (created here, after the fork). */
+void child_main(const options *o, int ready_fd, int go_fd, int result_fd)
+{
+	launcher_result r;
+	spin_ctx s;
+	cudaError_t e;
+	char c = 1;
+
+	memset(&r, 0, sizeof(r));
+	if ((e = cudaSetDevice(0)) != cudaSuccess || (e = cudaFree(0)) != cudaSuccess)
+		snprintf(r.error, sizeof(r.error), "context: %s", cudaGetErrorString(e));
+	else if (spin_setup(&s, o, r.error, sizeof(r.error)))
+		r.error[0] = '\0';
+	bool ready = r.error[0] == '\0';
+	write_all(ready_fd, &c, 1);
+	wait_go(go_fd);
+	if (ready)
+		spin_run(&s, o, &r);
+	write_all(result_fd, &r, sizeof(r));
+	_exit(r.ok ? 0 : 1);
+}
+
+int finish_many(const options *o, const char *what, int count, double t0,
+                const launcher_result *res)
+{
+	double end = t0;
+	int failed = 0;
+
+	for (int i = 0; i < count; i++) {
+		if (!res[i].ok) {
+			fprintf(stderr, PROG ": %s %d: %s\n", what, i,
+			        res[i].error[0] ? res[i].error : "no result");
+			failed = 1;
+		} else if (res[i].end_us > end) {
+			end = res[i].end_us;
+		}
+	}
+	if (failed)
+		return 1;
+	double total = (double)count * (double)o->kernels;
+	bool threads = o->streams > 0;
+	const char *label = threads ? "streams" : o->label;
+	report(threads ? "streams_kernels_per_s" : "procs_kernels_per_s", label, "total",
+	       total / ((end - t0) / 1e6), "kernels/s", (long)total);
+	report(threads ? "streams_wall_ms" : "procs_wall_ms", label, "once", (end - t0) / 1e3, "ms",
+	       (long)total);
+	return 0;
+}
+
+int run_procs(const options *o)
+{
+	int ready[2], go[2], result[2];
+	pid_t pids[MAX_PROCS];
+	launcher_result res[MAX_PROCS];
+	char c;
+
+	if (pipe(ready) < 0 || pipe(go) < 0 || pipe(result) < 0) {
+		perror(PROG ": pipe");
+		return 1;
+	}
+	fflush(NULL);
+	for (int i = 0; i < o->procs; i++) {
+		pids[i] = fork();
+		if (pids[i] < 0) {
+			perror(PROG ": fork");
+			return 1;
+		}
+		if (pids[i] == 0) {
+			close(ready[0]);
+			close(go[1]);
+			close(result[0]);
+			child_main(o, ready[1], go[0], result[1]);
+		}
+	}
+	close(ready[1]);
+	close(go[0]);
+	close(result[1]);
+	for (int i = 0; i < o->procs; i++) {
+		if (!read_all(ready[0], &c, 1)) {
+			fprintf(stderr, PROG ": a process died before it was ready\n");
+			break;
+		}
+	}
+	double t0 = now_us();
+	close(go[1]); /* every child's read returns 0: they all start */
+	memset(res, 0, sizeof(res));
+	for (int i = 0; i < o->procs; i++) {
+		if (!read_all(result[0], &res[i], sizeof(res[i])))
+			break;
+	}
+	for (int i = 0; i < o->procs; i++)
+		waitpid(pids[i], NULL, 0);
+	return finish_many(o, "process", o->procs, t0, res);
+}
+
+struct thread_arg {
+	const options *o;
+	spin_ctx s;
+	launcher_result r;
+	pthread_mutex_t *mu;
+	pthread_cond_t *cv;
+	int *ready, *go;
+};
+
+void *thread_main(void *p)
+{
+	thread_arg *a = static_cast<thread_arg *>(p);
+	bool ok = spin_setup(&a->s, a->o, a->r.error, sizeof(a->r.error));
+
+	pthread_mutex_lock(a->mu);
+	(*a->ready)++;
+	pthread_cond_broadcast(a->cv);
+	while (!*a->go)
+		pthread_cond_wait(a->cv, a->mu);
+	pthread_mutex_unlock(a->mu);
+	if (ok)
+		spin_run(&a->s, a->o, &a->r);
+	return NULL;
+}
+
+int run_streams(const options *o)
+{
+	static thread_arg args[MAX_PROCS];
+	pthread_t th[MAX_PROCS];
+	launcher_result res[MAX_PROCS];
+	pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+	int ready = 0, go = 0;
+
+	CK(cudaSetDevice(0));
+	CK(cudaFree(0));
+	for (int i = 0; i < o->streams; i++) {
+		memset(&args[i].r, 0, sizeof(args[i].r));
+		args[i].o = o;
+		args[i].mu = &mu;
+		args[i].cv = &cv;
+		args[i].ready = &ready;
+		args[i].go = &go;
+		if (pthread_create(&th[i], NULL, thread_main, &args[i]) != 0) {
+			fprintf(stderr, PROG ": pthread_create failed\n");
+			exit(1);
+		}
+	}
+	pthread_mutex_lock(&mu);
+	while (ready < o->streams)
+		pthread_cond_wait(&cv, &mu);
+	double t0 = now_us();
+	go = 1;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+	for (int i = 0; i < o->streams; i++) {
+		pthread_join(th[i], NULL);
+		res[i] = args[i].r;
+	}
+	return finish_many(o, "thread", o->streams, t0, res);
+}
+
+/* ---- command line -------------------------------------------------------- */
+
+void usage(FILE *f)
+{
+	fprintf(f, "usage: " PROG " [--n N] [--reps R] [--json FILE]\n"
+	           "       " PROG " --procs P [--kernels K] [--ns NS] [--blocks B] [--label NAME]\n"
+	           "       " PROG " --streams P [--kernels K] [--ns NS] [--blocks B]\n"
+	           "In-process CUDA dispatch figures (see the comment at the top of\n"
+	           "kernels/bench/dispatch_baseline.cu and docs/perf.md).\n");
+}
+
+bool parse_long(const char *s, long lo, long hi, long *out)
+{
+	char *end;
+
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return false;
+	*out = v;
+	return true;
+}
+
+bool parse_args(int argc, char **argv, options *o)
+{
+	static const struct option longs[] = {
+		{ "n", required_argument, NULL, 'n' },
+		{ "reps", required_argument, NULL, 'r' },
+		{ "procs", required_argument, NULL, 'p' },
+		{ "streams", required_argument, NULL, 's' },
+		{ "kernels", required_argument, NULL, 'k' },
+		{ "ns", required_argument, NULL, 't' },
+		{ "blocks", required_argument, NULL, 'b' },
+		{ "label", required_argument, NULL, 'l' },
+		{ "json", required_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c, idx = 0;
+	long v = 0;
+
+	while ((c = getopt_long(argc, argv, "h", longs, &idx)) != -1) {
+		bool ok = true;
+		switch (c) {
+		case 'n':
+			ok = parse_long(optarg, 1, 100000000, &o->n);
+			break;
+		case 'r':
+			ok = parse_long(optarg, 1, 10000000, &o->reps);
+			break;
+		case 'k':
+			ok = parse_long(optarg, 1, 100000000, &o->kernels);
+			break;
+		case 't':
+			ok = parse_long(optarg, 0, 1000000000, &o->ns);
+			break;
+		case 'b':
+			ok = parse_long(optarg, 1, 1024, &o->blocks);
+			break;
+		case 'p':
+			ok = parse_long(optarg, 1, MAX_PROCS, &v);
+			o->procs = (int)v;
+			break;
+		case 's':
+			ok = parse_long(optarg, 1, MAX_PROCS, &v);
+			o->streams = (int)v;
+			break;
+		case 'l':
+			o->label = optarg;
+			break;
+		case 'j':
+			o->json = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return false;
+		}
+		if (!ok) {
+			fprintf(stderr, PROG ": bad value '%s' for --%s\n", optarg,
+			        longs[idx].name);
+			return false;
+		}
+	}
+	if (optind < argc || (o->procs > 0 && o->streams > 0)) {
+		usage(stderr);
+		return false;
+	}
+	return true;
+}
+
+} /* namespace */
+
+int main(int argc, char **argv)
+{
+	options o;
+	int rc;
+
+	if (!parse_args(argc, argv, &o))
+		return 2;
+	g_json = stdout;
+	if (o.json != NULL && (g_json = fopen(o.json, "a")) == NULL) {
+		fprintf(stderr, PROG ": cannot open %s: %s\n", o.json, strerror(errno));
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	srand(12345);
+	if (o.procs > 0)
+		rc = run_procs(&o);
+	else if (o.streams > 0)
+		rc = run_streams(&o);
+	else
+		rc = run_single(&o);
+	print_table();
+	if (g_json != stdout)
+		fclose(g_json);
+	return rc;
+}

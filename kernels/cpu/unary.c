@@ -1,0 +1,70 @@
+/*
+ * unary.c - CPU references of the unary elementwise ops: math functions
+ * and activations. Each widens to double, computes, and rounds once; the
+ * input may broadcast to out and rows may be padded (cpu_unary walks the
+ * iteration plan). Params are read by position, as the table lists them.
+ */
+#include <math.h>
+
+#include "cpu_util.h"
+
+#define UNARY(name, expr)                                     \
+	static float name##_fn(float xf, const tk_call *call) \
+	{                                                     \
+		double x = xf;                                \
+		(void)call;                                   \
+		return (float)(expr);                         \
+	}                                                     \
+	tk_status tk_cpu_##name(const tk_call *call)          \
+	{                                                     \
+		return cpu_unary(call, name##_fn);            \
+	}
+
+static double gelu_of(double x, int approximate)
+{
+	if (approximate) {
+		double inner = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+		return 0.5 * x * (1.0 + tanh(inner));
+	}
+	return 0.5 * x * (1.0 + erf(x * 0.7071067811865476));
+}
+
+static double softplus_of(double x, double beta, double threshold)
+{
+	/* PyTorch's rule: above the threshold (in beta * x) the op is linear. */
+	if (beta * x > threshold)
+		return x;
+	return log1p(exp(beta * x)) / beta;
+}
+
+static double relu6(double x)
+{
+	return x < 0.0 ? 0.0 : (x > 6.0 ? 6.0 : x);
+}
+
+/* NaN passes through max/min-style ops, as in PyTorch. */
+static double clamp_of(double x, double lo, double hi)
+{
+	if (isnan(x))
+		return x;
+	return x < lo ? lo : (x > hi ? hi : x);
+}
+
+UNARY(exp, exp(x))
+UNARY(log, log(x))
+UNARY(sqrt, sqrt(x))
+UNARY(rsqrt, 1.0 / sqrt(x))
+UNARY(abs, fabs(x))
+UNARY(neg, -x)
+UNARY(reciprocal, 1.0 / x)
+UNARY(sigmoid, 1.0 / (1.0 + exp(-x)))
+UNARY(tanh, tanh(x))
+UNARY(erf, erf(x))
+UNARY(relu, isnan(x) ? x : (x > 0.0 ? x : 0.0))
+UNARY(silu, x / (1.0 + exp(-x)))
+UNARY(mish, x *tanh(softplus_of(x, 1.0, 20.0)))
+UNARY(hardswish, x *relu6(x + 3.0) / 6.0)
+UNARY(gelu, gelu_of(x, tk_param_num(call, 0, 0.0) != 0.0))
+UNARY(softplus, softplus_of(x, tk_param_num(call, 0, 1.0), tk_param_num(call, 1, 20.0)))
+UNARY(leaky_relu, x >= 0.0 ? x : x * tk_param_num(call, 0, 0.01))
+UNARY(clamp, clamp_of(x, tk_param_num(call, 0, -INFINITY), tk_param_num(call, 1, INFINITY)))

@@ -1,0 +1,287 @@
+/*
+ * quant_fp8.cu - fp8 e4m3 quantization (see cpu/quant_fp8.c for the
+ * definition; both backends produce the same bytes).
+ *
+ * Per token: the row engine (rowops.cuh) reads a row once into registers,
+ * reduces its absolute maximum, writes the row's scale and the quantized
+ * row (8 bytes per 16-byte bf16 vector). Wider rows stream twice.
+ * Per tensor with a computed scale: a first kernel reduces |x| per block
+ * and folds each block's amax / 448 into the scale with one atomicMax on
+ * its bits (non-negative floats order like their bit patterns), after the
+ * scale is cleared; a second kernel quantizes. That reads x twice; the
+ * second read hits L2 only for tensors that fit it (see docs/perf.md).
+ */
+#include <cuda_fp8.h>
+
+#include "rowops.cuh"
+
+namespace
+{
+
+using namespace tkc;
+
+struct QArgs {
+	uint8_t *q;
+	float *scale;       /* per token: one per row; per tensor: [1] */
+	const float *given; /* per tensor with a given scale, else NULL */
+	const void *x;
+	int64_t rows, d;
+	Plan p; /* operands: q, x */
+	int vec;
+};
+
+__device__ __forceinline__ uint8_t to_e4m3(float v, float scale)
+{
+	float y = scale > 0.0f ? v / scale : 0.0f;
+
+	return (uint8_t)__nv_cvt_float_to_fp8(y, __NV_SATFINITE, __NV_E4M3);
+}
+
+/* Store N quantized bytes (one 16-byte vector of x) with one store. */
+template <int N> __device__ __forceinline__ void store_bytes(uint8_t *p, const uint8_t (&b)[N])
+{
+	if constexpr (N == 8) {
+		uint2 u;
+		u.x = b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24;
+		u.y = b[4] | b[5] << 8 | b[6] << 16 | (uint32_t)b[7] << 24;
+		*reinterpret_cast<uint2 *>(p) = u;
+	} else {
+		*reinterpret_cast<uint32_t *>(p) =
+		        b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24;
+	}
+}
+
+template <typename T, int E, bool VEC>
+__global__ void TKC_ROW_BOUNDS(E) quant_token_reg(const __grid_constant__ QArgs a)
+{
+	__shared__ float smem[8 * 32];
+	constexpr int N = Vec<T>::N;
+	const int rb = blockDim.y;
+
+	for (int64_t r0 = (int64_t)blockIdx.x * rb; r0 < a.rows; r0 += (int64_t)gridDim.x * rb) {
+		int64_t r = r0 + threadIdx.y, off[2];
+		int d = r < a.rows ? (int)a.d : 0;
+		float v[E], m = 0.0f;
+
+		row_offsets<2>(a.p, r < a.rows ? r : 0, off);
+		row_load<T, E, VEC>(v, static_cast<const T *>(a.x) + off[1], d, 0.0f);
+#pragma unroll
+		for (int k = 0; k < E; k++)
+			m = fmaxf(m, fabsf(v[k]));
+		m = row_allreduce(m, smem, MaxOp(), 0.0f);
+		float scale = m / 448.0f;
+		if (d > 0 && threadIdx.x == 0)
+			a.scale[r] = scale;
+		uint8_t *q = a.q + off[0];
+		if constexpr (VEC) {
+#pragma unroll
+			for (int k = 0; k < E / N; k++) {
+				int j = slot_index<T, true>(k * N);
+				uint8_t b[N];
+#pragma unroll
+				for (int i = 0; i < N; i++)
+					b[i] = to_e4m3(v[k * N + i], scale);
+				if (j < d)
+					store_bytes<N>(q + j, b);
+			}
+		} else {
+#pragma unroll
+			for (int k = 0; k < E; k++) {
+				int j = slot_index<T, false>(k);
+				if (j < d)
+					q[j] = to_e4m3(v[k], scale);
+			}
+		}
+	}
+}
+
+/* Rows wider than the registers hold: a block per row, two passes. */
+template <typename T>
+__global__ void __launch_bounds__(kStreamThreads)
+        quant_token_stream(const __grid_constant__ QArgs a)
+{
+	__shared__ float smem[32];
+
+	for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
+		int64_t off[2];
+		plan_offsets<2>(a.p, r, off);
+		const T *x = static_cast<const T *>(a.x) + off[1];
+		float m = 0.0f;
+		for (int64_t j = threadIdx.x; j < a.d; j += blockDim.x)
+			m = fmaxf(m, fabsf(to_f32(x[j])));
+		float scale = block_allreduce(m, smem, MaxOp(), 0.0f) / 448.0f;
+		if (threadIdx.x == 0)
+			a.scale[r] = scale;
+		for (int64_t j = threadIdx.x; j < a.d; j += blockDim.x)
+			a.q[off[0] + j] = to_e4m3(to_f32(x[j]), scale);
+	}
+}
+
+/*
+ * Per tensor: the tensor as rows (a 1-dim plan of row starts), walked in
+ * tiles of a block's width of vectors (or elements) within one row.
+ */
+template <typename T, bool VEC, bool AMAX>
+__global__ void quant_tensor(const __grid_constant__ QArgs a)
+{
+	__shared__ float smem[32];
+	constexpr int N = VEC ? Vec<T>::N : 1;
+	const int64_t upr = (a.d + N - 1) / N;                   /* units per row */
+	const int64_t tpr = (upr + blockDim.x - 1) / blockDim.x; /* tiles per row */
+	const float scale = AMAX ? 0.0f : (a.given != NULL ? *a.given : *a.scale);
+	float m = 0.0f;
+
+	for (int64_t t = blockIdx.x; t < a.rows * tpr; t += gridDim.x) {
+		int64_t r = t / tpr, u = (t - r * tpr) * blockDim.x + threadIdx.x, off[2];
+		if (u >= upr)
+			continue;
+		plan_offsets<2>(a.p, r, off);
+		const T *x = static_cast<const T *>(a.x) + off[1] + u * N;
+		if constexpr (VEC) {
+			Vec<T> v = *reinterpret_cast<const Vec<T> *>(x);
+			uint8_t b[Vec<T>::N];
+#pragma unroll
+			for (int i = 0; i < N; i++) {
+				if (AMAX)
+					m = fmaxf(m, fabsf(to_f32(v.v[i])));
+				else
+					b[i] = to_e4m3(to_f32(v.v[i]), scale);
+			}
+			if (!AMAX)
+				store_bytes<Vec<T>::N>(a.q + off[0] + u * N, b);
+		} else {
+			if (AMAX)
+				m = fmaxf(m, fabsf(to_f32(*x)));
+			else
+				a.q[off[0] + u] = to_e4m3(to_f32(*x), scale);
+		}
+	}
+	if (AMAX) {
+		m = block_allreduce(m, smem, MaxOp(), 0.0f) / 448.0f;
+		if (threadIdx.x == 0 && m > 0.0f)
+			atomicMax(reinterpret_cast<unsigned int *>(a.scale), __float_as_uint(m));
+	}
+}
+
+/* q's rows keep N-byte alignment for the vector stores when x's keep 16. */
+static bool q_vec_ok(const tk_iter &it, const void *q, int n)
+{
+	if (((uintptr_t)q % (uintptr_t)n) != 0)
+		return false;
+	for (int d = 0; d < it.ndim; d++) {
+		if (it.shape[d] > 1 && it.stride[0][d] % n != 0)
+			return false;
+	}
+	return true;
+}
+
+template <typename T>
+tk_status quant_run(QArgs &a, const tk_iter &it, bool per_token, cudaStream_t s)
+{
+	const void *xp[1] = { a.x };
+	tk_iter xonly = it;
+
+	/* x alone against the vector rule; q then needs N-byte alignment. */
+	xonly.n_ops = 2;
+	for (int d = 0; d < it.ndim; d++)
+		xonly.stride[0][d] = it.stride[1][d];
+	a.vec = tk_row_vec_ok(&xonly, a.d, sizeof(T), xp, 1) && q_vec_ok(it, a.q, Vec<T>::N);
+	launch_begin();
+	if (per_token) {
+		if (row_regs_fit(a.d, it.ndim, a.vec)) {
+			RowShape sh = row_shape(a.d);
+			TKC_ROW_LAUNCH(quant_token_reg, T, sh, a.vec, row_grid(a.rows, sh), s, a);
+		} else {
+			quant_token_stream<T>
+			        <<<grid_persistent(a.rows, 1, 2), kStreamThreads, 0, s>>>(a);
+		}
+		return launch_status();
+	}
+	const int threads = 256;
+	int64_t units = a.rows * ((a.d + (a.vec ? Vec<T>::N : 1) - 1) / (a.vec ? Vec<T>::N : 1));
+	unsigned g = grid_persistent(units, threads, 8);
+	if (a.given != NULL) {
+		if (cudaMemcpyAsync(a.scale, a.given, sizeof(float), cudaMemcpyDeviceToDevice, s) !=
+		    cudaSuccess)
+			return TK_ERR_LAUNCH;
+	} else {
+		if (cudaMemsetAsync(a.scale, 0, sizeof(float), s) != cudaSuccess)
+			return TK_ERR_LAUNCH;
+		if (a.vec)
+			quant_tensor<T, true, true><<<g, threads, 0, s>>>(a);
+		else
+			quant_tensor<T, false, true><<<g, threads, 0, s>>>(a);
+	}
+	if (a.vec)
+		quant_tensor<T, true, false><<<g, threads, 0, s>>>(a);
+	else
+		quant_tensor<T, false, false><<<g, threads, 0, s>>>(a);
+	return launch_status();
+}
+
+tk_status quant_launch(const tk_call *call, void *stream, bool per_token)
+{
+	const tk_tensor *x = &call->in[0], *q = &call->out[0], *scale = &call->out[1];
+	const tk_tensor *ts[2] = { q, x };
+	QArgs a;
+	tk_iter it;
+
+	if (call->n_in < 1 || call->n_out < 2 || !tk_same_float_dtype(&x, 1) || x->ndim < 1)
+		return TK_ERR_UNSUPPORTED;
+	if ((q->dtype != TK_FP8_E4M3 && q->dtype != TK_U8) || scale->dtype != TK_F32)
+		return TK_ERR_UNSUPPORTED;
+	if (!tk_last_dim_packed(x) || !tk_last_dim_packed(q) ||
+	    tk_iter_outer(&it, ts, 2) != TK_OK || tk_last_dim(x) != tk_last_dim(q))
+		return TK_ERR_UNSUPPORTED;
+	a.given = NULL;
+	if (per_token) {
+		if (tk_numel(scale) * tk_last_dim(x) != tk_numel(x) || !tk_is_contiguous(scale))
+			return TK_ERR_UNSUPPORTED;
+	} else {
+		if (tk_numel(scale) != 1)
+			return TK_ERR_UNSUPPORTED;
+		if (call->n_in > 1) {
+			if (call->in[1].dtype != TK_F32 || tk_numel(&call->in[1]) != 1)
+				return TK_ERR_UNSUPPORTED;
+			a.given = static_cast<const float *>(call->in[1].data);
+		}
+	}
+	a.q = static_cast<uint8_t *>(q->data);
+	a.scale = static_cast<float *>(scale->data);
+	a.x = x->data;
+	a.rows = it.numel;
+	a.d = tk_last_dim(x);
+	a.p = plan_of(it);
+	if (a.rows == 0 || a.d == 0) {
+		/* Nothing to read: a per-tensor scale is still defined (0, or the given one). */
+		if (per_token || tk_numel(x) != 0)
+			return TK_OK;
+		launch_begin();
+		cudaStream_t s0 = static_cast<cudaStream_t>(stream);
+		cudaError_t e = a.given != NULL ? cudaMemcpyAsync(a.scale, a.given, sizeof(float),
+		                                                  cudaMemcpyDeviceToDevice, s0)
+		                                : cudaMemsetAsync(a.scale, 0, sizeof(float), s0);
+		return e == cudaSuccess ? TK_OK : TK_ERR_LAUNCH;
+	}
+	cudaStream_t s = static_cast<cudaStream_t>(stream);
+	switch (x->dtype) {
+	case TK_F32:
+		return quant_run<float>(a, it, per_token, s);
+	case TK_F16:
+		return quant_run<__half>(a, it, per_token, s);
+	default:
+		return quant_run<__nv_bfloat16>(a, it, per_token, s);
+	}
+}
+
+} /* namespace */
+
+extern "C" tk_status tk_cuda_quant_fp8_per_tensor(const tk_call *call, void *stream)
+{
+	return quant_launch(call, stream, false);
+}
+
+extern "C" tk_status tk_cuda_quant_fp8_per_token(const tk_call *call, void *stream)
+{
+	return quant_launch(call, stream, true);
+}

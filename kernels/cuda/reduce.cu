@@ -1,0 +1,264 @@
+/*
+ * reduce.cu - sum, mean, amax and argmax over one dim (param 0 "dim",
+ * param 1 "keepdim"), f32 accumulation; see cpu/reduce.c for NaN and tie
+ * rules (amax propagates NaN; argmax returns the first maximum, a NaN
+ * counting as the maximum).
+ *
+ * Along the last dim: threads per row as for the row engine (a warp for
+ * narrow rows, up to 1024 threads for the widest), each streaming its
+ * share of the row with 16-byte loads, four in flight; then a shuffle and
+ * shared-memory reduction and one write per row. Along another dim: a
+ * thread per output, adjacent threads reading adjacent columns, so each
+ * step of the line is one coalesced load across the warp.
+ * Bytes: numel(x) * elem size + the outputs.
+ */
+#include "rowops.cuh"
+
+namespace
+{
+
+using namespace tkc;
+
+enum { RED_SUM, RED_MEAN, RED_AMAX, RED_ARGMAX };
+
+struct RedArgs {
+	void *out;
+	const void *x;
+	int64_t lines, len, xs; /* lines to reduce, their length and element stride */
+	Plan p;                 /* operands: out, line start in x */
+	int kind, vec;
+};
+
+/* Running state of one thread: a sum, or a value and its index. */
+struct Acc {
+	float v;
+	int64_t i;
+};
+
+/* Whether (bv, bi) beats (av, ai) for argmax: NaN first, then larger, then earlier. */
+__device__ __forceinline__ bool arg_better(float bv, int64_t bi, float av, int64_t ai)
+{
+	if (bi < 0)
+		return false;
+	if (ai < 0)
+		return true;
+	bool bn = bv != bv, an = av != av;
+	if (bn != an)
+		return bn;
+	if (!bn && bv != av)
+		return bv > av;
+	return bi < ai;
+}
+
+__device__ __forceinline__ void acc_add(Acc &a, float v, int64_t j, int kind)
+{
+	if (kind == RED_SUM || kind == RED_MEAN)
+		a.v += v;
+	else if (kind == RED_AMAX)
+		a.v = max_nan(a.v, v);
+	else if (arg_better(v, j, a.v, a.i)) {
+		a.v = v;
+		a.i = j;
+	}
+}
+
+__device__ __forceinline__ Acc acc_merge(Acc a, Acc b, int kind)
+{
+	if (kind == RED_SUM || kind == RED_MEAN)
+		a.v += b.v;
+	else if (kind == RED_AMAX)
+		a.v = max_nan(a.v, b.v);
+	else if (arg_better(b.v, b.i, a.v, a.i))
+		a = b;
+	return a;
+}
+
+__device__ __forceinline__ Acc acc_shuffle(Acc a, int o)
+{
+	Acc b = { __shfl_xor_sync(0xffffffffu, a.v, o),
+		  (int64_t)__shfl_xor_sync(0xffffffffu, (unsigned long long)a.i, o) };
+	return b;
+}
+
+/* Merge over this row's threads (blockDim.x of them); every thread gets it. */
+__device__ Acc acc_allreduce(Acc a, Acc *smem, int kind)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		a = acc_merge(a, acc_shuffle(a, o), kind);
+	if (blockDim.x <= 32)
+		return a;
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	Acc *s = smem + threadIdx.y * 32;
+	__syncthreads();
+	if (lane == 0)
+		s[warp] = a;
+	__syncthreads();
+	Acc none = { kind == RED_SUM || kind == RED_MEAN ? 0.0f : -INFINITY, -1 };
+	a = lane < nw ? s[lane] : none;
+	for (int o = 16; o > 0; o >>= 1)
+		a = acc_merge(a, acc_shuffle(a, o), kind);
+	return a;
+}
+
+template <typename T> __device__ void red_write(const RedArgs &a, int64_t oo, Acc acc)
+{
+	if (a.kind == RED_ARGMAX)
+		static_cast<int64_t *>(a.out)[oo] = acc.i;
+	else if (a.kind == RED_MEAN)
+		static_cast<T *>(a.out)[oo] = from_f32<T>(acc.v / (float)a.len);
+	else
+		static_cast<T *>(a.out)[oo] = from_f32<T>(acc.v);
+}
+
+template <typename T, bool VEC>
+__global__ void __launch_bounds__(1024) reduce_row(const __grid_constant__ RedArgs a)
+{
+	__shared__ Acc smem[8 * 32];
+	constexpr int N = Vec<T>::N;
+	const int rb = blockDim.y;
+	const float ident = a.kind == RED_SUM || a.kind == RED_MEAN ? 0.0f : -INFINITY;
+
+	for (int64_t r0 = (int64_t)blockIdx.x * rb; r0 < a.lines; r0 += (int64_t)gridDim.x * rb) {
+		int64_t r = r0 + threadIdx.y, off[2] = { 0, 0 };
+		int64_t len = r < a.lines ? a.len : 0;
+		Acc acc = { ident, -1 };
+
+		if (r < a.lines)
+			plan_offsets<2>(a.p, r, off);
+		const T *x = static_cast<const T *>(a.x) + off[1];
+		if constexpr (VEC) {
+			/* Four vectors in flight per thread, then what is left one at a time. */
+			const int64_t step = (int64_t)blockDim.x * N;
+			int64_t j = (int64_t)threadIdx.x * N;
+			for (; j + 3 * step < len; j += 4 * step) {
+				Vec<T> u[4];
+#pragma unroll
+				for (int k = 0; k < 4; k++)
+					u[k] = *reinterpret_cast<const Vec<T> *>(x + j + k * step);
+#pragma unroll
+				for (int k = 0; k < 4; k++) {
+#pragma unroll
+					for (int i = 0; i < N; i++)
+						acc_add(acc, to_f32(u[k].v[i]), j + k * step + i,
+						        a.kind);
+				}
+			}
+			for (; j < len; j += step) {
+				Vec<T> u = *reinterpret_cast<const Vec<T> *>(x + j);
+#pragma unroll
+				for (int i = 0; i < N; i++)
+					acc_add(acc, to_f32(u.v[i]), j + i, a.kind);
+			}
+		} else {
+			for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
+				acc_add(acc, to_f32(x[j]), j, a.kind);
+		}
+		acc = acc_allreduce(acc, smem, a.kind);
+		if (r < a.lines && threadIdx.x == 0)
+			red_write<T>(a, off[0], acc);
+	}
+}
+
+template <typename T> __global__ void reduce_column(const __grid_constant__ RedArgs a)
+{
+	const float ident = a.kind == RED_SUM || a.kind == RED_MEAN ? 0.0f : -INFINITY;
+
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.lines;
+	     i += (int64_t)gridDim.x * blockDim.x) {
+		int64_t off[2];
+		plan_offsets<2>(a.p, i, off);
+		const T *x = static_cast<const T *>(a.x) + off[1];
+		Acc acc = { ident, -1 };
+		for (int64_t j = 0; j < a.len; j++)
+			acc_add(acc, to_f32(x[j * a.xs]), j, a.kind);
+		red_write<T>(a, off[0], acc);
+	}
+}
+
+template <typename T> tk_status reduce_run(RedArgs &a, const tk_iter &it, cudaStream_t s)
+{
+	launch_begin();
+	if (a.xs != 1 && a.len > 1) {
+		reduce_column<T><<<grid_for(a.lines, 256), 256, 0, s>>>(a);
+		return launch_status();
+	}
+	/* Rows: x's line starts must keep 16-byte alignment for vectors (op 1 of the plan). */
+	bool vec = a.len % Vec<T>::N == 0 && aligned16(a.x);
+	for (int d = 0; d < it.ndim; d++) {
+		if (it.shape[d] > 1 && (it.stride[1][d] * (int64_t)sizeof(T)) % 16 != 0)
+			vec = false;
+	}
+	RowShape sh = row_shape(a.len > 4096 ? 4096 : a.len);
+	sh.e = 0;
+	/* Streaming, not holding: 512 threads a row, 1024 for rows of 64K and more. */
+	if (a.len > 4096) {
+		sh.tb = a.len >= 65536 ? 1024 : 512;
+		sh.rb = 1;
+	}
+	dim3 blk((unsigned)sh.tb, (unsigned)sh.rb);
+	unsigned g = row_grid(a.lines, sh);
+	if (vec)
+		reduce_row<T, true><<<g, blk, 0, s>>>(a);
+	else
+		reduce_row<T, false><<<g, blk, 0, s>>>(a);
+	return launch_status();
+}
+
+tk_status reduce_launch(const tk_call *call, void *stream, int kind)
+{
+	const tk_tensor *x = &call->in[0], *out = &call->out[0];
+	RedArgs a;
+	int axis;
+	tk_iter it;
+
+	if (call->n_in < 1 || call->n_out < 1 || x->ndim < 1)
+		return TK_ERR_UNSUPPORTED;
+	if (kind == RED_ARGMAX ? out->dtype != TK_I64 : out->dtype != x->dtype)
+		return TK_ERR_UNSUPPORTED;
+	if (!tk_same_float_dtype(&x, 1) || !tk_axis_param(call, 0, x->ndim, &axis))
+		return TK_ERR_UNSUPPORTED;
+	int keepdim = tk_param_num(call, 1, 0.0) != 0.0;
+	if (tk_iter_reduce(&it, x, out, axis, keepdim, &a.len, &a.xs) != TK_OK)
+		return TK_ERR_UNSUPPORTED;
+	if (a.len == 0 && it.numel > 0 && kind != RED_SUM)
+		return TK_ERR_UNSUPPORTED;
+	if (it.numel == 0)
+		return TK_OK;
+	a.out = out->data;
+	a.x = x->data;
+	a.lines = it.numel;
+	a.p = plan_of(it);
+	a.kind = kind;
+	a.vec = 0;
+	cudaStream_t s = static_cast<cudaStream_t>(stream);
+	switch (x->dtype) {
+	case TK_F32:
+		return reduce_run<float>(a, it, s);
+	case TK_F16:
+		return reduce_run<__half>(a, it, s);
+	default:
+		return reduce_run<__nv_bfloat16>(a, it, s);
+	}
+}
+
+} /* namespace */
+
+extern "C" tk_status tk_cuda_sum(const tk_call *call, void *stream)
+{
+	return reduce_launch(call, stream, RED_SUM);
+}
+
+extern "C" tk_status tk_cuda_mean(const tk_call *call, void *stream)
+{
+	return reduce_launch(call, stream, RED_MEAN);
+}
+
+extern "C" tk_status tk_cuda_amax(const tk_call *call, void *stream)
+{
+	return reduce_launch(call, stream, RED_AMAX);
+}
+
+extern "C" tk_status tk_cuda_argmax(const tk_call *call, void *stream)
+{
+	return reduce_launch(call, stream, RED_ARGMAX);
+}

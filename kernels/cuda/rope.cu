@@ -1,0 +1,206 @@
+/*
+ * rope.cu - rotary position embedding in place on q and k (see cpu/rope.c
+ * for the definition). A block per token: it fills shared memory with the
+ * token's cos and sin per pair (read from cos_sin_cache, or sincosf of
+ * position * inverse frequency, the frequencies computed once per block
+ * in double and rounded to f32 exactly as the CPU reference does), then
+ * its threads rotate every head of q and k. With aligned heads a thread
+ * moves 16-byte vectors: for neox one vector from each half of the
+ * rotary dims, for gpt-j one vector of interleaved pairs.
+ * Bytes: 2 * T * (Hq + Hk) * rotary_dim elements (dims past rotary_dim are
+ * not touched) plus the cache rows.
+ */
+#include "cuda_common.cuh"
+
+namespace
+{
+
+using namespace tkc;
+
+constexpr int kRopeThreads = 256;
+constexpr int kMaxHalf = 512; /* rotary_dim <= 1024 */
+
+struct RopeArgs {
+	void *q, *k;
+	const void *pos;
+	const void *cache;
+	int64_t tokens, hq, hk;
+	int64_t qs0, qs1, ks0, ks1; /* token and head strides */
+	int64_t cache_rows, cache_stride;
+	int rd, pos64, cache_dtype, has_cache;
+	double theta;
+};
+
+__device__ __forceinline__ float load_any(const void *p, int dt, int64_t i)
+{
+	if (dt == TK_F16)
+		return __half2float(static_cast<const __half *>(p)[i]);
+	if (dt == TK_BF16)
+		return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
+	return static_cast<const float *>(p)[i];
+}
+
+template <typename T, bool NEOX, bool VEC>
+__device__ __forceinline__ void rope_unit(T *x, int c, int half, const float *cs, const float *sn)
+{
+	constexpr int N = VEC ? Vec<T>::N : 1;
+
+	if constexpr (VEC && NEOX) {
+		Vec<T> a = *reinterpret_cast<const Vec<T> *>(x + c * N);
+		Vec<T> b = *reinterpret_cast<const Vec<T> *>(x + half + c * N);
+		Vec<T> ra, rb;
+#pragma unroll
+		for (int e = 0; e < N; e++) {
+			float x1 = to_f32(a.v[e]), x2 = to_f32(b.v[e]);
+			float co = cs[c * N + e], si = sn[c * N + e];
+			ra.v[e] = from_f32<T>(x1 * co - x2 * si);
+			rb.v[e] = from_f32<T>(x2 * co + x1 * si);
+		}
+		*reinterpret_cast<Vec<T> *>(x + c * N) = ra;
+		*reinterpret_cast<Vec<T> *>(x + half + c * N) = rb;
+	} else if constexpr (VEC) {
+		Vec<T> a = *reinterpret_cast<const Vec<T> *>(x + c * N), r;
+#pragma unroll
+		for (int e = 0; e < N; e += 2) {
+			int i = (c * N + e) / 2;
+			float x1 = to_f32(a.v[e]), x2 = to_f32(a.v[e + 1]);
+			r.v[e] = from_f32<T>(x1 * cs[i] - x2 * sn[i]);
+			r.v[e + 1] = from_f32<T>(x2 * cs[i] + x1 * sn[i]);
+		}
+		*reinterpret_cast<Vec<T> *>(x + c * N) = r;
+	} else {
+		int i1 = NEOX ? c : 2 * c, i2 = NEOX ? c + half : 2 * c + 1;
+		float x1 = to_f32(x[i1]), x2 = to_f32(x[i2]);
+		x[i1] = from_f32<T>(x1 * cs[c] - x2 * sn[c]);
+		x[i2] = from_f32<T>(x2 * cs[c] + x1 * sn[c]);
+	}
+}
+
+template <typename T, bool NEOX, bool VEC>
+__global__ void __launch_bounds__(kRopeThreads) rope_kernel(const __grid_constant__ RopeArgs a)
+{
+	__shared__ float inv[kMaxHalf], cs[kMaxHalf], sn[kMaxHalf];
+	constexpr int N = VEC ? Vec<T>::N : 1;
+	const int half = a.rd / 2;
+	/* Units per head: vectors of one half (neox) or of the whole span (gpt-j), or pairs. */
+	const int upr = VEC ? (NEOX ? half / N : a.rd / N) : half;
+	const int units = (int)(a.hq + a.hk) * upr;
+
+	if (!a.has_cache) {
+		for (int i = threadIdx.x; i < half; i += blockDim.x)
+			inv[i] = (float)pow(a.theta, -(double)(2 * i) / (double)a.rd);
+	}
+	for (int64_t t = blockIdx.x; t < a.tokens; t += gridDim.x) {
+		int64_t p = a.pos64 ? static_cast<const int64_t *>(a.pos)[t]
+		                    : static_cast<const int32_t *>(a.pos)[t];
+		if (a.has_cache && (p < 0 || p >= a.cache_rows))
+			continue; /* uniform across the block: nothing to rotate by */
+		__syncthreads(); /* the previous token's readers are done with cs/sn (and inv is ready) */
+		for (int i = threadIdx.x; i < half; i += blockDim.x) {
+			if (a.has_cache) {
+				cs[i] = load_any(a.cache, a.cache_dtype, p * a.cache_stride + i);
+				sn[i] = load_any(a.cache, a.cache_dtype,
+				                 p * a.cache_stride + half + i);
+			} else {
+				sincosf((float)p * inv[i], &sn[i], &cs[i]);
+			}
+		}
+		__syncthreads();
+		for (int w = threadIdx.x; w < units; w += blockDim.x) {
+			int h = w / upr, c = w - h * upr;
+			T *x = h < a.hq ? static_cast<T *>(a.q) + t * a.qs0 + h * a.qs1
+			                : static_cast<T *>(a.k) + t * a.ks0 + (h - a.hq) * a.ks1;
+			rope_unit<T, NEOX, VEC>(x, c, half, cs, sn);
+		}
+	}
+}
+
+template <typename T, bool NEOX> tk_status rope_run(const RopeArgs &a, bool vec, cudaStream_t s)
+{
+	unsigned g = grid_persistent(a.tokens, 1, 8);
+
+	launch_begin();
+	if (vec)
+		rope_kernel<T, NEOX, true><<<g, kRopeThreads, 0, s>>>(a);
+	else
+		rope_kernel<T, NEOX, false><<<g, kRopeThreads, 0, s>>>(a);
+	return launch_status();
+}
+
+template <bool NEOX> tk_status rope_launch(const tk_call *call, void *stream)
+{
+	const tk_tensor *q = &call->in[0], *k = &call->in[1], *pos = &call->in[2];
+	const tk_tensor *qk[2] = { q, k };
+	RopeArgs a;
+
+	if (call->n_in < 3 || !tk_same_float_dtype(qk, 2) || q->ndim != 3 || k->ndim != 3)
+		return TK_ERR_UNSUPPORTED;
+	if ((pos->dtype != TK_I32 && pos->dtype != TK_I64) || pos->ndim > 1)
+		return TK_ERR_UNSUPPORTED;
+	int64_t T_ = q->shape[0], D = q->shape[2];
+	a.rd = (int)tk_param_num(call, 0, 128.0);
+	a.theta = tk_param_num(call, 1, 10000.0);
+	if (k->shape[0] != T_ || k->shape[2] != D || tk_numel(pos) != T_)
+		return TK_ERR_UNSUPPORTED;
+	if (a.rd < 2 || a.rd % 2 != 0 || a.rd > D || a.rd > 2 * kMaxHalf ||
+	    !tk_last_dim_packed(q) || !tk_last_dim_packed(k))
+		return TK_ERR_UNSUPPORTED;
+	a.has_cache = call->n_in > 3;
+	a.cache = NULL;
+	a.cache_rows = a.cache_stride = 0;
+	a.cache_dtype = TK_F32;
+	if (a.has_cache) {
+		const tk_tensor *c = &call->in[3];
+		if (!tk_same_float_dtype(&c, 1) || c->ndim != 2 || c->shape[1] != a.rd ||
+		    !tk_last_dim_packed(c))
+			return TK_ERR_UNSUPPORTED;
+		a.cache = c->data;
+		a.cache_rows = c->shape[0];
+		a.cache_stride = c->stride[0];
+		a.cache_dtype = c->dtype;
+	}
+	if (T_ == 0 || q->shape[1] + k->shape[1] == 0)
+		return TK_OK;
+	a.q = q->data;
+	a.k = k->data;
+	a.pos = pos->data;
+	a.pos64 = pos->dtype == TK_I64;
+	a.tokens = T_;
+	a.hq = q->shape[1];
+	a.hk = k->shape[1];
+	a.qs0 = q->stride[0];
+	a.qs1 = q->stride[1];
+	a.ks0 = k->stride[0];
+	a.ks1 = k->stride[1];
+	if (pos->ndim == 1 && pos->stride[0] != 1 && T_ > 1)
+		return TK_ERR_UNSUPPORTED;
+	cudaStream_t s = static_cast<cudaStream_t>(stream);
+	size_t es = tk_dtype_size(q->dtype);
+	int n = (int)(16 / es);
+	bool vec = aligned16(a.q) && aligned16(a.k) && (NEOX ? (a.rd / 2) % n == 0 : a.rd % n == 0);
+	const int64_t strides[4] = { a.qs0, a.qs1, a.ks0, a.ks1 };
+	for (int i = 0; i < 4; i++) {
+		if ((strides[i] * (int64_t)es) % 16 != 0)
+			vec = false;
+	}
+	switch (q->dtype) {
+	case TK_F32:
+		return rope_run<float, NEOX>(a, vec, s);
+	case TK_F16:
+		return rope_run<__half, NEOX>(a, vec, s);
+	default:
+		return rope_run<__nv_bfloat16, NEOX>(a, vec, s);
+	}
+}
+
+} /* namespace */
+
+extern "C" tk_status tk_cuda_rope_neox(const tk_call *call, void *stream)
+{
+	return rope_launch<true>(call, stream);
+}
+
+extern "C" tk_status tk_cuda_rope_gptj(const tk_call *call, void *stream)
+{
+	return rope_launch<false>(call, stream);
+}

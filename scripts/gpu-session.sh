@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# One GPU-machine session: the tests (scripts/gpu-run.sh), the roofline bench
+# of the memory-bound ops, the dispatch bench (scripts/bench-dispatch.sh), and
+# PyTorch on the same workloads. Everything lands in $OUT/results.tar.gz;
+# the summary and the tables are also copied to $OUT (the device tool brings
+# back at most eight files). STEPS picks a subset: tests bench dispatch torch.
+set -u
+root=$PWD
+out=${OUT:-/tmp/tileops-out}
+res=/tmp/tileops-results
+rm -rf "$res" && mkdir -p "$res"
+steps=${STEPS:-tests bench dispatch torch}
+if [ -f "$root/.carry/pack.tar.xz" ] && [ ! -d "$root/.carry/bin" ]; then
+	tar -C "$root/.carry" -xJf "$root/.carry/pack.tar.xz"
+fi
+export LD_LIBRARY_PATH=$root/.carry/lib
+bin=$root/.carry/bin
+export TILEOPS_MANIFEST=$root/.carry/manifest
+
+has() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
+if has tests; then
+	OUT=$res/tests bash "$root/scripts/gpu-run.sh" >/dev/null 2>&1
+	cp "$res/tests/summary.txt" "$out/summary.txt"
+fi
+if has bench; then
+	mkdir -p "$res/bench"
+	"$bin/tileops-bench" --list "$res/bench/workloads.json" >/dev/null 2>&1
+	timeout 420 "$bin/tileops-bench" --json "$res/bench/tileops.json" \
+		>"$res/bench/tileops.md" 2>"$res/bench/tileops.log"
+	echo "tileops-bench rc=$?" >>"$out/summary.txt"
+	cp "$res/bench/tileops.md" "$out/tileops.md"
+fi
+if has dispatch; then
+	OUT=$res/dispatch timeout 300 bash "$root/scripts/bench-dispatch.sh" >/dev/null 2>&1
+	echo "bench-dispatch rc=$?" >>"$out/summary.txt"
+	cp "$res/dispatch/dispatch.md" "$out/dispatch.md" 2>/dev/null
+fi
+if has torch; then
+	# From this call's bench, or carried from an earlier call's results.
+	if [ ! -f "$res/bench/tileops.json" ] && [ -d "$root/.carry/bench" ]; then
+		mkdir -p "$res/bench" && cp "$root/.carry/bench/"*.json "$res/bench/"
+	fi
+	timeout 560 python3 "$root/kernels/bench/torch_baseline.py" \
+		--workloads "$res/bench/workloads.json" --json "$res/bench/torch.json" \
+		--compile-budget-s "${COMPILE_BUDGET_S:-150}" >"$res/bench/torch.log" 2>&1
+	echo "torch_baseline rc=$?" >>"$out/summary.txt"
+	python3 "$root/kernels/bench/compare.py" "$res/bench/tileops.json" \
+		"$res/bench/torch.json" --md "$out/compare.md" >"$res/bench/compare.txt" 2>&1
+	echo "compare rc=$?" >>"$out/summary.txt"
+fi
+tar -C "$res" -czf "$out/results.tar.gz" .
+cat "$out/summary.txt"

@@ -1,0 +1,334 @@
+/*
+ * test_gpu_ops.c - every op of tk_op_cases.h run by its CUDA launcher and
+ * by its CPU reference on the same fresh random inputs (the seed is in
+ * every failure message), written tensors poisoned with NaN bytes first.
+ * Each output, and each input the op updates in place, must match: within
+ * the dtype's tolerance (norm-wise relative error: bf16 1.6e-2, f16 1e-3,
+ * f32 1e-5), or bit for bit for argmax, amax, max pooling and the fp8
+ * codes and scales. Bytes outside the logical elements (row padding) must
+ * keep what they held.
+ *
+ * Shapes: odd widths, a single row, rows of 262144, padded rows, many
+ * narrow rows, and the ops' variants (params, optional inputs, another
+ * reduction dim). Needs a GPU; with none the tests fail, saying so.
+ * TILEOPS_TEST_LOG=file appends every case's error to file.
+ */
+#include <criterion/criterion.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "kernels/tk_op_cases.h"
+
+static uint64_t case_seed;
+
+static void require_gpu(void)
+{
+	int n = 0;
+	cudaError_t e = cudaGetDeviceCount(&n);
+
+	cr_assert(e == cudaSuccess && n > 0,
+	          "no CUDA device is usable (%s, %d devices): the gpu tests must run on a "
+	          "machine with a GPU",
+	          e == cudaSuccess ? "no error" : cudaGetErrorString(e), n);
+}
+
+static uint64_t fresh_seed(void)
+{
+	static uint64_t counter;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	case_seed = ((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20)) + ++counter * 0x9e37ULL;
+	return case_seed |= 1;
+}
+
+static double tol_of(tk_dtype dt)
+{
+	return dt == TK_F32 ? 1e-5 : dt == TK_F16 ? 1e-3 : 1.6e-2;
+}
+
+static void log_case(const char *op, const char *what, double rel, double tol)
+{
+	const char *path = getenv("TILEOPS_TEST_LOG");
+	FILE *f = path != NULL ? fopen(path, "a") : NULL;
+
+	if (f == NULL)
+		return;
+	fprintf(f, "%-22s %-58s rel %.3g tol %.3g\n", op, what, rel, tol);
+	fclose(f);
+}
+
+static void *to_device(const tk_tensor *t)
+{
+	size_t bytes = tt_span_bytes(t);
+	void *d = NULL;
+
+	if (bytes == 0)
+		return NULL;
+	cr_assert_eq(cudaMalloc(&d, bytes), cudaSuccess, "cudaMalloc %zu bytes", bytes);
+	cr_assert_eq(cudaMemcpy(d, t->data, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+	return d;
+}
+
+/* 1 when every byte of got outside t's logical elements equals before's. */
+static int padding_kept(const tk_tensor *t, const unsigned char *got, const unsigned char *before)
+{
+	size_t bytes = tt_span_bytes(t), es = tk_dtype_size(t->dtype);
+	unsigned char *want = malloc(bytes ? bytes : 1);
+	int64_t n = tk_numel(t);
+	int ok;
+
+	memcpy(want, before, bytes);
+	for (int64_t i = 0; i < n; i++) {
+		size_t o = (size_t)tt_offset(t, i) * es;
+		memcpy(want + o, got + o, es);
+	}
+	ok = memcmp(want, got, bytes) == 0;
+	free(want);
+	return ok;
+}
+
+/* Index of tensor t within the call: inputs first, then outputs. */
+static int slot_of(const tk_call *c, const tk_tensor *t)
+{
+	for (int i = 0; i < c->n_in; i++) {
+		if (t == &c->in[i])
+			return i;
+	}
+	for (int i = 0; i < c->n_out; i++) {
+		if (t == &c->out[i])
+			return TK_MAX_INPUTS + i;
+	}
+	return -1;
+}
+
+static tk_tensor *slot_tensor(tk_call *c, int s)
+{
+	return s < TK_MAX_INPUTS ? &c->in[s] : &c->out[s - TK_MAX_INPUTS];
+}
+
+/* Run hc (inputs filled) on both backends and compare everything it writes. */
+static void compare_call(const char *op, tk_call *hc, const char *what)
+{
+	const tk_kernel_entry *e = tk_kernel_find(op);
+	tk_tensor *written[TK_MAX_INPUTS + TK_MAX_OUTPUTS];
+	unsigned char *before[TK_MAX_INPUTS + TK_MAX_OUTPUTS];
+	tk_call dc = *hc;
+	cudaStream_t stream;
+	int nw;
+
+	require_gpu();
+	cr_assert_not_null(e, "no table entry for %s", op);
+	cr_assert_not_null(e->cuda, "%s has no CUDA launcher", op);
+	nw = tc_written(op, hc, written);
+	for (int i = 0; i < hc->n_out; i++)
+		tt_poison(&hc->out[i]);
+	for (int w = 0; w < nw; w++) {
+		size_t b = tt_span_bytes(written[w]);
+		before[w] = malloc(b ? b : 1);
+		memcpy(before[w], written[w]->data, b);
+	}
+	for (int i = 0; i < hc->n_in; i++)
+		dc.in[i].data = to_device(&hc->in[i]);
+	for (int i = 0; i < hc->n_out; i++)
+		dc.out[i].data = to_device(&hc->out[i]);
+
+	cr_assert_eq(e->cpu(hc), TK_OK, "%s CPU reference refused %s", op, what);
+	cr_assert_eq(cudaStreamCreate(&stream), cudaSuccess);
+	cr_assert_eq(e->cuda(&dc, stream), TK_OK, "%s CUDA launcher refused %s", op, what);
+	cudaError_t err = cudaStreamSynchronize(stream);
+	cr_assert_eq(err, cudaSuccess, "%s %s: %s", op, what, cudaGetErrorString(err));
+	cudaStreamDestroy(stream);
+
+	for (int w = 0; w < nw; w++) {
+		int s = slot_of(hc, written[w]);
+		tk_tensor got = *written[w];
+		size_t bytes = tt_span_bytes(&got);
+		got.data = malloc(bytes ? bytes : 1);
+		if (bytes)
+			cr_assert_eq(cudaMemcpy(got.data, slot_tensor(&dc, s)->data, bytes,
+			                        cudaMemcpyDeviceToHost),
+			             cudaSuccess);
+		char where[128];
+		snprintf(where, sizeof(where), "%s %s %s", tk_dtype_name(hc->in[0].dtype), what,
+		         s < TK_MAX_INPUTS ? "(updated input)" : "");
+		if (tc_exact(op, &got)) {
+			int64_t bad = tt_count_diff(&got, written[w]);
+			log_case(op, where, (double)bad, 0.0);
+			cr_expect_eq(bad, 0,
+			             "%s %s: %ld elements differ from the CPU (seed 0x%llx)", op,
+			             where, (long)bad, (unsigned long long)case_seed);
+		} else {
+			int64_t n = tk_numel(&got);
+			double *want = malloc(sizeof(double) * (size_t)(n ? n : 1));
+			for (int64_t i = 0; i < n; i++)
+				want[i] = tt_get(written[w], i);
+			double rel = tt_rel_err(&got, want), tol = tol_of(got.dtype);
+			log_case(op, where, rel, tol);
+			cr_expect_leq(rel, tol, "%s %s: relative error %.3g > %.3g (seed 0x%llx)",
+			              op, where, rel, tol, (unsigned long long)case_seed);
+			free(want);
+		}
+		cr_expect(padding_kept(&got, got.data, before[w]),
+		          "%s %s wrote outside its elements", op, where);
+		free(got.data);
+		free(before[w]);
+	}
+	for (int i = 0; i < hc->n_in; i++)
+		cudaFree(dc.in[i].data);
+	for (int i = 0; i < hc->n_out; i++)
+		cudaFree(dc.out[i].data);
+}
+
+static void op_case(const char *op, tk_dtype dt, int64_t rows, int64_t width, int64_t pad,
+                    int variant)
+{
+	uint64_t rng = fresh_seed();
+	char what[96];
+	tk_call c;
+
+	cr_assert(tc_build(&c, op, dt, rows, width, pad, variant, &rng), "no case for %s", op);
+	snprintf(what, sizeof(what), "%ldx%ld pad %ld variant %d", (long)rows, (long)width,
+	         (long)pad, variant);
+	compare_call(op, &c, what);
+	tc_free(&c);
+}
+
+static const int64_t widths[] = { 1, 3, 17, 1000, 4097, 8192 };
+#define N_WIDTHS (sizeof(widths) / sizeof(widths[0]))
+
+/* The shapes every row-reading op runs on, in every dtype and variant. */
+static void row_op_cases(const char *op, int variants)
+{
+	for (size_t k = 0; k < 3; k++) {
+		tk_dtype dt = tt_float_dtypes[k];
+		for (int v = 0; v < variants; v++) {
+			for (size_t w = 0; w < N_WIDTHS; w++) {
+				op_case(op, dt, 7, widths[w], 0, v);
+				op_case(op, dt, 5, widths[w], 3, v);
+			}
+			op_case(op, dt, 1, 4096, 0, v);   /* decode: one row */
+			op_case(op, dt, 1, 4095, 0, v);   /* one odd row */
+			op_case(op, dt, 3000, 64, 0, v);  /* many narrow rows */
+			op_case(op, dt, 40, 7168, 8, v);  /* aligned padded rows */
+			op_case(op, dt, 3, 16384, 0, v);  /* the widest rows held in registers */
+			op_case(op, dt, 2, 20000, 0, v);  /* past them: the streaming kernels */
+			op_case(op, dt, 2, 262144, 0, v); /* the widest supported row */
+		}
+	}
+}
+
+Test(gpu_unary, every_op_matches_cpu)
+{
+	for (const char *const *op = tc_unary_ops; *op != NULL; op++)
+		row_op_cases(*op, 2);
+}
+
+Test(gpu_binary, every_op_matches_cpu_with_a_broadcast_row)
+{
+	for (const char *const *op = tc_binary_ops; *op != NULL; op++)
+		row_op_cases(*op, 2);
+}
+
+Test(gpu_gated, silu_and_gelu_and_mul_match_cpu)
+{
+	row_op_cases("silu_and_mul", 1);
+	row_op_cases("gelu_and_mul", 2);
+}
+
+Test(gpu_norm, every_norm_matches_cpu_residual_included)
+{
+	row_op_cases("rms_norm", 1);
+	row_op_cases("layer_norm", 2);
+	row_op_cases("fused_add_rms_norm", 1);
+	row_op_cases("fused_add_layer_norm", 2);
+}
+
+Test(gpu_softmax, softmax_and_log_softmax_match_cpu_along_either_dim)
+{
+	row_op_cases("softmax", 1);
+	row_op_cases("log_softmax", 2);
+}
+
+Test(gpu_reduce, sum_mean_amax_argmax_match_cpu_along_either_dim_with_keepdim)
+{
+	row_op_cases("sum", TC_VARIANTS);
+	row_op_cases("mean", TC_VARIANTS);
+	row_op_cases("amax", TC_VARIANTS);
+	row_op_cases("argmax", TC_VARIANTS);
+}
+
+Test(gpu_quant_fp8, per_tensor_and_per_token_codes_and_scales_match_cpu_exactly)
+{
+	row_op_cases("quant_fp8_per_tensor", TC_VARIANTS);
+	row_op_cases("quant_fp8_per_token", TC_VARIANTS);
+}
+
+Test(gpu_rope, neox_and_gptj_match_cpu_with_computed_and_cached_angles)
+{
+	static const int64_t dims[] = { 2, 6, 64, 128, 130 };
+	static const char *const ops[] = { "rope_neox", "rope_gptj" };
+
+	for (int o = 0; o < 2; o++) {
+		for (size_t k = 0; k < 3; k++) {
+			for (int v = 0; v < TC_VARIANTS; v++) {
+				for (size_t d = 0; d < 5; d++) {
+					op_case(ops[o], tt_float_dtypes[k], 9, dims[d], 0, v);
+					op_case(ops[o], tt_float_dtypes[k], 5, dims[d], 4, v);
+				}
+				op_case(ops[o], tt_float_dtypes[k], 1, 128, 0, v);
+				op_case(ops[o], tt_float_dtypes[k], 700, 128, 0, v);
+			}
+		}
+	}
+}
+
+Test(gpu_pool, max_and_avg_in_1d_2d_3d_match_cpu_max_exactly)
+{
+	static const char *const ops[] = { "max_pool1d", "max_pool2d", "max_pool3d",
+		                           "avg_pool1d", "avg_pool2d", "avg_pool3d" };
+	static const int64_t ws[] = { 3, 8, 17, 224 };
+
+	for (int o = 0; o < 6; o++) {
+		for (size_t k = 0; k < 3; k++) {
+			for (int v = 0; v < TC_VARIANTS; v++) {
+				for (size_t w = 0; w < 4; w++) {
+					op_case(ops[o], tt_float_dtypes[k], 9, ws[w], 0, v);
+					op_case(ops[o], tt_float_dtypes[k], 6, ws[w], 3, v);
+				}
+			}
+		}
+	}
+}
+
+Test(gpu_ops, every_launcher_accepts_zero_element_tensors)
+{
+	size_t count = 0;
+	const tk_kernel_entry *t = tk_kernels(&count);
+	cudaStream_t stream;
+
+	require_gpu();
+	cr_assert_eq(cudaStreamCreate(&stream), cudaSuccess);
+	for (size_t i = 0; i < count; i++) {
+		uint64_t rng = 1;
+		tk_call c;
+		if (!tc_build(&c, t[i].op, TK_F32, 0, 8, 0, 0, &rng))
+			continue;
+		/* Device copies of what has bytes (a per-tensor fp8 scale is still written). */
+		tk_call dc = c;
+		for (int k = 0; k < c.n_in; k++)
+			dc.in[k].data = to_device(&c.in[k]);
+		for (int k = 0; k < c.n_out; k++)
+			dc.out[k].data = to_device(&c.out[k]);
+		cr_expect_eq(t[i].cuda(&dc, stream), TK_OK, "%s on 0 rows", t[i].op);
+		cr_expect_eq(cudaStreamSynchronize(stream), cudaSuccess, "%s on 0 rows", t[i].op);
+		for (int k = 0; k < c.n_in; k++)
+			cudaFree(dc.in[k].data);
+		for (int k = 0; k < c.n_out; k++)
+			cudaFree(dc.out[k].data);
+		tc_free(&c);
+	}
+	cr_expect_eq(cudaStreamSynchronize(stream), cudaSuccess);
+	cudaStreamDestroy(stream);
+}
