@@ -39,11 +39,13 @@ typedef struct backend_ops {
 	                        size_t len, char *err, size_t errlen);
 	tileops_status (*read)(backend *be, void *stream, const void *src, const arena *a,
 	                       size_t aoff, size_t len, char *err, size_t errlen);
-	/* Run (CPU) or enqueue (CUDA) one kernel. Its time is reported through
-	 * be->timing_cb with `slot` and `arg`: at once by the CPU backend, by
-	 * the CUDA backend from collect_timings once the device has finished. */
+	/* Run (CPU) or enqueue (CUDA) one kernel. When `timed`, its time is
+	 * reported through be->timing_cb with `slot` and `arg`: at once by the
+	 * CPU backend, by the CUDA backend from collect_timings once the device
+	 * has finished (two events around the launch: timing costs launch
+	 * throughput, so the executor times a sample of ops). */
 	tileops_status (*launch)(backend *be, void *stream, const tk_kernel_entry *k,
-	                         const tk_call *call, int slot, void *arg, char *err,
+	                         const tk_call *call, int timed, int slot, void *arg, char *err,
 	                         size_t errlen);
 	tileops_status (*sync)(backend *be, void *stream, char *err, size_t errlen);
 	/* A marker after the work queued on the stream so far. fence_query:

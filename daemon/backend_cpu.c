@@ -127,7 +127,7 @@ static tileops_status cpu_record(cpu_graph *g, const tk_kernel_entry *k, const t
 }
 
 static tileops_status cpu_launch(backend *be, void *stream, const tk_kernel_entry *k,
-                                 const tk_call *call, int slot, void *arg, char *err,
+                                 const tk_call *call, int timed, int slot, void *arg, char *err,
                                  size_t errlen)
 {
 	cpu_stream *cs = stream;
@@ -144,7 +144,7 @@ static tileops_status cpu_launch(backend *be, void *stream, const tk_kernel_entr
 		snprintf(err, errlen, "%s: the CPU kernel failed (status %d)", k->op, (int)st);
 		return TILEOPS_ERR_BACKEND;
 	}
-	if (be->timing_cb)
+	if (timed && be->timing_cb)
 		be->timing_cb(be->timing_ctx, slot, arg, t1 - t0);
 	return TILEOPS_OK;
 }
@@ -215,7 +215,7 @@ static tileops_status cpu_graph_launch(backend *be, void *stream, void *graph, c
 {
 	cpu_graph *g = graph;
 	for (size_t i = 0; i < g->n; i++) {
-		tileops_status st = cpu_launch(be, stream, g->kernels[i], &g->calls[i], -1, NULL,
+		tileops_status st = cpu_launch(be, stream, g->kernels[i], &g->calls[i], 0, -1, NULL,
 		                               err, errlen);
 		if (st != TILEOPS_OK)
 			return st;

@@ -224,16 +224,16 @@ static void cuda_collect(backend *be)
 }
 
 static tileops_status cuda_launch(backend *be, void *stream, const tk_kernel_entry *k,
-                                  const tk_call *call, int slot, void *arg, char *err,
+                                  const tk_call *call, int timed, int slot, void *arg, char *err,
                                   size_t errlen)
 {
 	cuda_impl *im = be->impl;
 	cudaStream_t s = stream;
-	if (im->capturing) {
+	if (im->capturing || !timed) {
 		tk_status cst = k->cuda(call, s);
 		if (cst == TK_OK)
 			return TILEOPS_OK;
-		snprintf(err, errlen, "%s: kernel launch failed while capturing: %s", k->op,
+		snprintf(err, errlen, "%s: kernel launch failed: %s", k->op,
 		         cudaGetErrorString(cudaGetLastError()));
 		return cst == TK_ERR_UNSUPPORTED ? TILEOPS_ERR_UNSUPPORTED : TILEOPS_ERR_BACKEND;
 	}

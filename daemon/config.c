@@ -41,6 +41,7 @@ void config_defaults(config *cfg)
 	cfg->max_pending = 256;
 	cfg->ring_spin_us = 50;
 	cfg->ring_batch = 32;
+	cfg->stats_sample = 16;
 	cfg->admin_gid = (gid_t)-1;
 	cfg->default_quota.graphs = 64;
 	cfg->default_quota.bytes = (size_t)1 << 30;
@@ -209,6 +210,7 @@ static const int_key int_keys[] = {
 	{"max_pending", offsetof(config, max_pending), 1, 65536},
 	{"ring_spin_us", offsetof(config, ring_spin_us), 0, 100000},
 	{"ring_batch", offsetof(config, ring_batch), 1, 4096},
+	{"stats_sample", offsetof(config, stats_sample), 0, 1 << 20},
 	{"tenant_graphs", offsetof(config, default_quota.graphs), 0, 1 << 20},
 };
 

@@ -370,10 +370,14 @@ static tileops_status exec_op(executor *ex, session *s, const Tileops__OpRun *m,
 {
 	prepared_op p;
 	tileops_status st = exec_prepare_op(ex, s, NULL, m, &p, err, errlen);
+	/* Device time for the stats comes from a sample of the ops (every one
+	 * on the CPU, where timing is free), and from every op that asks. */
+	int sampled = timed != NULL || !ex->be->is_gpu ||
+	              (ex->cfg.stats_sample > 0 && ex->launches++ % ex->cfg.stats_sample == 0);
 	if (st == TILEOPS_OK)
-		st = ex->be->ops->launch(ex->be, s->stream, p.kernel, &p.call, p.slot, timed, err,
-		                         errlen);
-	stats_op_count(ex->cfg.st, p.slot, st != TILEOPS_OK, p.cost.flops, p.cost.bytes);
+		st = ex->be->ops->launch(ex->be, s->stream, p.kernel, &p.call, sampled, p.slot, timed,
+		                         err, errlen);
+	stats_op_count(ex->cfg.st, p.slot, st != TILEOPS_OK, sampled, p.cost.flops, p.cost.bytes);
 	return st;
 }
 

@@ -69,6 +69,7 @@ typedef struct executor_config {
 	const size_t *memory_limit;   /* session_memory_limit, read atomically */
 	int spin_us;                  /* spin this long after the last work, then sleep */
 	int ring_batch;               /* ring entries per session per pass */
+	int stats_sample;             /* time one op in this many on the GPU (0: none) */
 	tenant_quota default_quota;   /* a session's own tenant */
 	const tenant_config *tenants; /* named tenants */
 	int n_tenants;

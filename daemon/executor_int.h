@@ -61,6 +61,7 @@ struct executor {
 	session *rr_next;  /* where the next polling pass starts */
 	pending *pend, *pend_tail;
 	uint64_t next_handle;
+	uint64_t launches;
 	uint64_t lru_clock;
 
 	/* Graph cache tenants; the list is read by the loop for stats. */

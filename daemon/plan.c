@@ -260,8 +260,8 @@ static tileops_status plan_ops(executor *ex, session *s, plan *p, int bucket, in
 		tileops_status st = exec_prepare_op(ex, s, &pv, p->def->ops[i], &op, msg,
 		                                    sizeof(msg));
 		if (st == TILEOPS_OK && launch)
-			st = ex->be->ops->launch(ex->be, s->stream, op.kernel, &op.call, -1, NULL, msg,
-			                         sizeof(msg));
+			st = ex->be->ops->launch(ex->be, s->stream, op.kernel, &op.call, 0, -1, NULL,
+			                         msg, sizeof(msg));
 		if (st != TILEOPS_OK) {
 			if (p->n_buckets)
 				snprintf(err, errlen, "plan op %zu, bucket %lld: %s", i,

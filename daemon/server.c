@@ -369,6 +369,7 @@ int server_start(server *srv, char *err, size_t errlen)
 		.memory_limit = &srv->cfg.session_memory_limit,
 		.spin_us = srv->cfg.ring_spin_us,
 		.ring_batch = srv->cfg.ring_batch,
+		.stats_sample = srv->cfg.stats_sample,
 		.default_quota = srv->cfg.default_quota,
 		.tenants = srv->cfg.tenants,
 		.n_tenants = srv->cfg.n_tenants,

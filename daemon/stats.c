@@ -45,7 +45,7 @@ out:
 	return slot;
 }
 
-void stats_op_count(stats *st, int slot, int failed, double flops, double bytes)
+void stats_op_count(stats *st, int slot, int failed, int timed, double flops, double bytes)
 {
 	pthread_mutex_lock(&st->mu);
 	if (slot >= 0 && slot < st->n_ops) {
@@ -56,6 +56,10 @@ void stats_op_count(stats *st, int slot, int failed, double flops, double bytes)
 		} else {
 			o->flops += flops;
 			o->bytes += bytes;
+			if (timed) {
+				o->flops_timed += flops;
+				o->bytes_timed += bytes;
+			}
 		}
 	}
 	pthread_mutex_unlock(&st->mu);
@@ -135,15 +139,16 @@ void stats_write_ops_json(stats *st, strbuf *sb)
 		const op_stats *o = &st->ops[i];
 		/* Achieved rates over the ops that have a measured time. */
 		double secs = o->time_us * 1e-6;
-		double gbps = secs > 0 ? o->bytes / secs * 1e-9 : 0.0;
-		double tflops = secs > 0 ? o->flops / secs * 1e-12 : 0.0;
+		double gbps = secs > 0 ? o->bytes_timed / secs * 1e-9 : 0.0;
+		double tflops = secs > 0 ? o->flops_timed / secs * 1e-12 : 0.0;
 		sb_printf(sb, "%s", i ? "," : "");
 		sb_json_string(sb, o->name);
 		sb_printf(sb,
-		          ":{\"count\":%llu,\"errors\":%llu,\"total_time_us\":%.3f,"
+		          ":{\"count\":%llu,\"errors\":%llu,\"timed\":%llu,\"total_time_us\":%.3f,"
 		          "\"flops\":%.6g,\"bytes\":%.6g,\"achieved_gbps\":%.3f,"
 		          "\"achieved_tflops\":%.4f}",
-		          (unsigned long long)o->count, (unsigned long long)o->errors, o->time_us,
+		          (unsigned long long)o->count, (unsigned long long)o->errors,
+		          (unsigned long long)o->timed, o->time_us,
 		          o->flops, o->bytes, gbps, tflops);
 	}
 	sb_printf(sb, "}");

@@ -16,10 +16,12 @@ typedef struct op_stats {
 	char name[64];
 	uint64_t count;
 	uint64_t errors;
-	double time_us;   /* device (or CPU) time, summed */
-	uint64_t timed;   /* how many ops time_us covers */
+	double time_us;   /* device (or CPU) time of the timed ops, summed */
+	uint64_t timed;   /* how many ops time_us covers (a sample on the GPU) */
 	double flops;     /* roofline counts, summed over counted ops */
 	double bytes;
+	double flops_timed; /* the same over the timed ops, for achieved rates */
+	double bytes_timed;
 } op_stats;
 
 typedef struct stats {
@@ -34,7 +36,8 @@ void stats_init(stats *st);
 void stats_destroy(stats *st);
 /* The slot of op `name`, made on first use; -1 if out of memory. */
 int stats_op_slot(stats *st, const char *name);
-void stats_op_count(stats *st, int slot, int failed, double flops, double bytes);
+/* One validated (or refused) op; `timed` when its time will be reported. */
+void stats_op_count(stats *st, int slot, int failed, int timed, double flops, double bytes);
 /* One answered request (either plane); `failed` when its status was not OK. */
 void stats_count_request(stats *st, int failed);
 /* Executor thread: an op of `slot` took `us` microseconds. */
