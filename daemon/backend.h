@@ -3,8 +3,10 @@
  * a CUDA implementation (the product) and a CPU one (the reference, and what
  * runs where there is no GPU). Both serve the whole protocol.
  *
- * Threading: every function except backend_open/backend_close is called only
- * from the executor thread (executor.c), which owns the device.
+ * Threading: every function except backend_open/backend_close is called on
+ * an executor thread (executor.c); there may be several, each with its own
+ * sessions and streams, so what a backend keeps per launch (timing events,
+ * a capture in progress, a staging buffer) is per thread.
  *
  * A "stream" orders one session's work. Calls that take one may return
  * before the work is done on the device (launch, free); backend sync waits.
@@ -23,7 +25,9 @@
 typedef struct backend backend;
 
 typedef struct backend_ops {
+	/* Called on each executor thread when it starts and before it exits. */
 	tileops_status (*thread_init)(backend *be, char *err, size_t errlen);
+	void (*thread_fini)(backend *be);
 	void (*destroy)(backend *be);
 	tileops_status (*stream_create)(backend *be, void **stream, char *err, size_t errlen);
 	void (*stream_destroy)(backend *be, void *stream);

@@ -243,6 +243,7 @@ static void cpu_ipc_close(backend *be, void *ptr)
 
 static const backend_ops cpu_ops = {
 	.thread_init = cpu_thread_init,
+	.thread_fini = NULL,
 	.destroy = cpu_destroy,
 	.stream_create = cpu_stream_create,
 	.stream_destroy = cpu_stream_destroy,

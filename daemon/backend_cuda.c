@@ -4,6 +4,7 @@
  * file that includes CUDA headers; every call runs on the executor thread.
  */
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,13 +30,20 @@ typedef struct cuda_ipc_map {
 
 typedef struct cuda_impl {
 	int device;
+	pthread_mutex_t ipc_mu; /* the executor threads share the IPC mappings */
+	cuda_ipc_map *ipc;
+} cuda_impl;
+
+/* What each executor thread keeps for its own launches. */
+typedef struct cuda_thread {
 	/* Launched ops whose device time is not collected yet, oldest first. */
 	cuda_timing ring[CUDA_TIMING_RING];
 	unsigned head, tail; /* tail - head entries in use */
 	void *bounce;        /* pinned staging for arenas that could not be pinned */
 	int capturing;       /* a plan is being captured: launches are not timed */
-	cuda_ipc_map *ipc;
-} cuda_impl;
+} cuda_thread;
+
+static _Thread_local cuda_thread *cuda_tls;
 
 static tileops_status cuda_fail(cudaError_t e, const char *what, char *err, size_t errlen)
 {
@@ -55,30 +63,47 @@ static tileops_status cuda_thread_init(backend *be, char *err, size_t errlen)
 {
 	cuda_impl *im = be->impl;
 	cudaError_t e = cudaSetDevice(im->device);
-	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "cudaSetDevice", err, errlen);
+	if (e != cudaSuccess)
+		return cuda_fail(e, "cudaSetDevice", err, errlen);
+	cuda_tls = calloc(1, sizeof(*cuda_tls));
+	if (!cuda_tls) {
+		snprintf(err, errlen, "out of memory");
+		return TILEOPS_ERR_OUT_OF_MEMORY;
+	}
+	return TILEOPS_OK;
 }
 
 static void cuda_collect(backend *be);
 
-static void cuda_destroy(backend *be)
+static void cuda_thread_fini(backend *be)
 {
-	cuda_impl *im = be->impl;
+	cuda_thread *t = cuda_tls;
+	if (!t)
+		return;
 	cudaDeviceSynchronize();
 	cuda_collect(be);
 	for (unsigned i = 0; i < CUDA_TIMING_RING; i++) {
-		if (im->ring[i].start)
-			cudaEventDestroy(im->ring[i].start);
-		if (im->ring[i].stop)
-			cudaEventDestroy(im->ring[i].stop);
+		if (t->ring[i].start)
+			cudaEventDestroy(t->ring[i].start);
+		if (t->ring[i].stop)
+			cudaEventDestroy(t->ring[i].stop);
 	}
+	if (t->bounce)
+		cudaFreeHost(t->bounce);
+	free(t);
+	cuda_tls = NULL;
+}
+
+static void cuda_destroy(backend *be)
+{
+	cuda_impl *im = be->impl;
 	while (im->ipc) {
 		cuda_ipc_map *m = im->ipc;
 		im->ipc = m->next;
 		cudaIpcCloseMemHandle(m->ptr);
 		free(m);
 	}
-	if (im->bounce)
-		cudaFreeHost(im->bounce);
+	pthread_mutex_destroy(&im->ipc_mu);
 	free(im);
 	free(be);
 }
@@ -144,7 +169,7 @@ static void cuda_free(backend *be, void *stream, void *ptr)
 
 static tileops_status cuda_bounce(backend *be, char *err, size_t errlen)
 {
-	cuda_impl *im = be->impl;
+	cuda_thread *im = cuda_tls;
 	if (im->bounce)
 		return TILEOPS_OK;
 	cudaError_t e = cudaMallocHost(&im->bounce, CUDA_BOUNCE_BYTES);
@@ -166,7 +191,7 @@ static tileops_status cuda_copy(backend *be, cudaStream_t s, void *dev, const ar
 	tileops_status st = cuda_bounce(be, err, errlen);
 	if (st != TILEOPS_OK)
 		return st;
-	cuda_impl *im = be->impl;
+	cuda_thread *im = cuda_tls;
 	for (size_t done = 0; done < len;) {
 		size_t n = len - done < CUDA_BOUNCE_BYTES ? len - done : CUDA_BOUNCE_BYTES;
 		char *d = (char *)dev + done;
@@ -208,8 +233,8 @@ static tileops_status cuda_read(backend *be, void *stream, const void *src, cons
 
 static void cuda_collect(backend *be)
 {
-	cuda_impl *im = be->impl;
-	while (im->tail != im->head) {
+	cuda_thread *im = cuda_tls;
+	while (im && im->tail != im->head) {
 		cuda_timing *t = &im->ring[im->head % CUDA_TIMING_RING];
 		cudaError_t q = cudaEventQuery(t->stop);
 		if (q == cudaErrorNotReady)
@@ -227,7 +252,7 @@ static tileops_status cuda_launch(backend *be, void *stream, const tk_kernel_ent
                                   const tk_call *call, int timed, int slot, void *arg, char *err,
                                   size_t errlen)
 {
-	cuda_impl *im = be->impl;
+	cuda_thread *im = cuda_tls;
 	cudaStream_t s = stream;
 	if (im->capturing || !timed) {
 		tk_status cst = k->cuda(call, s);
@@ -301,7 +326,7 @@ static void cuda_fence_free(backend *be, void *fence)
 
 static tileops_status cuda_capture_begin(backend *be, void *stream, char *err, size_t errlen)
 {
-	cuda_impl *im = be->impl;
+	cuda_thread *im = cuda_tls;
 	cudaError_t e = cudaStreamBeginCapture((cudaStream_t)stream,
 	                                       cudaStreamCaptureModeThreadLocal);
 	if (e != cudaSuccess)
@@ -312,7 +337,7 @@ static tileops_status cuda_capture_begin(backend *be, void *stream, char *err, s
 
 static void cuda_capture_abort(backend *be, void *stream)
 {
-	cuda_impl *im = be->impl;
+	cuda_thread *im = cuda_tls;
 	cudaGraph_t g = NULL;
 	if (cudaStreamEndCapture((cudaStream_t)stream, &g) == cudaSuccess && g)
 		cudaGraphDestroy(g);
@@ -323,7 +348,7 @@ static void cuda_capture_abort(backend *be, void *stream)
 static tileops_status cuda_capture_end(backend *be, void *stream, void **graph, size_t *bytes,
                                        char *err, size_t errlen)
 {
-	cuda_impl *im = be->impl;
+	cuda_thread *im = cuda_tls;
 	cudaGraph_t g = NULL;
 	cudaError_t e = cudaStreamEndCapture((cudaStream_t)stream, &g);
 	im->capturing = 0;
@@ -377,11 +402,23 @@ static tileops_status cuda_ipc_export(backend *be, void *ptr, unsigned char hand
 	return TILEOPS_OK;
 }
 
+static tileops_status cuda_ipc_open(cuda_impl *im, const unsigned char handle[64], void **ptr,
+                                    char *err, size_t errlen);
+
 static tileops_status cuda_ipc_import(backend *be, const unsigned char handle[64], void **ptr,
                                       char *err, size_t errlen)
 {
 	cuda_impl *im = be->impl;
-	/* Each exported allocation is opened once; later imports share it. */
+	pthread_mutex_lock(&im->ipc_mu);
+	tileops_status st = cuda_ipc_open(im, handle, ptr, err, errlen);
+	pthread_mutex_unlock(&im->ipc_mu);
+	return st;
+}
+
+/* Each exported allocation is opened once; later imports share it. */
+static tileops_status cuda_ipc_open(cuda_impl *im, const unsigned char handle[64], void **ptr,
+                                    char *err, size_t errlen)
+{
 	for (cuda_ipc_map *m = im->ipc; m; m = m->next) {
 		if (memcmp(m->handle, handle, 64) == 0) {
 			m->refs++;
@@ -416,6 +453,7 @@ static tileops_status cuda_ipc_import(backend *be, const unsigned char handle[64
 static void cuda_ipc_close(backend *be, void *ptr)
 {
 	cuda_impl *im = be->impl;
+	pthread_mutex_lock(&im->ipc_mu);
 	for (cuda_ipc_map **pp = &im->ipc; *pp; pp = &(*pp)->next) {
 		cuda_ipc_map *m = *pp;
 		if (m->ptr != ptr)
@@ -426,12 +464,14 @@ static void cuda_ipc_close(backend *be, void *ptr)
 			*pp = m->next;
 			free(m);
 		}
-		return;
+		break;
 	}
+	pthread_mutex_unlock(&im->ipc_mu);
 }
 
 static const backend_ops cuda_ops = {
 	.thread_init = cuda_thread_init,
+	.thread_fini = cuda_thread_fini,
 	.destroy = cuda_destroy,
 	.stream_create = cuda_stream_create,
 	.stream_destroy = cuda_stream_destroy,
@@ -492,6 +532,7 @@ backend *backend_cuda_open(int device, char *err, size_t errlen)
 		return NULL;
 	}
 	im->device = device;
+	pthread_mutex_init(&im->ipc_mu, NULL);
 	be->ops = &cuda_ops;
 	be->impl = im;
 	be->name = "cuda";

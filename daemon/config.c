@@ -211,6 +211,7 @@ static const int_key int_keys[] = {
 	{"ring_spin_us", offsetof(config, ring_spin_us), 0, 100000},
 	{"ring_batch", offsetof(config, ring_batch), 1, 4096},
 	{"stats_sample", offsetof(config, stats_sample), 0, 1 << 20},
+	{"executor_threads", offsetof(config, executor_threads), 0, 64},
 	{"tenant_graphs", offsetof(config, default_quota.graphs), 0, 1 << 20},
 };
 

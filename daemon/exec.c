@@ -25,8 +25,14 @@ void exec_post(executor *ex, session *s, uint64_t tag, tileops_status st, double
 		stats_count_request(ex->cfg.st, st != TILEOPS_OK);
 }
 
-void exec_defer(executor *ex, session *s, job *j, uint64_t tag)
+uint64_t exec_next_handle(executor *ex)
 {
+	return __atomic_fetch_add(&ex->next_handle, 1, __ATOMIC_RELAXED);
+}
+
+void exec_defer(worker *w, session *s, job *j, uint64_t tag)
+{
+	executor *ex = w->ex;
 	char msg[256];
 	pending *p = calloc(1, sizeof(*p));
 	void *fence = NULL;
@@ -53,11 +59,11 @@ void exec_defer(executor *ex, session *s, job *j, uint64_t tag)
 		p->s = s;
 		session_ref(s);
 	}
-	if (ex->pend_tail)
-		ex->pend_tail->next = p;
+	if (w->pend_tail)
+		w->pend_tail->next = p;
 	else
-		ex->pend = p;
-	ex->pend_tail = p;
+		w->pend = p;
+	w->pend_tail = p;
 }
 
 void exec_timed(void *ctx, int slot, void *arg, double us)
@@ -146,7 +152,7 @@ static void tensor_make(executor *ex, session *s, job *j, int dtype, size_t ndim
 	}
 	t->view.data = ptr;
 	t->imported = ipc != NULL;
-	t->handle = ex->next_handle++;
+	t->handle = exec_next_handle(ex);
 	if (session_tensor_insert(s, t) != 0) {
 		if (t->imported)
 			ex->be->ops->ipc_close(ex->be, ptr);
@@ -202,9 +208,10 @@ static void tensor_free(executor *ex, session *s, job *j, uint64_t handle)
 }
 
 /* Returns 1 when the answer is owed until the copy is done. */
-static int tensor_copy(executor *ex, session *s, job *j, int write, uint64_t handle,
+static int tensor_copy(worker *w, session *s, job *j, int write, uint64_t handle,
                        uint64_t toff, uint64_t aoff, uint64_t len)
 {
+	executor *ex = w->ex;
 	const char *what = write ? "tensor_write" : "tensor_read";
 	tensor *t = tensor_find(s, j, handle, what);
 	if (!t)
@@ -236,7 +243,7 @@ static int tensor_copy(executor *ex, session *s, job *j, int write, uint64_t han
 	                                      (size_t)len, j->msg, sizeof(j->msg));
 	if (j->status != TILEOPS_OK)
 		return 0;
-	exec_defer(ex, s, j, 0);
+	exec_defer(w, s, j, 0);
 	return 1;
 }
 
@@ -373,7 +380,10 @@ static tileops_status exec_op(executor *ex, session *s, const Tileops__OpRun *m,
 	/* Device time for the stats comes from a sample of the ops (every one
 	 * on the CPU, where timing is free), and from every op that asks. */
 	int sampled = timed != NULL || !ex->be->is_gpu ||
-	              (ex->cfg.stats_sample > 0 && ex->launches++ % ex->cfg.stats_sample == 0);
+	              (ex->cfg.stats_sample > 0 &&
+	               __atomic_fetch_add(&ex->launches, 1, __ATOMIC_RELAXED) %
+	                               (uint64_t)ex->cfg.stats_sample ==
+	                       0);
 	if (st == TILEOPS_OK)
 		st = ex->be->ops->launch(ex->be, s->stream, p.kernel, &p.call, sampled, p.slot, timed,
 		                         err, errlen);
@@ -383,8 +393,9 @@ static tileops_status exec_op(executor *ex, session *s, const Tileops__OpRun *m,
 
 /* ---- ring entries -------------------------------------------------------- */
 
-void exec_sqe(executor *ex, session *s, const tileops_sqe *e)
+void exec_sqe(worker *w, session *s, const tileops_sqe *e)
 {
+	executor *ex = w->ex;
 	char err[256] = "";
 	if (e->kind != TILEOPS_SQE_REQUEST || e->length > sizeof(e->payload)) {
 		snprintf(err, sizeof(err), "ring entry: kind %u, length %u: not a request of at most "
@@ -417,7 +428,7 @@ void exec_sqe(executor *ex, session *s, const tileops_sqe *e)
 		tileops_status st = plan_run(ex, s, req->plan_run, err, sizeof(err));
 		exec_post(ex, s, e->tag, st, -1.0, err);
 	} else if (req->body_case == TILEOPS__REQUEST__BODY_SYNC) {
-		exec_defer(ex, s, NULL, e->tag);
+		exec_defer(w, s, NULL, e->tag);
 	} else {
 		exec_post(ex, s, e->tag, TILEOPS_ERR_UNSUPPORTED, -1.0,
 		          "ring entry: only op_run, plan_run and sync go through the ring");
@@ -425,7 +436,7 @@ void exec_sqe(executor *ex, session *s, const tileops_sqe *e)
 	tileops__request__free_unpacked(req, NULL);
 }
 
-tileops_status exec_ring_until(executor *ex, session *s, uint64_t mark, char *err,
+tileops_status exec_ring_until(worker *w, session *s, uint64_t mark, char *err,
                                size_t errlen)
 {
 	while (s->ring.consumed < mark) {
@@ -448,15 +459,16 @@ tileops_status exec_ring_until(executor *ex, session *s, uint64_t mark, char *er
 		tileops_sqe e;
 		if (ring_take(&s->ring, &s->arena, &e) != 0)
 			continue;
-		exec_sqe(ex, s, &e);
+		exec_sqe(w, s, &e);
 	}
 	return TILEOPS_OK;
 }
 
 /* ---- jobs from the loop -------------------------------------------------- */
 
-static void exec_open(executor *ex, session *s, job *j)
+static void exec_open(worker *w, session *s, job *j)
 {
+	executor *ex = w->ex;
 	j->status = plan_join_tenant(ex, s, j->tenant, j->msg, sizeof(j->msg));
 	if (j->status != TILEOPS_OK)
 		return;
@@ -471,8 +483,8 @@ static void exec_open(executor *ex, session *s, job *j)
 		return;
 	}
 	j->rings = 1;
-	s->ring_next = ex->rings;
-	ex->rings = s;
+	s->ring_next = w->rings;
+	w->rings = s;
 	session_ref(s);
 }
 
@@ -485,17 +497,18 @@ static void exec_warmup(executor *ex, session *s, job *j)
 		plan_warmup(ex, s, j, j->warm);
 }
 
-static void exec_close(executor *ex, session *s)
+static void exec_close(worker *w, session *s)
 {
+	executor *ex = w->ex;
 	if (s->ring.enabled) {
-		for (session **pp = &ex->rings; *pp; pp = &(*pp)->ring_next) {
+		for (session **pp = &w->rings; *pp; pp = &(*pp)->ring_next) {
 			if (*pp == s) {
 				*pp = s->ring_next;
 				break;
 			}
 		}
-		if (ex->rr_next == s)
-			ex->rr_next = s->ring_next;
+		if (w->rr_next == s)
+			w->rr_next = s->ring_next;
 		s->ring_next = NULL;
 	}
 	plan_close_session(ex, s);
@@ -512,7 +525,7 @@ static void exec_close(executor *ex, session *s)
 		s->stream = NULL;
 		if (ex->be->ops->collect_timings)
 			ex->be->ops->collect_timings(ex->be);
-		executor_poll_pending(ex);
+		executor_poll_pending(w);
 	}
 	ring_break(&s->ring, "the session is closed");
 	if (s->arena.base)
@@ -522,8 +535,9 @@ static void exec_close(executor *ex, session *s)
 		session_unref(s); /* the rings list's reference */
 }
 
-static int exec_request(executor *ex, session *s, job *j)
+static int exec_request(worker *w, session *s, job *j)
 {
+	executor *ex = w->ex;
 	Tileops__Request *req = j->req;
 	if (s->ex_closed) {
 		j->status = TILEOPS_ERR_CLOSED;
@@ -531,7 +545,7 @@ static int exec_request(executor *ex, session *s, job *j)
 		return 0;
 	}
 	if (s->ring.enabled && req->ring_mark > s->ring.consumed) {
-		j->status = exec_ring_until(ex, s, req->ring_mark, j->msg, sizeof(j->msg));
+		j->status = exec_ring_until(w, s, req->ring_mark, j->msg, sizeof(j->msg));
 		if (j->status != TILEOPS_OK)
 			return 0;
 	}
@@ -549,12 +563,12 @@ static int exec_request(executor *ex, session *s, job *j)
 		return 0;
 	case TILEOPS__REQUEST__BODY_TENSOR_WRITE: {
 		const Tileops__TensorWrite *m = req->tensor_write;
-		return tensor_copy(ex, s, j, 1, m->handle, m->tensor_offset, m->arena_offset,
+		return tensor_copy(w, s, j, 1, m->handle, m->tensor_offset, m->arena_offset,
 		                   m->length);
 	}
 	case TILEOPS__REQUEST__BODY_TENSOR_READ: {
 		const Tileops__TensorRead *m = req->tensor_read;
-		return tensor_copy(ex, s, j, 0, m->handle, m->tensor_offset, m->arena_offset,
+		return tensor_copy(w, s, j, 0, m->handle, m->tensor_offset, m->arena_offset,
 		                   m->length);
 	}
 	case TILEOPS__REQUEST__BODY_TENSOR_EXPORT:
@@ -564,7 +578,7 @@ static int exec_request(executor *ex, session *s, job *j)
 		j->status = exec_op(ex, s, req->op_run, NULL, j->msg, sizeof(j->msg));
 		return 0;
 	case TILEOPS__REQUEST__BODY_SYNC:
-		exec_defer(ex, s, j, 0);
+		exec_defer(w, s, j, 0);
 		return 1;
 	case TILEOPS__REQUEST__BODY_PLAN_CREATE:
 		plan_create(ex, s, j, req->plan_create);
@@ -585,27 +599,22 @@ static int exec_request(executor *ex, session *s, job *j)
 	}
 }
 
-void exec_job(executor *ex, job *j)
+void exec_job(worker *w, job *j)
 {
+	executor *ex = w->ex;
 	j->status = TILEOPS_OK;
 	j->msg[0] = '\0';
 	switch (j->kind) {
 	case JOB_OPEN:
-		exec_open(ex, j->s, j);
+		exec_open(w, j->s, j);
 		break;
 	case JOB_CLOSE:
-		exec_close(ex, j->s);
+		exec_close(w, j->s);
 		break;
 	case JOB_REQUEST:
-		if (exec_request(ex, j->s, j))
+		if (exec_request(w, j->s, j))
 			return; /* answered when its fence passes */
 		break;
-	case JOB_MANIFEST: {
-		manifest *old = ex->mf;
-		ex->mf = j->mf;
-		j->mf = old; /* the loop frees it */
-		break;
-	}
 	case JOB_RESET:
 		plan_reset_caches(ex);
 		break;

@@ -1,7 +1,12 @@
 /*
- * executor.c - the device-owning thread: its queue, its polling of the
- * sessions' rings and of pending completions, and how it sleeps (see
+ * executor.c - the device-owning threads: their queues, their polling of
+ * their sessions' rings and of pending completions, and how they sleep (see
  * executor.h). Running each request is exec.c.
+ *
+ * Sessions are shared out among the threads when they open; everything of a
+ * session then runs on its thread, in order. What the threads share (the
+ * manifest, the graph cache, the stats, the handle counter) has a lock or
+ * is atomic.
  */
 #include <errno.h>
 #include <linux/futex.h>
@@ -51,17 +56,18 @@ void executor_hand_back(executor *ex, job *j)
 
 /* ---- pending completions ------------------------------------------------ */
 
-int executor_poll_pending(executor *ex)
+int executor_poll_pending(worker *w)
 {
+	executor *ex = w->ex;
 	int progressed = 0;
-	pending **pp = &ex->pend;
-	ex->pend_tail = NULL;
+	pending **pp = &w->pend;
+	w->pend_tail = NULL;
 	while (*pp) {
 		pending *p = *pp;
 		char msg[256] = "";
 		tileops_status st = ex->be->ops->fence_query(ex->be, p->fence, msg, sizeof(msg));
 		if (st == TILEOPS_IN_PROGRESS) {
-			ex->pend_tail = p;
+			w->pend_tail = p;
 			pp = &p->next;
 			continue;
 		}
@@ -86,10 +92,11 @@ int executor_poll_pending(executor *ex)
 /* ---- the rings ---------------------------------------------------------- */
 
 /* One pass over the ring sessions, round robin, a batch from each. */
-static int poll_rings(executor *ex)
+static int poll_rings(worker *w)
 {
+	executor *ex = w->ex;
 	int worked = 0;
-	session *start = ex->rr_next ? ex->rr_next : ex->rings;
+	session *start = w->rr_next ? w->rr_next : w->rings;
 	session *s = start;
 	if (!s)
 		return 0;
@@ -103,29 +110,29 @@ static int poll_rings(executor *ex)
 			tileops_sqe e;
 			if (ring_take(&s->ring, &s->arena, &e) != 0)
 				break;
-			exec_sqe(ex, s, &e);
+			exec_sqe(w, s, &e);
 			worked = 1;
 		}
-		s = s->ring_next ? s->ring_next : ex->rings;
+		s = s->ring_next ? s->ring_next : w->rings;
 	} while (s != start);
-	ex->rr_next = start->ring_next;
+	w->rr_next = start->ring_next;
 	return worked;
 }
 
 /* ---- sleeping ----------------------------------------------------------- */
 
-static int queue_empty(executor *ex)
+static int queue_empty(worker *w)
 {
-	pthread_mutex_lock(&ex->mu);
-	int empty = !ex->head && !ex->stopping;
-	pthread_mutex_unlock(&ex->mu);
+	pthread_mutex_lock(&w->mu);
+	int empty = !w->head && !w->stopping;
+	pthread_mutex_unlock(&w->mu);
 	return empty;
 }
 
-static void set_sleeping(executor *ex, uint32_t v)
+static void set_sleeping(worker *w, uint32_t v)
 {
-	__atomic_store_n(&ex->sleeping, (int)v, __ATOMIC_SEQ_CST);
-	for (session *s = ex->rings; s; s = s->ring_next)
+	__atomic_store_n(&w->sleeping, (int)v, __ATOMIC_SEQ_CST);
+	for (session *s = w->rings; s; s = s->ring_next)
 		ring_set_sleeping(&s->ring, &s->arena, v);
 }
 
@@ -134,16 +141,16 @@ static void set_sleeping(executor *ex, uint32_t v)
  * look at every queue, then the wait: a submitter that published before the
  * look is seen by it, and one after it sees the flag and rings the bell.
  */
-static void executor_sleep(executor *ex)
+static void worker_sleep(worker *w)
 {
 	struct waitv wv[WAITV_MAX];
 	int n = 0;
-	uint32_t own = __atomic_load_n(&ex->bell, __ATOMIC_SEQ_CST);
-	wv[n++] = (struct waitv){own, (uint64_t)(uintptr_t)&ex->bell,
+	uint32_t own = __atomic_load_n(&w->bell, __ATOMIC_SEQ_CST);
+	wv[n++] = (struct waitv){own, (uint64_t)(uintptr_t)&w->bell,
 	                         FUTEX2_SIZE_U32 | FUTEX2_PRIVATE, 0};
-	set_sleeping(ex, 1);
+	set_sleeping(w, 1);
 	int overflow = 0;
-	for (session *s = ex->rings; s; s = s->ring_next) {
+	for (session *s = w->rings; s; s = s->ring_next) {
 		uint32_t *addr, val;
 		if (ring_bell(&s->ring, &s->arena, &addr, &val) != 0)
 			continue;
@@ -153,8 +160,8 @@ static void executor_sleep(executor *ex)
 		}
 		wv[n++] = (struct waitv){val, (uint64_t)(uintptr_t)addr, FUTEX2_SIZE_U32, 0};
 	}
-	int busy = !queue_empty(ex);
-	for (session *s = ex->rings; s && !busy; s = s->ring_next)
+	int busy = !queue_empty(w);
+	for (session *s = w->rings; s && !busy; s = s->ring_next)
 		busy = ring_available(&s->ring, &s->arena) > 0;
 	if (!busy) {
 		/* The timeout bounds what a client that clears its flag or breaks its
@@ -171,70 +178,126 @@ static void executor_sleep(executor *ex)
 		long rc = syscall(SYS_futex_waitv, wv, n, 0, &ts, CLOCK_MONOTONIC);
 		if (rc < 0 && errno == ENOSYS) {
 			struct timespec rel = {0, 1000000L};
-			syscall(SYS_futex, &ex->bell, FUTEX_WAIT_PRIVATE, own, &rel, NULL, 0);
+			syscall(SYS_futex, &w->bell, FUTEX_WAIT_PRIVATE, own, &rel, NULL, 0);
 		}
 	}
-	set_sleeping(ex, 0);
+	set_sleeping(w, 0);
 }
 
-/* ---- the thread --------------------------------------------------------- */
+/* ---- the threads --------------------------------------------------------- */
 
-static job *take_jobs(executor *ex, int *stopping)
+static job *take_jobs(worker *w, int *stopping)
 {
-	pthread_mutex_lock(&ex->mu);
-	job *j = ex->head;
-	ex->head = ex->tail = NULL;
-	*stopping = ex->stopping;
-	pthread_mutex_unlock(&ex->mu);
+	pthread_mutex_lock(&w->mu);
+	job *j = w->head;
+	w->head = w->tail = NULL;
+	*stopping = w->stopping;
+	pthread_mutex_unlock(&w->mu);
 	return j;
 }
 
-static void *executor_main(void *arg)
+/* One pass: queued jobs, then the rings, then completions owed. */
+static int worker_pass(worker *w, int *stopping)
 {
-	executor *ex = arg;
-	tileops_status st = ex->be->ops->thread_init(ex->be, ex->init_msg, sizeof(ex->init_msg));
-	pthread_mutex_lock(&ex->mu);
-	ex->init_status = st;
-	ex->started = 1;
+	executor *ex = w->ex;
+	job *j = take_jobs(w, stopping);
+	int worked = j != NULL;
+	pthread_rwlock_rdlock(&ex->mf_lock);
+	while (j) {
+		job *next = j->next;
+		j->next = NULL;
+		exec_job(w, j);
+		j = next;
+	}
+	worked |= poll_rings(w);
+	if (ex->be->ops->collect_timings)
+		ex->be->ops->collect_timings(ex->be);
+	worked |= executor_poll_pending(w);
+	pthread_rwlock_unlock(&ex->mf_lock);
+	return worked;
+}
+
+static void *worker_main(void *arg)
+{
+	worker *w = arg;
+	executor *ex = w->ex;
+	tileops_status st = ex->be->ops->thread_init(ex->be, w->init_msg, sizeof(w->init_msg));
+	pthread_mutex_lock(&ex->start_mu);
+	w->init_status = st;
+	w->started = 1;
 	pthread_cond_broadcast(&ex->started_cv);
-	pthread_mutex_unlock(&ex->mu);
+	pthread_mutex_unlock(&ex->start_mu);
 	if (st != TILEOPS_OK)
 		return NULL;
 	double last_work = mono_us();
 	for (;;) {
 		int stopping;
-		job *j = take_jobs(ex, &stopping);
-		int worked = j != NULL;
-		while (j) {
-			job *next = j->next;
-			j->next = NULL;
-			exec_job(ex, j);
-			j = next;
-		}
-		worked |= poll_rings(ex);
-		if (ex->be->ops->collect_timings)
-			ex->be->ops->collect_timings(ex->be);
-		worked |= executor_poll_pending(ex);
+		int worked = worker_pass(w, &stopping);
 		double now = mono_us();
 		if (worked) {
 			last_work = now;
 			continue;
 		}
-		if (stopping && !ex->pend)
+		if (stopping && !w->pend)
 			break;
 		/* Device work in flight is polled; otherwise spin a little, then sleep. */
-		if (ex->pend || now - last_work < (double)ex->cfg.spin_us)
+		if (w->pend || now - last_work < (double)ex->cfg.spin_us)
 			continue;
-		executor_sleep(ex);
+		worker_sleep(w);
 		last_work = mono_us();
 	}
+	if (ex->be->ops->thread_fini)
+		ex->be->ops->thread_fini(ex->be);
 	return NULL;
+}
+
+static void wake(worker *w)
+{
+	if (!__atomic_load_n(&w->sleeping, __ATOMIC_SEQ_CST))
+		return;
+	__atomic_fetch_add(&w->bell, 1, __ATOMIC_SEQ_CST);
+	syscall(SYS_futex, &w->bell, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static void stop_workers(executor *ex, int n)
+{
+	for (int i = 0; i < n; i++) {
+		worker *w = &ex->workers[i];
+		pthread_mutex_lock(&w->mu);
+		w->stopping = 1;
+		pthread_mutex_unlock(&w->mu);
+		__atomic_store_n(&w->sleeping, 1, __ATOMIC_SEQ_CST);
+		wake(w);
+	}
+	for (int i = 0; i < n; i++) {
+		pthread_join(ex->workers[i].thread, NULL);
+		pthread_mutex_destroy(&ex->workers[i].mu);
+	}
+}
+
+static void executor_free(executor *ex)
+{
+	while (ex->tenants) {
+		tenant *t = ex->tenants;
+		ex->tenants = t->next;
+		free(t);
+	}
+	pthread_mutex_destroy(&ex->cache_mu);
+	pthread_rwlock_destroy(&ex->mf_lock);
+	pthread_mutex_destroy(&ex->start_mu);
+	pthread_cond_destroy(&ex->started_cv);
+	free(ex->workers);
+	free(ex);
 }
 
 executor *executor_start(const executor_config *cfg, char *err, size_t errlen)
 {
 	executor *ex = calloc(1, sizeof(*ex));
-	if (!ex) {
+	int n = cfg->threads > 0 ? cfg->threads : 1;
+	if (ex)
+		ex->workers = calloc((size_t)n, sizeof(worker));
+	if (!ex || !ex->workers) {
+		free(ex);
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
@@ -244,25 +307,75 @@ executor *executor_start(const executor_config *cfg, char *err, size_t errlen)
 	ex->next_handle = 1;
 	ex->be->timing_cb = exec_timed;
 	ex->be->timing_ctx = ex;
-	pthread_mutex_init(&ex->mu, NULL);
-	pthread_mutex_init(&ex->tenants_mu, NULL);
+	pthread_mutex_init(&ex->start_mu, NULL);
 	pthread_cond_init(&ex->started_cv, NULL);
-	if (pthread_create(&ex->thread, NULL, executor_main, ex) != 0) {
-		snprintf(err, errlen, "cannot start the executor thread");
-		free(ex);
-		return NULL;
+	pthread_rwlock_init(&ex->mf_lock, NULL);
+	pthread_mutex_init(&ex->cache_mu, NULL);
+	int made = 0;
+	for (; made < n; made++) {
+		worker *w = &ex->workers[made];
+		w->ex = ex;
+		w->index = made;
+		pthread_mutex_init(&w->mu, NULL);
+		if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+			pthread_mutex_destroy(&w->mu);
+			snprintf(err, errlen, "cannot start executor thread %d", made);
+			break;
+		}
 	}
-	pthread_mutex_lock(&ex->mu);
-	while (!ex->started)
-		pthread_cond_wait(&ex->started_cv, &ex->mu);
-	pthread_mutex_unlock(&ex->mu);
-	if (ex->init_status != TILEOPS_OK) {
-		snprintf(err, errlen, "%s", ex->init_msg);
-		pthread_join(ex->thread, NULL);
-		free(ex);
+	ex->n_workers = made;
+	pthread_mutex_lock(&ex->start_mu);
+	for (int i = 0; i < made; i++)
+		while (!ex->workers[i].started)
+			pthread_cond_wait(&ex->started_cv, &ex->start_mu);
+	pthread_mutex_unlock(&ex->start_mu);
+	int failed = made < n;
+	for (int i = 0; i < made && !failed; i++) {
+		if (ex->workers[i].init_status != TILEOPS_OK) {
+			snprintf(err, errlen, "%s", ex->workers[i].init_msg);
+			failed = 1;
+		}
+	}
+	if (failed) {
+		stop_workers(ex, made);
+		executor_free(ex);
 		return NULL;
 	}
 	return ex;
+}
+
+int executor_pick_worker(executor *ex, uint64_t session_id)
+{
+	return (int)(session_id % (uint64_t)ex->n_workers);
+}
+
+void executor_submit(executor *ex, job *j)
+{
+	int i = j->s ? j->s->worker : 0;
+	worker *w = &ex->workers[i >= 0 && i < ex->n_workers ? i : 0];
+	j->next = NULL;
+	pthread_mutex_lock(&w->mu);
+	if (w->tail)
+		w->tail->next = j;
+	else
+		w->head = j;
+	w->tail = j;
+	pthread_mutex_unlock(&w->mu);
+	wake(w);
+}
+
+manifest *executor_swap_manifest(executor *ex, manifest *m)
+{
+	pthread_rwlock_wrlock(&ex->mf_lock);
+	manifest *old = ex->mf;
+	ex->mf = m;
+	pthread_rwlock_unlock(&ex->mf_lock);
+	return old;
+}
+
+void executor_write_tenants_json(executor *ex, strbuf *sb)
+{
+	plan_write_tenants_json(ex, sb);
 }
 
 void executor_free_reply(job *j)
@@ -271,50 +384,11 @@ void executor_free_reply(job *j)
 	j->open_reply = NULL;
 }
 
-void executor_write_tenants_json(executor *ex, strbuf *sb)
-{
-	plan_write_tenants_json(ex, sb);
-}
-
-static void wake(executor *ex)
-{
-	if (!__atomic_load_n(&ex->sleeping, __ATOMIC_SEQ_CST))
-		return;
-	__atomic_fetch_add(&ex->bell, 1, __ATOMIC_SEQ_CST);
-	syscall(SYS_futex, &ex->bell, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
-
-void executor_submit(executor *ex, job *j)
-{
-	j->next = NULL;
-	pthread_mutex_lock(&ex->mu);
-	if (ex->tail)
-		ex->tail->next = j;
-	else
-		ex->head = j;
-	ex->tail = j;
-	pthread_mutex_unlock(&ex->mu);
-	wake(ex);
-}
-
 void executor_stop(executor *ex)
 {
 	if (!ex)
 		return;
-	pthread_mutex_lock(&ex->mu);
-	ex->stopping = 1;
-	pthread_mutex_unlock(&ex->mu);
-	__atomic_store_n(&ex->sleeping, 1, __ATOMIC_SEQ_CST);
-	wake(ex);
-	pthread_join(ex->thread, NULL);
+	stop_workers(ex, ex->n_workers);
 	manifest_free(ex->mf);
-	while (ex->tenants) {
-		tenant *t = ex->tenants;
-		ex->tenants = t->next;
-		free(t);
-	}
-	pthread_mutex_destroy(&ex->tenants_mu);
-	pthread_mutex_destroy(&ex->mu);
-	pthread_cond_destroy(&ex->started_cv);
-	free(ex);
+	executor_free(ex);
 }

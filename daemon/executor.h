@@ -32,7 +32,6 @@ typedef enum job_kind {
 	JOB_OPEN,     /* make the session's stream, pin its arena, set up its rings */
 	JOB_CLOSE,    /* free everything the session holds on the device */
 	JOB_REQUEST,  /* one control-plane request of the session */
-	JOB_MANIFEST, /* swap in a reloaded manifest */
 	JOB_RESET,    /* drop every tenant's cached graphs */
 	JOB_WARMUP    /* make and capture one warm-up plan in an internal session */
 } job_kind;
@@ -47,7 +46,6 @@ typedef struct job {
 	int want_rings;             /* OPEN: the Hello asked for rings */
 	char tenant[64];            /* OPEN: the tenant the Hello named */
 	const struct warm_plan *warm; /* WARMUP: the plan to make */
-	manifest *mf;               /* MANIFEST: in: the new one; out: the old one */
 	/* Results. */
 	tileops_status status;
 	char msg[512];
@@ -70,6 +68,7 @@ typedef struct executor_config {
 	int spin_us;                  /* spin this long after the last work, then sleep */
 	int ring_batch;               /* ring entries per session per pass */
 	int stats_sample;             /* time one op in this many on the GPU (0: none) */
+	int threads;                  /* executor threads; sessions are shared out among them */
 	tenant_quota default_quota;   /* a session's own tenant */
 	const tenant_config *tenants; /* named tenants */
 	int n_tenants;
@@ -78,13 +77,23 @@ typedef struct executor_config {
 } executor_config;
 
 /*
- * Start the thread. It calls be->ops->thread_init first; a failure there is
- * returned here, with a message.
+ * Start the threads. Each calls be->ops->thread_init first; a failure there
+ * is returned here, with a message.
  */
 executor *executor_start(const executor_config *cfg, char *err, size_t errlen);
 
-/* Queue a job (any thread). The done callback always runs for it. */
+/* The thread a new session goes to (its jobs and rings run there). */
+int executor_pick_worker(executor *ex, uint64_t session_id);
+
+/*
+ * Queue a job (any thread) on the thread of its session (jobs without a
+ * session go to the first). The done callback always runs for it.
+ */
 void executor_submit(executor *ex, job *j);
+
+/* Swap in a reloaded manifest between the threads' passes; returns the old
+ * one, which no thread uses any more (the caller frees it). Loop thread. */
+manifest *executor_swap_manifest(executor *ex, manifest *m);
 
 /* Finish every queued job and pending completion, then join the thread and
  * free the manifest it owns. NULL is a no-op. */

@@ -37,10 +37,14 @@ typedef struct timed_cqe {
 	uint64_t tag;
 } timed_cqe;
 
-struct executor {
-	executor_config cfg;
-	backend *be;
-	manifest *mf;
+/*
+ * One executor thread. It owns the sessions given to it (their streams,
+ * tensors, rings and owed completions): every request of such a session
+ * runs here, in order.
+ */
+typedef struct worker {
+	struct executor *ex;
+	int index;
 	pthread_t thread;
 
 	/* Shared with submitters (under mu). */
@@ -50,23 +54,38 @@ struct executor {
 	uint32_t bell;     /* futex word; bumped by submitters when sleeping */
 	int sleeping;      /* atomic */
 
-	/* Start-up handshake (under mu). */
-	pthread_cond_t started_cv;
+	/* Start-up (under the executor's start_mu). */
 	int started;
 	tileops_status init_status;
 	char init_msg[256];
 
-	/* Executor thread only. */
+	/* This thread only. */
 	session *rings;    /* sessions whose rings are polled */
 	session *rr_next;  /* where the next polling pass starts */
 	pending *pend, *pend_tail;
-	uint64_t next_handle;
-	uint64_t launches;
-	uint64_t lru_clock;
+} worker;
 
-	/* Graph cache tenants; the list is read by the loop for stats. */
-	pthread_mutex_t tenants_mu;
+struct executor {
+	executor_config cfg;
+	backend *be;
+	int n_workers;
+	worker *workers;
+	pthread_mutex_t start_mu;
+	pthread_cond_t started_cv;
+
+	/* Read by every worker during a pass; swapped under the write lock. */
+	pthread_rwlock_t mf_lock;
+	manifest *mf;
+
+	uint64_t next_handle; /* atomic */
+	uint64_t launches;    /* atomic */
+
+	/* The graph cache: tenants, their plans' graphs and the shared plans.
+	 * Every plan.c entry point holds cache_mu; the loop reads the tenants
+	 * for stats under it too. */
+	pthread_mutex_t cache_mu;
 	tenant *tenants;
+	uint64_t lru_clock;
 };
 
 /* plan.c */
@@ -98,19 +117,21 @@ void plan_forget_tensor(executor *ex, session *s, uint64_t handle);
 void plan_write_tenants_json(executor *ex, strbuf *sb);
 
 /* exec.c */
-void exec_job(executor *ex, job *j);
+void exec_job(worker *w, job *j);
 /* Resolve, check against the manifest and build the call of one op. With a
  * plan view, handles resolve through the plan's bindings and bucket. */
 tileops_status exec_prepare_op(executor *ex, session *s, const plan_view *pv,
                                const Tileops__OpRun *m, prepared_op *out, char *err,
                                size_t errlen);
 /* Run one submission-ring entry of s; posts (or owes) its completion. */
-void exec_sqe(executor *ex, session *s, const tileops_sqe *e);
+void exec_sqe(worker *w, session *s, const tileops_sqe *e);
 /* Consume s's ring entries up to `mark`. Returns TILEOPS_OK or an error. */
-tileops_status exec_ring_until(executor *ex, session *s, uint64_t mark, char *err,
+tileops_status exec_ring_until(worker *w, session *s, uint64_t mark, char *err,
                                size_t errlen);
 /* Owe a completion until the work queued on s's stream so far is done. */
-void exec_defer(executor *ex, session *s, job *j, uint64_t tag);
+void exec_defer(worker *w, session *s, job *j, uint64_t tag);
+/* A fresh handle for a tensor or a plan (any worker). */
+uint64_t exec_next_handle(executor *ex);
 /* Post a completion on s's ring and count it. gpu_us < 0: none. */
 void exec_post(executor *ex, session *s, uint64_t tag, tileops_status st, double gpu_us,
                const char *msg);
@@ -119,7 +140,7 @@ void exec_timed(void *ctx, int slot, void *arg, double us);
 
 /* executor.c */
 void executor_hand_back(executor *ex, job *j);
-/* Answer every owed completion whose fence has passed; 1 if any was. */
-int executor_poll_pending(executor *ex);
+/* Answer every owed completion of w whose fence has passed; 1 if any was. */
+int executor_poll_pending(worker *w);
 
 #endif

@@ -207,6 +207,7 @@ static void do_hello(server *srv, tp_worker *w, Tileops__Request *req, uint32_t 
 	for (const char *p = h->client_name; *p && k < sizeof(s->name) - 1; p++)
 		s->name[k++] = (*p >= 0x20 && *p < 0x7f) ? *p : '?';
 	s->name[k] = '\0';
+	s->worker = executor_pick_worker(srv->ex, s->id);
 	s->next = srv->sessions;
 	srv->sessions = s;
 	srv->n_sessions++;
@@ -335,9 +336,6 @@ void handle_job_done(server *srv, job *j)
 		break;
 	case JOB_CLOSE:
 		arena_unmap(&s->arena);
-		break;
-	case JOB_MANIFEST:
-		manifest_free(j->mf);
 		break;
 	case JOB_WARMUP:
 		warmup_done(srv, j);

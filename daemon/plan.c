@@ -9,8 +9,9 @@
  * not fit is run without being kept, so a plan never fails for want of room.
  * There is no slot pool shared between tenants to exhaust.
  *
- * Executor thread only, except the tenants list, which the loop reads for
- * stats under tenants_mu.
+ * Executor threads share the cache: every entry point below holds the
+ * executor's cache_mu (the loop takes it too, to read the tenants for
+ * stats). The static functions expect it held.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,28 +94,23 @@ static tenant *tenant_add(executor *ex, const char *name, const tenant_quota *q)
 		return NULL;
 	snprintf(t->name, sizeof(t->name), "%s", name);
 	t->quota = *q;
-	pthread_mutex_lock(&ex->tenants_mu);
 	t->next = ex->tenants;
 	ex->tenants = t;
-	pthread_mutex_unlock(&ex->tenants_mu);
 	return t;
 }
 
 static void tenant_remove(executor *ex, tenant *t)
 {
-	pthread_mutex_lock(&ex->tenants_mu);
 	for (tenant **pp = &ex->tenants; *pp; pp = &(*pp)->next) {
 		if (*pp == t) {
 			*pp = t->next;
 			break;
 		}
 	}
-	pthread_mutex_unlock(&ex->tenants_mu);
 	free(t);
 }
 
-tileops_status plan_join_tenant(executor *ex, session *s, const char *name, char *err,
-                                size_t errlen)
+static tileops_status plan_join_tenant_locked(executor *ex, session *s, const char *name, char *err, size_t errlen)
 {
 	if (!name || !name[0]) {
 		char own[64];
@@ -124,11 +120,9 @@ tileops_status plan_join_tenant(executor *ex, session *s, const char *name, char
 			snprintf(err, errlen, "out of host memory");
 			return TILEOPS_ERR_OUT_OF_MEMORY;
 		}
-		pthread_mutex_lock(&ex->tenants_mu);
-		s->tenant->private_to = s->id;
+			s->tenant->private_to = s->id;
 		s->tenant->sessions = 1;
-		pthread_mutex_unlock(&ex->tenants_mu);
-		return TILEOPS_OK;
+			return TILEOPS_OK;
 	}
 	const tenant_config *tc = NULL;
 	for (int i = 0; i < ex->cfg.n_tenants; i++)
@@ -152,9 +146,7 @@ tileops_status plan_join_tenant(executor *ex, session *s, const char *name, char
 		snprintf(err, errlen, "out of host memory");
 		return TILEOPS_ERR_OUT_OF_MEMORY;
 	}
-	pthread_mutex_lock(&ex->tenants_mu);
 	t->sessions++;
-	pthread_mutex_unlock(&ex->tenants_mu);
 	s->tenant = t;
 	return TILEOPS_OK;
 }
@@ -191,12 +183,10 @@ static void graph_drop(executor *ex, plan_graph *g, int evicted)
 	lru_unlink(t, g);
 	g->plan->graphs[g->bucket] = NULL;
 	ex->be->ops->graph_destroy(ex->be, g->graph);
-	pthread_mutex_lock(&ex->tenants_mu);
 	t->n_graphs--;
 	t->bytes -= g->bytes;
 	if (evicted)
 		t->st.evictions++;
-	pthread_mutex_unlock(&ex->tenants_mu);
 	free(g);
 }
 
@@ -209,15 +199,13 @@ static void cache_make_room(executor *ex, tenant *t, size_t more_bytes)
 		graph_drop(ex, t->lru_tail, 1);
 }
 
-void plan_reset_caches(executor *ex)
+static void plan_reset_caches_locked(executor *ex)
 {
 	for (tenant *t = ex->tenants; t; t = t->next)
 		while (t->lru_tail)
 			graph_drop(ex, t->lru_tail, 0);
-	pthread_mutex_lock(&ex->tenants_mu);
 	for (tenant *t = ex->tenants; t; t = t->next)
 		memset(&t->st, 0, sizeof(t->st));
-	pthread_mutex_unlock(&ex->tenants_mu);
 }
 
 /* ---- views --------------------------------------------------------------- */
@@ -353,7 +341,7 @@ void plan_create(executor *ex, session *s, job *j, const Tileops__PlanCreate *m)
 		free(p);
 		return;
 	}
-	p->handle = ex->next_handle++;
+	p->handle = exec_next_handle(ex);
 	p->next = s->plans;
 	s->plans = p;
 	j->handle = p->handle;
@@ -476,10 +464,8 @@ static tileops_status plan_capture(executor *ex, session *s, plan *p, int bucket
 		return st;
 	}
 	st = ex->be->ops->capture_end(ex->be, s->stream, graph, bytes, err, errlen);
-	pthread_mutex_lock(&ex->tenants_mu);
 	t->st.captures++;
 	t->st.capture_us += now_us() - t0;
-	pthread_mutex_unlock(&ex->tenants_mu);
 	return st;
 }
 
@@ -497,26 +483,20 @@ static tileops_status plan_graph_get(executor *ex, session *s, plan *p, int b,
 	*out = NULL;
 	*once = NULL;
 	if (g && g->gen == p->gen) {
-		pthread_mutex_lock(&ex->tenants_mu);
-		t->st.hits++;
-		pthread_mutex_unlock(&ex->tenants_mu);
-		*out = g;
+			t->st.hits++;
+			*out = g;
 		return TILEOPS_OK;
 	}
-	pthread_mutex_lock(&ex->tenants_mu);
 	t->st.misses++;
-	pthread_mutex_unlock(&ex->tenants_mu);
 	void *graph = g ? g->graph : NULL;
 	size_t bytes = g ? g->bytes : 0;
 	if (g) {
 		/* New bindings: the instantiated graph is updated in place. */
 		lru_unlink(t, g);
 		p->graphs[b] = NULL;
-		pthread_mutex_lock(&ex->tenants_mu);
-		t->n_graphs--;
+			t->n_graphs--;
 		t->bytes -= g->bytes;
-		pthread_mutex_unlock(&ex->tenants_mu);
-		free(g);
+			free(g);
 	}
 	tileops_status st = plan_capture(ex, s, p, b, &graph, &bytes, err, errlen);
 	if (st != TILEOPS_OK) {
@@ -538,16 +518,13 @@ static tileops_status plan_graph_get(executor *ex, session *s, plan *p, int b,
 	g->gen = p->gen;
 	p->graphs[b] = g;
 	lru_push_front(t, g);
-	pthread_mutex_lock(&ex->tenants_mu);
 	t->n_graphs++;
 	t->bytes += bytes;
-	pthread_mutex_unlock(&ex->tenants_mu);
 	*out = g;
 	return TILEOPS_OK;
 }
 
-tileops_status plan_run(executor *ex, session *s, const Tileops__PlanRun *m, char *err,
-                        size_t errlen)
+static tileops_status plan_run_locked(executor *ex, session *s, const Tileops__PlanRun *m, char *err, size_t errlen)
 {
 	plan *p = plan_find(s, m->plan);
 	if (!p) {
@@ -568,9 +545,7 @@ tileops_status plan_run(executor *ex, session *s, const Tileops__PlanRun *m, cha
 		st = plan_graph_get(ex, s, p, b, &g, &once, err, errlen);
 	if (st != TILEOPS_OK)
 		return st;
-	pthread_mutex_lock(&ex->tenants_mu);
 	p->t->st.runs++;
-	pthread_mutex_unlock(&ex->tenants_mu);
 	if (once) {
 		/* Over the quota even when empty: run it once, keep nothing. */
 		st = ex->be->ops->graph_launch(ex->be, s->stream, once, err, errlen);
@@ -620,7 +595,7 @@ static void plan_unbind_shared(executor *ex, session *s, uint64_t handle)
 	}
 }
 
-void plan_free(executor *ex, session *s, job *j, uint64_t handle)
+static void plan_free_locked(executor *ex, session *s, job *j, uint64_t handle)
 {
 	for (plan **pp = &s->plans; *pp; pp = &(*pp)->next) {
 		if ((*pp)->handle == handle) {
@@ -635,7 +610,7 @@ void plan_free(executor *ex, session *s, job *j, uint64_t handle)
 	         (unsigned long long)handle);
 }
 
-void plan_forget_tensor(executor *ex, session *s, uint64_t handle)
+static void plan_forget_tensor_locked(executor *ex, session *s, uint64_t handle)
 {
 	/* A graph holds the tensor's address: drop every graph that may use it,
 	 * so the next run captures again (and reports the missing tensor). */
@@ -656,7 +631,7 @@ void plan_forget_tensor(executor *ex, session *s, uint64_t handle)
 	}
 }
 
-void plan_close_session(executor *ex, session *s)
+static void plan_close_session_locked(executor *ex, session *s)
 {
 	if (s->tenant) {
 		plan_unbind_shared(ex, s, 0);
@@ -677,9 +652,7 @@ void plan_close_session(executor *ex, session *s)
 	s->tenant = NULL;
 	if (!t)
 		return;
-	pthread_mutex_lock(&ex->tenants_mu);
 	int last = --t->sessions == 0;
-	pthread_mutex_unlock(&ex->tenants_mu);
 	if (last && t->private_to)
 		tenant_remove(ex, t);
 }
@@ -742,7 +715,7 @@ static tileops_status warm_build(const warm_plan *wp, const uint64_t *handles,
 	return TILEOPS_OK;
 }
 
-tileops_status plan_warmup(executor *ex, session *s, job *j, const warm_plan *wp)
+static tileops_status plan_warmup_locked(executor *ex, session *s, job *j, const warm_plan *wp)
 {
 	/* The tensors, then the plan over them, then every bucket captured. */
 	uint64_t handles[WARM_MAX_TENSORS];
@@ -813,7 +786,7 @@ tileops_status plan_warmup(executor *ex, session *s, job *j, const warm_plan *wp
 	return TILEOPS_OK;
 }
 
-void plan_open(executor *ex, session *s, job *j, const char *name)
+static void plan_open_locked(executor *ex, session *s, job *j, const char *name)
 {
 	plan *p = s->tenant ? s->tenant->shared : NULL;
 	while (p && strcmp(p->name, name ? name : "") != 0)
@@ -873,9 +846,8 @@ void plan_open_reply_free(Tileops__PlanOpenReply *r)
 	free(r);
 }
 
-void plan_write_tenants_json(executor *ex, strbuf *sb)
+static void plan_write_tenants_json_locked(executor *ex, strbuf *sb)
 {
-	pthread_mutex_lock(&ex->tenants_mu);
 	sb_printf(sb, "\"tenants\":{");
 	int first = 1;
 	for (tenant *t = ex->tenants; t; t = t->next) {
@@ -892,5 +864,72 @@ void plan_write_tenants_json(executor *ex, strbuf *sb)
 		          (unsigned long long)t->st.evictions, t->st.capture_us);
 	}
 	sb_printf(sb, "}");
-	pthread_mutex_unlock(&ex->tenants_mu);
+}
+
+/* ---- the entry points: each holds the cache lock -------------------------- */
+
+tileops_status plan_join_tenant(executor *ex, session *s, const char *name, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&ex->cache_mu);
+	tileops_status st = plan_join_tenant_locked(ex, s, name, err, errlen);
+	pthread_mutex_unlock(&ex->cache_mu);
+	return st;
+}
+
+void plan_reset_caches(executor *ex)
+{
+	pthread_mutex_lock(&ex->cache_mu);
+	plan_reset_caches_locked(ex);
+	pthread_mutex_unlock(&ex->cache_mu);
+}
+
+tileops_status plan_run(executor *ex, session *s, const Tileops__PlanRun *m, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&ex->cache_mu);
+	tileops_status st = plan_run_locked(ex, s, m, err, errlen);
+	pthread_mutex_unlock(&ex->cache_mu);
+	return st;
+}
+
+void plan_free(executor *ex, session *s, job *j, uint64_t handle)
+{
+	pthread_mutex_lock(&ex->cache_mu);
+	plan_free_locked(ex, s, j, handle);
+	pthread_mutex_unlock(&ex->cache_mu);
+}
+
+void plan_forget_tensor(executor *ex, session *s, uint64_t handle)
+{
+	pthread_mutex_lock(&ex->cache_mu);
+	plan_forget_tensor_locked(ex, s, handle);
+	pthread_mutex_unlock(&ex->cache_mu);
+}
+
+void plan_close_session(executor *ex, session *s)
+{
+	pthread_mutex_lock(&ex->cache_mu);
+	plan_close_session_locked(ex, s);
+	pthread_mutex_unlock(&ex->cache_mu);
+}
+
+tileops_status plan_warmup(executor *ex, session *s, job *j, const warm_plan *wp)
+{
+	pthread_mutex_lock(&ex->cache_mu);
+	tileops_status st = plan_warmup_locked(ex, s, j, wp);
+	pthread_mutex_unlock(&ex->cache_mu);
+	return st;
+}
+
+void plan_open(executor *ex, session *s, job *j, const char *name)
+{
+	pthread_mutex_lock(&ex->cache_mu);
+	plan_open_locked(ex, s, j, name);
+	pthread_mutex_unlock(&ex->cache_mu);
+}
+
+void plan_write_tenants_json(executor *ex, strbuf *sb)
+{
+	pthread_mutex_lock(&ex->cache_mu);
+	plan_write_tenants_json_locked(ex, sb);
+	pthread_mutex_unlock(&ex->cache_mu);
 }

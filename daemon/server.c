@@ -193,17 +193,9 @@ static void reload(server *srv)
 		          srv->cfg.manifest, err);
 		return;
 	}
-	/* The executor owns the manifest: it swaps in the new one between
-	 * requests and hands back the old one, which the loop frees. */
-	job *j = calloc(1, sizeof(*j));
-	if (!j) {
-		manifest_free(m);
-		log_error("SIGHUP: out of memory; keeping the loaded manifest");
-		return;
-	}
-	j->kind = JOB_MANIFEST;
-	j->mf = m;
-	server_submit(srv, NULL, j);
+	/* The executor threads read the manifest during their passes: the swap
+	 * waits for the passes in progress, then the old one is no one's. */
+	manifest_free(executor_swap_manifest(srv->ex, m));
 	log_info("SIGHUP: config and manifest reloaded");
 }
 
@@ -321,6 +313,7 @@ static int run_warmup(server *srv, char *err, size_t errlen)
 		}
 		s->internal = 1;
 		s->uid = (int64_t)srv->uid;
+		s->worker = executor_pick_worker(srv->ex, s->id);
 		snprintf(s->name, sizeof(s->name), "warm-up %.50s", srv->warm->plans[i].name);
 		srv->warm_sessions[srv->n_warm++] = s;
 		j->kind = JOB_WARMUP;
@@ -370,6 +363,8 @@ int server_start(server *srv, char *err, size_t errlen)
 		.spin_us = srv->cfg.ring_spin_us,
 		.ring_batch = srv->cfg.ring_batch,
 		.stats_sample = srv->cfg.stats_sample,
+		.threads = srv->cfg.executor_threads > 0 ? srv->cfg.executor_threads
+		                                        : (srv->be->is_gpu ? 4 : 1),
 		.default_quota = srv->cfg.default_quota,
 		.tenants = srv->cfg.tenants,
 		.n_tenants = srv->cfg.n_tenants,
@@ -406,8 +401,9 @@ int server_start(server *srv, char *err, size_t errlen)
 	srv->ready = 1;
 	if (srv->cfg.ready_file[0] && write_ready_file(srv->cfg.ready_file, err, errlen) != 0)
 		return -1;
-	log_info("tileopsd %s serving on %s (stats %s), backend %s: %s", TILEOPS_VERSION,
-	         srv->cfg.listen, srv->cfg.stats_listen, srv->be->name, srv->be->device);
+	log_info("tileopsd %s serving on %s (stats %s), backend %s: %s, %d executor thread%s",
+	         TILEOPS_VERSION, srv->cfg.listen, srv->cfg.stats_listen, srv->be->name,
+	         srv->be->device, ec.threads, ec.threads == 1 ? "" : "s");
 	return 0;
 }
 
