@@ -214,6 +214,9 @@ static int worker_pass(worker *w, int *stopping)
 		ex->be->ops->collect_timings(ex->be);
 	worked |= executor_poll_pending(w);
 	pthread_rwlock_unlock(&ex->mf_lock);
+	/* One wake-up per client per pass, for all the completions it got. */
+	for (session *s = w->rings; s; s = s->ring_next)
+		ring_wake(&s->ring, &s->arena);
 	return worked;
 }
 

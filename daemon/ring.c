@@ -3,6 +3,7 @@
 
 #include <linux/futex.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -128,11 +129,6 @@ int ring_take(ring *r, const arena *a, tileops_sqe *out)
 	return 0;
 }
 
-static void futex_wake_shared(uint32_t *addr)
-{
-	syscall(SYS_futex, addr, FUTEX_WAKE, 1, NULL, NULL, 0);
-}
-
 int ring_post(ring *r, const arena *a, uint64_t tag, int status, double gpu_us,
               const char *message)
 {
@@ -160,14 +156,25 @@ int ring_post(ring *r, const arena *a, uint64_t tag, int status, double gpu_us,
 		return -1;
 	}
 	r->cq_tail++;
-	if (waiting) {
-		if (arena_add_u32(a, HDR(cq_bell), 1) != 0) {
-			ring_break(r, "the arena no longer backs the ring header");
-			return -1;
-		}
-		futex_wake_shared((uint32_t *)((char *)a->base + HDR(cq_bell)));
-	}
+	if (waiting)
+		r->wake_owed = 1;
 	return 0;
+}
+
+void ring_wake(ring *r, const arena *a)
+{
+	if (!r->wake_owed)
+		return;
+	r->wake_owed = 0;
+	if (r->broken)
+		return;
+	if (arena_add_u32(a, HDR(cq_bell), 1) != 0) {
+		ring_break(r, "the arena no longer backs the ring header");
+		return;
+	}
+	/* Every waiting thread: each may wait for a different completion. */
+	syscall(SYS_futex, (uint32_t *)((char *)a->base + HDR(cq_bell)), FUTEX_WAKE, INT32_MAX,
+	        NULL, NULL, 0);
 }
 
 int ring_set_sleeping(ring *r, const arena *a, uint32_t v)

@@ -26,6 +26,7 @@ typedef struct ring {
 	uint64_t cq_tail;    /* the daemon's own count of posted completions */
 	uint32_t promised;   /* consumed entries whose completion is not posted yet */
 	uint64_t consumed;   /* total consumed, for ring_mark (== sq_head) */
+	int wake_owed;       /* completions posted while the client sleeps */
 } ring;
 
 /*
@@ -50,11 +51,15 @@ uint32_t ring_cq_room(ring *r, const arena *a);
 int ring_take(ring *r, const arena *a, tileops_sqe *out);
 
 /*
- * Post a completion that was promised, then wake the client if it sleeps.
+ * Post a completion that was promised. A client that sleeps is woken by
+ * ring_wake, once for all the completions of a pass, not once for each.
  * Returns 0 or -1 (ring broken; the promise is dropped).
  */
 int ring_post(ring *r, const arena *a, uint64_t tag, int status, double gpu_us,
               const char *message);
+
+/* Wake the client if completions were posted while it slept. */
+void ring_wake(ring *r, const arena *a);
 
 /* Set or clear the header's daemon_sleeping flag; -1 if broken. */
 int ring_set_sleeping(ring *r, const arena *a, uint32_t v);
