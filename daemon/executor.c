@@ -224,6 +224,7 @@ static void *worker_main(void *arg)
 {
 	worker *w = arg;
 	executor *ex = w->ex;
+	stats_set_thread_shard(w->index);
 	tileops_status st = ex->be->ops->thread_init(ex->be, w->init_msg, sizeof(w->init_msg));
 	pthread_mutex_lock(&ex->start_mu);
 	w->init_status = st;

@@ -341,7 +341,6 @@ int server_start(server *srv, char *err, size_t errlen)
 	srv->started_at = server_now();
 	srv->next_session_id = 1;
 	srv->next_handle = 1;
-	stats_init(&srv->st);
 	pthread_mutex_init(&srv->inbox_mu, NULL);
 	if (arena_global_init() != 0) {
 		snprintf(err, errlen, "cannot install the SIGBUS handler");
@@ -355,6 +354,13 @@ int server_start(server *srv, char *err, size_t errlen)
 		manifest_free(mf);
 		return -1;
 	}
+	int threads = srv->cfg.executor_threads > 0 ? srv->cfg.executor_threads
+	                                            : (srv->be->is_gpu ? 4 : 1);
+	if (stats_init(&srv->st, threads) != 0) {
+		snprintf(err, errlen, "out of memory");
+		manifest_free(mf);
+		return -1;
+	}
 	executor_config ec = {
 		.be = srv->be,
 		.st = &srv->st,
@@ -363,8 +369,7 @@ int server_start(server *srv, char *err, size_t errlen)
 		.spin_us = srv->cfg.ring_spin_us,
 		.ring_batch = srv->cfg.ring_batch,
 		.stats_sample = srv->cfg.stats_sample,
-		.threads = srv->cfg.executor_threads > 0 ? srv->cfg.executor_threads
-		                                        : (srv->be->is_gpu ? 4 : 1),
+		.threads = threads,
 		.default_quota = srv->cfg.default_quota,
 		.tenants = srv->cfg.tenants,
 		.n_tenants = srv->cfg.n_tenants,

@@ -6,63 +6,86 @@
 #include <stdlib.h>
 #include <string.h>
 
-void stats_init(stats *st)
+static _Thread_local int stats_thread_shard;
+
+int stats_init(stats *st, int n_shards)
 {
 	memset(st, 0, sizeof(*st));
 	pthread_mutex_init(&st->mu, NULL);
+	st->n_shards = n_shards > 0 ? n_shards : 1;
+	st->shards = calloc((size_t)st->n_shards, sizeof(*st->shards));
+	if (!st->shards)
+		return -1;
+	for (int i = 0; i < st->n_shards; i++)
+		pthread_mutex_init(&st->shards[i].mu, NULL);
+	return 0;
 }
 
 void stats_destroy(stats *st)
 {
+	for (int i = 0; st->shards && i < st->n_shards; i++)
+		pthread_mutex_destroy(&st->shards[i].mu);
+	free(st->shards);
+	st->shards = NULL;
 	pthread_mutex_destroy(&st->mu);
-	free(st->ops);
-	st->ops = NULL;
+}
+
+void stats_set_thread_shard(int i)
+{
+	stats_thread_shard = i;
+}
+
+static int find_slot(const stats *st, int from, int to, const char *name)
+{
+	for (int i = from; i < to; i++)
+		if (strcmp(st->names[i], name) == 0)
+			return i;
+	return -1;
 }
 
 int stats_op_slot(stats *st, const char *name)
 {
+	/* Names are written before n_ops is published, and never change. */
+	int n = __atomic_load_n(&st->n_ops, __ATOMIC_ACQUIRE);
+	int slot = find_slot(st, 0, n, name);
+	if (slot >= 0)
+		return slot;
 	pthread_mutex_lock(&st->mu);
-	int slot = -1;
-	for (int i = 0; i < st->n_ops; i++) {
-		if (strcmp(st->ops[i].name, name) == 0) {
-			slot = i;
-			goto out;
-		}
+	slot = find_slot(st, n, st->n_ops, name);
+	if (slot < 0 && st->n_ops < STATS_MAX_OPS) {
+		slot = st->n_ops;
+		snprintf(st->names[slot], sizeof(st->names[slot]), "%s", name);
+		__atomic_store_n(&st->n_ops, slot + 1, __ATOMIC_RELEASE);
 	}
-	if (st->n_ops == st->cap_ops) {
-		int cap = st->cap_ops ? st->cap_ops * 2 : 32;
-		op_stats *n = realloc(st->ops, (size_t)cap * sizeof(*n));
-		if (!n)
-			goto out;
-		st->ops = n;
-		st->cap_ops = cap;
-	}
-	slot = st->n_ops++;
-	memset(&st->ops[slot], 0, sizeof(st->ops[slot]));
-	snprintf(st->ops[slot].name, sizeof(st->ops[slot].name), "%s", name);
-out:
 	pthread_mutex_unlock(&st->mu);
 	return slot;
 }
 
+static stats_shard *my_shard(stats *st)
+{
+	int i = stats_thread_shard;
+	return &st->shards[i >= 0 && i < st->n_shards ? i : 0];
+}
+
 void stats_op_count(stats *st, int slot, int failed, int timed, double flops, double bytes)
 {
-	pthread_mutex_lock(&st->mu);
-	if (slot >= 0 && slot < st->n_ops) {
-		op_stats *o = &st->ops[slot];
-		o->count++;
-		if (failed) {
-			o->errors++;
-		} else {
-			o->flops += flops;
-			o->bytes += bytes;
-			if (timed) {
-				o->flops_timed += flops;
-				o->bytes_timed += bytes;
-			}
+	if (slot < 0 || slot >= STATS_MAX_OPS)
+		return;
+	stats_shard *sh = my_shard(st);
+	pthread_mutex_lock(&sh->mu);
+	op_counters *o = &sh->ops[slot];
+	o->count++;
+	if (failed) {
+		o->errors++;
+	} else {
+		o->flops += flops;
+		o->bytes += bytes;
+		if (timed) {
+			o->flops_timed += flops;
+			o->bytes_timed += bytes;
 		}
 	}
-	pthread_mutex_unlock(&st->mu);
+	pthread_mutex_unlock(&sh->mu);
 }
 
 void stats_count_request(stats *st, int failed)
@@ -74,12 +97,13 @@ void stats_count_request(stats *st, int failed)
 
 void stats_op_time(stats *st, int slot, double us)
 {
-	pthread_mutex_lock(&st->mu);
-	if (slot >= 0 && slot < st->n_ops) {
-		st->ops[slot].time_us += us;
-		st->ops[slot].timed++;
-	}
-	pthread_mutex_unlock(&st->mu);
+	if (slot < 0 || slot >= STATS_MAX_OPS)
+		return;
+	stats_shard *sh = my_shard(st);
+	pthread_mutex_lock(&sh->mu);
+	sh->ops[slot].time_us += us;
+	sh->ops[slot].timed++;
+	pthread_mutex_unlock(&sh->mu);
 }
 
 void sb_printf(strbuf *sb, const char *fmt, ...)
@@ -133,24 +157,44 @@ void sb_free(strbuf *sb)
 
 void stats_write_ops_json(stats *st, strbuf *sb)
 {
-	pthread_mutex_lock(&st->mu);
+	int n = __atomic_load_n(&st->n_ops, __ATOMIC_ACQUIRE);
+	op_counters *sum = calloc((size_t)(n ? n : 1), sizeof(*sum));
+	if (!sum) {
+		sb->oom = 1;
+		return;
+	}
+	for (int k = 0; k < st->n_shards; k++) {
+		stats_shard *sh = &st->shards[k];
+		pthread_mutex_lock(&sh->mu);
+		for (int i = 0; i < n; i++) {
+			const op_counters *o = &sh->ops[i];
+			sum[i].count += o->count;
+			sum[i].errors += o->errors;
+			sum[i].timed += o->timed;
+			sum[i].time_us += o->time_us;
+			sum[i].flops += o->flops;
+			sum[i].bytes += o->bytes;
+			sum[i].flops_timed += o->flops_timed;
+			sum[i].bytes_timed += o->bytes_timed;
+		}
+		pthread_mutex_unlock(&sh->mu);
+	}
 	sb_printf(sb, "\"ops\":{");
-	for (int i = 0; i < st->n_ops; i++) {
-		const op_stats *o = &st->ops[i];
+	for (int i = 0; i < n; i++) {
+		const op_counters *o = &sum[i];
 		/* Achieved rates over the ops that have a measured time. */
 		double secs = o->time_us * 1e-6;
 		double gbps = secs > 0 ? o->bytes_timed / secs * 1e-9 : 0.0;
 		double tflops = secs > 0 ? o->flops_timed / secs * 1e-12 : 0.0;
 		sb_printf(sb, "%s", i ? "," : "");
-		sb_json_string(sb, o->name);
+		sb_json_string(sb, st->names[i]);
 		sb_printf(sb,
 		          ":{\"count\":%llu,\"errors\":%llu,\"timed\":%llu,\"total_time_us\":%.3f,"
 		          "\"flops\":%.6g,\"bytes\":%.6g,\"achieved_gbps\":%.3f,"
 		          "\"achieved_tflops\":%.4f}",
 		          (unsigned long long)o->count, (unsigned long long)o->errors,
-		          (unsigned long long)o->timed, o->time_us,
-		          o->flops, o->bytes, gbps, tflops);
+		          (unsigned long long)o->timed, o->time_us, o->flops, o->bytes, gbps, tflops);
 	}
 	sb_printf(sb, "}");
-	pthread_mutex_unlock(&st->mu);
+	free(sum);
 }

@@ -2,14 +2,20 @@
  * activation.cu - the activation ops: sigmoid, relu, silu, mish,
  * hardswish, gelu (param 0 "approximate": 0 erf, 1 tanh), softplus
  * (params "beta", "threshold"), leaky_relu ("negative_slope") and clamp
- * ("min_value", "max_value"). f32 arithmetic with CUDA's accurate
- * functions. Bytes: 2 * numel * elem size.
+ * ("min_value", "max_value"). f32 arithmetic: the accurate functions for
+ * f32 outputs, the fast forms below for bf16 and f16 (cuda_common.cuh).
+ * Bytes: 2 * numel * elem size.
  */
 #include "elementwise.cuh"
 
 namespace
 {
 
+using tkc::m_div;
+using tkc::m_exp;
+using tkc::m_log;
+
+/* The accurate form; softplus_op and mish_op have their own fast ones. */
 __device__ __forceinline__ float softplus_of(float x, float beta, float threshold)
 {
 	float bx = beta * x;
@@ -18,63 +24,87 @@ __device__ __forceinline__ float softplus_of(float x, float beta, float threshol
 }
 
 struct sigmoid_op {
-	__device__ float operator()(float x) const
+	template <bool F> __device__ float f(float x) const
 	{
-		return 1.0f / (1.0f + expf(-x));
+		return tkc::m_sigmoid<F>(x);
 	}
 };
 
 struct relu_op {
-	__device__ float operator()(float x) const
+	template <bool F> __device__ float f(float x) const
 	{
 		return x > 0.0f || x != x ? x : 0.0f;
 	}
 };
 
 struct silu_op {
-	__device__ float operator()(float x) const
+	template <bool F> __device__ float f(float x) const
 	{
-		return x / (1.0f + expf(-x));
+		return m_div<F>(x, 1.0f + m_exp<F>(-x));
 	}
 };
 
+/*
+ * x tanh(softplus(x)). Fast: with n = e^x (e^x + 2), tanh(log(1 + e^x)) is
+ * n / (n + 2), one exponential and one division with no cancellation;
+ * above 20 softplus is x (its threshold) and tanh of it 1 in f32.
+ */
 struct mish_op {
-	__device__ float operator()(float x) const
+	template <bool F> __device__ float f(float x) const
 	{
-		return x * tanhf(softplus_of(x, 1.0f, 20.0f));
+		if (!F)
+			return x * tanhf(softplus_of(x, 1.0f, 20.0f));
+		if (x > 20.0f)
+			return x;
+		float e = __expf(x), n = e * (e + 2.0f);
+		return x * __fdividef(n, n + 2.0f);
 	}
 };
 
 struct hardswish_op {
-	__device__ float operator()(float x) const
+	template <bool F> __device__ float f(float x) const
 	{
 		return x * fminf(fmaxf(x + 3.0f, 0.0f), 6.0f) / 6.0f;
 	}
 };
 
+/*
+ * The tanh form is 0.5 x (1 + tanh(u)) = x sigmoid(2u) exactly, which the
+ * fast grade computes that way; the erf form uses 1 + erf without its
+ * cancellation for negative x (m_one_plus_erf).
+ */
 struct gelu_op {
 	int approximate;
-	__device__ float operator()(float x) const
+	template <bool F> __device__ float f(float x) const
 	{
 		if (approximate) {
 			float inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+			if (F)
+				return x * tkc::m_sigmoid<true>(2.0f * inner);
 			return 0.5f * x * (1.0f + tanhf(inner));
 		}
-		return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+		return 0.5f * x * tkc::m_one_plus_erf<F>(x * 0.7071067811865476f);
 	}
 };
 
+/* Fast: log(1 + e^y) as max(y, 0) + log(1 + e^-|y|), the log's argument in [1, 2]. */
 struct softplus_op {
 	float beta, threshold;
-	__device__ float operator()(float x) const
+	template <bool F> __device__ float f(float x) const
 	{
-		return softplus_of(x, beta, threshold);
+		if (!F)
+			return softplus_of(x, beta, threshold);
+		float bx = beta * x;
+		if (bx > threshold)
+			return x;
+		float l = fmaxf(bx, 0.0f) + __logf(1.0f + __expf(-fabsf(bx)));
+		return __fdividef(l, beta);
 	}
 };
 
 struct leaky_relu_op {
 	float slope;
-	__device__ float operator()(float x) const
+	template <bool F> __device__ float f(float x) const
 	{
 		return x >= 0.0f ? x : x * slope;
 	}
@@ -83,7 +113,7 @@ struct leaky_relu_op {
 /* NaN passes through, as in PyTorch; fminf/fmaxf alone would drop it. */
 struct clamp_op {
 	float lo, hi;
-	__device__ float operator()(float x) const
+	template <bool F> __device__ float f(float x) const
 	{
 		return x != x ? x : fminf(fmaxf(x, lo), hi);
 	}

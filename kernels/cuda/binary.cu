@@ -1,6 +1,7 @@
 /*
  * binary.cu - the binary ops with numpy broadcasting: add, sub, mul, div,
- * maximum, minimum (both propagate NaN, as in PyTorch) and pow.
+ * maximum, minimum (both propagate NaN, as in PyTorch) and pow. div and
+ * pow use the fast forms for bf16 and f16 outputs (cuda_common.cuh).
  * Bytes: (|a| + |b| + |out|) * elem size; FLOPs: numel(out).
  */
 #include "elementwise.cuh"
@@ -9,7 +10,7 @@
 	namespace                                                              \
 	{                                                                      \
 	struct name##_op {                                                     \
-		__device__ float operator()(float a, float b) const            \
+		template <bool F> __device__ float f(float a, float b) const   \
 		{                                                              \
 			return (expr);                                         \
 		}                                                              \
@@ -23,7 +24,7 @@
 BINARY_OP(add, a + b)
 BINARY_OP(sub, a - b)
 BINARY_OP(mul, a *b)
-BINARY_OP(div, a / b)
+BINARY_OP(div, tkc::m_div<F>(a, b))
 BINARY_OP(maximum, tkc::max_nan(a, b))
 BINARY_OP(minimum, (a != a || b != b) ? a + b : fminf(a, b))
-BINARY_OP(pow, powf(a, b))
+BINARY_OP(pow, F ? tkc::m_pow_fast(a, b) : powf(a, b))

@@ -219,6 +219,108 @@ __device__ __forceinline__ int64_t divmod64(int64_t a, int64_t b, int64_t *r)
 	return q;
 }
 
+/*
+ * Math in two grades. FAST (bf16 and f16 outputs) uses the special-function
+ * unit's approximations: their relative error, a few units in f32's last
+ * place, is far below the 2^-9 and 2^-12 that rounding to bf16 and f16
+ * itself costs, and they keep the transcendental ops memory-bound (the
+ * accurate library functions take 10 to 40 instructions per element).
+ * f32 outputs keep the accurate functions, whose error f32 callers can see.
+ */
+template <bool FAST> __device__ __forceinline__ float m_exp(float x)
+{
+	return FAST ? __expf(x) : expf(x);
+}
+
+template <bool FAST> __device__ __forceinline__ float m_log(float x)
+{
+	return FAST ? __logf(x) : logf(x);
+}
+
+/* a / b; the fast form is a reciprocal and a product (0 for |b| > 2^126). */
+template <bool FAST> __device__ __forceinline__ float m_div(float a, float b)
+{
+	return FAST ? __fdividef(a, b) : a / b;
+}
+
+template <bool FAST> __device__ __forceinline__ float m_sqrt(float x)
+{
+	if (!FAST)
+		return sqrtf(x);
+	float r;
+	asm("sqrt.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
+	return r;
+}
+
+/* 1 / (1 + exp(-x)): no cancellation at either end. */
+template <bool FAST> __device__ __forceinline__ float m_sigmoid(float x)
+{
+	return m_div<FAST>(1.0f, 1.0f + m_exp<FAST>(-x));
+}
+
+/* tanh(x) = 2 sigmoid(2x) - 1, with the odd series near 0 where that cancels. */
+template <bool FAST> __device__ __forceinline__ float m_tanh(float x)
+{
+	if (!FAST)
+		return tanhf(x);
+	if (fabsf(x) < 0.125f) {
+		float x2 = x * x;
+		return x * fmaf(x2, fmaf(x2, 0.13333333f, -0.33333333f), 1.0f);
+	}
+	return 2.0f * m_sigmoid<true>(2.0f * x) - 1.0f;
+}
+
+/*
+ * erfc(|z|) for z >= 0 as t P(t) exp(-z^2), t = 1 / (1 + p z): the
+ * classic five-term rational fit (absolute error under 1.5e-7), two
+ * special-function calls and six FMAs.
+ */
+__device__ __forceinline__ float m_erfc_pos(float z)
+{
+	float t = __fdividef(1.0f, fmaf(0.3275911f, z, 1.0f));
+	float p = fmaf(t, 1.061405429f, -1.453152027f);
+	p = fmaf(t, p, 1.421413741f);
+	p = fmaf(t, p, -0.284496736f);
+	p = fmaf(t, p, 0.254829592f);
+	return t * p * __expf(-z * z);
+}
+
+template <bool FAST> __device__ __forceinline__ float m_erf(float x)
+{
+	if (!FAST)
+		return erff(x);
+	if (x != x)
+		return x;
+	return copysignf(1.0f - m_erfc_pos(fabsf(x)), x);
+}
+
+/* 1 + erf(z), exact in form for negative z (where 1 + erf cancels). */
+template <bool FAST> __device__ __forceinline__ float m_one_plus_erf(float z)
+{
+	if (!FAST)
+		return 1.0f + erff(z);
+	if (z != z)
+		return z;
+	float c = m_erfc_pos(fabsf(z));
+	return z < 0.0f ? c : 2.0f - c;
+}
+
+/*
+ * a^b as exp2(b log2 a) for a positive, finite base other than 1; the
+ * other bases (negative with integer exponents, zero, one, infinities,
+ * NaN) and a zero exponent take powf's exact rules.
+ */
+__device__ __forceinline__ float m_pow_fast(float a, float b)
+{
+	if (a > 0.0f && a != 1.0f && a < INFINITY && b != 0.0f) {
+		float l, r;
+		asm("lg2.approx.f32 %0, %1;" : "=f"(l) : "f"(a));
+		asm("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(b * l));
+		return r;
+	}
+	return powf(a, b);
+}
+
 __device__ __forceinline__ float max_nan(float a, float b)
 {
 	if (a != a)

@@ -9,9 +9,14 @@
  * the output's last dim is packed and every input is either packed along
  * it or constant along it (stride 0). Work is counted in units: 16-byte
  * vectors when every row start is aligned, else single elements. Each
- * thread takes a few units a block-width apart and issues all their
- * loads before any arithmetic; the grid is persistent (a few blocks per
- * SM, grid-stride over tiles). A unit's row is one 32-bit division away.
+ * thread takes a few units a block-width apart and issues all their loads
+ * before any arithmetic; the grid covers the tensor once,
+ * so the hardware refills each SM as blocks finish instead of one wave of
+ * persistent blocks ending unevenly. A unit's row is one 32-bit division
+ * away (none for packed tensors, which are a single row).
+ *
+ * Functors provide `template <bool FAST> float f(x[, y])`: FAST is set for
+ * bf16 and f16 outputs (see m_exp and friends in cuda_common.cuh).
  *
  * ew_general covers what is left (deeper broadcasting, an output whose
  * innermost merged dim is strided, more than 2^32 units): one element per
@@ -27,13 +32,21 @@ namespace tkc
 
 constexpr int kEwThreads = 256;
 /*
- * 16-byte units a thread has in flight per input. Two for 16-bit types keep
- * the 8-wide arithmetic of both within 64 registers (4 would spill for
- * erf/exp-based functors); f32 units hold 4 elements, so 4 fit.
+ * 16-byte units a thread has in flight per input. Two for 16-bit types: at
+ * four, the binary and the erf/tanh-based functors spill under the 64
+ * registers that keep 1024 threads resident (measured on an H200: binary
+ * ops fell from 84% to 43% of copy), and the unary ones gained nothing
+ * (abs at 79% either way). f32 units hold 4 elements, so 4 fit.
  */
 template <typename T> constexpr int ew_unroll()
 {
 	return sizeof(T) == 4 ? 4 : 2;
+}
+
+/* The math grade for an output type: fast for the 16-bit floats. */
+template <typename T> constexpr bool ew_fast()
+{
+	return sizeof(T) == 2;
 }
 
 /* The walk of ew_rows: NOPS operands, operand 0 the output. */
@@ -66,13 +79,13 @@ __device__ __forceinline__ void walk_unit(const RowWalk<NOPS> &w, int64_t u, int
 		off[op] = (int64_t)row * w.rstride[op] + (w.inner[op] ? (int64_t)col * N : 0);
 }
 
-template <int NIN, typename Op>
+template <int NIN, bool FAST, typename Op>
 __device__ __forceinline__ float ew_apply(const Op &op, float a, float b)
 {
 	if constexpr (NIN == 1)
-		return op(a);
+		return op.template f<FAST>(a);
 	else
-		return op(a, b);
+		return op.template f<FAST>(a, b);
 }
 
 /* Load operand `op`'s unit: a vector, or one value splat when constant along the row. */
@@ -122,7 +135,8 @@ __device__ __forceinline__ void ew_rows_vec(const RowWalk<NIN + 1> &w, T *out, c
 				float y = 0.0f;
 				if constexpr (NIN == 2)
 					y = to_f32(vb[k].v[e]);
-				r.v[e] = from_f32<T>(ew_apply<NIN>(op, to_f32(va[k].v[e]), y));
+				r.v[e] = from_f32<T>(
+				        ew_apply<NIN, ew_fast<T>()>(op, to_f32(va[k].v[e]), y));
 			}
 			*reinterpret_cast<Vec<T> *>(out + oo[k]) = r;
 		}
@@ -156,7 +170,8 @@ __device__ __forceinline__ void ew_rows_scalar(const RowWalk<NIN + 1> &w, T *out
 		for (int k = 0; k < U; k++) {
 			int64_t u = base + k * kEwThreads + threadIdx.x;
 			if (u < w.units)
-				out[oo[k]] = from_f32<T>(ew_apply<NIN>(op, xa[k], xb[k]));
+				out[oo[k]] = from_f32<T>(
+				        ew_apply<NIN, ew_fast<T>()>(op, xa[k], xb[k]));
 		}
 	}
 }
@@ -183,7 +198,8 @@ __global__ void ew_general(T *out, const T *a, const T *b, int64_t n, Plan p, Op
 		float y = 0.0f;
 		if constexpr (NIN == 2)
 			y = to_f32(b[off[NIN]]);
-		out[off[0]] = from_f32<T>(ew_apply<NIN>(op, to_f32(a[off[1]]), y));
+		out[off[0]] = from_f32<T>(
+		        ew_apply<NIN, ew_fast<T>()>(op, to_f32(a[off[1]]), y));
 	}
 }
 
@@ -232,6 +248,14 @@ static inline bool row_walk_of(const tk_iter &it, size_t elem, const void *const
 	return w->units < ((int64_t)1 << 32);
 }
 
+/* Blocks to cover the walk once (units < 2^32, so this fits a grid). */
+template <typename T, int NOPS> static inline unsigned ew_grid(const RowWalk<NOPS> &w)
+{
+	int64_t per_block = (int64_t)kEwThreads * (w.vec ? ew_unroll<T>() : 8);
+
+	return (unsigned)((w.units + per_block - 1) / per_block);
+}
+
 template <typename T, int NIN, typename Op>
 static tk_status ew_run(const tk_call *call, const tk_iter &it, cudaStream_t stream, Op op)
 {
@@ -243,8 +267,7 @@ static tk_status ew_run(const tk_call *call, const tk_iter &it, cudaStream_t str
 
 	launch_begin();
 	if (row_walk_of<NIN + 1>(it, sizeof(T), ptrs, &w)) {
-		int64_t per_block = (int64_t)kEwThreads * (w.vec ? ew_unroll<T>() : 8);
-		unsigned g = grid_persistent(w.units, per_block, 8);
+		unsigned g = ew_grid<T>(w);
 		ew_rows<T, NIN, Op><<<g, kEwThreads, 0, stream>>>(w, out, a, b, op);
 	} else {
 		unsigned g = grid_for(it.numel, kEwThreads);

@@ -50,8 +50,10 @@ __device__ __forceinline__ bool arg_better(float bv, int64_t bi, float av, int64
 	return bi < ai;
 }
 
-__device__ __forceinline__ void acc_add(Acc &a, float v, int64_t j, int kind)
+template <int K> __device__ __forceinline__ void acc_add(Acc &a, float v, int64_t j)
 {
+	constexpr int kind = K;
+
 	if (kind == RED_SUM || kind == RED_MEAN)
 		a.v += v;
 	else if (kind == RED_AMAX)
@@ -62,8 +64,10 @@ __device__ __forceinline__ void acc_add(Acc &a, float v, int64_t j, int kind)
 	}
 }
 
-__device__ __forceinline__ Acc acc_merge(Acc a, Acc b, int kind)
+template <int K> __device__ __forceinline__ Acc acc_merge(Acc a, Acc b)
 {
+	constexpr int kind = K;
+
 	if (kind == RED_SUM || kind == RED_MEAN)
 		a.v += b.v;
 	else if (kind == RED_AMAX)
@@ -81,10 +85,12 @@ __device__ __forceinline__ Acc acc_shuffle(Acc a, int o)
 }
 
 /* Merge over this row's threads (blockDim.x of them); every thread gets it. */
-__device__ Acc acc_allreduce(Acc a, Acc *smem, int kind)
+template <int K> __device__ Acc acc_allreduce(Acc a, Acc *smem)
 {
+	constexpr int kind = K;
+
 	for (int o = 16; o > 0; o >>= 1)
-		a = acc_merge(a, acc_shuffle(a, o), kind);
+		a = acc_merge<K>(a, acc_shuffle(a, o));
 	if (blockDim.x <= 32)
 		return a;
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
@@ -96,7 +102,7 @@ __device__ Acc acc_allreduce(Acc a, Acc *smem, int kind)
 	Acc none = { kind == RED_SUM || kind == RED_MEAN ? 0.0f : -INFINITY, -1 };
 	a = lane < nw ? s[lane] : none;
 	for (int o = 16; o > 0; o >>= 1)
-		a = acc_merge(a, acc_shuffle(a, o), kind);
+		a = acc_merge<K>(a, acc_shuffle(a, o));
 	return a;
 }
 
@@ -110,13 +116,17 @@ template <typename T> __device__ void red_write(const RedArgs &a, int64_t oo, Ac
 		static_cast<T *>(a.out)[oo] = from_f32<T>(acc.v);
 }
 
-template <typename T, bool VEC>
+/*
+ * The reduction kind is a template argument, so the per-element step is
+ * an add, a max or a compare with no branch on the kind.
+ */
+template <typename T, bool VEC, int K>
 __global__ void __launch_bounds__(1024) reduce_row(const __grid_constant__ RedArgs a)
 {
 	__shared__ Acc smem[8 * 32];
 	constexpr int N = Vec<T>::N;
 	const int rb = blockDim.y;
-	const float ident = a.kind == RED_SUM || a.kind == RED_MEAN ? 0.0f : -INFINITY;
+	const float ident = K == RED_SUM || K == RED_MEAN ? 0.0f : -INFINITY;
 
 	for (int64_t r0 = (int64_t)blockIdx.x * rb; r0 < a.lines; r0 += (int64_t)gridDim.x * rb) {
 		int64_t r = r0 + threadIdx.y, off[2] = { 0, 0 };
@@ -127,41 +137,39 @@ __global__ void __launch_bounds__(1024) reduce_row(const __grid_constant__ RedAr
 			plan_offsets<2>(a.p, r, off);
 		const T *x = static_cast<const T *>(a.x) + off[1];
 		if constexpr (VEC) {
-			/* Four vectors in flight per thread, then what is left one at a time. */
-			const int64_t step = (int64_t)blockDim.x * N;
-			int64_t j = (int64_t)threadIdx.x * N;
-			for (; j + 3 * step < len; j += 4 * step) {
-				Vec<T> u[4];
+			stream_vecs<T>(x, len, [&](const Vec<T> &u, int64_t j) {
+				if constexpr (K == RED_ARGMAX) {
+					/* The vector's first maximum (a NaN first), then one merge. */
+					float bv = to_f32(u.v[0]);
+					int bi = 0;
 #pragma unroll
-				for (int k = 0; k < 4; k++)
-					u[k] = *reinterpret_cast<const Vec<T> *>(x + j + k * step);
-#pragma unroll
-				for (int k = 0; k < 4; k++) {
+					for (int i = 1; i < N; i++) {
+						float v = to_f32(u.v[i]);
+						if (v > bv || (v != v && bv == bv)) {
+							bv = v;
+							bi = i;
+						}
+					}
+					acc_add<K>(acc, bv, j + bi);
+				} else {
 #pragma unroll
 					for (int i = 0; i < N; i++)
-						acc_add(acc, to_f32(u[k].v[i]), j + k * step + i,
-						        a.kind);
+						acc_add<K>(acc, to_f32(u.v[i]), j + i);
 				}
-			}
-			for (; j < len; j += step) {
-				Vec<T> u = *reinterpret_cast<const Vec<T> *>(x + j);
-#pragma unroll
-				for (int i = 0; i < N; i++)
-					acc_add(acc, to_f32(u.v[i]), j + i, a.kind);
-			}
+			});
 		} else {
 			for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
-				acc_add(acc, to_f32(x[j]), j, a.kind);
+				acc_add<K>(acc, to_f32(x[j]), j);
 		}
-		acc = acc_allreduce(acc, smem, a.kind);
+		acc = acc_allreduce<K>(acc, smem);
 		if (r < a.lines && threadIdx.x == 0)
 			red_write<T>(a, off[0], acc);
 	}
 }
 
-template <typename T> __global__ void reduce_column(const __grid_constant__ RedArgs a)
+template <typename T, int K> __global__ void reduce_column(const __grid_constant__ RedArgs a)
 {
-	const float ident = a.kind == RED_SUM || a.kind == RED_MEAN ? 0.0f : -INFINITY;
+	const float ident = K == RED_SUM || K == RED_MEAN ? 0.0f : -INFINITY;
 
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.lines;
 	     i += (int64_t)gridDim.x * blockDim.x) {
@@ -170,16 +178,31 @@ template <typename T> __global__ void reduce_column(const __grid_constant__ RedA
 		const T *x = static_cast<const T *>(a.x) + off[1];
 		Acc acc = { ident, -1 };
 		for (int64_t j = 0; j < a.len; j++)
-			acc_add(acc, to_f32(x[j * a.xs]), j, a.kind);
+			acc_add<K>(acc, to_f32(x[j * a.xs]), j);
 		red_write<T>(a, off[0], acc);
 	}
 }
 
-template <typename T> tk_status reduce_run(RedArgs &a, const tk_iter &it, cudaStream_t s)
+/*
+ * Threads per row: enough that each streams at least 8 vectors (two
+ * rounds of four in flight), from a warp up to 1024; narrow rows share a
+ * 256-thread block. The grid covers the rows once.
+ */
+static dim3 reduce_block(int64_t len, int n)
+{
+	int64_t vecs = (len + n - 1) / n;
+	unsigned tb = 32;
+
+	while (tb < 1024 && (int64_t)tb * 8 < vecs)
+		tb *= 2;
+	return dim3(tb, tb >= 256 ? 1 : 256 / tb);
+}
+
+template <typename T, int K> tk_status reduce_run_kind(RedArgs &a, const tk_iter &it, cudaStream_t s)
 {
 	launch_begin();
 	if (a.xs != 1 && a.len > 1) {
-		reduce_column<T><<<grid_for(a.lines, 256), 256, 0, s>>>(a);
+		reduce_column<T, K><<<grid_for(a.lines, 256), 256, 0, s>>>(a);
 		return launch_status();
 	}
 	/* Rows: x's line starts must keep 16-byte alignment for vectors (op 1 of the plan). */
@@ -188,20 +211,28 @@ template <typename T> tk_status reduce_run(RedArgs &a, const tk_iter &it, cudaSt
 		if (it.shape[d] > 1 && (it.stride[1][d] * (int64_t)sizeof(T)) % 16 != 0)
 			vec = false;
 	}
-	RowShape sh = row_shape(a.len > 4096 ? 4096 : a.len);
-	sh.e = 0;
-	/* Streaming, not holding: 512 threads a row, 1024 for rows of 64K and more. */
-	if (a.len > 4096) {
-		sh.tb = a.len >= 65536 ? 1024 : 512;
-		sh.rb = 1;
-	}
-	dim3 blk((unsigned)sh.tb, (unsigned)sh.rb);
-	unsigned g = row_grid(a.lines, sh);
+	dim3 blk = reduce_block(a.len, vec ? Vec<T>::N : 1);
+	int64_t nb = (a.lines + blk.y - 1) / blk.y;
+	unsigned g = (unsigned)(nb > 0x7fffffff ? 0x7fffffff : nb);
 	if (vec)
-		reduce_row<T, true><<<g, blk, 0, s>>>(a);
+		reduce_row<T, true, K><<<g, blk, 0, s>>>(a);
 	else
-		reduce_row<T, false><<<g, blk, 0, s>>>(a);
+		reduce_row<T, false, K><<<g, blk, 0, s>>>(a);
 	return launch_status();
+}
+
+template <typename T> tk_status reduce_run(RedArgs &a, const tk_iter &it, cudaStream_t s)
+{
+	switch (a.kind) {
+	case RED_SUM:
+		return reduce_run_kind<T, RED_SUM>(a, it, s);
+	case RED_MEAN:
+		return reduce_run_kind<T, RED_MEAN>(a, it, s);
+	case RED_AMAX:
+		return reduce_run_kind<T, RED_AMAX>(a, it, s);
+	default:
+		return reduce_run_kind<T, RED_ARGMAX>(a, it, s);
+	}
 }
 
 tk_status reduce_launch(const tk_call *call, void *stream, int kind)

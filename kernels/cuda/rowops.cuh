@@ -4,7 +4,7 @@
  * quantization).
  *
  * A row of up to kRegRowMax elements is read once into registers: each of
- * blockDim.x (<= 512) threads holds E floats (E = 8, 16 or 32), loaded as 16-byte
+ * blockDim.x (<= 1024) threads holds E floats (E = 8 or 32), loaded as 16-byte
  * vectors when rows are aligned for it (thread t holds vectors t, t + nt,
  * ...), else as single elements (t, t + nt, ...), so every load instruction
  * is coalesced across the warp. Narrow rows share a block (blockDim.y rows
@@ -34,7 +34,7 @@ static inline RowShape row_shape(int64_t d)
 	RowShape s;
 	int64_t need;
 
-	s.e = d <= 2048 ? 8 : (d <= 4096 ? 16 : 32);
+	s.e = d <= 4096 ? 8 : 32;
 	need = (d + s.e - 1) / s.e;
 	s.tb = 32;
 	while (s.tb < need)
@@ -43,12 +43,17 @@ static inline RowShape row_shape(int64_t d)
 	return s;
 }
 
-/* Blocks for `rows` rows: enough to fill every SM, never more than the rows need. */
+/*
+ * Blocks for `rows` rows: one block-row per row, so the grid covers the
+ * tensor once and each SM takes a new block as one finishes (a persistent
+ * grid would leave each block's next load waiting behind its last store).
+ */
 static inline unsigned row_grid(int64_t rows, RowShape s)
 {
-	int per_sm = 2048 / (s.tb * s.rb);
+	int64_t b = (rows + s.rb - 1) / s.rb;
+	const int64_t cap = 0x7fffffff;
 
-	return grid_persistent(rows, s.rb, per_sm < 1 ? 1 : per_sm);
+	return (unsigned)(b > cap ? cap : b);
 }
 
 /*
@@ -171,44 +176,39 @@ __device__ __forceinline__ float row_allreduce(float v, float *smem, F f, float 
 }
 
 /*
- * Call f(v, j) for every element j of a row of d, this thread's share of a
- * block-wide walk: 16-byte vectors, four in flight, when VEC (aligned rows,
- * d a whole number of vectors), else single elements. The streaming
- * kernels' loop.
+ * Call f(vector, j) for every 16-byte vector of a row of d (a whole number
+ * of vectors, aligned), this thread's share of a block-wide walk, four
+ * loads in flight before the first use.
  */
-template <typename T, bool VEC, typename F>
-__device__ __forceinline__ void stream_row(const T *x, int64_t d, F f)
+template <typename T, typename F>
+__device__ __forceinline__ void stream_vecs(const T *x, int64_t d, F f)
 {
-	if constexpr (VEC) {
-		constexpr int N = Vec<T>::N;
-		const int64_t step = (int64_t)blockDim.x * N;
-		int64_t j = (int64_t)threadIdx.x * N;
-		for (; j + 3 * step < d; j += 4 * step) {
-			Vec<T> u[4];
+	constexpr int N = Vec<T>::N;
+	const int64_t step = (int64_t)blockDim.x * N;
+	int64_t j = (int64_t)threadIdx.x * N;
+
+	for (; j + 3 * step < d; j += 4 * step) {
+		Vec<T> u[4];
 #pragma unroll
-			for (int k = 0; k < 4; k++)
-				u[k] = *reinterpret_cast<const Vec<T> *>(x + j + k * step);
+		for (int k = 0; k < 4; k++)
+			u[k] = *reinterpret_cast<const Vec<T> *>(x + j + k * step);
 #pragma unroll
-			for (int k = 0; k < 4; k++) {
-#pragma unroll
-				for (int i = 0; i < N; i++)
-					f(to_f32(u[k].v[i]), j + k * step + i);
-			}
-		}
-		for (; j < d; j += step) {
-			Vec<T> u = *reinterpret_cast<const Vec<T> *>(x + j);
-#pragma unroll
-			for (int i = 0; i < N; i++)
-				f(to_f32(u.v[i]), j + i);
-		}
-	} else {
-		for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
-			f(to_f32(x[j]), j);
+		for (int k = 0; k < 4; k++)
+			f(u[k], j + k * step);
 	}
+	for (; j < d; j += step)
+		f(*reinterpret_cast<const Vec<T> *>(x + j), j);
 }
 
-/* Register kernels' launch bounds: at most 512 threads, so E = 32 gets 128 registers. */
-#define TKC_ROW_BOUNDS(E) __launch_bounds__((E) == 32 ? 512 : 256)
+/*
+ * Register kernels' launch bounds. E = 8 (rows up to 4096 wide, up to 512
+ * threads a row) stays under 64 registers, so several blocks share an SM
+ * and their rows are in flight together; E = 32 (rows up to 16384, 256 or
+ * 512 threads) gets 128 registers, since its 32 floats and their indices
+ * would spill under 64. (E = 8 with 1024-thread rows of 8192 ran slower on
+ * an H200 than E = 32 with 256: rms_norm 44% of copy against 62%.)
+ */
+#define TKC_ROW_BOUNDS(E) __launch_bounds__((E) == 32 ? 512 : 1024)
 
 /* The same over a whole block of one row (the streaming kernels). */
 template <typename F>
@@ -220,7 +220,7 @@ __device__ __forceinline__ float block_allreduce(float v, float *smem, F f, floa
 /*
  * Whether a row goes to the register kernels: at most kRegRowMax wide, rows
  * one stride apart, and, when it cannot be read as vectors, at most 4096
- * wide (32 scalar slots per thread with their indices would spill).
+ * wide (E = 8 scalar slots per thread; 32 with their indices would spill).
  */
 static inline bool row_regs_fit(int64_t d, int plan_ndim, bool vec)
 {
@@ -228,19 +228,15 @@ static inline bool row_regs_fit(int64_t d, int plan_ndim, bool vec)
 }
 
 /* Launch KERNEL<T, E, VEC> for the row shape (E 32 only with vectors, see above). */
-#define TKC_ROW_LAUNCH(KERNEL, T, shape, vec, grid, stream, ...)                      \
-	do {                                                                          \
-		dim3 blk_((unsigned)(shape).tb, (unsigned)(shape).rb);                \
-		if ((shape).e == 8 && (vec))                                          \
-			KERNEL<T, 8, true><<<grid, blk_, 0, stream>>>(__VA_ARGS__);   \
-		else if ((shape).e == 8)                                              \
-			KERNEL<T, 8, false><<<grid, blk_, 0, stream>>>(__VA_ARGS__);  \
-		else if ((shape).e == 16 && (vec))                                    \
-			KERNEL<T, 16, true><<<grid, blk_, 0, stream>>>(__VA_ARGS__);  \
-		else if ((shape).e == 16)                                             \
-			KERNEL<T, 16, false><<<grid, blk_, 0, stream>>>(__VA_ARGS__); \
-		else                                                                  \
-			KERNEL<T, 32, true><<<grid, blk_, 0, stream>>>(__VA_ARGS__);  \
+#define TKC_ROW_LAUNCH(KERNEL, T, shape, vec, grid, stream, ...)                     \
+	do {                                                                         \
+		dim3 blk_((unsigned)(shape).tb, (unsigned)(shape).rb);               \
+		if ((shape).e == 8 && (vec))                                         \
+			KERNEL<T, 8, true><<<grid, blk_, 0, stream>>>(__VA_ARGS__);  \
+		else if ((shape).e == 8)                                             \
+			KERNEL<T, 8, false><<<grid, blk_, 0, stream>>>(__VA_ARGS__); \
+		else                                                                 \
+			KERNEL<T, 32, true><<<grid, blk_, 0, stream>>>(__VA_ARGS__); \
 	} while (0)
 
 } /* namespace tkc */

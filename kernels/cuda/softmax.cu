@@ -33,6 +33,7 @@ template <typename T, int E, bool VEC>
 __global__ void TKC_ROW_BOUNDS(E) softmax_reg(const __grid_constant__ SmArgs a)
 {
 	__shared__ float smem[8 * 32];
+	constexpr bool F = sizeof(T) == 2; /* fast exp for bf16 and f16 (cuda_common.cuh) */
 	const int rb = blockDim.y;
 
 	for (int64_t r0 = (int64_t)blockIdx.x * rb; r0 < a.rows; r0 += (int64_t)gridDim.x * rb) {
@@ -48,10 +49,10 @@ __global__ void TKC_ROW_BOUNDS(E) softmax_reg(const __grid_constant__ SmArgs a)
 		m = row_allreduce(m, smem, MaxOp(), -INFINITY);
 #pragma unroll
 		for (int k = 0; k < E; k++)
-			s += slot_index<T, VEC>(k) < d ? expf(v[k] - m) : 0.0f;
+			s += slot_index<T, VEC>(k) < d ? m_exp<F>(v[k] - m) : 0.0f;
 		s = row_allreduce(s, smem, SumOp(), 0.0f);
 		if (a.log_form) {
-			float lse = logf(s);
+			float lse = m_log<F>(s);
 #pragma unroll
 			for (int k = 0; k < E; k++)
 				v[k] = v[k] - m - lse;
@@ -59,7 +60,7 @@ __global__ void TKC_ROW_BOUNDS(E) softmax_reg(const __grid_constant__ SmArgs a)
 			float inv = 1.0f / s;
 #pragma unroll
 			for (int k = 0; k < E; k++)
-				v[k] = expf(v[k] - m) * inv;
+				v[k] = m_exp<F>(v[k] - m) * inv;
 		}
 		row_store<T, E, VEC>(v, static_cast<T *>(a.out) + off[0], d);
 	}
@@ -79,32 +80,86 @@ __device__ __forceinline__ void online_add(float &m, float &s, float v)
 }
 
 /*
+ * Fold a vector of N values into (m, s): one rescale for the vector's max
+ * instead of a test per element. A NaN makes vm NaN, so m and s become NaN.
+ */
+template <bool F, int N>
+__device__ __forceinline__ void online_add_vec(float &m, float &s, const float (&v)[N])
+{
+	float vm = v[0];
+#pragma unroll
+	for (int i = 1; i < N; i++)
+		vm = fmaxf(vm, v[i]);
+	if (vm != vm) {
+		m = vm;
+		s = vm;
+		return;
+	}
+	if (vm == -INFINITY)
+		return;
+	if (vm > m) {
+		s = m == -INFINITY ? 0.0f : s * m_exp<F>(m - vm);
+		m = vm;
+	}
+	float t = 0.0f;
+#pragma unroll
+	for (int i = 0; i < N; i++)
+		t += m_exp<F>(v[i] - m);
+	s += t;
+}
+
+/*
  * Rows wider than the registers hold: a block per row, two passes, each
- * with 16-byte loads when the rows allow. The output goes through the
- * same vector walk (a store per element of a vector that was just read is
- * still coalesced across the warp).
+ * with 16-byte loads (four in flight) and 16-byte stores when the rows
+ * allow, else single elements.
  */
 template <typename T, bool VEC>
 __global__ void __launch_bounds__(kStreamThreads) softmax_stream(const __grid_constant__ SmArgs a)
 {
 	__shared__ float smem[32];
+	constexpr bool F = sizeof(T) == 2;
+	constexpr int N = Vec<T>::N;
 
 	for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
 		int64_t off[2];
 		plan_offsets<2>(a.p, r, off);
 		const T *x = static_cast<const T *>(a.x) + off[1];
+		T *o = static_cast<T *>(a.out) + off[0];
 		float m = -INFINITY, s = 0.0f;
-		stream_row<T, VEC>(x, a.d, [&](float v, int64_t) { online_add(m, s, v); });
+		if constexpr (VEC) {
+			stream_vecs<T>(x, a.d, [&](const Vec<T> &u, int64_t) {
+				float v[N];
+#pragma unroll
+				for (int i = 0; i < N; i++)
+					v[i] = to_f32(u.v[i]);
+				online_add_vec<F, N>(m, s, v);
+			});
+		} else {
+			for (int64_t j = threadIdx.x; j < a.d; j += blockDim.x)
+				online_add(m, s, to_f32(x[j]));
+		}
 		/* A NaN anywhere makes some thread's s NaN, and so the row's sum. */
 		float bm = block_allreduce(m, smem, MaxOp(), -INFINITY);
-		s = block_allreduce(m == -INFINITY ? 0.0f : s * expf(m - bm), smem, SumOp(), 0.0f);
-		float lse = logf(s), inv = 1.0f / s;
-		T *o = static_cast<T *>(a.out) + off[0];
+		s = block_allreduce(m == -INFINITY ? 0.0f : s * m_exp<F>(m - bm), smem, SumOp(),
+		                    0.0f);
+		const float lse = m_log<F>(s), inv = 1.0f / s;
 		const bool log_form = a.log_form;
-		stream_row<T, VEC>(x, a.d, [&](float v, int64_t j) {
-			float c = v - bm;
-			o[j] = from_f32<T>(log_form ? c - lse : expf(c) * inv);
-		});
+		if constexpr (VEC) {
+			stream_vecs<T>(x, a.d, [&](const Vec<T> &u, int64_t j) {
+				Vec<T> y;
+#pragma unroll
+				for (int i = 0; i < N; i++) {
+					float c = to_f32(u.v[i]) - bm;
+					y.v[i] = from_f32<T>(log_form ? c - lse : m_exp<F>(c) * inv);
+				}
+				*reinterpret_cast<Vec<T> *>(o + j) = y;
+			});
+		} else {
+			for (int64_t j = threadIdx.x; j < a.d; j += blockDim.x) {
+				float c = to_f32(x[j]) - bm;
+				o[j] = from_f32<T>(log_form ? c - lse : m_exp<F>(c) * inv);
+			}
+		}
 	}
 }
 

@@ -1,7 +1,7 @@
 /*
  * unary_math.cu - the unary math ops: exp, log, sqrt, rsqrt, abs, neg,
- * reciprocal, tanh, erf. f32 arithmetic with CUDA's accurate functions
- * (not the fast intrinsics, whose error f32 callers can see).
+ * reciprocal, tanh, erf. f32 arithmetic: the accurate functions for f32
+ * outputs, the special-function unit's for bf16 and f16 (cuda_common.cuh).
  * Bytes: 2 * numel * elem size.
  */
 #include "elementwise.cuh"
@@ -10,7 +10,7 @@
 	namespace                                                              \
 	{                                                                      \
 	struct name##_op {                                                     \
-		__device__ float operator()(float x) const                     \
+		template <bool F> __device__ float f(float x) const            \
 		{                                                              \
 			return (expr);                                         \
 		}                                                              \
@@ -21,12 +21,12 @@
 		return tkc::ew_launch<1>(call, stream, name##_op());           \
 	}
 
-UNARY_OP(exp, expf(x))
-UNARY_OP(log, logf(x))
-UNARY_OP(sqrt, sqrtf(x))
-UNARY_OP(rsqrt, 1.0f / sqrtf(x))
+UNARY_OP(exp, tkc::m_exp<F>(x))
+UNARY_OP(log, tkc::m_log<F>(x))
+UNARY_OP(sqrt, tkc::m_sqrt<F>(x))
+UNARY_OP(rsqrt, F ? rsqrtf(x) : 1.0f / sqrtf(x))
 UNARY_OP(abs, fabsf(x))
 UNARY_OP(neg, -x)
-UNARY_OP(reciprocal, 1.0f / x)
-UNARY_OP(tanh, tanhf(x))
-UNARY_OP(erf, erff(x))
+UNARY_OP(reciprocal, tkc::m_div<F>(1.0f, x))
+UNARY_OP(tanh, tkc::m_tanh<F>(x))
+UNARY_OP(erf, tkc::m_erf<F>(x))
