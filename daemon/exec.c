@@ -73,6 +73,8 @@ void exec_timed(void *ctx, int slot, void *arg, double us)
 	timed_cqe *t = arg;
 	if (!t)
 		return;
+	if (exec_worker)
+		exec_worker->timed_owed--;
 	exec_post(ex, t->s, t->tag, TILEOPS_OK, us, "");
 	session_unref(t->s);
 	free(t);
@@ -416,11 +418,13 @@ void exec_sqe(worker *w, session *s, const tileops_sqe *e)
 			t->s = s;
 			t->tag = e->tag;
 			session_ref(s);
+			w->timed_owed++; /* the worker keeps polling until it is posted */
 		}
 		tileops_status st = exec_op(ex, s, req->op_run, t, err, sizeof(err));
 		if (st != TILEOPS_OK || !t)
 			exec_post(ex, s, e->tag, st, -1.0, err);
 		if (st != TILEOPS_OK && t) {
+			w->timed_owed--;
 			session_unref(s);
 			free(t);
 		}

@@ -196,6 +196,10 @@ static job *take_jobs(worker *w, int *stopping)
 	return j;
 }
 
+/* Device queries at most every this many microseconds (see worker). */
+#define COLLECT_EVERY_US 20.0
+#define FENCE_EVERY_US 2.0
+
 /* One pass: queued jobs, then the rings, then completions owed. */
 static int worker_pass(worker *w, int *stopping)
 {
@@ -210,9 +214,15 @@ static int worker_pass(worker *w, int *stopping)
 		j = next;
 	}
 	worked |= poll_rings(w);
-	if (ex->be->ops->collect_timings)
+	double now = mono_us();
+	if (ex->be->ops->collect_timings && now >= w->next_collect_us) {
 		ex->be->ops->collect_timings(ex->be);
-	worked |= executor_poll_pending(w);
+		w->next_collect_us = now + COLLECT_EVERY_US;
+	}
+	if (w->pend && now >= w->next_fence_us) {
+		worked |= executor_poll_pending(w);
+		w->next_fence_us = now + FENCE_EVERY_US;
+	}
 	pthread_rwlock_unlock(&ex->mf_lock);
 	/* One wake-up per client per pass, for all the completions it got. */
 	for (session *s = w->rings; s; s = s->ring_next)
@@ -220,10 +230,13 @@ static int worker_pass(worker *w, int *stopping)
 	return worked;
 }
 
+_Thread_local worker *exec_worker;
+
 static void *worker_main(void *arg)
 {
 	worker *w = arg;
 	executor *ex = w->ex;
+	exec_worker = w;
 	stats_set_thread_shard(w->index);
 	tileops_status st = ex->be->ops->thread_init(ex->be, w->init_msg, sizeof(w->init_msg));
 	pthread_mutex_lock(&ex->start_mu);
@@ -242,10 +255,11 @@ static void *worker_main(void *arg)
 			last_work = now;
 			continue;
 		}
-		if (stopping && !w->pend)
+		int owed = w->pend || w->timed_owed > 0;
+		if (stopping && !owed)
 			break;
-		/* Device work in flight is polled; otherwise spin a little, then sleep. */
-		if (w->pend || now - last_work < (double)ex->cfg.spin_us)
+		/* Completions owed are polled; otherwise spin a little, then sleep. */
+		if (owed || now - last_work < (double)ex->cfg.spin_us)
 			continue;
 		worker_sleep(w);
 		last_work = mono_us();

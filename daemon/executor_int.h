@@ -63,7 +63,14 @@ typedef struct worker {
 	session *rings;    /* sessions whose rings are polled */
 	session *rr_next;  /* where the next polling pass starts */
 	pending *pend, *pend_tail;
+	/* Asking the device whether events passed takes the driver's context
+	 * lock, which every thread's launches need too: ask at most this often. */
+	double next_collect_us, next_fence_us;
+	int timed_owed; /* ring completions waiting for their device time */
 } worker;
+
+/* The worker running on this thread (NULL elsewhere). */
+extern _Thread_local worker *exec_worker;
 
 struct executor {
 	executor_config cfg;
