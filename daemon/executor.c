@@ -215,7 +215,8 @@ static int worker_pass(worker *w, int *stopping)
 	}
 	worked |= poll_rings(w);
 	double now = mono_us();
-	if (ex->be->ops->collect_timings && now >= w->next_collect_us) {
+	/* A ring op waiting for its device time is answered as soon as it has one. */
+	if (ex->be->ops->collect_timings && (w->timed_owed > 0 || now >= w->next_collect_us)) {
 		ex->be->ops->collect_timings(ex->be);
 		w->next_collect_us = now + COLLECT_EVERY_US;
 	}
