@@ -41,7 +41,7 @@ void config_defaults(config *cfg)
 	cfg->max_pending = 256;
 	cfg->ring_spin_us = 50;
 	cfg->ring_batch = 32;
-	cfg->stats_sample = 16;
+	cfg->stats_sample = 1024;
 	cfg->admin_gid = (gid_t)-1;
 	cfg->default_quota.graphs = 64;
 	cfg->default_quota.bytes = (size_t)1 << 30;

@@ -355,7 +355,7 @@ int server_start(server *srv, char *err, size_t errlen)
 		return -1;
 	}
 	int threads = srv->cfg.executor_threads > 0 ? srv->cfg.executor_threads
-	                                            : (srv->be->is_gpu ? 4 : 1);
+	                                            : (srv->be->is_gpu ? 8 : 1);
 	if (stats_init(&srv->st, threads) != 0) {
 		snprintf(err, errlen, "out of memory");
 		manifest_free(mf);
