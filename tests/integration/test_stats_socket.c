@@ -65,20 +65,21 @@ Test(stats, op_counts_and_requests_grow_after_running_ops)
 	cr_assert_eq(th_json_number(j, "errors", &errors0), 0);
 	free(j);
 
-	/* On the GPU the daemon times one op in stats_sample (16): run enough
-	 * that at least one of them is timed. */
-	for (int i = 0; i < 5 + 32; i++)
+	/* On the GPU the daemon times one op in stats_sample (1024 by default):
+	 * run enough that at least one of them is timed. */
+	for (int i = 0; i < 5 + 1100; i++)
 		th_run(c, &op);
 	cr_assert_eq(tileops_sync(c), TILEOPS_OK);
 	cr_assert_neq(tileops_op_run(c, &bad), TILEOPS_OK, "add with one input was accepted");
 
-	cr_assert(th_stat_wait_min("ops.add.count", count0 + 37, TH_TIMEOUT_MS) >= count0 + 37,
-	          "ops.add.count did not grow by the 37 adds run");
+	cr_assert(th_stat_wait_min("ops.add.count", count0 + 1105, TH_TIMEOUT_MS) >= count0 + 1105,
+	          "ops.add.count did not grow by the 1105 adds run");
 	cr_assert(th_stat("ops.add.timed") >= 1, "no add was timed");
 	cr_assert(th_stat("ops.add.total_time_us") > time0, "ops.add.total_time_us did not grow");
 	cr_assert(th_stat("ops.add.bytes") > 0,
 	          "ops.add.bytes is 0 after adds of 400-byte tensors");
-	cr_assert(th_stat("requests") >= requests0 + 38, "requests did not count the 38 requests");
+	cr_assert(th_stat("requests") >= requests0 + 1106,
+	          "requests did not count the 1106 requests");
 	cr_assert(th_stat("errors") >= errors0 + 1, "errors did not count the refused add");
 	tileops_close(c);
 }
