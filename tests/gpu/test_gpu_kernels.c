@@ -16,30 +16,7 @@
 #include <time.h>
 
 #include "kernels/tk_test_util.h"
-
-static uint64_t case_seed;
-
-static void require_gpu(void)
-{
-	int n = 0;
-	cudaError_t e = cudaGetDeviceCount(&n);
-
-	cr_assert(e == cudaSuccess && n > 0,
-	          "no CUDA device is usable (%s, %d devices): the gpu tests must run on a "
-	          "machine with a GPU",
-	          e == cudaSuccess ? "no error" : cudaGetErrorString(e), n);
-}
-
-static uint64_t fresh_seed(void)
-{
-	static uint64_t counter;
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	case_seed = ((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20)) + ++counter * 0x9e37ULL;
-	case_seed |= 1;
-	return case_seed;
-}
+#include "gpu/gpu_util.h"
 
 static double tol_of(tk_dtype dt)
 {
@@ -104,7 +81,7 @@ static void compare_op(const char *op, tk_call *hc, double tol, const char *what
 	size_t bytes = tt_span_bytes(&hc->out[0]);
 	cudaStream_t stream;
 
-	require_gpu();
+	gpu_require();
 	cr_assert_not_null(e, "no table entry for %s", op);
 	cr_assert_not_null(e->cuda, "%s has no CUDA launcher", op);
 	for (int i = 0; i < hc->n_in; i++)
@@ -130,7 +107,7 @@ static void compare_op(const char *op, tk_call *hc, double tol, const char *what
 	double rel = tt_rel_err(&got, want);
 	log_case(op, tk_dtype_name(got.dtype), what, rel, tol);
 	cr_expect_leq(rel, tol, "%s %s %s: relative error %.3g > %.3g (seed 0x%llx)", op,
-	              tk_dtype_name(got.dtype), what, rel, tol, (unsigned long long)case_seed);
+	              tk_dtype_name(got.dtype), what, rel, tol, (unsigned long long)gpu_case_seed);
 	cr_expect(padding_untouched(&got, got.data), "%s %s %s wrote outside its elements", op,
 	          tk_dtype_name(got.dtype), what);
 	free(want);
@@ -155,7 +132,7 @@ static const int64_t widths[] = { 1, 3, 17, 1000, 4097 };
 static void binary_case(const char *op, tk_dtype dt, int nda, const int64_t *sa, int ndb,
                         const int64_t *sb, int64_t pad)
 {
-	uint64_t rng = fresh_seed();
+	uint64_t rng = gpu_fresh_seed();
 	tk_call c = { .n_in = 2, .n_out = 1 };
 	int ndo = nda > ndb ? nda : ndb;
 	int64_t so[TK_MAX_DIMS];
@@ -212,7 +189,7 @@ Test(gpu_add, matches_cpu_when_operands_are_not_16_byte_aligned)
 	int64_t s[1] = { 1001 };
 
 	for (size_t k = 0; k < 3; k++) {
-		uint64_t rng = fresh_seed();
+		uint64_t rng = gpu_fresh_seed();
 		tk_call c = { .n_in = 2, .n_out = 1 };
 		tk_dtype dt = tt_float_dtypes[k];
 		int64_t s1[1] = { 1002 };
@@ -234,7 +211,7 @@ Test(gpu_add, matches_cpu_when_operands_are_not_16_byte_aligned)
 static void unary_case(const char *op, tk_dtype dt, int64_t rows, int64_t w, int64_t pad,
                        int n_params, tk_param p)
 {
-	uint64_t rng = fresh_seed();
+	uint64_t rng = gpu_fresh_seed();
 	int64_t shape[2] = { rows, w };
 	tk_call c = { .n_in = 1, .n_out = 1, .n_params = n_params };
 	char what[64];
@@ -278,7 +255,7 @@ Test(gpu_gelu, exact_and_tanh_forms_match_cpu)
 
 static void rms_norm_case(tk_dtype dt, int64_t rows, int64_t w, int64_t pad)
 {
-	uint64_t rng = fresh_seed();
+	uint64_t rng = gpu_fresh_seed();
 	int64_t shape[2] = { rows, w };
 	tk_call c = { .n_in = 2, .n_out = 1, .n_params = 1 };
 	char what[64];
@@ -312,7 +289,7 @@ Test(gpu_rms_norm, matches_cpu_on_odd_widths_and_strided_rows)
 static void softmax_case(tk_dtype dt, int64_t rows, int64_t w, int64_t pad, double shift,
                          int masked)
 {
-	uint64_t rng = fresh_seed();
+	uint64_t rng = gpu_fresh_seed();
 	int64_t shape[2] = { rows, w };
 	tk_call c = { .n_in = 1, .n_out = 1 };
 	char what[80];
@@ -354,7 +331,7 @@ Test(gpu_softmax, matches_cpu_on_odd_widths_strided_rows_and_large_inputs)
 static void gemm_case(tk_dtype dt, int64_t m, int64_t n, int64_t k, int trans_b, int bias,
                       double alpha, int64_t pad)
 {
-	uint64_t rng = fresh_seed();
+	uint64_t rng = gpu_fresh_seed();
 	int64_t sa[2] = { m, k }, sb[2] = { k, n }, sc[2] = { m, n };
 	tk_call c = { .n_in = bias ? 3 : 2, .n_out = 1, .n_params = 2 };
 	char what[96];
@@ -409,7 +386,7 @@ Test(gpu_kernels, every_launcher_accepts_zero_element_tensors)
 	const tk_kernel_entry *t = tk_kernels(&count);
 	cudaStream_t stream;
 
-	require_gpu();
+	gpu_require();
 	cr_assert_eq(cudaStreamCreate(&stream), cudaSuccess);
 	for (size_t i = 0; i < count; i++) {
 		tk_call c = { .n_in = t[i].n_in, .n_out = 1 };

@@ -19,29 +19,7 @@
 #include <time.h>
 
 #include "kernels/tk_op_cases.h"
-
-static uint64_t case_seed;
-
-static void require_gpu(void)
-{
-	int n = 0;
-	cudaError_t e = cudaGetDeviceCount(&n);
-
-	cr_assert(e == cudaSuccess && n > 0,
-	          "no CUDA device is usable (%s, %d devices): the gpu tests must run on a "
-	          "machine with a GPU",
-	          e == cudaSuccess ? "no error" : cudaGetErrorString(e), n);
-}
-
-static uint64_t fresh_seed(void)
-{
-	static uint64_t counter;
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	case_seed = ((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20)) + ++counter * 0x9e37ULL;
-	return case_seed |= 1;
-}
+#include "gpu/gpu_util.h"
 
 static double tol_of(tk_dtype dt)
 {
@@ -118,7 +96,7 @@ static void compare_call(const char *op, tk_call *hc, const char *what)
 	cudaStream_t stream;
 	int nw;
 
-	require_gpu();
+	gpu_require();
 	cr_assert_not_null(e, "no table entry for %s", op);
 	cr_assert_not_null(e->cuda, "%s has no CUDA launcher", op);
 	nw = tc_written(op, hc, written);
@@ -158,7 +136,7 @@ static void compare_call(const char *op, tk_call *hc, const char *what)
 			log_case(op, where, (double)bad, 0.0);
 			cr_expect_eq(bad, 0,
 			             "%s %s: %ld elements differ from the CPU (seed 0x%llx)", op,
-			             where, (long)bad, (unsigned long long)case_seed);
+			             where, (long)bad, (unsigned long long)gpu_case_seed);
 		} else {
 			int64_t n = tk_numel(&got);
 			double *want = malloc(sizeof(double) * (size_t)(n ? n : 1));
@@ -167,7 +145,7 @@ static void compare_call(const char *op, tk_call *hc, const char *what)
 			double rel = tt_rel_err(&got, want), tol = tol_of(got.dtype);
 			log_case(op, where, rel, tol);
 			cr_expect_leq(rel, tol, "%s %s: relative error %.3g > %.3g (seed 0x%llx)",
-			              op, where, rel, tol, (unsigned long long)case_seed);
+			              op, where, rel, tol, (unsigned long long)gpu_case_seed);
 			free(want);
 		}
 		cr_expect(padding_kept(&got, got.data, before[w]),
@@ -184,7 +162,7 @@ static void compare_call(const char *op, tk_call *hc, const char *what)
 static void op_case(const char *op, tk_dtype dt, int64_t rows, int64_t width, int64_t pad,
                     int variant)
 {
-	uint64_t rng = fresh_seed();
+	uint64_t rng = gpu_fresh_seed();
 	char what[96];
 	tk_call c;
 
@@ -308,7 +286,7 @@ Test(gpu_ops, every_launcher_accepts_zero_element_tensors)
 	const tk_kernel_entry *t = tk_kernels(&count);
 	cudaStream_t stream;
 
-	require_gpu();
+	gpu_require();
 	cr_assert_eq(cudaStreamCreate(&stream), cudaSuccess);
 	for (size_t i = 0; i < count; i++) {
 		uint64_t rng = 1;
