@@ -3,7 +3,7 @@
 # of the memory-bound ops, the dispatch bench (scripts/bench-dispatch.sh), and
 # PyTorch on the same workloads. Everything lands in $OUT/results.tar.gz;
 # the summary and the tables are also copied to $OUT (the device tool brings
-# back at most eight files). STEPS picks a subset: tests bench dispatch torch.
+# back at most eight files). STEPS picks a subset: tests bench dispatch layer torch.
 set -u
 root=$PWD
 out=${OUT:-/tmp/tileops-out}
@@ -35,6 +35,11 @@ if has dispatch; then
 	OUT=$res/dispatch timeout 300 bash "$root/scripts/bench-dispatch.sh" >/dev/null 2>&1
 	echo "bench-dispatch rc=$?" >>"$out/summary.txt"
 	cp "$res/dispatch/dispatch.md" "$out/dispatch.md" 2>/dev/null
+fi
+if has layer; then
+	OUT=$res/layer timeout 400 bash "$root/scripts/bench-layer.sh" >/dev/null 2>&1
+	echo "bench-layer rc=$?" >>"$out/summary.txt"
+	cp "$res/layer/layer.md" "$out/layer.md" 2>/dev/null
 fi
 if has torch; then
 	# From this call's bench, or carried from an earlier call's results.

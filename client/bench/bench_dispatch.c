@@ -32,101 +32,27 @@
  * stdout); a markdown table of all of them ends the output. Exit status 0
  * only when every op succeeded and every result checked out.
  */
-#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
+#include "bench_client.h"
+#include "bench_common.h"
 #include "tileops.h"
 
 #define PROG "tileops-bench-dispatch"
 #define TINY_N 256
 #define SPIN_N 4
 #define WINDOW 128
-#define MAX_ROWS 32
-#define MAX_PROCS 64
 
 struct options {
 	const char *address, *json;
 	long n, reps, kernels, ns, blocks;
 	int procs;
 };
-
-struct row {
-	char name[48], kernel[16], stat[8], unit[12];
-	double value;
-	long n;
-};
-
-static struct row rows[MAX_ROWS];
-static int n_rows;
-static FILE *json_out;
-static char backend[16] = "unknown";
-
-static double now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-/* Record a measurement and print its JSON line. */
-static void report(const char *name, const char *kernel, const char *stat, double value,
-                   const char *unit, long n)
-{
-	if (n_rows < MAX_ROWS) {
-		struct row *r = &rows[n_rows++];
-		snprintf(r->name, sizeof(r->name), "%s", name);
-		snprintf(r->kernel, sizeof(r->kernel), "%s", kernel);
-		snprintf(r->stat, sizeof(r->stat), "%s", stat);
-		snprintf(r->unit, sizeof(r->unit), "%s", unit);
-		r->value = value;
-		r->n = n;
-	}
-	fprintf(json_out,
-	        "{\"bench\":\"dispatch\",\"backend\":\"%s\",\"name\":\"%s\",\"kernel\":\"%s\","
-	        "\"stat\":\"%s\",\"value\":%.4f,\"unit\":\"%s\",\"n\":%ld}\n",
-	        backend, name, kernel, stat, value, unit, n);
-	fflush(json_out);
-}
-
-static void print_table(void)
-{
-	printf("\n| measurement (tileopsd, %s) | kernel | value | unit | stat | n |\n", backend);
-	printf("| --- | --- | ---: | --- | --- | ---: |\n");
-	for (int i = 0; i < n_rows; i++) {
-		const struct row *r = &rows[i];
-		printf("| %s | %s | %.2f | %s | %s | %ld |\n", r->name, r->kernel, r->value,
-		       r->unit, r->stat, r->n);
-	}
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : (x > y ? 1 : 0);
-}
-
-static double median(double *v, long n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* Print what failed with the library's own message; returns -1 for chaining. */
-static int fail(const char *what, tileops_status st)
-{
-	fprintf(stderr, PROG ": %s: %s (%s)\n", what, tileops_strerror(st), tileops_last_error());
-	return -1;
-}
 
 /* ---- a window of outstanding completions ---------------------------------- */
 
@@ -143,7 +69,7 @@ static void window_pop(struct window *w)
 	tileops_status st = tileops_completion_wait(cp, -1);
 
 	if (st != TILEOPS_OK && w->failed++ == 0)
-		fail("an asynchronous op", st);
+		bench_fail("an asynchronous op", st);
 	tileops_completion_free(cp);
 	w->head = (w->head + 1) % WINDOW;
 	w->count--;
@@ -157,7 +83,7 @@ static int window_submit(struct window *w, tileops_client *c, const tileops_op *
 	if (w->count == WINDOW)
 		window_pop(w);
 	if ((st = tileops_op_submit(c, op, &cp)) != TILEOPS_OK)
-		return fail("tileops_op_submit", st);
+		return bench_fail("tileops_op_submit", st);
 	w->cp[(w->head + w->count) % WINDOW] = cp;
 	w->count++;
 	return 0;
@@ -175,7 +101,7 @@ static int submit_many(tileops_client *c, const tileops_op *op, long n)
 	while (w.count > 0)
 		window_pop(&w);
 	if ((st = tileops_sync(c)) != TILEOPS_OK)
-		rc = fail("tileops_sync", st);
+		rc = bench_fail("tileops_sync", st);
 	return rc == 0 && w.failed == 0 ? 0 : -1;
 }
 
@@ -186,9 +112,9 @@ static int vector_create(tileops_client *c, int64_t n, const float *init, tileop
 	tileops_status st = tileops_tensor_create(c, TILEOPS_F32, 1, &n, t);
 
 	if (st != TILEOPS_OK)
-		return fail("tileops_tensor_create", st);
+		return bench_fail("tileops_tensor_create", st);
 	if ((st = tileops_tensor_write(c, *t, 0, init, (size_t)n * sizeof(float))) != TILEOPS_OK)
-		return fail("tileops_tensor_write", st);
+		return bench_fail("tileops_tensor_write", st);
 	return 0;
 }
 
@@ -199,7 +125,7 @@ static int vector_check(tileops_client *c, tileops_tensor t, const float *want, 
 	tileops_status st = tileops_tensor_read(c, t, 0, got, (size_t)n * sizeof(float));
 
 	if (st != TILEOPS_OK)
-		return fail("tileops_tensor_read", st);
+		return bench_fail("tileops_tensor_read", st);
 	for (int64_t i = 0; i < n; i++) {
 		if (got[i] != want[i]) {
 			fprintf(stderr, PROG ": %s: out[%ld] = %g, expected %g\n", what, (long)i,
@@ -212,31 +138,15 @@ static int vector_check(tileops_client *c, tileops_tensor t, const float *want, 
 
 /* ---- one client ----------------------------------------------------------- */
 
-static int connect_to(const struct options *o, const char *name, tileops_client **c)
-{
-	tileops_connect_options co;
-	tileops_server_info info;
-	tileops_status st;
-
-	memset(&co, 0, sizeof(co));
-	co.address = o->address;
-	co.name = name;
-	if ((st = tileops_connect_opts(&co, c)) != TILEOPS_OK)
-		return fail("tileops_connect", st);
-	if (tileops_server_info_get(*c, &info) == TILEOPS_OK && info.backend != NULL)
-		snprintf(backend, sizeof(backend), "%s", info.backend);
-	return 0;
-}
-
 static int bench_async(tileops_client *c, const tileops_op *op, long n, double *per_op)
 {
 	if (submit_many(c, op, n < 1000 ? n : 1000) < 0)
 		return -1;
-	double t0 = now_us();
+	double t0 = bench_now_us();
 	if (submit_many(c, op, n) < 0)
 		return -1;
-	*per_op = (now_us() - t0) / (double)n;
-	report("async_per_op_us", "add256", "mean", *per_op, "us", n);
+	*per_op = (bench_now_us() - t0) / (double)n;
+	bench_report("async_per_op_us", "add256", "mean", *per_op, "us", n);
 	return 0;
 }
 
@@ -245,28 +155,28 @@ static int timed_once(tileops_client *c, const tileops_op *op, double *wall, dou
 {
 	tileops_completion *cp;
 	tileops_status st;
-	double t0 = now_us();
+	double t0 = bench_now_us();
 
 	if ((st = tileops_op_submit_timed(c, op, &cp)) != TILEOPS_OK)
-		return fail("tileops_op_submit_timed", st);
+		return bench_fail("tileops_op_submit_timed", st);
 	st = tileops_completion_wait(cp, -1);
-	*wall = now_us() - t0;
+	*wall = bench_now_us() - t0;
 	if (st == TILEOPS_OK)
 		st = tileops_completion_gpu_us(cp, gpu);
 	tileops_completion_free(cp);
-	return st == TILEOPS_OK ? 0 : fail("a timed op", st);
+	return st == TILEOPS_OK ? 0 : bench_fail("a timed op", st);
 }
 
 static int run_once(tileops_client *c, const tileops_op *op, double *wall)
 {
 	tileops_status st;
-	double t0 = now_us();
+	double t0 = bench_now_us();
 
 	if ((st = tileops_op_run(c, op)) != TILEOPS_OK)
-		return fail("tileops_op_run", st);
+		return bench_fail("tileops_op_run", st);
 	if ((st = tileops_sync(c)) != TILEOPS_OK)
-		return fail("tileops_sync", st);
-	*wall = now_us() - t0;
+		return bench_fail("tileops_sync", st);
+	*wall = bench_now_us() - t0;
 	return 0;
 }
 
@@ -291,16 +201,16 @@ static int bench_sync(tileops_client *c, const tileops_op *op, long reps, double
 		if (timed_once(c, op, &wall[i], &gpu[i]) < 0)
 			goto out;
 	}
-	*sync_med = median(wall, reps);
-	*gpu_med = median(gpu, reps);
+	*sync_med = bench_median(wall, reps);
+	*gpu_med = bench_median(gpu, reps);
 	for (long i = 0; i < reps; i++) {
 		if (run_once(c, op, &wall[i]) < 0)
 			goto out;
 	}
-	*run_med = median(wall, reps);
-	report("sync_timed_us", "add256", "median", *sync_med, "us", reps);
-	report("sync_run_us", "add256", "median", *run_med, "us", reps);
-	report("kernel_gpu_us", "add256", "median", *gpu_med, "us", reps);
+	*run_med = bench_median(wall, reps);
+	bench_report("sync_timed_us", "add256", "median", *sync_med, "us", reps);
+	bench_report("sync_run_us", "add256", "median", *run_med, "us", reps);
+	bench_report("kernel_gpu_us", "add256", "median", *gpu_med, "us", reps);
 	rc = 0;
 out:
 	free(wall);
@@ -325,33 +235,34 @@ static int bench_plan(tileops_client *c, const tileops_op *op, long reps)
 		return -1;
 	}
 	if ((st = tileops_plan_begin(c, NULL, &p)) != TILEOPS_OK) {
-		rc = fail("tileops_plan_begin", st);
+		rc = bench_fail("tileops_plan_begin", st);
 		goto out;
 	}
 	for (int i = 0; i < 12; i++) {
 		if ((st = tileops_plan_add(p, op)) != TILEOPS_OK) {
-			rc = fail("tileops_plan_add", st);
+			rc = bench_fail("tileops_plan_add", st);
 			goto out;
 		}
 	}
 	if ((st = tileops_plan_end(p)) != TILEOPS_OK) {
-		rc = fail("tileops_plan_end", st);
+		rc = bench_fail("tileops_plan_end", st);
 		goto out;
 	}
 	for (long i = -50; i < reps; i++) {
-		double t0 = now_us();
+		double t0 = bench_now_us();
 		if ((st = tileops_plan_run(p, 0, NULL, 0)) != TILEOPS_OK) {
-			rc = fail("tileops_plan_run", st);
+			rc = bench_fail("tileops_plan_run", st);
 			goto out;
 		}
 		if ((st = tileops_sync(c)) != TILEOPS_OK) {
-			rc = fail("tileops_sync", st);
+			rc = bench_fail("tileops_sync", st);
 			goto out;
 		}
 		if (i >= 0)
-			wall[i] = now_us() - t0;
+			wall[i] = bench_now_us() - t0;
 	}
-	report("plan12_run_sync_us", "add256 x12", "median", median(wall, reps), "us", reps);
+	bench_report("plan12_run_sync_us", "add256 x12", "median", bench_median(wall, reps), "us",
+	             reps);
 	rc = 0;
 out:
 	tileops_plan_free(p);
@@ -377,7 +288,7 @@ static int run_single(const struct options *o)
 		sum[i] = a[i] + b[i];
 		poison[i] = NAN;
 	}
-	if (connect_to(o, PROG, &c) < 0)
+	if (bench_connect(o->address, PROG, &c) < 0)
 		return -1;
 	if (vector_create(c, TINY_N, a, &t[0]) < 0 || vector_create(c, TINY_N, b, &t[1]) < 0 ||
 	    vector_create(c, TINY_N, poison, &t[2]) < 0)
@@ -388,9 +299,9 @@ static int run_single(const struct options *o)
 	if (bench_sync(c, &op, o->reps, &gpu, &sync_med, &run_med) < 0 ||
 	    bench_plan(c, &op, o->reps) < 0)
 		goto out;
-	report("async_overhead_us", "add256", "derived", async_op - gpu, "us", o->n);
-	report("sync_timed_overhead_us", "add256", "derived", sync_med - gpu, "us", o->reps);
-	report("sync_run_overhead_us", "add256", "derived", run_med - gpu, "us", o->reps);
+	bench_report("async_overhead_us", "add256", "derived", async_op - gpu, "us", o->n);
+	bench_report("sync_timed_overhead_us", "add256", "derived", sync_med - gpu, "us", o->reps);
+	bench_report("sync_run_overhead_us", "add256", "derived", run_med - gpu, "us", o->reps);
 	rc = vector_check(c, t[2], sum, TINY_N, "sync add");
 out:
 	for (int i = 0; i < 3; i++)
@@ -408,38 +319,6 @@ struct proc_result {
 	char backend[16];
 };
 
-static int read_all(int fd, void *p, size_t len)
-{
-	char *b = p;
-
-	while (len > 0) {
-		ssize_t r = read(fd, b, len);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		b += r;
-		len -= (size_t)r;
-	}
-	return 0;
-}
-
-static int write_all(int fd, const void *p, size_t len)
-{
-	const char *b = p;
-
-	while (len > 0) {
-		ssize_t w = write(fd, b, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		b += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
 /* Connect, create x and out, and warm up with a few spin ops. */
 static int proc_prepare(const struct options *o, int idx, tileops_client **c, tileops_tensor *t,
                         tileops_op *op, tileops_param *params, float *x)
@@ -452,7 +331,7 @@ static int proc_prepare(const struct options *o, int idx, tileops_client **c, ti
 		poison[i] = NAN;
 	}
 	snprintf(name, sizeof(name), PROG " %d", idx);
-	if (connect_to(o, name, c) < 0 || vector_create(*c, SPIN_N, x, &t[0]) < 0 ||
+	if (bench_connect(o->address, name, c) < 0 || vector_create(*c, SPIN_N, x, &t[0]) < 0 ||
 	    vector_create(*c, SPIN_N, x, &t[1]) < 0)
 		return -1;
 	params[0] = tileops_param_int("ns", o->ns);
@@ -468,11 +347,12 @@ static int proc_prepare(const struct options *o, int idx, tileops_client **c, ti
 		return -1;
 	/* Poisoned, so the check after the timed ops sees their writes. */
 	tileops_status st = tileops_tensor_write(*c, t[1], 0, poison, sizeof(poison));
-	return st == TILEOPS_OK ? 0 : fail("tileops_tensor_write", st);
+	return st == TILEOPS_OK ? 0 : bench_fail("tileops_tensor_write", st);
 }
 
-static void proc_main(const struct options *o, int idx, int ready_fd, int go_fd, int result_fd)
+static int proc_main(bench_proc *p, int idx, void *arg)
 {
+	const struct options *o = arg;
 	struct proc_result r = { .ok = 0 };
 	tileops_client *c = NULL;
 	tileops_tensor t[2] = { 0, 0 };
@@ -480,81 +360,46 @@ static void proc_main(const struct options *o, int idx, int ready_fd, int go_fd,
 	tileops_op op;
 	float x[SPIN_N], want[SPIN_N];
 	int64_t written = o->blocks < SPIN_N ? o->blocks : SPIN_N;
-	char ch = 1;
 
 	int prepared = proc_prepare(o, idx, &c, t, &op, params, x) == 0;
-	write_all(ready_fd, &ch, 1);
-	while (read(go_fd, &ch, 1) < 0 && errno == EINTR) {
-	}
+	bench_proc_start(p);
 	if (prepared && submit_many(c, &op, o->kernels) == 0) {
-		r.end_us = now_us();
+		r.end_us = bench_now_us();
 		/* Block b writes element b % n: the first min(blocks, n) are written. */
 		for (int i = 0; i < SPIN_N; i++)
 			want[i] = x[i] + 1.0f;
 		r.ok = vector_check(c, t[1], want, written, "spin") == 0;
 	}
-	snprintf(r.backend, sizeof(r.backend), "%s", backend);
-	write_all(result_fd, &r, sizeof(r));
+	snprintf(r.backend, sizeof(r.backend), "%s", bench_report_backend_name());
+	bench_proc_finish(p, &r);
 	tileops_tensor_free(c, t[0]);
 	tileops_tensor_free(c, t[1]);
 	tileops_close(c);
-	_exit(r.ok ? 0 : 1);
+	return r.ok ? 0 : 1;
 }
 
 static int run_procs(const struct options *o)
 {
-	int ready[2], go[2], result[2];
-	pid_t pids[MAX_PROCS];
-	struct proc_result res[MAX_PROCS];
-	double end = 0.0;
-	int failed = 0;
-	char ch;
+	struct proc_result res[BENCH_PROCS_MAX];
+	double t0, end;
 
-	if (pipe(ready) < 0 || pipe(go) < 0 || pipe(result) < 0) {
-		perror(PROG ": pipe");
+	memset(res, 0, sizeof(res));
+	if (bench_procs_run(PROG, o->procs, 1, sizeof(res[0]), proc_main, (void *)o, res, &t0) < 0)
 		return -1;
-	}
-	fflush(NULL);
+	end = t0;
 	for (int i = 0; i < o->procs; i++) {
-		if ((pids[i] = fork()) < 0) {
-			perror(PROG ": fork");
+		if (!res[i].ok) {
+			fprintf(stderr,
+			        PROG ": a client process failed (its messages are above)\n");
 			return -1;
 		}
-		if (pids[i] == 0) {
-			close(ready[0]);
-			close(go[1]);
-			close(result[0]);
-			proc_main(o, i, ready[1], go[0], result[1]);
-		}
+		end = res[i].end_us > end ? res[i].end_us : end;
 	}
-	close(ready[1]);
-	close(go[0]);
-	close(result[1]);
-	for (int i = 0; i < o->procs && read_all(ready[0], &ch, 1) == 0; i++) {
-	}
-	double t0 = now_us();
-	close(go[1]); /* every process's read returns 0: the common start */
-	memset(res, 0, sizeof(res));
-	for (int i = 0; i < o->procs && read_all(result[0], &res[i], sizeof(res[i])) == 0; i++) {
-	}
-	for (int i = 0; i < o->procs; i++) {
-		int ws;
-		if (waitpid(pids[i], &ws, 0) < 0 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
-			failed = 1;
-		if (!res[i].ok)
-			failed = 1;
-		else if (res[i].end_us > end)
-			end = res[i].end_us;
-	}
-	if (failed) {
-		fprintf(stderr, PROG ": a client process failed (its messages are above)\n");
-		return -1;
-	}
-	snprintf(backend, sizeof(backend), "%s", res[0].backend);
+	bench_report_backend(res[0].backend);
 	double total = (double)o->procs * (double)o->kernels;
-	report("procs_kernels_per_s", "spin", "total", total / ((end - t0) / 1e6), "kernels/s",
-	       (long)total);
-	report("procs_wall_ms", "spin", "once", (end - t0) / 1e3, "ms", (long)total);
+	bench_report("procs_kernels_per_s", "spin", "total", total / ((end - t0) / 1e6),
+	             "kernels/s", (long)total);
+	bench_report("procs_wall_ms", "spin", "once", (end - t0) / 1e3, "ms", (long)total);
 	return 0;
 }
 
@@ -567,18 +412,6 @@ static void usage(FILE *f)
 	        "       " PROG " --procs P [--kernels K] [--ns NS] [--blocks B] [--address ADDR]\n"
 	        "                [--json FILE]\n"
 	        "Dispatch figures through tileopsd (see docs/perf.md).\n");
-}
-
-static int parse_long(const char *s, long lo, long hi, long *out)
-{
-	char *end;
-
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi)
-		return -1;
-	*out = v;
-	return 0;
 }
 
 static int parse_args(int argc, char **argv, struct options *o)
@@ -608,22 +441,22 @@ static int parse_args(int argc, char **argv, struct options *o)
 			o->json = optarg;
 			break;
 		case 'n':
-			bad = parse_long(optarg, 1, 100000000, &o->n);
+			bad = bench_parse_long(optarg, 1, 100000000, &o->n);
 			break;
 		case 'r':
-			bad = parse_long(optarg, 1, 10000000, &o->reps);
+			bad = bench_parse_long(optarg, 1, 10000000, &o->reps);
 			break;
 		case 'k':
-			bad = parse_long(optarg, 1, 100000000, &o->kernels);
+			bad = bench_parse_long(optarg, 1, 100000000, &o->kernels);
 			break;
 		case 't':
-			bad = parse_long(optarg, 0, 1000000000, &o->ns);
+			bad = bench_parse_long(optarg, 0, 1000000000, &o->ns);
 			break;
 		case 'b':
-			bad = parse_long(optarg, 1, 1024, &o->blocks);
+			bad = bench_parse_long(optarg, 1, 1024, &o->blocks);
 			break;
 		case 'p':
-			bad = parse_long(optarg, 1, MAX_PROCS, &v);
+			bad = bench_parse_long(optarg, 1, BENCH_PROCS_MAX, &v);
 			o->procs = (int)v;
 			break;
 		case 'h':
@@ -649,20 +482,20 @@ static int parse_args(int argc, char **argv, struct options *o)
 int main(int argc, char **argv)
 {
 	struct options o = { .n = 20000, .reps = 2000, .kernels = 2000, .ns = 5000, .blocks = 4 };
+	char title[64];
 	int rc;
 
 	if (parse_args(argc, argv, &o) < 0)
 		return 2;
-	json_out = stdout;
-	if (o.json != NULL && (json_out = fopen(o.json, "a")) == NULL) {
-		fprintf(stderr, PROG ": cannot open %s: %s\n", o.json, strerror(errno));
+	bench_client_prog(PROG);
+	if (bench_report_open(PROG, "dispatch", o.json) < 0)
 		return 2;
-	}
+	bench_report_backend("unknown");
 	signal(SIGPIPE, SIG_IGN);
 	srand(12345);
 	rc = o.procs > 0 ? run_procs(&o) : run_single(&o);
-	print_table();
-	if (json_out != stdout)
-		fclose(json_out);
+	snprintf(title, sizeof(title), "measurement (tileopsd, %s)", bench_report_backend_name());
+	bench_report_table(title);
+	bench_report_close();
 	return rc == 0 ? 0 : 1;
 }

@@ -38,25 +38,21 @@
  * every CUDA call succeeded and every result checked out.
  */
 #include <cuda_runtime.h>
-#include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
+#include "bench_common.h"
 #include "cuda/spin.cuh"
 #include "tk_internal.h"
 
 #define PROG "tileops-bench-dispatch-baseline"
 #define TINY_N 256
 #define GRAPH_NODES 12
-#define MAX_ROWS 32
-#define MAX_PROCS 64
+#define MAX_PROCS BENCH_PROCS_MAX
 
 #define CK(call)                                                                             \
 	do {                                                                                 \
@@ -77,68 +73,6 @@ struct options {
 	const char *label = "contexts";
 	const char *json = NULL;
 };
-
-struct row {
-	char name[48], kernel[24], stat[8], unit[12];
-	double value;
-	long n;
-};
-
-row g_rows[MAX_ROWS];
-int g_nrows;
-FILE *g_json;
-
-double now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-/* Record a measurement and print its JSON line. */
-void report(const char *name, const char *kernel, const char *stat, double value, const char *unit,
-            long n)
-{
-	if (g_nrows < MAX_ROWS) {
-		row *r = &g_rows[g_nrows++];
-		snprintf(r->name, sizeof(r->name), "%s", name);
-		snprintf(r->kernel, sizeof(r->kernel), "%s", kernel);
-		snprintf(r->stat, sizeof(r->stat), "%s", stat);
-		snprintf(r->unit, sizeof(r->unit), "%s", unit);
-		r->value = value;
-		r->n = n;
-	}
-	fprintf(g_json,
-	        "{\"bench\":\"dispatch-baseline\",\"name\":\"%s\",\"kernel\":\"%s\","
-	        "\"stat\":\"%s\",\"value\":%.4f,\"unit\":\"%s\",\"n\":%ld}\n",
-	        name, kernel, stat, value, unit, n);
-	fflush(g_json);
-}
-
-void print_table(void)
-{
-	printf("\n| measurement | kernel | value | unit | stat | n |\n");
-	printf("| --- | --- | ---: | --- | --- | ---: |\n");
-	for (int i = 0; i < g_nrows; i++) {
-		const row *r = &g_rows[i];
-		printf("| %s | %s | %.2f | %s | %s | %ld |\n", r->name, r->kernel, r->value,
-		       r->unit, r->stat, r->n);
-	}
-}
-
-int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : (x > y ? 1 : 0);
-}
-
-double median(double *v, long n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* ---- the tiny kernel ---------------------------------------------------- */
 
@@ -242,15 +176,15 @@ void bench_async(tiny *t, launch_fn launch, const char *kernel, long n)
 		launch(t);
 	CK(cudaGetLastError());
 	CK(cudaStreamSynchronize(t->stream));
-	double t0 = now_us();
+	double t0 = bench_now_us();
 	for (long i = 0; i < n; i++)
 		launch(t);
-	double t1 = now_us();
+	double t1 = bench_now_us();
 	CK(cudaGetLastError());
 	CK(cudaStreamSynchronize(t->stream));
-	double t2 = now_us();
-	report("async_host_us", kernel, "mean", (t1 - t0) / (double)n, "us", n);
-	report("async_per_op_us", kernel, "mean", (t2 - t0) / (double)n, "us", n);
+	double t2 = bench_now_us();
+	bench_report("async_host_us", kernel, "mean", (t1 - t0) / (double)n, "us", n);
+	bench_report("async_per_op_us", kernel, "mean", (t2 - t0) / (double)n, "us", n);
 }
 
 void bench_sync(tiny *t, launch_fn launch, const char *kernel, long reps, double *v)
@@ -260,13 +194,13 @@ void bench_sync(tiny *t, launch_fn launch, const char *kernel, long reps, double
 		CK(cudaStreamSynchronize(t->stream));
 	}
 	for (long i = 0; i < reps; i++) {
-		double t0 = now_us();
+		double t0 = bench_now_us();
 		launch(t);
 		CK(cudaStreamSynchronize(t->stream));
-		v[i] = now_us() - t0;
+		v[i] = bench_now_us() - t0;
 	}
 	CK(cudaGetLastError());
-	report("sync_us", kernel, "median", median(v, reps), "us", reps);
+	bench_report("sync_us", kernel, "median", bench_median(v, reps), "us", reps);
 }
 
 void bench_graph(tiny *t, long reps, double *v)
@@ -284,12 +218,12 @@ void bench_graph(tiny *t, long reps, double *v)
 		CK(cudaStreamSynchronize(t->stream));
 	}
 	for (long i = 0; i < reps; i++) {
-		double t0 = now_us();
+		double t0 = bench_now_us();
 		CK(cudaGraphLaunch(exec, t->stream));
 		CK(cudaStreamSynchronize(t->stream));
-		v[i] = now_us() - t0;
+		v[i] = bench_now_us() - t0;
 	}
-	report("graph12_sync_us", "add256 x12", "median", median(v, reps), "us", reps);
+	bench_report("graph12_sync_us", "add256 x12", "median", bench_median(v, reps), "us", reps);
 	CK(cudaGraphExecDestroy(exec));
 	CK(cudaGraphDestroy(graph));
 }
@@ -309,7 +243,7 @@ void bench_kernel_time(tiny *t, long reps, double *v)
 		CK(cudaEventElapsedTime(&ms, e0, e1));
 		v[i] = (double)ms * 1e3;
 	}
-	report("kernel_gpu_us", "add256-l1", "median", median(v, reps), "us", reps);
+	bench_report("kernel_gpu_us", "add256-l1", "median", bench_median(v, reps), "us", reps);
 	CK(cudaEventDestroy(e0));
 	CK(cudaEventDestroy(e1));
 }
@@ -396,7 +330,7 @@ void spin_run(spin_ctx *s, const options *o, launcher_result *r)
 		spin_kernel<<<(unsigned)o->blocks, tkc::kSpinThreads, 0, s->stream>>>(
 		        s->x, s->out, SPIN_N, (uint64_t)o->ns);
 	e = cudaStreamSynchronize(s->stream);
-	r->end_us = now_us();
+	r->end_us = bench_now_us();
 	if (e == cudaSuccess)
 		e = cudaGetLastError();
 	if (e == cudaSuccess)
@@ -415,67 +349,26 @@ void spin_run(spin_ctx *s, const options *o, launcher_result *r)
 	r->ok = 1;
 }
 
-/* Block until the go pipe is closed (read returns 0). */
-void wait_go(int fd)
-{
-	char c;
-
-	while (read(fd, &c, 1) < 0 && errno == EINTR) {
-	}
-}
-
-bool write_all(int fd, const void *p, size_t len)
-{
-	const char *b = static_cast<const char *>(p);
-
-	while (len > 0) {
-		ssize_t w = write(fd, b, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return false;
-		b += w;
-		len -= (size_t)w;
-	}
-	return true;
-}
-
-bool read_all(int fd, void *p, size_t len)
-{
-	char *b = static_cast<char *>(p);
-
-	while (len > 0) {
-		ssize_t r = read(fd, b, len);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return false;
-		b += r;
-		len -= (size_t)r;
-	}
-	return true;
-}
-
 /* One child: its own CUDA context (created here, after the fork). */
-void child_main(const options *o, int ready_fd, int go_fd, int result_fd)
+int child_main(bench_proc *p, int idx, void *arg)
 {
+	const options *o = static_cast<const options *>(arg);
 	launcher_result r;
 	spin_ctx s;
 	cudaError_t e;
-	char c = 1;
 
+	(void)idx;
 	memset(&r, 0, sizeof(r));
 	if ((e = cudaSetDevice(0)) != cudaSuccess || (e = cudaFree(0)) != cudaSuccess)
 		snprintf(r.error, sizeof(r.error), "context: %s", cudaGetErrorString(e));
 	else if (spin_setup(&s, o, r.error, sizeof(r.error)))
 		r.error[0] = '\0';
 	bool ready = r.error[0] == '\0';
-	write_all(ready_fd, &c, 1);
-	wait_go(go_fd);
+	bench_proc_start(p);
 	if (ready)
 		spin_run(&s, o, &r);
-	write_all(result_fd, &r, sizeof(r));
-	_exit(r.ok ? 0 : 1);
+	bench_proc_finish(p, &r);
+	return r.ok ? 0 : 1;
 }
 
 int finish_many(const options *o, const char *what, int count, double t0,
@@ -498,56 +391,21 @@ int finish_many(const options *o, const char *what, int count, double t0,
 	double total = (double)count * (double)o->kernels;
 	bool threads = o->streams > 0;
 	const char *label = threads ? "streams" : o->label;
-	report(threads ? "streams_kernels_per_s" : "procs_kernels_per_s", label, "total",
-	       total / ((end - t0) / 1e6), "kernels/s", (long)total);
-	report(threads ? "streams_wall_ms" : "procs_wall_ms", label, "once", (end - t0) / 1e3, "ms",
-	       (long)total);
+	bench_report(threads ? "streams_kernels_per_s" : "procs_kernels_per_s", label, "total",
+	             total / ((end - t0) / 1e6), "kernels/s", (long)total);
+	bench_report(threads ? "streams_wall_ms" : "procs_wall_ms", label, "once", (end - t0) / 1e3,
+	             "ms", (long)total);
 	return 0;
 }
 
 int run_procs(const options *o)
 {
-	int ready[2], go[2], result[2];
-	pid_t pids[MAX_PROCS];
 	launcher_result res[MAX_PROCS];
-	char c;
+	double t0 = 0.0;
 
-	if (pipe(ready) < 0 || pipe(go) < 0 || pipe(result) < 0) {
-		perror(PROG ": pipe");
-		return 1;
-	}
-	fflush(NULL);
-	for (int i = 0; i < o->procs; i++) {
-		pids[i] = fork();
-		if (pids[i] < 0) {
-			perror(PROG ": fork");
-			return 1;
-		}
-		if (pids[i] == 0) {
-			close(ready[0]);
-			close(go[1]);
-			close(result[0]);
-			child_main(o, ready[1], go[0], result[1]);
-		}
-	}
-	close(ready[1]);
-	close(go[0]);
-	close(result[1]);
-	for (int i = 0; i < o->procs; i++) {
-		if (!read_all(ready[0], &c, 1)) {
-			fprintf(stderr, PROG ": a process died before it was ready\n");
-			break;
-		}
-	}
-	double t0 = now_us();
-	close(go[1]); /* every child's read returns 0: they all start */
 	memset(res, 0, sizeof(res));
-	for (int i = 0; i < o->procs; i++) {
-		if (!read_all(result[0], &res[i], sizeof(res[i])))
-			break;
-	}
-	for (int i = 0; i < o->procs; i++)
-		waitpid(pids[i], NULL, 0);
+	/* A failed process still reports why: finish_many prints it. */
+	bench_procs_run(PROG, o->procs, 1, sizeof(res[0]), child_main, (void *)o, res, &t0);
 	return finish_many(o, "process", o->procs, t0, res);
 }
 
@@ -602,7 +460,7 @@ int run_streams(const options *o)
 	pthread_mutex_lock(&mu);
 	while (ready < o->streams)
 		pthread_cond_wait(&cv, &mu);
-	double t0 = now_us();
+	double t0 = bench_now_us();
 	go = 1;
 	pthread_cond_broadcast(&cv);
 	pthread_mutex_unlock(&mu);
@@ -622,18 +480,6 @@ void usage(FILE *f)
 	           "       " PROG " --streams P [--kernels K] [--ns NS] [--blocks B]\n"
 	           "In-process CUDA dispatch figures (see the comment at the top of\n"
 	           "kernels/bench/dispatch_baseline.cu and docs/perf.md).\n");
-}
-
-bool parse_long(const char *s, long lo, long hi, long *out)
-{
-	char *end;
-
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi)
-		return false;
-	*out = v;
-	return true;
 }
 
 bool parse_args(int argc, char **argv, options *o)
@@ -658,26 +504,26 @@ bool parse_args(int argc, char **argv, options *o)
 		bool ok = true;
 		switch (c) {
 		case 'n':
-			ok = parse_long(optarg, 1, 100000000, &o->n);
+			ok = !bench_parse_long(optarg, 1, 100000000, &o->n);
 			break;
 		case 'r':
-			ok = parse_long(optarg, 1, 10000000, &o->reps);
+			ok = !bench_parse_long(optarg, 1, 10000000, &o->reps);
 			break;
 		case 'k':
-			ok = parse_long(optarg, 1, 100000000, &o->kernels);
+			ok = !bench_parse_long(optarg, 1, 100000000, &o->kernels);
 			break;
 		case 't':
-			ok = parse_long(optarg, 0, 1000000000, &o->ns);
+			ok = !bench_parse_long(optarg, 0, 1000000000, &o->ns);
 			break;
 		case 'b':
-			ok = parse_long(optarg, 1, 1024, &o->blocks);
+			ok = !bench_parse_long(optarg, 1, 1024, &o->blocks);
 			break;
 		case 'p':
-			ok = parse_long(optarg, 1, MAX_PROCS, &v);
+			ok = !bench_parse_long(optarg, 1, MAX_PROCS, &v);
 			o->procs = (int)v;
 			break;
 		case 's':
-			ok = parse_long(optarg, 1, MAX_PROCS, &v);
+			ok = !bench_parse_long(optarg, 1, MAX_PROCS, &v);
 			o->streams = (int)v;
 			break;
 		case 'l':
@@ -715,11 +561,8 @@ int main(int argc, char **argv)
 
 	if (!parse_args(argc, argv, &o))
 		return 2;
-	g_json = stdout;
-	if (o.json != NULL && (g_json = fopen(o.json, "a")) == NULL) {
-		fprintf(stderr, PROG ": cannot open %s: %s\n", o.json, strerror(errno));
+	if (bench_report_open(PROG, "dispatch-baseline", o.json) < 0)
 		return 2;
-	}
 	signal(SIGPIPE, SIG_IGN);
 	srand(12345);
 	if (o.procs > 0)
@@ -728,8 +571,7 @@ int main(int argc, char **argv)
 		rc = run_streams(&o);
 	else
 		rc = run_single(&o);
-	print_table();
-	if (g_json != stdout)
-		fclose(g_json);
+	bench_report_table("measurement");
+	bench_report_close();
 	return rc;
 }
