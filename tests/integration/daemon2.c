@@ -54,7 +54,7 @@ static void daemon2_remove_dir(daemon2 *d)
 		fprintf(stderr, "could not remove %s\n", d->dir);
 }
 
-/* Start tileopsd (CPU backend) with `config` on sockets in a fresh folder. */
+/* Start tileopsd (the backend under test) with `config` on sockets in a fresh folder. */
 void daemon2_start(daemon2 *d, const char *config)
 {
 	const char *bin = env_path("TILEOPSD"), *manifest = env_path("TILEOPS_MANIFEST");
@@ -81,7 +81,8 @@ void daemon2_start(daemon2 *d, const char *config)
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
 			_exit(127);
-		execl(bin, "tileopsd", "--config", conf, "--backend", "cpu", "--listen", d->address,
+		execl(bin, "tileopsd", "--config", conf, "--backend", th_expected_backend(), "--listen",
+		      d->address,
 		      "--stats", d->stats, "--manifest", manifest, "--ready-file", d->ready,
 		      (char *)NULL);
 		_exit(127);

@@ -16,7 +16,8 @@ typedef struct daemon2 {
 	char ready[128];
 } daemon2;
 
-/* Start tileopsd (CPU backend) with `config`; asserts it became ready. */
+/* Start tileopsd ($TILEOPS_TEST_BACKEND, cpu by default) with `config`; asserts it
+ * became ready. */
 void daemon2_start(daemon2 *d, const char *config);
 /* Point th_connect, th_stat and spawned children at it. */
 void daemon2_use(const daemon2 *d);
