@@ -16,10 +16,8 @@
 set -u
 out=${OUT:-/tmp/tileops-out}
 mkdir -p "$out"
-root=$PWD
-bin=$root/.carry/bin
-export LD_LIBRARY_PATH=$root/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-manifest=${TILEOPS_MANIFEST:-$root/manifest}
+. "$PWD/scripts/bench-lib.sh"
+bench_setup_paths
 procs=${PROCS:-8}
 kernels=${KERNELS:-2000}
 json=$out/dispatch.jsonl
@@ -31,18 +29,7 @@ table=$out/dispatch.md
 mps_pipe=/tmp/mps-pipe
 mps_log=/tmp/mps-log
 run=$(mktemp -d /tmp/tileops-dispatch.XXXXXX)
-daemon=
 mps_up=0
-failed=0
-
-stop_daemon() {
-	[ -n "$daemon" ] || return 0
-	kill -TERM "$daemon" 2>/dev/null
-	wait "$daemon"
-	echo "tileopsd exit status after SIGTERM: $?" >>"$log"
-	daemon=
-	cat "$run/tileopsd.log" >>"$log" 2>/dev/null
-}
 
 stop_mps() {
 	[ "$mps_up" = 1 ] || return 0
@@ -57,53 +44,31 @@ stop_mps() {
 }
 
 cleanup() {
-	stop_daemon
+	bench_stop_daemon
 	stop_mps
 	rm -rf "$run"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-step() {
-	echo "==== $*" >>"$log"
-	"$@" >>"$log" 2>&1
-	local rc=$?
-	echo "==== rc=$rc" >>"$log"
-	[ "$rc" = 0 ] || failed=1
-	return "$rc"
-}
-
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu \
-	--format=csv >>"$log" 2>&1
-echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%FT%TZ)" \
-	>>"$log"
+bench_header
 
 # ---- through tileopsd --------------------------------------------------------
-"$bin/tileopsd" --backend cuda --listen "ipc://$run/tileopsd.sock" \
-	--stats "ipc://$run/stats.sock" --manifest "$manifest" \
-	--ready-file "$run/tileopsd.pid" --log-level info >"$run/tileopsd.log" 2>&1 &
-daemon=$!
-for _ in $(seq 1 600); do
-	[ -s "$run/tileopsd.pid" ] && break
-	kill -0 "$daemon" 2>/dev/null || break
-	sleep 0.1
-done
-if [ -s "$run/tileopsd.pid" ]; then
-	addr=ipc://$run/tileopsd.sock
-	step "$bin/tileops-bench-dispatch" --address "$addr" --json "$json"
-	step "$bin/tileops-bench-dispatch" --address "$addr" --procs "$procs" \
+if bench_start_daemon; then
+	bench_step "$bin/tileops-bench-dispatch" --address "$addr" --json "$json"
+	bench_step "$bin/tileops-bench-dispatch" --address "$addr" --procs "$procs" \
 		--kernels "$kernels" --json "$json"
 else
 	echo "tileopsd did not become ready" >>"$log"
 	failed=1
 fi
-stop_daemon
+bench_stop_daemon
 
 # ---- in-process CUDA ---------------------------------------------------------
 base=$bin/tileops-bench-dispatch-baseline
-step "$base" --json "$json"
-step "$base" --procs "$procs" --kernels "$kernels" --label contexts --json "$json"
-step "$base" --streams "$procs" --kernels "$kernels" --json "$json"
+bench_step "$base" --json "$json"
+bench_step "$base" --procs "$procs" --kernels "$kernels" --label contexts --json "$json"
+bench_step "$base" --streams "$procs" --kernels "$kernels" --json "$json"
 
 # ---- the same processes under MPS ------------------------------------------
 mkdir -p "$mps_pipe" "$mps_log"
@@ -112,7 +77,7 @@ if CUDA_MPS_PIPE_DIRECTORY=$mps_pipe CUDA_MPS_LOG_DIRECTORY=$mps_log \
 	mps_up=1
 	# Only these processes may see the MPS pipe: nothing after them uses MPS.
 	export CUDA_MPS_PIPE_DIRECTORY=$mps_pipe CUDA_MPS_LOG_DIRECTORY=$mps_log
-	step "$base" --procs "$procs" --kernels "$kernels" --label mps --json "$json"
+	bench_step "$base" --procs "$procs" --kernels "$kernels" --label mps --json "$json"
 	unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 	stop_mps
 	echo "---- MPS control log" >>"$log"

@@ -17,17 +17,8 @@
 set -u
 out=${OUT:-/tmp/tileops-out}
 mkdir -p "$out"
-root=$PWD
-if [ -f "$root/.carry/pack.tar.xz" ] && [ ! -d "$root/.carry/bin" ]; then
-	tar -C "$root/.carry" -xJf "$root/.carry/pack.tar.xz"
-fi
-bin=$root/.carry/bin
-export LD_LIBRARY_PATH=$root/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-manifest=${TILEOPS_MANIFEST:-}
-if [ -z "$manifest" ]; then
-	manifest=$root/manifest
-	[ -d "$root/.carry/manifest" ] && manifest=$root/.carry/manifest
-fi
+. "$PWD/scripts/bench-lib.sh"
+bench_setup_paths
 procs=${PROCS:-8}
 layers=${LAYERS:-200}
 runs=${RUNS:-200}
@@ -39,63 +30,30 @@ table=$out/layer.md
 : >"$log"
 
 run=$(mktemp -d /tmp/tileops-layer.XXXXXX)
-daemon=
-failed=0
-
-stop_daemon() {
-	[ -n "$daemon" ] || return 0
-	kill -TERM "$daemon" 2>/dev/null
-	wait "$daemon"
-	echo "tileopsd exit status after SIGTERM: $?" >>"$log"
-	daemon=
-	cat "$run/tileopsd.log" >>"$log" 2>/dev/null
-}
 
 cleanup() {
-	stop_daemon
+	bench_stop_daemon
 	rm -rf "$run"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-step() {
-	echo "==== $*" >>"$log"
-	"$@" >>"$log" 2>&1
-	local rc=$?
-	echo "==== rc=$rc" >>"$log"
-	[ "$rc" = 0 ] || failed=1
-	return "$rc"
-}
-
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu \
-	--format=csv >>"$log" 2>&1
-echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%FT%TZ)" \
-	>>"$log"
+bench_header
 
 # ---- through tileopsd --------------------------------------------------------
-"$bin/tileopsd" --backend cuda --listen "ipc://$run/tileopsd.sock" \
-	--stats "ipc://$run/stats.sock" --manifest "$manifest" \
-	--ready-file "$run/tileopsd.pid" --log-level info >"$run/tileopsd.log" 2>&1 &
-daemon=$!
-for _ in $(seq 1 600); do
-	[ -s "$run/tileopsd.pid" ] && break
-	kill -0 "$daemon" 2>/dev/null || break
-	sleep 0.1
-done
-if [ -s "$run/tileopsd.pid" ]; then
-	addr=ipc://$run/tileopsd.sock
-	step "$bin/tileops-bench-layer" --address "$addr" --runs "$runs" --json "$json" \
+if bench_start_daemon; then
+	bench_step "$bin/tileops-bench-layer" --address "$addr" --runs "$runs" --json "$json" \
 		${layer_args[@]+"${layer_args[@]}"}
-	step "$bin/tileops-bench-layer" --address "$addr" --procs "$procs" --layers "$layers" \
+	bench_step "$bin/tileops-bench-layer" --address "$addr" --procs "$procs" --layers "$layers" \
 		--json "$json" ${layer_args[@]+"${layer_args[@]}"}
 else
 	echo "tileopsd did not become ready" >>"$log"
 	failed=1
 fi
-stop_daemon
+bench_stop_daemon
 
 # ---- in-process CUDA ---------------------------------------------------------
-step "$bin/tileops-bench-layer-baseline" --runs "$runs" --json "$json" \
+bench_step "$bin/tileops-bench-layer-baseline" --runs "$runs" --json "$json" \
 	${layer_args[@]+"${layer_args[@]}"}
 
 # ---- the table ------------------------------------------------------------------

@@ -1,0 +1,65 @@
+# bench-lib.sh - what the GPU-machine bench scripts share (sourced, not run):
+# where the packed binaries are, starting and stopping a tileopsd on the
+# CUDA backend, and running a step into the log. The caller sets `out`,
+# `log` and `run` (a scratch folder) before calling these, and reads
+# `failed`, `daemon` and `addr`.
+
+# .carry/ as scripts/gpu-pack.sh leaves it (unpacked if still packed).
+bench_setup_paths() {
+	root=$PWD
+	if [ -f "$root/.carry/pack.tar.xz" ] && [ ! -d "$root/.carry/bin" ]; then
+		tar -C "$root/.carry" -xJf "$root/.carry/pack.tar.xz"
+	fi
+	bin=$root/.carry/bin
+	export LD_LIBRARY_PATH=$root/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	manifest=${TILEOPS_MANIFEST:-}
+	if [ -z "$manifest" ]; then
+		manifest=$root/manifest
+		[ -d "$root/.carry/manifest" ] && manifest=$root/.carry/manifest
+	fi
+	daemon=
+	failed=0
+}
+
+# Run a command into the log; a failure marks the run failed.
+bench_step() {
+	echo "==== $*" >>"$log"
+	"$@" >>"$log" 2>&1
+	local rc=$?
+	echo "==== rc=$rc" >>"$log"
+	[ "$rc" = 0 ] || failed=1
+	return "$rc"
+}
+
+# The GPU, the commit and the time, at the head of the log.
+bench_header() {
+	nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu \
+		--format=csv >>"$log" 2>&1
+	echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)," \
+		"$(date -u +%FT%TZ)" >>"$log"
+}
+
+# Start tileopsd on the CUDA backend in $run; 0 once it is ready (addr set).
+bench_start_daemon() {
+	"$bin/tileopsd" --backend cuda --listen "ipc://$run/tileopsd.sock" \
+		--stats "ipc://$run/stats.sock" --manifest "$manifest" \
+		--ready-file "$run/tileopsd.pid" --log-level info >"$run/tileopsd.log" 2>&1 &
+	daemon=$!
+	for _ in $(seq 1 600); do
+		[ -s "$run/tileopsd.pid" ] && break
+		kill -0 "$daemon" 2>/dev/null || break
+		sleep 0.1
+	done
+	addr=ipc://$run/tileopsd.sock
+	[ -s "$run/tileopsd.pid" ]
+}
+
+# SIGTERM, its exit status and its log into the log.
+bench_stop_daemon() {
+	[ -n "$daemon" ] || return 0
+	kill -TERM "$daemon" 2>/dev/null
+	wait "$daemon"
+	echo "tileopsd exit status after SIGTERM: $?" >>"$log"
+	daemon=
+	cat "$run/tileopsd.log" >>"$log" 2>/dev/null
+}
