@@ -365,7 +365,8 @@ tileops_status exec_prepare_op(executor *ex, session *s, const plan_view *pv,
 	/* Only ops the manifest knows get a stats slot, so made-up names cannot
 	 * grow the table. */
 	out->slot = -1;
-	if (st != TILEOPS_ERR_UNKNOWN_OP && m->op && manifest_find(ex->mf, m->op))
+	if (st == TILEOPS_OK ||
+	    (st != TILEOPS_ERR_UNKNOWN_OP && m->op && manifest_find(ex->mf, m->op)))
 		out->slot = stats_op_slot(ex->cfg.st, m->op);
 	return st;
 }
