@@ -59,8 +59,8 @@ typedef struct session {
 	 * and the executor's for each completion it still owes. */
 	int refs;
 
-	/* Executor thread, from the open job to the close job. The loop maps
-	 * the arena before the first and unmaps it after the last. */
+	/* Its executor thread, from the open job to the close job. The loop
+	 * maps the arena before the first and unmaps it after the last. */
 	arena arena;
 	ring ring;
 	void *stream;
@@ -71,7 +71,7 @@ typedef struct session {
 	int worker;               /* the executor thread that runs its work; fixed at open */
 	struct tenant *tenant;    /* whose graph cache its plans use */
 	struct plan *plans;
-	struct session *ring_next; /* the executor's list of ring sessions */
+	struct session *ring_next; /* its executor thread's list of ring sessions */
 
 	/* Written by the executor, read by the loop for stats (atomic). */
 	size_t n_tensors;
