@@ -34,6 +34,26 @@ typedef struct cuda_impl {
 	cuda_ipc_map *ipc;
 } cuda_impl;
 
+/*
+ * A session's stream, and the workspace its ops borrow (TK_WORKSPACE_BYTES,
+ * made on the first op that can use it). Ops on one stream run in order,
+ * so they can all share it.
+ */
+typedef struct cuda_stream {
+	cudaStream_t s;
+	void *ws;
+} cuda_stream;
+
+/*
+ * An instantiated plan graph and the workspace its kernels were captured
+ * with: a graph may replay on any stream while its session's stream runs
+ * other work, so it owns its workspace.
+ */
+typedef struct cuda_graph {
+	cudaGraphExec_t exec;
+	void *ws;
+} cuda_graph;
+
 /* What each executor thread keeps for its own launches. */
 typedef struct cuda_thread {
 	/* Launched ops whose device time is not collected yet, oldest first. */
@@ -41,6 +61,7 @@ typedef struct cuda_thread {
 	unsigned head, tail; /* tail - head entries in use */
 	void *bounce;        /* pinned staging for arenas that could not be pinned */
 	int capturing;       /* a plan is being captured: launches are not timed */
+	void *capture_ws;    /* workspace made during the capture, for its graph */
 } cuda_thread;
 
 static _Thread_local cuda_thread *cuda_tls;
@@ -117,21 +138,36 @@ static void cuda_destroy(backend *be)
 	free(be);
 }
 
+static inline cudaStream_t cs(void *stream)
+{
+	return ((cuda_stream *)stream)->s;
+}
+
 static tileops_status cuda_stream_create(backend *be, void **stream, char *err, size_t errlen)
 {
-	cudaStream_t s;
-	cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-	if (e != cudaSuccess)
+	cuda_stream *st = calloc(1, sizeof(*st));
+	if (!st) {
+		snprintf(err, errlen, "out of host memory");
+		return TILEOPS_ERR_OUT_OF_MEMORY;
+	}
+	cudaError_t e = cudaStreamCreateWithFlags(&st->s, cudaStreamNonBlocking);
+	if (e != cudaSuccess) {
+		free(st);
 		return cuda_fail(e, "cudaStreamCreate", err, errlen);
-	*stream = s;
+	}
+	*stream = st;
 	return TILEOPS_OK;
 }
 
 static void cuda_stream_destroy(backend *be, void *stream)
 {
-	cudaStreamSynchronize((cudaStream_t)stream);
+	cuda_stream *st = stream;
+	cudaStreamSynchronize(st->s);
 	cuda_collect(be);
-	cudaStreamDestroy((cudaStream_t)stream);
+	cudaStreamDestroy(st->s);
+	if (st->ws)
+		cudaFree(st->ws);
+	free(st);
 }
 
 static void cuda_arena_attach(backend *be, arena *a)
@@ -231,13 +267,13 @@ truncated:
 static tileops_status cuda_write(backend *be, void *stream, void *dst, const arena *a,
                                  size_t aoff, size_t len, char *err, size_t errlen)
 {
-	return cuda_copy(be, stream, dst, a, aoff, len, 1, err, errlen);
+	return cuda_copy(be, cs(stream), dst, a, aoff, len, 1, err, errlen);
 }
 
 static tileops_status cuda_read(backend *be, void *stream, const void *src, const arena *a,
                                 size_t aoff, size_t len, char *err, size_t errlen)
 {
-	return cuda_copy(be, stream, (void *)src, a, aoff, len, 0, err, errlen);
+	return cuda_copy(be, cs(stream), (void *)src, a, aoff, len, 0, err, errlen);
 }
 
 static void cuda_collect(backend *be)
@@ -257,12 +293,52 @@ static void cuda_collect(backend *be)
 	}
 }
 
+/*
+ * Device memory for workspace. During a capture the allocation is made in
+ * relaxed capture mode: it is not a stream operation, and the graph that
+ * is being captured will own it. NULL when there is none to be had: the
+ * kernels then run without (slower, never wrong).
+ */
+static void *cuda_workspace_alloc(int capturing)
+{
+	void *p = NULL;
+	enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+	if (capturing)
+		cudaThreadExchangeStreamCaptureMode(&mode);
+	if (cudaMalloc(&p, TK_WORKSPACE_BYTES) != cudaSuccess) {
+		cudaGetLastError();
+		log_warn("no device memory for a %zu-byte kernel workspace: kernels run without it",
+		         TK_WORKSPACE_BYTES);
+		p = NULL;
+	}
+	if (capturing)
+		cudaThreadExchangeStreamCaptureMode(&mode);
+	return p;
+}
+
+/* The workspace a launch on `stream` may use: the graph's while capturing,
+ * else the stream's. */
+static void *cuda_workspace(cuda_thread *im, cuda_stream *st)
+{
+	void **slot = im->capturing ? &im->capture_ws : &st->ws;
+	if (!*slot)
+		*slot = cuda_workspace_alloc(im->capturing);
+	return *slot;
+}
+
 static tileops_status cuda_launch(backend *be, void *stream, const tk_kernel_entry *k,
                                   const tk_call *call, int timed, int slot, void *arg, char *err,
                                   size_t errlen)
 {
 	cuda_thread *im = cuda_tls;
-	cudaStream_t s = stream;
+	cudaStream_t s = cs(stream);
+	tk_call with_ws;
+	if (k->workspace && !call->workspace) {
+		with_ws = *call;
+		with_ws.workspace = cuda_workspace(im, stream);
+		with_ws.workspace_bytes = with_ws.workspace ? TK_WORKSPACE_BYTES : 0;
+		call = &with_ws;
+	}
 	if (im->capturing || !timed) {
 		tk_status cst = k->cuda(call, s);
 		if (cst == TK_OK)
@@ -298,7 +374,7 @@ static tileops_status cuda_launch(backend *be, void *stream, const tk_kernel_ent
 
 static tileops_status cuda_sync(backend *be, void *stream, char *err, size_t errlen)
 {
-	cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
+	cudaError_t e = cudaStreamSynchronize(cs(stream));
 	cuda_collect(be);
 	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "device error", err, errlen);
 }
@@ -309,7 +385,7 @@ static tileops_status cuda_fence_create(backend *be, void *stream, void **fence,
 	cudaEvent_t ev;
 	cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
 	if (e == cudaSuccess)
-		e = cudaEventRecord(ev, (cudaStream_t)stream);
+		e = cudaEventRecord(ev, cs(stream));
 	if (e != cudaSuccess)
 		return cuda_fail(e, "cudaEventRecord", err, errlen);
 	*fence = ev;
@@ -333,11 +409,11 @@ static void cuda_fence_free(backend *be, void *fence)
 static tileops_status cuda_capture_begin(backend *be, void *stream, char *err, size_t errlen)
 {
 	cuda_thread *im = cuda_tls;
-	cudaError_t e = cudaStreamBeginCapture((cudaStream_t)stream,
-	                                       cudaStreamCaptureModeThreadLocal);
+	cudaError_t e = cudaStreamBeginCapture(cs(stream), cudaStreamCaptureModeThreadLocal);
 	if (e != cudaSuccess)
 		return cuda_fail(e, "cudaStreamBeginCapture", err, errlen);
 	im->capturing = 1;
+	im->capture_ws = NULL;
 	return TILEOPS_OK;
 }
 
@@ -345,10 +421,13 @@ static void cuda_capture_abort(backend *be, void *stream)
 {
 	cuda_thread *im = cuda_tls;
 	cudaGraph_t g = NULL;
-	if (cudaStreamEndCapture((cudaStream_t)stream, &g) == cudaSuccess && g)
+	if (cudaStreamEndCapture(cs(stream), &g) == cudaSuccess && g)
 		cudaGraphDestroy(g);
 	cudaGetLastError();
 	im->capturing = 0;
+	if (im->capture_ws)
+		cudaFree(im->capture_ws);
+	im->capture_ws = NULL;
 }
 
 static tileops_status cuda_capture_end(backend *be, void *stream, void **graph, size_t *bytes,
@@ -356,45 +435,78 @@ static tileops_status cuda_capture_end(backend *be, void *stream, void **graph, 
 {
 	cuda_thread *im = cuda_tls;
 	cudaGraph_t g = NULL;
-	cudaError_t e = cudaStreamEndCapture((cudaStream_t)stream, &g);
+	cudaError_t e = cudaStreamEndCapture(cs(stream), &g);
+	void *ws = im->capture_ws;
 	im->capturing = 0;
-	if (e != cudaSuccess)
+	im->capture_ws = NULL;
+	if (e != cudaSuccess) {
+		if (ws)
+			cudaFree(ws);
 		return cuda_fail(e, "cudaStreamEndCapture", err, errlen);
-	if (*graph) {
-		/* Same topology, new arguments: update the instantiated graph. */
+	}
+	cuda_graph *old = *graph;
+	if (old) {
+		/* Same topology, new arguments: update the instantiated graph. The
+		 * old workspace may still be in use by a replay in flight. */
 		cudaGraphExecUpdateResultInfo info;
-		if (cudaGraphExecUpdate((cudaGraphExec_t)*graph, g, &info) == cudaSuccess) {
+		if (cudaGraphExecUpdate(old->exec, g, &info) == cudaSuccess) {
 			cudaGraphDestroy(g);
+			if (old->ws != ws && old->ws) {
+				cudaStreamSynchronize(cs(stream));
+				cudaFree(old->ws);
+			}
+			old->ws = ws;
 			return TILEOPS_OK;
 		}
 		cudaGetLastError();
-		cudaGraphExecDestroy((cudaGraphExec_t)*graph);
+		cudaGraphExecDestroy(old->exec);
+		if (old->ws)
+			cudaFree(old->ws);
+		free(old);
 		*graph = NULL;
+	}
+	cuda_graph *ng = calloc(1, sizeof(*ng));
+	if (!ng) {
+		cudaGraphDestroy(g);
+		if (ws)
+			cudaFree(ws);
+		snprintf(err, errlen, "out of host memory");
+		return TILEOPS_ERR_OUT_OF_MEMORY;
 	}
 	size_t free0 = 0, free1 = 0, total = 0;
 	cudaMemGetInfo(&free0, &total);
-	cudaGraphExec_t exec = NULL;
-	e = cudaGraphInstantiateWithFlags(&exec, g, 0);
+	e = cudaGraphInstantiateWithFlags(&ng->exec, g, 0);
 	cudaGraphDestroy(g);
-	if (e != cudaSuccess)
+	if (e != cudaSuccess) {
+		free(ng);
+		if (ws)
+			cudaFree(ws);
 		return cuda_fail(e, "cudaGraphInstantiate", err, errlen);
+	}
 	cudaMemGetInfo(&free1, &total);
-	*bytes = free0 > free1 ? free0 - free1 : 0;
-	*graph = exec;
+	*bytes = (free0 > free1 ? free0 - free1 : 0) + (ws ? TK_WORKSPACE_BYTES : 0);
+	ng->ws = ws;
+	*graph = ng;
 	return TILEOPS_OK;
 }
 
 static tileops_status cuda_graph_launch(backend *be, void *stream, void *graph, char *err,
                                         size_t errlen)
 {
-	cudaError_t e = cudaGraphLaunch((cudaGraphExec_t)graph, (cudaStream_t)stream);
+	cudaError_t e = cudaGraphLaunch(((cuda_graph *)graph)->exec, cs(stream));
 	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "cudaGraphLaunch", err, errlen);
 }
 
 static void cuda_graph_destroy(backend *be, void *graph)
 {
-	if (graph)
-		cudaGraphExecDestroy((cudaGraphExec_t)graph);
+	cuda_graph *g = graph;
+	if (!g)
+		return;
+	cudaGraphExecDestroy(g->exec);
+	/* cudaFree waits for replays in flight that may still use it. */
+	if (g->ws)
+		cudaFree(g->ws);
+	free(g);
 }
 
 static tileops_status cuda_ipc_export(backend *be, void *ptr, unsigned char handle[64],

@@ -28,6 +28,8 @@ void config_defaults(config *cfg)
 	snprintf(cfg->listen, sizeof(cfg->listen), "ipc://%s/tileopsd.sock", dir);
 	snprintf(cfg->stats_listen, sizeof(cfg->stats_listen), "ipc://%s/stats.sock", dir);
 	snprintf(cfg->manifest, sizeof(cfg->manifest), "%s", TILEOPS_DEFAULT_MANIFEST);
+	snprintf(cfg->gemm_tune_cache, sizeof(cfg->gemm_tune_cache), "%s", CONFIG_GEMM_TUNE_CACHE);
+	cfg->gemm_tune = GEMM_TUNE_OFF;
 	cfg->backend = BACKEND_AUTO;
 	cfg->device = 0;
 	cfg->log_level = LOG_INFO;
@@ -227,6 +229,20 @@ int config_set(config *cfg, const char *key, const char *value, char *err, size_
 		return set_string(cfg->warmup, sizeof(cfg->warmup), key, value, err, errlen);
 	if (strcmp(key, "ready_file") == 0)
 		return set_string(cfg->ready_file, sizeof(cfg->ready_file), key, value, err, errlen);
+	if (strcmp(key, "gemm_tune_cache") == 0)
+		return set_string(cfg->gemm_tune_cache, sizeof(cfg->gemm_tune_cache), key, value,
+		                  err, errlen);
+	if (strcmp(key, "gemm_tune") == 0) {
+		if (strcmp(value, "off") == 0)
+			cfg->gemm_tune = GEMM_TUNE_OFF;
+		else if (strcmp(value, "first_use") == 0)
+			cfg->gemm_tune = GEMM_TUNE_FIRST_USE;
+		else {
+			snprintf(err, errlen, "gemm_tune: '%s' is not one of off, first_use", value);
+			return -1;
+		}
+		return 0;
+	}
 	if (strcmp(key, "backend") == 0) {
 		if (strcmp(value, "auto") == 0)
 			cfg->backend = BACKEND_AUTO;

@@ -22,6 +22,14 @@ typedef enum backend_kind {
 	BACKEND_CUDA = 2
 } backend_kind;
 
+/* gemm_tune: what the daemon does for a GEMM shape the tuning cache lacks. */
+typedef enum gemm_tune_mode {
+	GEMM_TUNE_OFF = 0,       /* use the built-in choice */
+	GEMM_TUNE_FIRST_USE = 1  /* time the candidates on first use, save the cache */
+} gemm_tune_mode;
+
+#define CONFIG_GEMM_TUNE_CACHE "/var/lib/tileops/gemm-tune.txt"
+
 typedef struct config {
 	char listen[CONFIG_PATH_MAX];
 	char stats_listen[CONFIG_PATH_MAX];
@@ -29,6 +37,8 @@ typedef struct config {
 	char config_file[CONFIG_PATH_MAX];
 	char ready_file[CONFIG_PATH_MAX];
 	char warmup[CONFIG_PATH_MAX];
+	char gemm_tune_cache[CONFIG_PATH_MAX]; /* tuning cache file; missing is fine */
+	gemm_tune_mode gemm_tune;
 	backend_kind backend;
 	int device;
 	int log_level;

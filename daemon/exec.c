@@ -279,15 +279,26 @@ static tileops_status view_of(session *s, const plan_view *pv, uint64_t handle, 
 	return TILEOPS_OK;
 }
 
+/*
+ * Views of the tensors a request names. The handle 0 leaves a tensor out:
+ * its view is zeroed and its bit (from bit0 on) set in *left_out; the op
+ * layer accepts that for optional tensors only.
+ */
 static tileops_status resolve(session *s, const plan_view *pv, const char *op,
                               const char *role, size_t n, const uint64_t *handles, size_t max,
-                              tk_tensor *views, char *err, size_t errlen)
+                              tk_tensor *views, uint32_t *left_out, int bit0, char *err,
+                              size_t errlen)
 {
 	if (n > max) {
 		snprintf(err, errlen, "%s: %zu %ss given, at most %zu", op, n, role, max);
 		return TILEOPS_ERR_INVALID_ARGUMENT;
 	}
 	for (size_t i = 0; i < n; i++) {
+		if (handles[i] == 0) {
+			memset(&views[i], 0, sizeof(views[i]));
+			*left_out |= 1u << (bit0 + (int)i);
+			continue;
+		}
 		if (view_of(s, pv, handles[i], &views[i]) != TILEOPS_OK) {
 			snprintf(err, errlen,
 			         "%s: %s %zu: tensor handle %llu is not a tensor of this session", op,
@@ -341,11 +352,12 @@ tileops_status exec_prepare_op(executor *ex, session *s, const plan_view *pv,
 	tk_param values[TK_MAX_PARAMS];
 	out->kernel = NULL;
 	out->cost = (op_cost){0, 0};
-	tileops_status st =
-		resolve(s, pv, op, "input", m->n_inputs, m->inputs, TK_MAX_INPUTS, in, err, errlen);
+	uint32_t left_out = 0;
+	tileops_status st = resolve(s, pv, op, "input", m->n_inputs, m->inputs, TK_MAX_INPUTS, in,
+	                            &left_out, 0, err, errlen);
 	if (st == TILEOPS_OK)
 		st = resolve(s, pv, op, "output", m->n_outputs, m->outputs, TK_MAX_OUTPUTS, outs,
-		             err, errlen);
+		             &left_out, TK_MAX_INPUTS, err, errlen);
 	if (st == TILEOPS_OK)
 		st = decode_params(op, m, names, values, err, errlen);
 	if (st == TILEOPS_OK) {
@@ -358,6 +370,7 @@ tileops_status exec_prepare_op(executor *ex, session *s, const plan_view *pv,
 			.n_params = m->n_params,
 			.param_names = names,
 			.param_values = values,
+			.left_out = left_out,
 		};
 		st = oplayer_prepare(ex->mf, &req, ex->be->is_gpu, &out->call, &out->kernel,
 		                     &out->cost, err, errlen);

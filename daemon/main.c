@@ -11,6 +11,7 @@
 #include "log.h"
 #include "manifest.h"
 #include "server.h"
+#include "tk_gemm.h"
 #include "warmup.h"
 
 static void usage(FILE *f)
@@ -140,6 +141,10 @@ static int check_files(const config *cfg)
 	}
 	if (cfg->warmup[0] && warmup_load(cfg->warmup, &w, err, sizeof(err)) != 0) {
 		fprintf(stderr, "tileopsd: warm-up: %s\n", err);
+		rc = 1;
+	}
+	if (tk_gemm_table_check(cfg->gemm_tune_cache, err, sizeof(err)) != TK_OK) {
+		fprintf(stderr, "tileopsd: gemm tuning cache: %s\n", err);
 		rc = 1;
 	}
 	manifest_free(m);

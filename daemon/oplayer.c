@@ -90,16 +90,30 @@ static tileops_status check_counts(prep *p, const op_request *req)
 			     op->n_in_required, op->n_in > op->n_in_required ? " or more" : "",
 			     names, req->n_in);
 	}
-	if (req->n_out != op->n_out)
-		return pfail(p, TILEOPS_ERR_INVALID_ARGUMENT, "expects %d output%s, got %d",
-			     op->n_out, op->n_out == 1 ? "" : "s", req->n_out);
+	if (req->n_out < op->n_out_required || req->n_out > op->n_out) {
+		if (op->n_out_required == op->n_out)
+			return pfail(p, TILEOPS_ERR_INVALID_ARGUMENT, "expects %d output%s, got %d",
+				     op->n_out, op->n_out == 1 ? "" : "s", req->n_out);
+		return pfail(p, TILEOPS_ERR_INVALID_ARGUMENT, "expects %d to %d outputs, got %d",
+			     op->n_out_required, op->n_out, req->n_out);
+	}
 	if ((req->n_in && !req->in) || (req->n_out && !req->out) ||
 	    (req->n_params && (!req->param_names || !req->param_values)))
 		return pfail(p, TILEOPS_ERR_INVALID_ARGUMENT, "request arrays are missing");
-	for (int i = 0; i < req->n_in; i++)
-		p->t[i] = &req->in[i];
-	for (int i = 0; i < req->n_out; i++)
-		p->t[op->n_in + i] = &req->out[i];
+	for (int i = 0; i < op->n_in + op->n_out; i++) {
+		int is_in = i < op->n_in, j = is_in ? i : i - op->n_in;
+		int given = is_in ? j < req->n_in : j < req->n_out;
+		int left = given && (req->left_out >> (is_in ? j : TK_MAX_INPUTS + j) & 1u);
+
+		/* A left-out tensor stays NULL here, as an absent optional one
+		 * does; only optional tensors may be left out. */
+		if (left && !op->tensors[i].optional)
+			return pfail(p, TILEOPS_ERR_INVALID_ARGUMENT,
+				     "%s %s is required but was left out (handle 0)",
+				     is_in ? "input" : "output", op->tensors[i].name);
+		if (given && !left)
+			p->t[i] = is_in ? &req->in[j] : &req->out[j];
+	}
 	return TILEOPS_OK;
 }
 
@@ -447,6 +461,8 @@ static tileops_status build_call(prep *p, const op_request *req, const tk_kernel
 
 	call->n_in = req->n_in;
 	call->n_out = req->n_out;
+	call->workspace = NULL; /* the backend hands out workspace at launch */
+	call->workspace_bytes = 0;
 	memcpy(call->in, req->in, (size_t)req->n_in * sizeof(tk_tensor));
 	memcpy(call->out, req->out, (size_t)req->n_out * sizeof(tk_tensor));
 	for (; e->params && e->params[n]; n++) {
@@ -559,7 +575,7 @@ tileops_status oplayer_check_workload(const manifest_op *op, const manifest_work
 	tk_tensor t[MANIFEST_MAX_TENSORS];
 	const char *names[TK_MAX_PARAMS];
 	op_request req = {op->name, op->n_in_required, op->n_out, t, t + op->n_in,
-			  (size_t)w->n_params, names, w->value};
+			  (size_t)w->n_params, names, w->value, 0};
 	tileops_status st;
 	prep p;
 

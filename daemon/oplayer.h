@@ -34,6 +34,9 @@ typedef struct op_request {
 	size_t n_params;
 	const char *const *param_names; /* n_params names, as the client sent them */
 	const tk_param *param_values;   /* n_params values (kind from the wire) */
+	/* Bit i: input i was left out (handle 0); bit TK_MAX_INPUTS + j: output
+	 * j was. Only optional tensors may be left out. */
+	uint32_t left_out;
 } op_request;
 
 /* Roofline counts of one request, from the op's formulas. */

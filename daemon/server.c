@@ -13,6 +13,7 @@
 
 #include "log.h"
 #include "manifest.h"
+#include "tk_gemm.h"
 #include "warmup.h"
 
 #define STOP_GRACE_SECONDS 30.0
@@ -335,6 +336,29 @@ static int run_warmup(server *srv, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * The GEMM tuning table: the cache file when it exists (tileops-tune or
+ * first-use tuning wrote it), else the table shipped for the H200, else
+ * none (the built-in choice). A malformed file refuses the start.
+ */
+static int gemm_tuning_load(const config *cfg, char *err, size_t errlen)
+{
+	const char *path = cfg->gemm_tune_cache;
+	char note[512] = "";
+
+	tk_gemm_tune_configure(cfg->gemm_tune == GEMM_TUNE_FIRST_USE, path);
+	if (access(path, R_OK) != 0 && access(TILEOPS_DEFAULT_GEMM_TUNE, R_OK) == 0)
+		path = TILEOPS_DEFAULT_GEMM_TUNE;
+	if (tk_gemm_table_load(path, note, sizeof(note)) != TK_OK) {
+		snprintf(err, errlen, "gemm tuning table: %s", note);
+		return -1;
+	}
+	log_info("gemm tuning table: %d entries from %s%s%s; first-use tuning %s",
+	         tk_gemm_table_count(), path, note[0] ? ": " : "", note,
+	         cfg->gemm_tune == GEMM_TUNE_FIRST_USE ? "on" : "off");
+	return 0;
+}
+
 int server_start(server *srv, char *err, size_t errlen)
 {
 	srv->uid = getuid();
@@ -351,6 +375,10 @@ int server_start(server *srv, char *err, size_t errlen)
 		return -1;
 	srv->be = backend_open(srv->cfg.backend, srv->cfg.device, err, errlen);
 	if (!srv->be) {
+		manifest_free(mf);
+		return -1;
+	}
+	if (srv->be->is_gpu && gemm_tuning_load(&srv->cfg, err, errlen) != 0) {
 		manifest_free(mf);
 		return -1;
 	}

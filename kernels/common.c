@@ -212,6 +212,9 @@ uint8_t tk_f32_to_fp8e4m3(float f)
 static const char *const params_none[] = { NULL };
 static const char *const params_gelu[] = { "approximate", NULL };
 static const char *const params_gemm[] = { "alpha", "trans_b", NULL };
+static const char *const params_attn[] = { "causal", "scale", NULL };
+static const char *const params_attn_varlen[] = { "causal", "scale", "max_seqlen_q", NULL };
+static const char *const params_scale[] = { "scale", NULL };
 static const char *const params_eps[] = { "eps", NULL };
 static const char *const params_softplus[] = { "beta", "threshold", NULL };
 static const char *const params_leaky[] = { "negative_slope", NULL };
@@ -247,7 +250,12 @@ static const char *const params_avg3[] = { "kernel_d",  "kernel_h",          "ke
 
 #define ENTRY(op, n_in, n_out, params)                                       \
 	{                                                                    \
-#op, n_in, n_out, params, tk_cpu_##op, CUDA_FN(tk_cuda_##op) \
+#op, n_in, n_out, params, tk_cpu_##op, CUDA_FN(tk_cuda_##op), 0 \
+	}
+/* An op whose CUDA kernel goes faster with workspace (split-K, split-KV). */
+#define ENTRY_WS(op, n_in, n_out, params)                                    \
+	{                                                                    \
+#op, n_in, n_out, params, tk_cpu_##op, CUDA_FN(tk_cuda_##op), TK_WORKSPACE_BYTES \
 	}
 
 /*
@@ -261,9 +269,14 @@ static const tk_kernel_entry kernel_table[] = {
 	ENTRY(add, 2, 1, params_none),
 	ENTRY(amax, 1, 1, params_dim_keep),
 	ENTRY(argmax, 1, 1, params_dim_keep),
+	ENTRY_WS(attention_decode, 4, 1, params_scale),
+	ENTRY_WS(attention_decode_paged, 5, 1, params_scale),
+	ENTRY(attention_prefill, 3, 2, params_attn),
+	ENTRY(attention_prefill_varlen, 5, 2, params_attn_varlen),
 	ENTRY(avg_pool1d, 1, 1, params_avg1),
 	ENTRY(avg_pool2d, 1, 1, params_avg2),
 	ENTRY(avg_pool3d, 1, 1, params_avg3),
+	ENTRY_WS(bmm, 2, 1, params_gemm),
 	ENTRY(clamp, 1, 1, params_clamp),
 	ENTRY(div, 2, 1, params_none),
 	ENTRY(erf, 1, 1, params_none),
@@ -272,8 +285,9 @@ static const tk_kernel_entry kernel_table[] = {
 	ENTRY(fused_add_rms_norm, 3, 1, params_eps),
 	ENTRY(gelu, 1, 1, params_gelu),
 	ENTRY(gelu_and_mul, 1, 1, params_gelu),
-	ENTRY(gemm, 3, 1, params_gemm),
+	ENTRY_WS(gemm, 4, 1, params_gemm),
 	ENTRY(hardswish, 1, 1, params_none),
+	ENTRY(kv_cache_append, 5, 0, params_none),
 	ENTRY(layer_norm, 3, 1, params_eps),
 	ENTRY(leaky_relu, 1, 1, params_leaky),
 	ENTRY(log, 1, 1, params_none),

@@ -86,9 +86,24 @@ typedef struct tk_param {
 } tk_param;
 
 /*
+ * Device scratch a CUDA kernel may use to go faster (split-K partial sums,
+ * split-KV partial outputs). Kernels whose table entry declares workspace
+ * get up to this many bytes; every kernel still works without it.
+ */
+#define TK_WORKSPACE_BYTES ((size_t)32 << 20)
+
+/*
  * One op invocation. Inputs, outputs and params are in the order the op
  * declares them (tk_kernel_entry.params names the params in order); the
  * op layer fills in defaults, so every declared param is present.
+ *
+ * An optional input the caller left out has data == NULL (and ndim 0);
+ * inputs after it may still be present. n_in counts up to the last one
+ * given.
+ *
+ * workspace, when not NULL, is workspace_bytes of device memory the kernel
+ * owns for the duration of the launch (stream order): the caller never
+ * hands the same workspace to two launches that may run at once.
  */
 typedef struct tk_call {
 	int n_in;
@@ -97,7 +112,15 @@ typedef struct tk_call {
 	tk_tensor in[TK_MAX_INPUTS];
 	tk_tensor out[TK_MAX_OUTPUTS];
 	tk_param params[TK_MAX_PARAMS];
+	void *workspace;
+	size_t workspace_bytes;
 } tk_call;
+
+/* 1 when input i was given (present and not left out). */
+static inline int tk_has_input(const tk_call *call, int i)
+{
+	return i < call->n_in && call->in[i].data != NULL;
+}
 
 /* Kernel status codes. */
 typedef enum tk_status {
@@ -129,6 +152,7 @@ typedef struct tk_kernel_entry {
 	const char *const *params;
 	tk_cpu_fn cpu;
 	tk_cuda_fn cuda; /* NULL when the build has no CUDA kernel for it */
+	size_t workspace; /* bytes of tk_call.workspace the CUDA kernel can use */
 } tk_kernel_entry;
 
 /* The table, and its length. Entries are sorted by op name. */

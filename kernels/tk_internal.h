@@ -25,9 +25,14 @@ extern "C" {
 	X(add)                  \
 	X(amax)                 \
 	X(argmax)               \
+	X(attention_decode)     \
+	X(attention_decode_paged) \
+	X(attention_prefill)    \
+	X(attention_prefill_varlen) \
 	X(avg_pool1d)           \
 	X(avg_pool2d)           \
 	X(avg_pool3d)           \
+	X(bmm)                  \
 	X(clamp)                \
 	X(div)                  \
 	X(erf)                  \
@@ -38,6 +43,7 @@ extern "C" {
 	X(gelu_and_mul)         \
 	X(gemm)                 \
 	X(hardswish)            \
+	X(kv_cache_append)      \
 	X(layer_norm)           \
 	X(leaky_relu)           \
 	X(log)                  \

@@ -10,12 +10,15 @@ ninja -C "$build" -j"$(nproc)"
 rm -rf .carry && mkdir -p .carry/bin .carry/lib
 # Every executable the build made: the daemon, tools, examples, tests.
 find "$build" -type f -perm -u+x \( -path '*/daemon/*' -o -path '*/client/*' -o -path '*/tests/*' \
-	-o -path '*/kernels/bench/*' \) \
+	-o -path '*/kernels/bench/*' -o -path '*/kernels/tune/*' \) \
 	! -name '*.so*' ! -name '*.sh' ! -path '*/CMakeFiles/*' -exec cp {} .carry/bin/ \;
 for f in .carry/bin/*; do
 	ldd "$f" 2>/dev/null | awk '/=> \//{print $3}'
 done | sort -u | grep -v -e '/libc.so' -e '/libm.so' -e '/libstdc++' -e '/libgcc_s' \
-	-e '/libpthread' -e '/libdl.so' -e '/librt.so' -e 'ld-linux' | xargs -r -I{} cp -L {} .carry/lib/
+	-e '/libpthread' -e '/libdl.so' -e '/librt.so' -e 'ld-linux' -e '/libcublas' \
+	| xargs -r -I{} cp -L {} .carry/lib/
+# cuBLAS (the GEMM bench's reference only) is on the GPU machine already:
+# /usr/local/cuda/lib64, which scripts/gpu-session.sh puts on the path.
 cp tests/fixtures/*.sh .carry/bin/ 2>/dev/null || true
 # The CPU-only tests ran here already; leave them behind.
 rm -f .carry/bin/test_cpu_* .carry/bin/test_manifest_* .carry/bin/test_client_*

@@ -3,7 +3,8 @@
 # of the memory-bound ops, the dispatch bench (scripts/bench-dispatch.sh), and
 # PyTorch on the same workloads. Everything lands in $OUT/results.tar.gz;
 # the summary and the tables are also copied to $OUT (the device tool brings
-# back at most eight files). STEPS picks a subset: tests bench dispatch layer torch.
+# back at most eight files). STEPS picks a subset:
+#   ktests tests bench dispatch layer torch gemm tune decode prefill
 set -u
 root=$PWD
 out=${OUT:-/tmp/tileops-out}
@@ -13,12 +14,29 @@ steps=${STEPS:-tests bench dispatch torch}
 if [ -f "$root/.carry/pack.tar.xz" ] && [ ! -d "$root/.carry/bin" ]; then
 	tar -C "$root/.carry" -xJf "$root/.carry/pack.tar.xz"
 fi
-export LD_LIBRARY_PATH=$root/.carry/lib
+export LD_LIBRARY_PATH=$root/.carry/lib:/usr/local/cuda/lib64
 bin=$root/.carry/bin
 export TILEOPS_MANIFEST=$root/.carry/manifest
 
 has() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
+# ktests: only the kernel test binaries (test_gpu_*), all at once (they
+# check correctness, not speed, so they may share the GPU), each capped at
+# KTEST_LIMIT seconds; one log each, a line per binary in the summary.
+if has ktests; then
+	mkdir -p "$res/ktests"
+	for t in "$bin"/test_gpu_*; do
+		n=$(basename "$t")
+		( timeout "${KTEST_LIMIT:-240}" "$t" --jobs=2 >"$res/ktests/$n.log" 2>&1
+		  echo "$n rc=$?" >"$res/ktests/$n.rc" ) &
+	done
+	wait
+	cat "$res/ktests"/*.rc >>"$out/summary.txt"
+	for f in "$res/ktests"/*.log; do
+		echo "== $(basename "$f")"
+		grep -E "Synthesis|FAIL|Assertion|rel|error" "$f" | head -40
+	done >"$out/ktests.txt" 2>&1
+fi
 if has tests; then
 	OUT=$res/tests bash "$root/scripts/gpu-run.sh" >/dev/null 2>&1
 	cp "$res/tests/summary.txt" "$out/summary.txt"
@@ -41,6 +59,19 @@ if has layer; then
 	echo "bench-layer rc=$?" >>"$out/summary.txt"
 	cp "$res/layer/layer.md" "$out/layer.md" 2>/dev/null
 fi
+# The kernel benches with their own references (cuBLASLt, cuDNN/flash via
+# PyTorch); each script writes a markdown table and JSON under its OUT.
+bench_step() {
+	local name=$1 script=$2 limit=$3
+	OUT=$res/$name timeout "$limit" bash "$root/scripts/$script" >"$res/$name.log" 2>&1
+	echo "$script rc=$?" >>"$out/summary.txt"
+	cat "$res/$name"/*.md >"$out/$name.md" 2>/dev/null
+	tail -5 "$res/$name.log" >>"$out/$name.md"
+}
+has gemm && bench_step gemm bench-gemm.sh "${LIMIT_GEMM:-300}"
+has tune && bench_step tune tune-gemm.sh "${LIMIT_TUNE:-300}"
+has decode && bench_step decode bench-decode.sh "${LIMIT_DECODE:-200}"
+has prefill && bench_step prefill bench-prefill.sh "${LIMIT_PREFILL:-300}"
 if has torch; then
 	# From this call's bench, or carried from an earlier call's results.
 	if [ ! -f "$res/bench/tileops.json" ] && [ -d "$root/.carry/bench" ]; then

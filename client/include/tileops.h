@@ -252,7 +252,13 @@ static inline tileops_param tileops_param_bool(const char *name, int v)
 	return p;
 }
 
-/* Everything one op invocation names. Arrays need only outlive the call. */
+/*
+ * Everything one op invocation names. Arrays need only outlive the call.
+ * Inputs and outputs are in the order the op declares them (docs/ops.md).
+ * Trailing optional tensors may be omitted (a shorter array); an optional
+ * tensor followed by one that is given is left out with the handle 0 (gemm
+ * with a residual but no bias: inputs {a, b, 0, residual}).
+ */
 typedef struct tileops_op {
 	const char *name; /* e.g. "rms_norm" (docs/ops.md lists them) */
 	const tileops_tensor *inputs;

@@ -46,7 +46,7 @@ typedef struct manifest_tensor {
 	manifest_dtype_rule dtype;
 	int rank_min, rank_max; /* 0..TK_MAX_DIMS unless declared */
 	expr *shape;            /* NULL, or a list-valued expression */
-	int optional;           /* inputs only: may be omitted (trailing) */
+	int optional;           /* may be omitted (trailing) or left out (handle 0) */
 	int mutated;            /* the kernel writes this input in place */
 } manifest_tensor;
 
@@ -105,7 +105,7 @@ typedef struct manifest_op {
 	char *file;
 	int line;
 	manifest_op_status status;
-	int n_in, n_in_required, n_out;
+	int n_in, n_in_required, n_out, n_out_required;
 	manifest_tensor tensors[MANIFEST_MAX_TENSORS]; /* inputs, then outputs */
 	int n_params;
 	manifest_param params[TK_MAX_PARAMS];

@@ -73,9 +73,12 @@ static int check_tensors(const manifest_op *op, char *err, size_t errlen)
 		if (i >= op->n_in && !t->shape && op->status == MANIFEST_IMPLEMENTED)
 			return op_fail(op, t->line, err, errlen, "output '%s' of an implemented op "
 				       "must declare its shape", t->name);
-		if (i >= op->n_in && (t->optional || t->mutated))
-			return op_fail(op, t->line, err, errlen, "output '%s' cannot be optional or "
-				       "mutated", t->name);
+		if (i >= op->n_in && t->mutated)
+			return op_fail(op, t->line, err, errlen, "output '%s' cannot be mutated",
+				       t->name);
+		if (i >= op->n_in + op->n_out_required && !t->optional)
+			return op_fail(op, t->line, err, errlen, "output '%s' follows an optional "
+				       "output: optional outputs must come last", t->name);
 		if (i < op->n_in && i >= op->n_in_required && !t->optional)
 			return op_fail(op, t->line, err, errlen, "input '%s' follows an optional "
 				       "input: optional inputs must come last", t->name);

@@ -481,6 +481,9 @@ static int load_sections(ld *L, manifest_op *op, const yaml_node_t *n)
 		return -1;
 	while (op->n_in_required < op->n_in && !op->tensors[op->n_in_required].optional)
 		op->n_in_required++;
+	while (op->n_out_required < op->n_out &&
+	       !op->tensors[op->n_in + op->n_out_required].optional)
+		op->n_out_required++;
 	for (int i = 0; i < op->n_in + op->n_out; i++)
 		s.tensors[i] = op->tensors[i].name;
 	for (int i = 0; i < op->n_params; i++) {

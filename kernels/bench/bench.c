@@ -17,11 +17,15 @@
  * graph of 20 empty kernels timed the same way.
  *
  *   tileops-bench [--json FILE] [--op SUBSTRING] [--runs N] [--list FILE]
+ *                 [--daemon ADDRESS]
  *
  * --list FILE writes the workloads as JSON (shapes, dtypes, params, counts)
  * for kernels/bench/torch_baseline.py, which times PyTorch on the same
- * shapes. Timing through tileopsd is a second runner that plugs in beside
- * run_direct (see bench_runner); this program has only the direct one.
+ * shapes. --daemon ADDRESS also times every workload through the tileopsd
+ * listening there (bench_daemon.c: the op submitted back to back from a
+ * client, one sync), reported beside the direct time with its own % of
+ * copy. The gemm and attention families have benches of their own and are
+ * skipped (bw_skipped).
  */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -49,7 +53,7 @@ int bench_launch_empty(void *stream);
 #define HOST_ELEMS (16 << 20)
 
 struct options {
-	const char *json, *filter, *list;
+	const char *json, *filter, *list, *daemon;
 	int runs;
 };
 
@@ -58,11 +62,11 @@ struct result {
 	int ok, sets, runs;
 	double median_us, graph_us, tbps, tflops, pct;
 	char error[128];
+	/* through tileopsd (--daemon): ok, us per op back to back, % of copy */
+	int d_ok;
+	double d_us, d_pct;
+	char d_error[160];
 };
-
-/* One runner times a workload one way. A tileopsd runner would sit beside it. */
-typedef int (*bench_runner)(const bw_workload *w, const struct options *o, cudaStream_t s,
-                            struct result *r);
 
 static void *host_rand[TK_DTYPE_COUNT]; /* HOST_ELEMS random values of each float dtype */
 static double copy_tbps;
@@ -80,7 +84,7 @@ static double rand_unit(void)
 }
 
 /* Values in [0.25, 2): positive, so log, sqrt, div and pow stay finite. */
-static void host_fill(void)
+static void host_fill(struct bench_host *h)
 {
 	static const tk_dtype dts[] = { TK_F32, TK_F16, TK_BF16 };
 
@@ -101,7 +105,10 @@ static void host_fill(void)
 				((uint16_t *)p)[i] = tk_f32_to_bf16(v);
 		}
 		host_rand[dt] = p;
+		h->values[dt] = p;
 	}
+	h->elems = HOST_ELEMS;
+	h->rand_unit = rand_unit;
 }
 
 static int64_t numel_of(const bw_tensor *t)
@@ -385,28 +392,42 @@ static void shape_str(const bw_workload *w, char *buf, size_t len)
 	}
 }
 
-static void print_table(const struct result *r, int n, double empty_us)
+/* The daemon's columns of a row: time and % of copy, or the error. */
+static void daemon_cells(const struct result *r, char *buf, size_t len)
+{
+	if (r->d_ok)
+		snprintf(buf, len, " %.2f | %.1f |", r->d_us, r->d_pct);
+	else
+		snprintf(buf, len, " error: %s | |", r->d_error);
+}
+
+static void print_table(const struct result *r, int n, double empty_us, int daemon)
 {
 	printf("\ncopy ceiling (cudaMemcpy D2D 2 GiB): %.3f TB/s; empty kernel, back to back in a "
 	       "graph: %.2f us\n\n",
 	       copy_tbps, empty_us);
-	printf("| op | workload | shapes | dtype | median us | graph us/call | TB/s | TFLOP/s | %% "
-	       "of copy |\n");
-	printf("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
+	printf("| op | workload | shapes | dtype | direct us | graph us/call | TB/s | TFLOP/s | %% "
+	       "of copy |%s\n",
+	       daemon ? " via daemon us | daemon % of copy |" : "");
+	printf("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |%s\n",
+	       daemon ? " ---: | ---: |" : "");
 	for (int i = 0; i < n; i++) {
 		char sh[160];
 		shape_str(r[i].w, sh, sizeof(sh));
+		char dc[200] = "";
+		if (daemon)
+			daemon_cells(&r[i], dc, sizeof(dc));
 		if (!r[i].ok) {
-			printf("| %s | %s | %s | %s | error: %s | | | | |\n", r[i].w->op,
-			       r[i].w->label, sh, tk_dtype_name(r[i].w->dt), r[i].error);
+			printf("| %s | %s | %s | %s | error: %s | | | | |%s\n", r[i].w->op,
+			       r[i].w->label, sh, tk_dtype_name(r[i].w->dt), r[i].error, dc);
 			continue;
 		}
 		char g[32] = "";
 		if (!isnan(r[i].graph_us))
 			snprintf(g, sizeof(g), "%.2f", r[i].graph_us);
-		printf("| %s | %s | %s | %s | %.2f | %s | %.3f | %.3f | %.1f |\n", r[i].w->op,
+		printf("| %s | %s | %s | %s | %.2f | %s | %.3f | %.3f | %.1f |%s\n", r[i].w->op,
 		       r[i].w->label, sh, tk_dtype_name(r[i].w->dt), r[i].median_us, g, r[i].tbps,
-		       r[i].tflops, r[i].pct);
+		       r[i].tflops, r[i].pct, dc);
 	}
 }
 
@@ -470,12 +491,16 @@ static int write_list(const char *path)
 		perror(path);
 		return 1;
 	}
-	fprintf(f, "[\n");
-	for (int i = 0; i < n; i++) {
-		fprintf(f, "  {");
+	fprintf(f, "[");
+	for (int i = 0, first = 1; i < n; i++) {
+		if (bw_skipped(w[i].op))
+			continue;
+		fprintf(f, "%s\n  {", first ? "" : ",");
 		json_workload(f, &w[i]);
-		fprintf(f, "}%s\n", i + 1 < n ? "," : "");
+		fprintf(f, "}");
+		first = 0;
 	}
+	fprintf(f, "\n");
 	fprintf(f, "]\n");
 	fclose(f);
 	return 0;
@@ -490,7 +515,7 @@ static void json_num(FILE *f, const char *key, double v)
 }
 
 static int write_json(const char *path, const struct result *r, int n, double empty_us,
-                      const char *device)
+                      const char *device, int daemon)
 {
 	FILE *f = fopen(path, "w");
 	time_t now = time(NULL);
@@ -502,9 +527,9 @@ static int write_json(const char *path, const struct result *r, int n, double em
 	}
 	strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
 	fprintf(f,
-	        "{\"tool\": \"tileops-bench\", \"path\": \"direct\", \"date\": \"%s\", "
+	        "{\"tool\": \"tileops-bench\", \"path\": \"%s\", \"date\": \"%s\", "
 	        "\"device\": ",
-	        date);
+	        daemon ? "direct+daemon" : "direct", date);
 	json_str(f, device);
 	fprintf(f,
 	        ", \"copy_tbps\": %.6g, \"empty_graph_us\": %.6g, \"graph_calls\": %d, "
@@ -525,6 +550,13 @@ static int write_json(const char *path, const struct result *r, int n, double em
 			fprintf(f, ", \"error\": ");
 			json_str(f, r[i].error);
 		}
+		if (daemon && r[i].d_ok) {
+			json_num(f, "daemon_us", r[i].d_us);
+			json_num(f, "daemon_pct_copy", r[i].d_pct);
+		} else if (daemon) {
+			fprintf(f, ", \"daemon_us\": null, \"daemon_error\": ");
+			json_str(f, r[i].d_error);
+		}
 		fprintf(f, "}%s\n", i + 1 < n ? "," : "");
 	}
 	fprintf(f, "]}\n");
@@ -537,14 +569,15 @@ static int write_json(const char *path, const struct result *r, int n, double em
 static int usage(void)
 {
 	fprintf(stderr, "usage: tileops-bench [--json FILE] [--op SUBSTRING] [--runs N] "
-	                "[--list FILE]\n");
+	                "[--list FILE] [--daemon ADDRESS]\n");
 	return 2;
 }
 
 int main(int argc, char **argv)
 {
-	struct options o = { NULL, NULL, NULL, 50 };
-	bench_runner runner = run_direct;
+	struct options o = { NULL, NULL, NULL, NULL, 50 };
+	struct bench_host host;
+	struct bench_daemon *daemon = NULL;
 	struct cudaDeviceProp prop;
 	cudaStream_t s;
 	int n;
@@ -558,6 +591,8 @@ int main(int argc, char **argv)
 			o.runs = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--list") && i + 1 < argc)
 			o.list = argv[++i];
+		else if (!strcmp(argv[i], "--daemon") && i + 1 < argc)
+			o.daemon = argv[++i];
 		else
 			return usage();
 	}
@@ -573,26 +608,41 @@ int main(int argc, char **argv)
 	CK(cudaGetDeviceProperties(&prop, 0));
 	CK(cudaSetDevice(0));
 	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-	host_fill();
+	memset(&host, 0, sizeof(host));
+	host_fill(&host);
+	if (o.daemon != NULL) {
+		char err[256];
+		if (bench_daemon_open(o.daemon, &daemon, err, sizeof(err)) != 0) {
+			fprintf(stderr, "tileops-bench: %s\n", err);
+			return 1;
+		}
+	}
 	copy_tbps = measure_copy(s);
 	double empty_us = time_back_to_back(empty_once, NULL, s, o.runs);
 	fprintf(stderr, "%s: copy %.3f TB/s, empty kernel %.2f us back to back\n", prop.name,
 	        copy_tbps, empty_us);
 	for (int i = 0; i < n; i++) {
-		if (o.filter != NULL && strstr(w[i].op, o.filter) == NULL)
+		if (bw_skipped(w[i].op) || (o.filter != NULL && strstr(w[i].op, o.filter) == NULL))
 			continue;
 		struct result *x = &r[nr++];
 		x->w = &w[i];
-		if (runner(&w[i], &o, s, x) == 0) {
+		if (run_direct(&w[i], &o, s, x) == 0) {
 			x->tbps = w[i].bytes / (x->median_us * 1e-6) / 1e12;
 			x->tflops = w[i].flops / (x->median_us * 1e-6) / 1e12;
 			x->pct = 100.0 * x->tbps / copy_tbps;
 		}
-		fprintf(stderr, "%-22s %-44s %-5s %10.2f us\n", w[i].op, w[i].label,
-		        tk_dtype_name(w[i].dt), x->ok ? x->median_us : -1.0);
+		if (daemon != NULL && bench_daemon_time(daemon, &w[i], o.runs, &host, &x->d_us,
+		                                        x->d_error, sizeof(x->d_error)) == 0) {
+			x->d_ok = 1;
+			x->d_pct = 100.0 * (w[i].bytes / (x->d_us * 1e-6) / 1e12) / copy_tbps;
+		}
+		fprintf(stderr, "%-22s %-44s %-5s %10.2f us %10.2f us\n", w[i].op, w[i].label,
+		        tk_dtype_name(w[i].dt), x->ok ? x->median_us : -1.0,
+		        x->d_ok ? x->d_us : -1.0);
 	}
-	print_table(r, nr, empty_us);
-	if (o.json != NULL && write_json(o.json, r, nr, empty_us, prop.name) != 0)
+	print_table(r, nr, empty_us, daemon != NULL);
+	bench_daemon_close(daemon);
+	if (o.json != NULL && write_json(o.json, r, nr, empty_us, prop.name, daemon != NULL) != 0)
 		return 1;
 	free(r);
 	cudaStreamDestroy(s);

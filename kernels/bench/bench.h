@@ -36,4 +36,34 @@ const bw_workload *bw_all(int *count);
 /* The dtype of tensor t of workload w. */
 tk_dtype bw_dtype(const bw_workload *w, const bw_tensor *t);
 
+/* Bytes of tensor t of workload w. */
+size_t bw_tensor_bytes(const bw_workload *w, const bw_tensor *t);
+
+/*
+ * 1 for the op families tileops-bench leaves to their own benches (gemm,
+ * attention): their integer and index inputs would be random garbage here.
+ */
+int bw_skipped(const char *op);
+
+/* The random values inputs are filled with (never zeros), shared by the runners. */
+struct bench_host {
+	const void *values[TK_DTYPE_COUNT]; /* `elems` values per float dtype, else NULL */
+	size_t elems;
+	double (*rand_unit)(void); /* uniform in [0, 1), for index inputs */
+};
+
+/*
+ * The tileopsd runner (bench_daemon.c). bench_daemon_open connects to the
+ * daemon at `address` (on failure *out is NULL and err says why);
+ * bench_daemon_close closes it (NULL is a no-op). bench_daemon_time
+ * creates the workload's tensors in the daemon, times `runs` submissions
+ * back to back and writes the time per op in microseconds to *us; it frees
+ * what it created and returns 0, or -1 with err saying what failed.
+ */
+struct bench_daemon;
+int bench_daemon_open(const char *address, struct bench_daemon **out, char *err, size_t len);
+void bench_daemon_close(struct bench_daemon *d);
+int bench_daemon_time(struct bench_daemon *d, const bw_workload *w, int runs,
+                      const struct bench_host *h, double *us, char *err, size_t len);
+
 #endif /* TILEOPS_BENCH_H */

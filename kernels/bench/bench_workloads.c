@@ -29,6 +29,16 @@ static int64_t numel_of(const bw_tensor *t)
 	return n;
 }
 
+size_t bw_tensor_bytes(const bw_workload *w, const bw_tensor *t)
+{
+	return (size_t)numel_of(t) * tk_dtype_size(bw_dtype(w, t));
+}
+
+int bw_skipped(const char *op)
+{
+	return !strncmp(op, "gemm", 4) || strstr(op, "attention") != NULL;
+}
+
 static bw_tensor shape_of(int ndim, const int64_t *s)
 {
 	bw_tensor t;

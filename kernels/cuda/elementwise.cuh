@@ -36,7 +36,10 @@ constexpr int kEwThreads = 256;
  * four, the binary and the erf/tanh-based functors spill under the 64
  * registers that keep 1024 threads resident (measured on an H200: binary
  * ops fell from 84% to 43% of copy), and the unary ones gained nothing
- * (abs at 79% either way). f32 units hold 4 elements, so 4 fit.
+ * (abs at 79% either way). f32 units hold 4 elements, so 4 fit. One unit a
+ * thread measured no better in this kernel (abs 70b 80.5%), though a bare
+ * one-vector copy-like kernel reached 94% of copy where two reached 91%:
+ * the gap is in the kernel's own instructions (see docs/kernel-notes.md).
  */
 template <typename T> constexpr int ew_unroll()
 {

@@ -1,20 +1,28 @@
 /*
- * gemm.cu - gemm: c = alpha * (a b) [+ bias], f32 accumulation.
- * a [M, K]; b [K, N], or [N, K] with trans_b; bias [N]; c [M, N]; rows of
- * each may be padded (leading dimensions lda, ldb, ldc).
+ * gemm.cu - gemm and bmm: c = alpha * (a b) (+ bias) (+ residual), f32
+ * accumulation; the dispatcher over the GEMM kernel families
+ * (tk_gemm.h) and the simple family itself.
  *
- * f16 and bf16 run on the tensor cores through WMMA: a 128-thread block
- * computes a 64x64 tile of c, each warp a 32x32 quarter as 2x2 fragments
- * of 16x16, stepping K by 32 through shared memory. f32 runs a SIMT tiled
- * kernel: a 256-thread block computes a 64x64 tile, each thread a 4x4
- * register tile, stepping K by 16. Both stage tiles with bounds checks
- * (zeros outside the matrices), so any M, N, K work; b is transposed into
- * [k][n] order while it is staged, so one kernel serves both layouts.
- * Bytes: (M*K + K*N + M*N [+ N]) * elem size; FLOPs: 2*M*N*K (+ 2*M*N).
+ * The op launchers turn a call into a tk_gemm_problem, ask tk_gemm_select
+ * for a configuration (the tuning table's, else a built-in choice) and
+ * launch it; a configuration that cannot serve the problem falls back to
+ * the simple family, which serves every problem.
+ *
+ * Simple family: f16 and bf16 run on the tensor cores through WMMA: a
+ * 128-thread block computes a 64x64 tile of c, each warp a 32x32 quarter as
+ * 2x2 fragments of 16x16, stepping K by 32 through shared memory. f32 runs
+ * a SIMT tiled kernel: a 256-thread block computes a 64x64 tile, each
+ * thread a 4x4 register tile, stepping K by 16. Both stage tiles with
+ * bounds checks (zeros outside the matrices), so any M, N, K work; b is
+ * transposed into [k][n] order while it is staged, so one kernel serves both
+ * layouts. Batches run along grid z.
+ * Bytes: (M*K + K*N + M*N [+ N] [+ M*N]) * elem size; FLOPs: 2*M*N*K.
  */
 #include <mma.h>
+#include <string.h>
 
 #include "cuda_common.cuh"
+#include "gemm_kinds.h"
 
 namespace
 {
@@ -22,7 +30,8 @@ namespace
 using namespace tkc;
 
 struct GemmArgs {
-	int64_t m, n, k, lda, ldb, ldc;
+	int64_t m, n, k, lda, ldb, ldc, ldr;
+	int64_t sa, sb, sc, sr; /* batch strides */
 	int trans_b;
 	float alpha;
 };
@@ -36,23 +45,40 @@ __device__ __forceinline__ T b_at(const T *b, const GemmArgs &g, int64_t kk, int
 	return g.trans_b ? b[nn * g.ldb + kk] : b[kk * g.ldb + nn];
 }
 
+/* c = alpha * acc (+ bias) (+ residual); residual may be c itself. */
 template <typename T>
-__device__ __forceinline__ void store_c(T *c, const T *bias, const GemmArgs &g, int64_t row,
-                                        int64_t col, float acc)
+__device__ __forceinline__ void store_c(T *c, const T *bias, const T *res, const GemmArgs &g,
+                                        int64_t row, int64_t col, float acc)
 {
 	float v = g.alpha * acc;
 
 	if (bias != nullptr)
 		v += to_f32(bias[col]);
+	if (res != nullptr)
+		v += to_f32(res[row * g.ldr + col]);
 	c[row * g.ldc + col] = from_f32<T>(v);
+}
+
+/* Move the operands to batch blockIdx.z. */
+template <typename T>
+__device__ __forceinline__ void batch_offsets(T *&c, const T *&a, const T *&b, const T *&res,
+                                              const GemmArgs &g)
+{
+	int64_t z = blockIdx.z;
+
+	c += z * g.sc;
+	a += z * g.sa;
+	b += z * g.sb;
+	if (res != nullptr)
+		res += z * g.sr;
 }
 
 /* ---- f32: SIMT ---------------------------------------------------------- */
 
 const int kSimtK = 16;
 
-__global__ void __launch_bounds__(256)
-        gemm_simt(float *c, const float *a, const float *b, const float *bias, GemmArgs g)
+__global__ void __launch_bounds__(256) gemm_simt(float *c, const float *a, const float *b,
+                                                 const float *bias, const float *res, GemmArgs g)
 {
 	__shared__ float as[kSimtK][kTile + 4];
 	__shared__ float bs[kSimtK][kTile + 4];
@@ -60,6 +86,7 @@ __global__ void __launch_bounds__(256)
 	int64_t n0 = (int64_t)blockIdx.x * kTile;
 	int64_t mtiles = (g.m + kTile - 1) / kTile;
 
+	batch_offsets(c, a, b, res, g);
 	for (int64_t mt = blockIdx.y; mt < mtiles; mt += gridDim.y) {
 		int64_t m0 = mt * kTile;
 		float acc[4][4] = {};
@@ -97,7 +124,7 @@ __global__ void __launch_bounds__(256)
 			for (int j = 0; j < 4; j++) {
 				int64_t row = m0 + ty + 16 * i, col = n0 + tx + 16 * j;
 				if (row < g.m && col < g.n)
-					store_c(c, bias, g, row, col, acc[i][j]);
+					store_c(c, bias, res, g, row, col, acc[i][j]);
 			}
 		}
 	}
@@ -110,7 +137,7 @@ const int kPad = 8; /* keeps rows 16-byte aligned and spreads the banks */
 
 template <typename T>
 __global__ void __launch_bounds__(128)
-        gemm_wmma(T *c, const T *a, const T *b, const T *bias, GemmArgs g)
+        gemm_wmma(T *c, const T *a, const T *b, const T *bias, const T *res, GemmArgs g)
 {
 	using namespace nvcuda;
 	__shared__ __align__(32) T as[kTile][kWmmaK + kPad];
@@ -122,6 +149,7 @@ __global__ void __launch_bounds__(128)
 	int64_t mtiles = (g.m + kTile - 1) / kTile;
 	const T zero = from_f32<T>(0.0f);
 
+	batch_offsets(c, a, b, res, g);
 	for (int64_t mt = blockIdx.y; mt < mtiles; mt += gridDim.y) {
 		int64_t m0 = mt * kTile;
 		wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
@@ -168,68 +196,283 @@ __global__ void __launch_bounds__(128)
 		for (int e = tid; e < kTile * kTile; e += 128) {
 			int r = e / kTile, col = e % kTile;
 			if (m0 + r < g.m && n0 + col < g.n)
-				store_c(c, bias, g, m0 + r, n0 + col, cs[r][col]);
+				store_c(c, bias, res, g, m0 + r, n0 + col, cs[r][col]);
 		}
 		__syncthreads(); /* cs is rewritten by the next m tile */
 	}
 }
 
-template <typename T> tk_status gemm_run(const tk_call *call, const GemmArgs &g, cudaStream_t s)
-{
-	T *c = static_cast<T *>(call->out[0].data);
-	const T *a = static_cast<const T *>(call->in[0].data);
-	const T *b = static_cast<const T *>(call->in[1].data);
-	const T *bias = call->n_in > 2 ? static_cast<const T *>(call->in[2].data) : nullptr;
-	int64_t ntiles = (g.n + kTile - 1) / kTile, mtiles = (g.m + kTile - 1) / kTile;
-	dim3 grid((unsigned)ntiles, (unsigned)(mtiles < 65535 ? mtiles : 65535));
+/* ---- the simple family --------------------------------------------------- */
 
+bool simple_serves(const tk_gemm_problem *p)
+{
+	if (p->dtype != TK_F32 && p->dtype != TK_F16 && p->dtype != TK_BF16)
+		return false;
+	return p->batch >= 1 && p->batch <= 65535 && p->m >= 0 && p->n >= 0 && p->k >= 0 &&
+	       (p->n + kTile - 1) / kTile <= 0x7fffffff;
+}
+
+tk_gemm_config simple_config(tk_dtype dt)
+{
+	tk_gemm_config c = {};
+
+	c.kind = TK_GEMM_SIMPLE;
+	c.tile_m = kTile;
+	c.tile_n = kTile;
+	c.tile_k = dt == TK_F32 ? kSimtK : kWmmaK;
+	c.stages = 1;
+	c.split_k = 1;
+	return c;
+}
+
+template <typename T> tk_status simple_run(const tk_gemm_problem *p, cudaStream_t s)
+{
+	GemmArgs g;
+	T *c = static_cast<T *>(p->c);
+	const T *a = static_cast<const T *>(p->a), *b = static_cast<const T *>(p->b);
+	const T *bias = static_cast<const T *>(p->bias), *res = static_cast<const T *>(p->residual);
+	int64_t ntiles = (p->n + kTile - 1) / kTile, mtiles = (p->m + kTile - 1) / kTile;
+	dim3 grid((unsigned)ntiles, (unsigned)(mtiles < 65535 ? mtiles : 65535),
+	          (unsigned)p->batch);
+
+	g.m = p->m;
+	g.n = p->n;
+	g.k = p->k;
+	g.lda = p->lda;
+	g.ldb = p->ldb;
+	g.ldc = p->ldc;
+	g.ldr = p->ldr;
+	g.sa = p->stride_a;
+	g.sb = p->stride_b;
+	g.sc = p->stride_c;
+	g.sr = p->stride_r;
+	g.trans_b = p->trans_b;
+	g.alpha = p->alpha;
 	launch_begin();
 	if constexpr (sizeof(T) == 4)
-		gemm_simt<<<grid, 256, 0, s>>>(c, a, b, bias, g);
+		gemm_simt<<<grid, 256, 0, s>>>(c, a, b, bias, res, g);
 	else
-		gemm_wmma<T><<<grid, 128, 0, s>>>(c, a, b, bias, g);
+		gemm_wmma<T><<<grid, 128, 0, s>>>(c, a, b, bias, res, g);
 	return launch_status();
+}
+
+/* ---- the dispatcher ------------------------------------------------------ */
+
+/*
+ * The built-in choice: the small-M family's own pick for M <= 128 when it
+ * serves p (it sizes split-K to fill the SMs within the workspace); the
+ * sm90 family for larger aligned f16/bf16 problems, 128x256 tiles when
+ * they alone fill the SMs and 128x128 otherwise; else the simple family.
+ */
+void builtin_select(const tk_gemm_problem *p, tk_gemm_config *cfg)
+{
+	tk_gemm_config list[16];
+	int n;
+
+	if (p->m <= 128 && tk_gemm_smallm_candidates(p, cfg, 1) > 0)
+		return;
+	n = tk_gemm_sm90_candidates(p, list, 16);
+	if (n > 16)
+		n = 16;
+	if (n > 0) {
+		int64_t big_tiles = (p->m + 127) / 128 * ((p->n + 255) / 256) * p->batch;
+		int want_n = big_tiles >= sm_count() ? 256 : 128, pick = -1;
+		for (int i = 0; i < n; i++) {
+			if (list[i].tile_m != 128 || list[i].tile_n != want_n)
+				continue;
+			if (pick < 0 || list[i].stages == 4)
+				pick = i;
+		}
+		*cfg = list[pick < 0 ? 0 : pick];
+		return;
+	}
+	*cfg = simple_config(p->dtype);
+}
+
+/* Select, launch; a configuration that cannot serve p falls back. */
+tk_status gemm_run(const tk_gemm_problem *p, cudaStream_t s)
+{
+	tk_gemm_config cfg, alt;
+	tk_status st;
+	char note[160];
+
+	/* With first-use tuning on, a new shape class is tuned now. Its failure
+	 * leaves the built-in choice in the table, which is what runs below. */
+	(void)tk_gemm_tune_if_new(p, s, note, sizeof(note));
+	tk_gemm_select(p, &cfg);
+	st = tk_gemm_launch(p, &cfg, s);
+	if (st != TK_ERR_UNSUPPORTED)
+		return st;
+	/* A tuned entry may not fit this call (less workspace, say). */
+	builtin_select(p, &alt);
+	if (memcmp(&alt, &cfg, sizeof(cfg)) != 0) {
+		st = tk_gemm_launch(p, &alt, s);
+		if (st != TK_ERR_UNSUPPORTED)
+			return st;
+	}
+	cfg = simple_config(p->dtype);
+	return tk_gemm_simple_launch(p, &cfg, s);
+}
+
+/* Rows, columns and row stride of a 3-D tensor's last two dims. */
+bool batch_matrix(const tk_tensor *t, int64_t *rows, int64_t *cols, int64_t *ld, int64_t *sb)
+{
+	if (t->ndim != 3 || (t->stride[2] != 1 && t->shape[2] > 1))
+		return false;
+	*rows = t->shape[1];
+	*cols = t->shape[2];
+	*ld = t->shape[1] > 1 ? t->stride[1] : t->shape[2];
+	*sb = t->shape[0] > 1 ? t->stride[0] : 0;
+	return *ld >= *cols && *ld >= 0 && *sb >= 0;
 }
 
 } /* namespace */
 
+extern "C" int tk_gemm_simple_candidates(const tk_gemm_problem *p, tk_gemm_config *out, int max)
+{
+	if (!simple_serves(p))
+		return 0;
+	if (max > 0)
+		out[0] = simple_config(p->dtype);
+	return 1;
+}
+
+extern "C" tk_status tk_gemm_simple_launch(const tk_gemm_problem *p, const tk_gemm_config *cfg,
+                                           void *stream)
+{
+	tk_gemm_config want = simple_config(p->dtype);
+	cudaStream_t s = static_cast<cudaStream_t>(stream);
+
+	if (!simple_serves(p) || cfg->kind != TK_GEMM_SIMPLE || cfg->tile_m != want.tile_m ||
+	    cfg->tile_n != want.tile_n || cfg->tile_k != want.tile_k)
+		return TK_ERR_UNSUPPORTED;
+	if (p->m == 0 || p->n == 0 || p->batch == 0)
+		return TK_OK;
+	switch (p->dtype) {
+	case TK_F32:
+		return simple_run<float>(p, s);
+	case TK_F16:
+		return simple_run<__half>(p, s);
+	default:
+		return simple_run<__nv_bfloat16>(p, s);
+	}
+}
+
+extern "C" int tk_gemm_candidates(const tk_gemm_problem *p, tk_gemm_config *out, int max)
+{
+	int n = 0;
+
+	n += tk_gemm_simple_candidates(p, out, max);
+	n += tk_gemm_sm90_candidates(p, out + (n < max ? n : max), n < max ? max - n : 0);
+	n += tk_gemm_smallm_candidates(p, out + (n < max ? n : max), n < max ? max - n : 0);
+	return n;
+}
+
+extern "C" tk_status tk_gemm_launch(const tk_gemm_problem *p, const tk_gemm_config *cfg,
+                                    void *stream)
+{
+	switch (cfg->kind) {
+	case TK_GEMM_SIMPLE:
+		return tk_gemm_simple_launch(p, cfg, stream);
+	case TK_GEMM_SM90:
+		return tk_gemm_sm90_launch(p, cfg, stream);
+	case TK_GEMM_SMALLM:
+		return tk_gemm_smallm_launch(p, cfg, stream);
+	default:
+		return TK_ERR_UNSUPPORTED;
+	}
+}
+
+extern "C" void tk_gemm_select(const tk_gemm_problem *p, tk_gemm_config *cfg)
+{
+	char cls[128];
+
+	tk_gemm_shape_class(p, cls, sizeof(cls));
+	if (tk_gemm_table_get(cls, cfg))
+		return;
+	builtin_select(p, cfg);
+}
+
 extern "C" tk_status tk_cuda_gemm(const tk_call *call, void *stream)
 {
 	const tk_tensor *a = &call->in[0], *b = &call->in[1], *c = &call->out[0];
-	const tk_tensor *bias = call->n_in > 2 ? &call->in[2] : nullptr;
-	const tk_tensor *ts[4] = { c, a, b, bias };
-	cudaStream_t s = static_cast<cudaStream_t>(stream);
-	GemmArgs g;
-	int64_t bk, bn, cm, cn;
+	const tk_tensor *bias = tk_has_input(call, 2) ? &call->in[2] : nullptr;
+	const tk_tensor *res = tk_has_input(call, 3) ? &call->in[3] : nullptr;
+	const tk_tensor *ts[5] = { c, a, b };
+	tk_gemm_problem p = {};
+	int64_t bk, bn, cm, cn, rm, rn, nts = 3;
 
-	if (call->n_in < 2 || call->n_out < 1 || !tk_same_float_dtype(ts, bias ? 4 : 3))
+	if (call->n_in < 2 || call->n_out < 1)
 		return TK_ERR_UNSUPPORTED;
-	g.alpha = (float)tk_param_num(call, 0, 1.0);
-	g.trans_b = tk_param_num(call, 1, 0.0) != 0.0;
-	if (tk_matrix_view(a, &g.m, &g.k, &g.lda) != TK_OK || b->ndim != 2 ||
-	    tk_matrix_view(b, &bk, &bn, &g.ldb) != TK_OK ||
-	    tk_matrix_view(c, &cm, &cn, &g.ldc) != TK_OK)
+	if (bias)
+		ts[nts++] = bias;
+	if (res)
+		ts[nts++] = res;
+	if (!tk_same_float_dtype(ts, (int)nts))
 		return TK_ERR_UNSUPPORTED;
-	if (g.trans_b) {
+	p.dtype = a->dtype;
+	p.alpha = (float)tk_param_num(call, 0, 1.0);
+	p.trans_b = tk_param_num(call, 1, 0.0) != 0.0;
+	if (tk_matrix_view(a, &p.m, &p.k, &p.lda) != TK_OK || b->ndim != 2 ||
+	    tk_matrix_view(b, &bk, &bn, &p.ldb) != TK_OK ||
+	    tk_matrix_view(c, &cm, &cn, &p.ldc) != TK_OK)
+		return TK_ERR_UNSUPPORTED;
+	if (p.trans_b) {
 		int64_t t = bk;
 		bk = bn;
 		bn = t;
 	}
-	g.n = bn;
-	if (bk != g.k || cm != g.m || cn != g.n)
+	p.n = bn;
+	if (bk != p.k || cm != p.m || cn != p.n)
 		return TK_ERR_UNSUPPORTED;
-	if (bias && (tk_numel(bias) != g.n || !tk_last_dim_packed(bias)))
+	if (bias && (tk_numel(bias) != p.n || !tk_last_dim_packed(bias)))
 		return TK_ERR_UNSUPPORTED;
-	if (g.m == 0 || g.n == 0)
+	if (res && (tk_matrix_view(res, &rm, &rn, &p.ldr) != TK_OK || rm != p.m || rn != p.n))
+		return TK_ERR_UNSUPPORTED;
+	if (p.m == 0 || p.n == 0)
 		return TK_OK;
-	if ((g.n + kTile - 1) / kTile > 0x7fffffff)
+	p.batch = 1;
+	p.a = a->data;
+	p.b = b->data;
+	p.bias = bias ? bias->data : nullptr;
+	p.residual = res ? res->data : nullptr;
+	p.c = c->data;
+	p.workspace = call->workspace;
+	p.workspace_bytes = call->workspace ? call->workspace_bytes : 0;
+	return gemm_run(&p, static_cast<cudaStream_t>(stream));
+}
+
+extern "C" tk_status tk_cuda_bmm(const tk_call *call, void *stream)
+{
+	const tk_tensor *a = &call->in[0], *b = &call->in[1], *c = &call->out[0];
+	const tk_tensor *ts[3] = { c, a, b };
+	tk_gemm_problem p = {};
+	int64_t bk, bn, cm, cn;
+
+	if (call->n_in < 2 || call->n_out < 1 || !tk_same_float_dtype(ts, 3))
 		return TK_ERR_UNSUPPORTED;
-	switch (a->dtype) {
-	case TK_F32:
-		return gemm_run<float>(call, g, s);
-	case TK_F16:
-		return gemm_run<__half>(call, g, s);
-	default:
-		return gemm_run<__nv_bfloat16>(call, g, s);
+	p.dtype = a->dtype;
+	p.alpha = (float)tk_param_num(call, 0, 1.0);
+	p.trans_b = tk_param_num(call, 1, 0.0) != 0.0;
+	if (!batch_matrix(a, &p.m, &p.k, &p.lda, &p.stride_a) ||
+	    !batch_matrix(b, &bk, &bn, &p.ldb, &p.stride_b) ||
+	    !batch_matrix(c, &cm, &cn, &p.ldc, &p.stride_c))
+		return TK_ERR_UNSUPPORTED;
+	if (p.trans_b) {
+		int64_t t = bk;
+		bk = bn;
+		bn = t;
 	}
+	p.n = bn;
+	p.batch = a->shape[0];
+	if (b->shape[0] != p.batch || c->shape[0] != p.batch || bk != p.k || cm != p.m || cn != p.n)
+		return TK_ERR_UNSUPPORTED;
+	if (p.batch == 0 || p.m == 0 || p.n == 0)
+		return TK_OK;
+	p.a = a->data;
+	p.b = b->data;
+	p.c = c->data;
+	p.workspace = call->workspace;
+	p.workspace_bytes = call->workspace ? call->workspace_bytes : 0;
+	return gemm_run(&p, static_cast<cudaStream_t>(stream));
 }

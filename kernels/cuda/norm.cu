@@ -2,14 +2,16 @@
  * norm.cu - rms_norm, layer_norm and their fused-residual forms over the
  * last dim (see cpu/norm.c for the exact definitions), f32 arithmetic.
  *
- * Rows up to kRegRowMax wide are read once (rowops.cuh): the fused forms
- * add the residual, round the sum to the dtype, store it back and keep it
- * in registers; layer_norm takes the mean and then the variance of the
- * values in registers (two reductions, no cancellation); then each thread
- * writes its vectors scaled by the weight (and bias). Bytes per row:
- * 2 d (norm) or 4 d (fused) elements, plus the weight once from L2.
- * Wider rows: a block per row, one pass for the statistics (shifted sums;
- * the fused forms store the residual there), a second to write.
+ * Rows are read once into registers (rowops.cuh: raw 16-byte vectors for
+ * aligned rows, up to 524288 bf16 wide over a cluster; floats for the
+ * others, up to 4096): the fused forms add the residual, round the sum to
+ * the dtype, store it back and keep it in registers; layer_norm takes the
+ * mean and then the variance of the values in registers (two reductions,
+ * no cancellation); then each thread writes its vectors scaled by the
+ * weight (and bias). Bytes per row: 2 d (norm) or 4 d (fused) elements,
+ * plus the weight once from L2. Rows no register kernel holds: a block
+ * per row, one pass for the statistics (shifted sums; the fused forms
+ * store the residual there), a second to write.
  */
 #include "rowops.cuh"
 
@@ -27,6 +29,7 @@ struct NormArgs {
 	int64_t rows, d;
 	Plan p; /* operands: out, x, res */
 	int vec, layer;
+	int c; /* blocks per row (a cluster) of the vector kernel */
 	float eps;
 };
 
@@ -151,7 +154,123 @@ __global__ void TKC_ROW_BOUNDS(E) norm_reg(const __grid_constant__ NormArgs a)
 	}
 }
 
-/* Rows wider than the registers hold: a block per row, two passes. */
+/*
+ * The vector kernel (rowops.cuh). rms_norm's weight is loaded with the
+ * row for V <= 2 (rows up to 4096 bf16, and the one-row decode case):
+ * a lone row then waits for one memory round trip instead of two (the
+ * weight's, from L2, after the reduction); wider rows load them in the
+ * write loop, keeping registers for the row (at V = 4 the weight held too
+ * spilled under 64 registers). The fused forms, which hold the residual
+ * too, get up to 128 registers at V = 4 (they spill under 64).
+ */
+template <typename T, int V, bool LAYER, bool FUSED>
+__global__ void __launch_bounds__(V == 8 ? 1024 : (V == 4 ? 512 : 256),
+                                  V == 8 ? 1 : (V == 4 ? (FUSED ? 1 : 2) : 4))
+        norm_vec(const __grid_constant__ NormArgs a)
+{
+	__shared__ float smem[8 * 32 + 1];
+	constexpr int N = Vec<T>::N;
+	constexpr bool pre = V <= 2 && !LAYER;
+	const RowPlace pl = row_place(a.c);
+	const int64_t nrb = (a.rows + blockDim.y - 1) / blockDim.y;
+	const T *w = static_cast<const T *>(a.w);
+	const T *b = LAYER ? static_cast<const T *>(a.b) : NULL;
+	/* layer_norm's weight and bias held too spilled at V = 2 under 64 registers */
+	const float inv_d = 1.0f / (float)a.d;
+
+	for (int64_t rbk = pl.first; rbk < nrb; rbk += pl.step) {
+		int64_t r = rbk * blockDim.y + threadIdx.y;
+		int nvec = r < a.rows ? (int)(a.d / N) : 0; /* an idle row loads nothing */
+		int64_t rr = r < a.rows ? r : 0;
+		Vec<T> x[V], wv[pre ? V : 1], bv[pre ? V : 1];
+
+		vec_row_load<T, V>(x, static_cast<const T *>(a.x) + rr * a.p.stride[1][0], nvec,
+		                   pl.rank);
+		if constexpr (FUSED) {
+			T *res = static_cast<T *>(a.res) + rr * a.p.stride[2][0];
+			Vec<T> rv[V];
+			vec_row_load<T, V>(rv, res, nvec, pl.rank);
+#pragma unroll
+			for (int k = 0; k < V; k++) {
+				int j = vec_slot<V>(pl.rank, k);
+				if (j >= nvec)
+					continue;
+#pragma unroll
+				for (int i = 0; i < N; i++)
+					x[k].v[i] =
+					        from_f32<T>(to_f32(x[k].v[i]) + to_f32(rv[k].v[i]));
+				vec_st(res + (int64_t)j * N, x[k]);
+			}
+		}
+		if constexpr (pre) {
+#pragma unroll
+			for (int k = 0; k < V; k++) {
+				int j = vec_slot<V>(pl.rank, k);
+				if (j >= nvec)
+					continue;
+				wv[k] = vec_ld(w + j * N);
+				if (b != NULL)
+					bv[k] = vec_ld(b + j * N);
+			}
+		}
+		float mean = 0.0f;
+		if constexpr (LAYER) {
+			float s = 0.0f;
+#pragma unroll
+			for (int k = 0; k < V; k++) {
+				if (vec_slot<V>(pl.rank, k) >= nvec)
+					continue;
+#pragma unroll
+				for (int i = 0; i < N; i++)
+					s += to_f32(x[k].v[i]);
+			}
+			mean = vec_allreduce(s, smem, SumOp(), 0.0f, a.c) * inv_d;
+			vec_launder(x);
+		}
+		float ss = 0.0f;
+#pragma unroll
+		for (int k = 0; k < V; k++) {
+			if (vec_slot<V>(pl.rank, k) >= nvec)
+				continue;
+#pragma unroll
+			for (int i = 0; i < N; i++) {
+				float c = to_f32(x[k].v[i]) - mean;
+				ss += c * c;
+			}
+		}
+		ss = vec_allreduce(ss, smem, SumOp(), 0.0f, a.c);
+		const float rstd = rsqrtf(ss * inv_d + a.eps);
+		vec_launder(x);
+		if constexpr (pre) {
+			vec_launder(wv);
+			vec_launder(bv);
+		}
+		T *o = static_cast<T *>(a.out) + rr * a.p.stride[0][0];
+#pragma unroll
+		for (int k = 0; k < V; k++) {
+			int j = vec_slot<V>(pl.rank, k);
+			if (j >= nvec)
+				continue;
+			Vec<T> ww, bb, y;
+			if constexpr (pre) {
+				ww = wv[k];
+				bb = bv[k];
+			} else {
+				ww = vec_ld(w + j * N);
+				if (b != NULL)
+					bb = vec_ld(b + j * N);
+			}
+#pragma unroll
+			for (int i = 0; i < N; i++) {
+				float z = (to_f32(x[k].v[i]) - mean) * rstd * to_f32(ww.v[i]);
+				y.v[i] = from_f32<T>(b != NULL ? z + to_f32(bb.v[i]) : z);
+			}
+			vec_st(o + (int64_t)j * N, y);
+		}
+	}
+}
+
+/* Rows no register kernel holds: a block per row, two passes. */
 template <typename T>
 __global__ void __launch_bounds__(kStreamThreads) norm_stream(const __grid_constant__ NormArgs a)
 {
@@ -198,15 +317,45 @@ __global__ void __launch_bounds__(kStreamThreads) norm_stream(const __grid_const
 	}
 }
 
+template <typename T, int V>
+cudaError_t norm_vec_kind(VecShape sh, const NormArgs &a, cudaStream_t s)
+{
+	if (a.layer)
+		return a.res != NULL ? vec_launch(norm_vec<T, V, true, true>, sh, a.rows, s, a)
+		                     : vec_launch(norm_vec<T, V, true, false>, sh, a.rows, s, a);
+	return a.res != NULL ? vec_launch(norm_vec<T, V, false, true>, sh, a.rows, s, a)
+	                     : vec_launch(norm_vec<T, V, false, false>, sh, a.rows, s, a);
+}
+
+/* The vector kernel for the shape's vectors per thread and the op's form. */
+template <typename T> cudaError_t norm_vec_launch(VecShape sh, const NormArgs &a, cudaStream_t s)
+{
+	switch (sh.v) {
+	case 1:
+		return norm_vec_kind<T, 1>(sh, a, s);
+	case 2:
+		return norm_vec_kind<T, 2>(sh, a, s);
+	case 4:
+		return norm_vec_kind<T, 4>(sh, a, s);
+	default:
+		return norm_vec_kind<T, 8>(sh, a, s);
+	}
+}
+
 template <typename T> tk_status norm_run(NormArgs &a, const tk_iter &it, cudaStream_t s)
 {
 	const void *ptrs[5] = { a.out, a.x, a.res, a.w, a.b };
 
 	a.vec = tk_row_vec_ok(&it, a.d, sizeof(T), ptrs, 5);
 	launch_begin();
-	if (row_regs_fit(a.d, it.ndim, a.vec)) {
+	if (vec_rows_fit(a.d, sizeof(T), it.ndim, a.vec)) {
+		VecShape sh = vec_shape(a.d / Vec<T>::N);
+		a.c = sh.c;
+		if (norm_vec_launch<T>(sh, a, s) != cudaSuccess)
+			return TK_ERR_LAUNCH;
+	} else if (row_scalar_fits(a.d, it.ndim)) {
 		RowShape sh = row_shape(a.d);
-		TKC_ROW_LAUNCH(norm_reg, T, sh, a.vec, row_grid(a.rows, sh), s, a);
+		TKC_ROW_LAUNCH_SCALAR(norm_reg, T, sh, row_grid(a.rows, sh), s, a);
 	} else {
 		unsigned g = grid_persistent(a.rows, 1, 2);
 		norm_stream<T><<<g, kStreamThreads, 0, s>>>(a);
@@ -252,6 +401,7 @@ tk_status norm_launch(const tk_call *call, void *stream, int layer, int fused)
 	a.d = d;
 	a.p = plan_of(it);
 	a.layer = layer;
+	a.c = 1;
 	a.eps = (float)tk_param_num(call, 0, layer ? 1e-5 : 1e-6);
 	cudaStream_t s = static_cast<cudaStream_t>(stream);
 	switch (x->dtype) {

@@ -172,6 +172,96 @@ __global__ void __launch_bounds__(256) pool2x(const __grid_constant__ PoolArgs a
 	}
 }
 
+/*
+ * pool2x over 16-byte vectors: a unit is N = 16 / sizeof(T) adjacent
+ * outputs of one output row, read as two vectors per window row (the 2N
+ * taps) and written as one. U units per thread, so each has 8 loads in
+ * flight whatever the number of spatial dims. The taps are folded in the
+ * order pool2x uses (row by row, left then right).
+ */
+template <typename T, bool MAX, int NSP>
+__global__ void __launch_bounds__(256) pool2x_vec(const __grid_constant__ PoolArgs a)
+{
+	constexpr int N = Vec<T>::N, R = 1 << (NSP - 1), U = 4 / R;
+	const tk_pool &pl = a.pl;
+	const T *x = static_cast<const T *>(a.x);
+	T *out = static_cast<T *>(a.out);
+	const int64_t units = a.total / N, tile = (int64_t)blockDim.x * U;
+
+	for (int64_t base = (int64_t)blockIdx.x * tile; base < units; base += gridDim.x * tile) {
+		Vec<T> v[U][2 * R];
+		int64_t oo[U];
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			int64_t i = (base + u * blockDim.x + threadIdx.x) * N, o[3];
+			if (i >= a.total)
+				continue;
+			o[2] = split<true>(i, pl.out[2]);
+			o[1] = split<true>(i, pl.out[1]);
+			o[0] = split<true>(i, pl.out[0]);
+			int64_t c = split<true>(i, pl.c), n = i;
+			const T *xb = x + n * pl.xs[0] + c * pl.xs[1] + 2 * o[2];
+			oo[u] = n * pl.os[0] + c * pl.os[1] + o[0] * pl.os[2] + o[1] * pl.os[3] +
+			        o[2];
+#pragma unroll
+			for (int r = 0; r < R; r++) {
+				int64_t zh = NSP >= 2 ? 2 * o[1] + (r & 1) : 0;
+				int64_t zd = NSP == 3 ? 2 * o[0] + (r >> 1) : 0;
+				const T *p = xb + zd * pl.xs[2] + zh * pl.xs[3];
+				v[u][2 * r] = *reinterpret_cast<const Vec<T> *>(p);
+				v[u][2 * r + 1] = *reinterpret_cast<const Vec<T> *>(p + N);
+			}
+		}
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			if ((base + u * blockDim.x + threadIdx.x) * N >= a.total)
+				continue;
+			Vec<T> y;
+#pragma unroll
+			for (int e = 0; e < N; e++) {
+				/* output e's taps: elements 2e, 2e + 1 of each window row */
+				const int h = (2 * e) / N, k = (2 * e) % N;
+				float acc = 0.0f;
+#pragma unroll
+				for (int r = 0; r < R; r++) {
+#pragma unroll
+					for (int t = 0; t < 2; t++) {
+						float w = to_f32(v[u][2 * r + h].v[k + t]);
+						if (r == 0 && t == 0)
+							acc = w;
+						else if (MAX)
+							acc = (w > acc || w != w) && acc == acc
+							              ? w
+							              : acc;
+						else
+							acc += w;
+					}
+				}
+				y.v[e] = from_f32<T>(MAX ? acc : acc / (float)(2 * R));
+			}
+			*reinterpret_cast<Vec<T> *>(out + oo[u]) = y;
+		}
+	}
+}
+
+/*
+ * Whether pool2x_vec can take the call: output rows a whole number of
+ * vectors, packed, and every row start of x and out 16-byte aligned.
+ */
+static bool pool2x_vec_ok(const PoolArgs &a, size_t es)
+{
+	const tk_pool &pl = a.pl;
+	const int64_t n = (int64_t)(16 / es);
+
+	if (pl.out[2] % n != 0 || pl.os[4] != 1 || !aligned16(a.x) || !aligned16(a.out))
+		return false;
+	for (int d = 0; d < 4; d++) {
+		if ((pl.xs[d] * (int64_t)es) % 16 != 0 || (pl.os[d] * (int64_t)es) % 16 != 0)
+			return false;
+	}
+	return true;
+}
+
 /* Whether the call is pool2x's case, and whether its taps pair up aligned. */
 static bool pool2x_ok(const PoolArgs &a, int nsp, size_t es, bool *pairs)
 {
@@ -199,7 +289,10 @@ static void pool2x_launch(const PoolArgs &a, bool pairs, cudaStream_t s)
 {
 	unsigned g = grid_persistent(a.total, 256 * 4, 8);
 
-	if (pairs)
+	if (pool2x_vec_ok(a, sizeof(T))) {
+		int64_t per_block = 256 * (4 >> (NSP - 1)) * Vec<T>::N;
+		pool2x_vec<T, MAX, NSP><<<grid_for(a.total, (int)per_block), 256, 0, s>>>(a);
+	} else if (pairs)
 		pool2x<T, MAX, NSP, true><<<g, 256, 0, s>>>(a);
 	else
 		pool2x<T, MAX, NSP, false><<<g, 256, 0, s>>>(a);

@@ -2,9 +2,11 @@
  * quant_fp8.cu - fp8 e4m3 quantization (see cpu/quant_fp8.c for the
  * definition; both backends produce the same bytes).
  *
- * Per token: the row engine (rowops.cuh) reads a row once into registers,
- * reduces its absolute maximum, writes the row's scale and the quantized
- * row (8 bytes per 16-byte bf16 vector). Wider rows stream twice.
+ * Per token: the row engine (rowops.cuh) reads a row once into registers
+ * (raw 16-byte vectors for aligned rows, over a cluster past 4096
+ * vectors), reduces its absolute maximum, writes the row's scale and the
+ * quantized row (8 bytes per 16-byte bf16 vector). Rows no register kernel
+ * holds stream twice.
  * Per tensor with a computed scale: a first kernel reduces |x| per block
  * and folds each block's amax / 448 into the scale with one atomicMax on
  * its bits (non-negative floats order like their bit patterns), after the
@@ -28,6 +30,7 @@ struct QArgs {
 	int64_t rows, d;
 	Plan p; /* operands: q, x */
 	int vec;
+	int c; /* blocks per row (a cluster) of the vector kernel */
 };
 
 __device__ __forceinline__ uint8_t to_e4m3(float v, float scale)
@@ -95,7 +98,52 @@ __global__ void TKC_ROW_BOUNDS(E) quant_token_reg(const __grid_constant__ QArgs 
 	}
 }
 
-/* Rows wider than the registers hold: a block per row, two passes. */
+template <typename T, int V>
+__global__ void TKC_VEC_BOUNDS(V) quant_token_vec(const __grid_constant__ QArgs a)
+{
+	__shared__ float smem[8 * 32 + 1];
+	constexpr int N = Vec<T>::N;
+	const RowPlace pl = row_place(a.c);
+	const int64_t nrb = (a.rows + blockDim.y - 1) / blockDim.y;
+
+	for (int64_t rbk = pl.first; rbk < nrb; rbk += pl.step) {
+		int64_t r = rbk * blockDim.y + threadIdx.y;
+		int nvec = r < a.rows ? (int)(a.d / N) : 0;
+		int64_t rr = r < a.rows ? r : 0;
+		Vec<T> x[V];
+
+		vec_row_load<T, V>(x, static_cast<const T *>(a.x) + rr * a.p.stride[1][0], nvec,
+		                   pl.rank);
+		float m = 0.0f;
+#pragma unroll
+		for (int k = 0; k < V; k++) {
+			if (vec_slot<V>(pl.rank, k) >= nvec)
+				continue;
+#pragma unroll
+			for (int i = 0; i < N; i++)
+				m = fmaxf(m, fabsf(to_f32(x[k].v[i])));
+		}
+		m = vec_allreduce(m, smem, MaxOp(), 0.0f, a.c);
+		vec_launder(x);
+		const float scale = m / 448.0f;
+		if (nvec > 0 && pl.rank == 0 && threadIdx.x == 0)
+			a.scale[r] = scale;
+		uint8_t *q = a.q + rr * a.p.stride[0][0];
+#pragma unroll
+		for (int k = 0; k < V; k++) {
+			int j = vec_slot<V>(pl.rank, k);
+			if (j >= nvec)
+				continue;
+			uint8_t b[N];
+#pragma unroll
+			for (int i = 0; i < N; i++)
+				b[i] = to_e4m3(to_f32(x[k].v[i]), scale);
+			store_bytes<N>(q + (int64_t)j * N, b);
+		}
+	}
+}
+
+/* Rows no register kernel holds: a block per row, two passes. */
 template <typename T>
 __global__ void __launch_bounds__(kStreamThreads)
         quant_token_stream(const __grid_constant__ QArgs a)
@@ -163,6 +211,56 @@ __global__ void quant_tensor(const __grid_constant__ QArgs a)
 	}
 }
 
+/*
+ * Per tensor over aligned rows one stride apart (the common case): the
+ * tensor as units of one 16-byte vector, four per thread in flight; a
+ * unit's row is one division (32-bit when the counts fit).
+ */
+template <typename T, bool AMAX>
+__global__ void __launch_bounds__(256) quant_tensor_vec(const __grid_constant__ QArgs a)
+{
+	__shared__ float smem[32];
+	constexpr int N = Vec<T>::N, U = 4;
+	const int64_t upr = a.d / N, units = a.rows * upr, tile = (int64_t)blockDim.x * U;
+	const int64_t xs = a.p.stride[1][0], qs = a.p.stride[0][0];
+	const float scale = AMAX ? 0.0f : (a.given != NULL ? *a.given : *a.scale);
+	float m = 0.0f;
+
+	for (int64_t base = (int64_t)blockIdx.x * tile; base < units; base += gridDim.x * tile) {
+		Vec<T> v[U];
+		int64_t qo[U];
+#pragma unroll
+		for (int k = 0; k < U; k++) {
+			int64_t u = base + k * blockDim.x + threadIdx.x, col;
+			if (u >= units)
+				continue;
+			int64_t row = divmod64(u, upr, &col);
+			qo[k] = row * qs + col * N;
+			v[k] = vec_ld(static_cast<const T *>(a.x) + row * xs + col * N);
+		}
+#pragma unroll
+		for (int k = 0; k < U; k++) {
+			if (base + k * blockDim.x + threadIdx.x >= units)
+				continue;
+			uint8_t b[N];
+#pragma unroll
+			for (int i = 0; i < N; i++) {
+				if (AMAX)
+					m = fmaxf(m, fabsf(to_f32(v[k].v[i])));
+				else
+					b[i] = to_e4m3(to_f32(v[k].v[i]), scale);
+			}
+			if (!AMAX)
+				store_bytes<N>(a.q + qo[k], b);
+		}
+	}
+	if (AMAX) {
+		m = block_allreduce(m, smem, MaxOp(), 0.0f) / 448.0f;
+		if (threadIdx.x == 0 && m > 0.0f)
+			atomicMax(reinterpret_cast<unsigned int *>(a.scale), __float_as_uint(m));
+	}
+}
+
 /* q's rows keep N-byte alignment for the vector stores when x's keep 16. */
 static bool q_vec_ok(const tk_iter &it, const void *q, int n)
 {
@@ -188,9 +286,14 @@ tk_status quant_run(QArgs &a, const tk_iter &it, bool per_token, cudaStream_t s)
 	a.vec = tk_row_vec_ok(&xonly, a.d, sizeof(T), xp, 1) && q_vec_ok(it, a.q, Vec<T>::N);
 	launch_begin();
 	if (per_token) {
-		if (row_regs_fit(a.d, it.ndim, a.vec)) {
+		if (vec_rows_fit(a.d, sizeof(T), it.ndim, a.vec)) {
+			VecShape sh = vec_shape(a.d / Vec<T>::N);
+			a.c = sh.c;
+			if (TKC_VEC_LAUNCH(quant_token_vec, T, sh, a.rows, s, a) != cudaSuccess)
+				return TK_ERR_LAUNCH;
+		} else if (row_scalar_fits(a.d, it.ndim)) {
 			RowShape sh = row_shape(a.d);
-			TKC_ROW_LAUNCH(quant_token_reg, T, sh, a.vec, row_grid(a.rows, sh), s, a);
+			TKC_ROW_LAUNCH_SCALAR(quant_token_reg, T, sh, row_grid(a.rows, sh), s, a);
 		} else {
 			quant_token_stream<T>
 			        <<<grid_persistent(a.rows, 1, 2), kStreamThreads, 0, s>>>(a);
@@ -200,6 +303,8 @@ tk_status quant_run(QArgs &a, const tk_iter &it, bool per_token, cudaStream_t s)
 	const int threads = 256;
 	int64_t units = a.rows * ((a.d + (a.vec ? Vec<T>::N : 1) - 1) / (a.vec ? Vec<T>::N : 1));
 	unsigned g = grid_persistent(units, threads, 8);
+	bool flat = a.vec && it.ndim == 1;
+	unsigned gf = grid_persistent(units, threads * 4, 8);
 	if (a.given != NULL) {
 		if (cudaMemcpyAsync(a.scale, a.given, sizeof(float), cudaMemcpyDeviceToDevice, s) !=
 		    cudaSuccess)
@@ -207,12 +312,16 @@ tk_status quant_run(QArgs &a, const tk_iter &it, bool per_token, cudaStream_t s)
 	} else {
 		if (cudaMemsetAsync(a.scale, 0, sizeof(float), s) != cudaSuccess)
 			return TK_ERR_LAUNCH;
-		if (a.vec)
+		if (flat)
+			quant_tensor_vec<T, true><<<gf, threads, 0, s>>>(a);
+		else if (a.vec)
 			quant_tensor<T, true, true><<<g, threads, 0, s>>>(a);
 		else
 			quant_tensor<T, false, true><<<g, threads, 0, s>>>(a);
 	}
-	if (a.vec)
+	if (flat)
+		quant_tensor_vec<T, false><<<gf, threads, 0, s>>>(a);
+	else if (a.vec)
 		quant_tensor<T, true, false><<<g, threads, 0, s>>>(a);
 	else
 		quant_tensor<T, false, false><<<g, threads, 0, s>>>(a);
@@ -252,6 +361,7 @@ tk_status quant_launch(const tk_call *call, void *stream, bool per_token)
 	a.rows = it.numel;
 	a.d = tk_last_dim(x);
 	a.p = plan_of(it);
+	a.c = 1;
 	if (a.rows == 0 || a.d == 0) {
 		/* Nothing to read: a per-tensor scale is still defined (0, or the given one). */
 		if (per_token || tk_numel(x) != 0)

@@ -3,28 +3,35 @@
  * last dim and then write it (the norms, softmax, per-token fp8
  * quantization).
  *
- * A row of up to kRegRowMax elements is read once into registers: each of
- * blockDim.x (<= 1024) threads holds E floats (E = 8 or 32), loaded as 16-byte
- * vectors when rows are aligned for it (thread t holds vectors t, t + nt,
- * ...), else as single elements (t, t + nt, ...), so every load instruction
- * is coalesced across the warp. Narrow rows share a block (blockDim.y rows
- * of blockDim.x threads; a warp per row at the narrowest), wide rows get a
- * block each. Reductions go through warp shuffles, then once through
- * shared memory when a row spans several warps. Wider rows take the ops'
- * two-pass streaming kernels, whose second read mostly hits L2.
+ * Rows that can be read as 16-byte vectors (the common case) take the
+ * vector kernels: a row is held in registers as its raw vectors (V of them
+ * per thread, 2 to 8 registers per 8 bf16 values instead of 8 floats), so
+ * a thread of a 256-thread block keeps 64 bytes of its row in flight and
+ * several blocks share an SM. A row is spread over tb threads of a block,
+ * and past 4096 vectors over the c blocks of a thread-block cluster
+ * (vec_shape): each block reduces its part, then the cluster exchanges the
+ * block results through distributed shared memory, so rows of up to 65536
+ * vectors (524288 bf16, 262144 f32) are read once and never leave the
+ * chip. Narrow rows share a block (blockDim.y rows of a warp each).
+ *
+ * Rows that cannot be read as vectors use the older scalar kernels: each
+ * of blockDim.x threads holds E = 8 floats (t, t + nt, ...), rows up to
+ * 4096 wide; wider ones take the ops' two-pass streaming kernels, whose
+ * second read mostly hits L2.
  */
 #ifndef TILEOPS_ROWOPS_CUH
 #define TILEOPS_ROWOPS_CUH
+
+#include <cooperative_groups.h>
 
 #include "cuda_common.cuh"
 
 namespace tkc
 {
 
-constexpr int64_t kRegRowMax = 16384;
 constexpr int kStreamThreads = 1024;
 
-/* Elements per thread, threads per row and rows per block for a width. */
+/* Elements per thread, threads per row and rows per block for a scalar row of d <= 4096. */
 struct RowShape {
 	int e, tb, rb;
 };
@@ -34,7 +41,7 @@ static inline RowShape row_shape(int64_t d)
 	RowShape s;
 	int64_t need;
 
-	s.e = d <= 4096 ? 8 : 32;
+	s.e = 8;
 	need = (d + s.e - 1) / s.e;
 	s.tb = 32;
 	while (s.tb < need)
@@ -201,14 +208,11 @@ __device__ __forceinline__ void stream_vecs(const T *x, int64_t d, F f)
 }
 
 /*
- * Register kernels' launch bounds. E = 8 (rows up to 4096 wide, up to 512
- * threads a row) stays under 64 registers, so several blocks share an SM
- * and their rows are in flight together; E = 32 (rows up to 16384, 256 or
- * 512 threads) gets 128 registers, since its 32 floats and their indices
- * would spill under 64. (E = 8 with 1024-thread rows of 8192 ran slower on
- * an H200 than E = 32 with 256: rms_norm 44% of copy against 62%.)
+ * Scalar register kernels' launch bounds: E = 8 (rows up to 4096 wide, up
+ * to 512 threads a row) stays under 64 registers, so several blocks share
+ * an SM and their rows are in flight together.
  */
-#define TKC_ROW_BOUNDS(E) __launch_bounds__((E) == 32 ? 512 : 1024)
+#define TKC_ROW_BOUNDS(E) __launch_bounds__(1024)
 
 /* The same over a whole block of one row (the streaming kernels). */
 template <typename F>
@@ -218,26 +222,225 @@ __device__ __forceinline__ float block_allreduce(float v, float *smem, F f, floa
 }
 
 /*
- * Whether a row goes to the register kernels: at most kRegRowMax wide, rows
- * one stride apart, and, when it cannot be read as vectors, at most 4096
- * wide (E = 8 scalar slots per thread; 32 with their indices would spill).
+ * Whether a row that cannot be read as vectors goes to the scalar register
+ * kernels: at most 4096 wide (E = 8 slots per thread; more would spill with
+ * their indices) and rows one stride apart.
  */
-static inline bool row_regs_fit(int64_t d, int plan_ndim, bool vec)
+static inline bool row_scalar_fits(int64_t d, int plan_ndim)
 {
-	return d <= kRegRowMax && plan_ndim == 1 && (vec || d <= 4096);
+	return d <= 4096 && plan_ndim == 1;
 }
 
-/* Launch KERNEL<T, E, VEC> for the row shape (E 32 only with vectors, see above). */
-#define TKC_ROW_LAUNCH(KERNEL, T, shape, vec, grid, stream, ...)                     \
-	do {                                                                         \
-		dim3 blk_((unsigned)(shape).tb, (unsigned)(shape).rb);               \
-		if ((shape).e == 8 && (vec))                                         \
-			KERNEL<T, 8, true><<<grid, blk_, 0, stream>>>(__VA_ARGS__);  \
-		else if ((shape).e == 8)                                             \
-			KERNEL<T, 8, false><<<grid, blk_, 0, stream>>>(__VA_ARGS__); \
-		else                                                                 \
-			KERNEL<T, 32, true><<<grid, blk_, 0, stream>>>(__VA_ARGS__); \
+/* Launch the scalar KERNEL<T, 8, false> for the row shape (rows up to 4096 wide). */
+#define TKC_ROW_LAUNCH_SCALAR(KERNEL, T, shape, grid, stream, ...)           \
+	do {                                                                 \
+		dim3 blk_((unsigned)(shape).tb, (unsigned)(shape).rb);       \
+		KERNEL<T, 8, false><<<grid, blk_, 0, stream>>>(__VA_ARGS__); \
 	} while (0)
+
+/* ---- the vector row engine --------------------------------------------- */
+
+/* Vectors per thread, threads per row, rows per block and blocks per row (a cluster). */
+struct VecShape {
+	int v, tb, rb, c;
+};
+
+/*
+ * The smallest shape that holds nvec vectors, growing vectors per thread
+ * (up to 4: 16 registers) and threads before blocks: a cluster costs two
+ * cluster barriers per reduction, and more rows per SM keep more bytes in
+ * flight. v = 0: too wide (the streaming kernels take it).
+ */
+static inline VecShape vec_shape(int64_t nvec)
+{
+	static const VecShape steps[] = {
+		{ 1, 32, 8, 1 },  { 2, 32, 8, 1 },  { 2, 64, 4, 1 },  { 2, 128, 2, 1 },
+		{ 2, 256, 1, 1 }, { 4, 256, 1, 1 }, { 4, 512, 1, 1 }, { 4, 512, 1, 2 },
+		{ 4, 512, 1, 4 }, { 4, 512, 1, 8 }, { 8, 512, 1, 8 }, { 8, 1024, 1, 8 },
+	};
+	VecShape none = { 0, 0, 0, 0 };
+
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		const VecShape &s = steps[i];
+		if ((int64_t)s.v * s.tb * s.c >= nvec)
+			return s;
+	}
+	return none;
+}
+
+/*
+ * Whether a row goes to the vector kernels: vectors, rows one stride apart
+ * (a one-dim plan) and a shape that holds it.
+ */
+static inline bool vec_rows_fit(int64_t d, size_t elem, int plan_ndim, bool vec)
+{
+	return vec && plan_ndim == 1 && vec_shape(d / (int64_t)(16 / elem)).v != 0;
+}
+
+/* Where this block's rows are: the cluster rank, row-block index and stride. */
+struct RowPlace {
+	int rank;
+	int64_t first, step; /* row blocks: blockIdx.x / c, then + gridDim.x / c */
+};
+
+__device__ __forceinline__ RowPlace row_place(int c)
+{
+	RowPlace p;
+
+	p.rank = c > 1 ? (int)cooperative_groups::this_cluster().block_rank() : 0;
+	p.first = blockIdx.x / (unsigned)c;
+	p.step = gridDim.x / (unsigned)c;
+	return p;
+}
+
+/* Index in the row, in vectors, of this thread's k-th vector. */
+template <int V> __device__ __forceinline__ int vec_slot(int rank, int k)
+{
+	return (rank * V + k) * (int)blockDim.x + (int)threadIdx.x;
+}
+
+template <typename T> __device__ __forceinline__ Vec<T> vec_ld(const T *p)
+{
+	return *reinterpret_cast<const Vec<T> *>(p);
+}
+
+template <typename T> __device__ __forceinline__ void vec_st(T *p, const Vec<T> &v)
+{
+	*reinterpret_cast<Vec<T> *>(p) = v;
+}
+
+/*
+ * Make the compiler forget what it knows of v's bits (no instruction is
+ * emitted). Between the passes over a held row this keeps the raw vectors
+ * live and the floats of the previous pass dead: otherwise the compiler
+ * keeps 8 converted floats per 16-byte bf16 vector from the reduction to
+ * the write, and the kernel spills.
+ */
+template <typename T> __device__ __forceinline__ void vec_launder(Vec<T> &v)
+{
+	uint32_t u[4];
+
+	memcpy(u, &v, 16);
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+		asm volatile("" : "+r"(u[i]));
+	memcpy(&v, u, 16);
+}
+
+template <typename T, int V> __device__ __forceinline__ void vec_launder(Vec<T> (&x)[V])
+{
+#pragma unroll
+	for (int k = 0; k < V; k++)
+		vec_launder(x[k]);
+}
+
+/* This thread's vectors of a row of nvec vectors; those past the end are left alone. */
+template <typename T, int V>
+__device__ __forceinline__ void vec_row_load(Vec<T> (&x)[V], const T *row, int nvec, int rank)
+{
+	constexpr int N = Vec<T>::N;
+
+#pragma unroll
+	for (int k = 0; k < V; k++) {
+		int j = vec_slot<V>(rank, k);
+		if (j < nvec)
+			x[k] = vec_ld(row + (int64_t)j * N);
+	}
+}
+
+__device__ __forceinline__ float shfl_xor(float v, int o)
+{
+	return __shfl_xor_sync(0xffffffffu, v, o);
+}
+
+__device__ __forceinline__ float2 shfl_xor(float2 v, int o)
+{
+	return make_float2(__shfl_xor_sync(0xffffffffu, v.x, o),
+	                   __shfl_xor_sync(0xffffffffu, v.y, o));
+}
+
+/*
+ * Reduce v over a row's threads and, for c > 1, over the blocks of its
+ * cluster; every thread of the row gets the same result (each block folds
+ * the cluster's block results in rank order). `smem` holds 32 P per row of
+ * the block plus one. Every thread of the block, and every block of the
+ * cluster, must reach it.
+ */
+template <typename P, typename F>
+__device__ __forceinline__ P vec_allreduce(P v, P *smem, F f, P ident, int c)
+{
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1)
+		v = f(v, shfl_xor(v, o));
+	if (blockDim.x > 32) {
+		int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+		P *s = smem + threadIdx.y * 32;
+		__syncthreads(); /* the previous reduction's readers are done */
+		if (lane == 0)
+			s[warp] = v;
+		__syncthreads();
+		v = lane < nw ? s[lane] : ident;
+#pragma unroll
+		for (int o = 16; o > 0; o >>= 1)
+			v = f(v, shfl_xor(v, o));
+	}
+	if (c > 1) {
+		cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+		P *slot = smem + 32 * blockDim.y;
+		if (threadIdx.x == 0 && threadIdx.y == 0)
+			*slot = v;
+		cl.sync();
+		P acc = ident;
+		for (int r = 0; r < c; r++)
+			acc = f(acc, *cl.map_shared_rank(slot, r));
+		cl.sync(); /* every block has read the slots before any rewrites or exits */
+		v = acc;
+	}
+	return v;
+}
+
+/*
+ * Bounds of the vector kernels by vectors per thread: at most 64 registers,
+ * so two 512-thread or four 256-thread blocks share an SM (measured on an
+ * H200: softmax of 128 x 128256 bf16 at 78 registers, one 512-thread block
+ * per SM, reached 23% of copy). V = 8 takes 1024-thread blocks.
+ */
+#define TKC_VEC_BOUNDS(V)                                           \
+	__launch_bounds__((V) == 8 ? 1024 : ((V) == 4 ? 512 : 256), \
+	                  (V) == 8 ? 1 : ((V) == 4 ? 2 : 4))
+
+/*
+ * Launch a vector row kernel over `rows` rows in shape sh: blocks of
+ * tb x rb threads, c of them per row block in a cluster. Returns the
+ * launch's error.
+ */
+template <typename K, typename A>
+static inline cudaError_t vec_launch(K kernel, VecShape sh, int64_t rows, cudaStream_t s,
+                                     const A &args)
+{
+	cudaLaunchConfig_t cfg = {};
+	cudaLaunchAttribute at[1];
+	int64_t blocks = (rows + sh.rb - 1) / sh.rb;
+	const int64_t cap = 0x7fffffff / 8; /* a multiple of c blocks stays under 2^31 */
+
+	cfg.gridDim = dim3((unsigned)((blocks > cap ? cap : blocks) * sh.c));
+	cfg.blockDim = dim3((unsigned)sh.tb, (unsigned)sh.rb);
+	cfg.stream = s;
+	at[0].id = cudaLaunchAttributeClusterDimension;
+	at[0].val.clusterDim.x = (unsigned)sh.c;
+	at[0].val.clusterDim.y = 1;
+	at[0].val.clusterDim.z = 1;
+	cfg.attrs = at;
+	cfg.numAttrs = sh.c > 1 ? 1 : 0;
+	return cudaLaunchKernelEx(&cfg, kernel, args);
+}
+
+/* Launch KERNEL<T, V> for shape sh (V one of 1, 2, 4, 8). */
+#define TKC_VEC_LAUNCH(KERNEL, T, sh, rows, stream, args)                 \
+	((sh).v == 1   ? vec_launch(KERNEL<T, 1>, sh, rows, stream, args) \
+	 : (sh).v == 2 ? vec_launch(KERNEL<T, 2>, sh, rows, stream, args) \
+	 : (sh).v == 4 ? vec_launch(KERNEL<T, 4>, sh, rows, stream, args) \
+	               : vec_launch(KERNEL<T, 8>, sh, rows, stream, args))
 
 } /* namespace tkc */
 

@@ -3,11 +3,15 @@
  * max-subtracted, f32 arithmetic. A line that is all -inf gives NaN, as
  * in PyTorch.
  *
- * Along the last dim, rows up to kRegRowMax wide are read once into
- * registers (rowops.cuh): a max reduction, a sum of exp(x - max), then the
- * writes; 2 * numel elements move. Wider rows (vocabulary logits): a block
- * of 1024 threads per row, 16-byte loads four in flight, keeps a running
- * (max, sum) per thread, rescaling the sum when the max grows (the online
+ * Along the last dim, rows are read once into registers (rowops.cuh: raw
+ * 16-byte vectors for aligned rows, up to 524288 bf16 wide over a cluster,
+ * which covers vocabulary logits; floats for the others, up to 4096): each
+ * thread takes the max of its values and the sum of exp(x - max), the
+ * (max, sum) pairs merge over the row in one reduction (for rows of up to
+ * 16 values a thread, a max then a sum), then the writes;
+ * 2 * numel elements move. Rows no register kernel holds: a block of 1024
+ * threads per row, 16-byte loads four in flight, keeps a running (max,
+ * sum) per thread, rescaling the sum when the max grows (the online
  * softmax), merges them, then reads the row again (mostly from L2) to
  * write.
  * log_softmax along another dim: a thread per line, lines of adjacent
@@ -27,6 +31,7 @@ struct SmArgs {
 	int64_t xs, os; /* element strides along the line (column kernel) */
 	Plan p;         /* operands: out, x */
 	int vec, log_form;
+	int c; /* blocks per row (a cluster) of the vector kernel */
 };
 
 template <typename T, int E, bool VEC>
@@ -63,6 +68,91 @@ __global__ void TKC_ROW_BOUNDS(E) softmax_reg(const __grid_constant__ SmArgs a)
 				v[k] = m_exp<F>(v[k] - m) * inv;
 		}
 		row_store<T, E, VEC>(v, static_cast<T *>(a.out) + off[0], d);
+	}
+}
+
+/*
+ * Merge two (max, sum of exp(x - max)) pairs. A pair with max -inf holds
+ * nothing (its sum is 0, and exp(-inf - -inf) would be NaN); a NaN sum
+ * carries through, so a NaN anywhere makes the row NaN.
+ */
+template <bool F> struct PairOp {
+	__device__ float2 operator()(float2 a, float2 b) const
+	{
+		float m = fmaxf(a.x, b.x);
+		float sa = a.x == -INFINITY ? 0.0f : a.y * m_exp<F>(a.x - m);
+		float sb = b.x == -INFINITY ? 0.0f : b.y * m_exp<F>(b.x - m);
+		return make_float2(m, sa + sb);
+	}
+};
+
+template <typename T, int V>
+__global__ void TKC_VEC_BOUNDS(V) softmax_vec(const __grid_constant__ SmArgs a)
+{
+	__shared__ float2 smem[8 * 32 + 1];
+	constexpr bool F = sizeof(T) == 2; /* fast exp for bf16 and f16 (cuda_common.cuh) */
+	constexpr int N = Vec<T>::N;
+	const RowPlace pl = row_place(a.c);
+	const int64_t nrb = (a.rows + blockDim.y - 1) / blockDim.y;
+
+	for (int64_t rbk = pl.first; rbk < nrb; rbk += pl.step) {
+		int64_t r = rbk * blockDim.y + threadIdx.y;
+		int nvec = r < a.rows ? (int)(a.d / Vec<T>::N) : 0;
+		int64_t rr = r < a.rows ? r : 0;
+		Vec<T> x[V];
+
+		vec_row_load<T, V>(x, static_cast<const T *>(a.x) + rr * a.p.stride[1][0], nvec,
+		                   pl.rank);
+		float m = -INFINITY, s = 0.0f;
+#pragma unroll
+		for (int k = 0; k < V; k++) {
+			if (vec_slot<V>(pl.rank, k) >= nvec)
+				continue;
+#pragma unroll
+			for (int i = 0; i < N; i++)
+				m = fmaxf(m, to_f32(x[k].v[i]));
+		}
+		/*
+		 * Up to V = 2 (16 or fewer values a thread) the pair merges' two
+		 * exponentials per step would cost as much as the row's own: reduce
+		 * the max first, then the sum.
+		 */
+		if constexpr (V <= 2)
+			m = vec_allreduce(m, reinterpret_cast<float *>(smem), MaxOp(), -INFINITY,
+			                  a.c);
+		if (m != -INFINITY) {
+#pragma unroll
+			for (int k = 0; k < V; k++) {
+				if (vec_slot<V>(pl.rank, k) >= nvec)
+					continue;
+#pragma unroll
+				for (int i = 0; i < N; i++)
+					s += m_exp<F>(to_f32(x[k].v[i]) - m);
+			}
+		}
+		float2 ms;
+		if constexpr (V <= 2)
+			ms = make_float2(m, vec_allreduce(s, reinterpret_cast<float *>(smem),
+			                                  SumOp(), 0.0f, a.c));
+		else
+			ms = vec_allreduce(make_float2(m, s), smem, PairOp<F>(),
+			                   make_float2(-INFINITY, 0.0f), a.c);
+		vec_launder(x);
+		const float bm = ms.x, lse = m_log<F>(ms.y), inv = 1.0f / ms.y;
+		T *o = static_cast<T *>(a.out) + rr * a.p.stride[0][0];
+#pragma unroll
+		for (int k = 0; k < V; k++) {
+			int j = vec_slot<V>(pl.rank, k);
+			if (j >= nvec)
+				continue;
+			Vec<T> y;
+#pragma unroll
+			for (int i = 0; i < N; i++) {
+				float c = to_f32(x[k].v[i]) - bm;
+				y.v[i] = from_f32<T>(a.log_form ? c - lse : m_exp<F>(c) * inv);
+			}
+			vec_st(o + (int64_t)j * N, y);
+		}
 	}
 }
 
@@ -150,7 +240,8 @@ __global__ void __launch_bounds__(kStreamThreads) softmax_stream(const __grid_co
 #pragma unroll
 				for (int i = 0; i < N; i++) {
 					float c = to_f32(u.v[i]) - bm;
-					y.v[i] = from_f32<T>(log_form ? c - lse : m_exp<F>(c) * inv);
+					y.v[i] =
+					        from_f32<T>(log_form ? c - lse : m_exp<F>(c) * inv);
 				}
 				*reinterpret_cast<Vec<T> *>(o + j) = y;
 			});
@@ -193,9 +284,14 @@ template <typename T> tk_status softmax_run(SmArgs &a, const tk_iter &it, bool r
 		return launch_status();
 	}
 	a.vec = tk_row_vec_ok(&it, a.d, sizeof(T), ptrs, 2);
-	if (row_regs_fit(a.d, it.ndim, a.vec)) {
+	if (vec_rows_fit(a.d, sizeof(T), it.ndim, a.vec)) {
+		VecShape sh = vec_shape(a.d / Vec<T>::N);
+		a.c = sh.c;
+		if (TKC_VEC_LAUNCH(softmax_vec, T, sh, a.rows, s, a) != cudaSuccess)
+			return TK_ERR_LAUNCH;
+	} else if (row_scalar_fits(a.d, it.ndim)) {
 		RowShape sh = row_shape(a.d);
-		TKC_ROW_LAUNCH(softmax_reg, T, sh, a.vec, row_grid(a.rows, sh), s, a);
+		TKC_ROW_LAUNCH_SCALAR(softmax_reg, T, sh, row_grid(a.rows, sh), s, a);
 	} else if (a.vec) {
 		softmax_stream<T, true><<<grid_persistent(a.rows, 1, 2), kStreamThreads, 0, s>>>(a);
 	} else {
@@ -252,6 +348,7 @@ tk_status softmax_launch(const tk_call *call, void *stream, int axis_param, int 
 	a.p = plan_of(it);
 	a.log_form = log_form;
 	a.vec = 0;
+	a.c = 1;
 	cudaStream_t s = static_cast<cudaStream_t>(stream);
 	switch (x->dtype) {
 	case TK_F32:

@@ -171,10 +171,12 @@ Test(table, lists_every_op_with_its_arity_and_params_in_order)
 	static const char *const avg1[] = { "kernel_w",  "stride_w",          "padding_w",
 		                            "ceil_mode", "count_include_pad", NULL };
 	static const char *const clamp[] = { "min_value", "max_value", NULL };
+	static const char *const attn[] = { "causal", "scale", NULL };
+	static const char *const scale[] = { "scale", NULL };
 	size_t n = 0;
 
 	tk_kernels(&n);
-	cr_expect_eq(n, 49);
+	cr_expect_eq(n, 55);
 	expect_entry("add", 2, 1, none);
 	expect_entry("pow", 2, 1, none);
 	expect_entry("exp", 1, 1, none);
@@ -193,7 +195,15 @@ Test(table, lists_every_op_with_its_arity_and_params_in_order)
 	expect_entry("avg_pool1d", 1, 1, avg1);
 	expect_entry("quant_fp8_per_tensor", 2, 2, none);
 	expect_entry("quant_fp8_per_token", 1, 2, none);
-	expect_entry("gemm", 3, 1, gemm);
+	expect_entry("gemm", 4, 1, gemm);
+	expect_entry("bmm", 2, 1, gemm);
+	expect_entry("attention_prefill", 3, 2, attn);
+	expect_entry("attention_decode", 4, 1, scale);
+	expect_entry("attention_decode_paged", 5, 1, scale);
+	expect_entry("kv_cache_append", 5, 0, none);
+	cr_expect_eq(tk_kernel_find("gemm")->workspace, TK_WORKSPACE_BYTES,
+		     "gemm can use workspace for split-K");
+	cr_expect_eq(tk_kernel_find("add")->workspace, 0);
 }
 
 /* ---- float conversions ------------------------------------------------- */

@@ -57,7 +57,7 @@ typedef struct req_builder {
 
 static void req(req_builder *b, const char *op, int n_in, int n_out)
 {
-	b->r = (op_request){op, n_in, n_out, b->in, b->out, 0, b->names, b->values};
+	b->r = (op_request){op, n_in, n_out, b->in, b->out, 0, b->names, b->values, 0};
 }
 
 static void param(req_builder *b, const char *name, tk_param v)
@@ -121,10 +121,18 @@ Test(oplayer, spec_op_is_refused_as_unsupported)
 {
 	req_builder b;
 
-	/* bmm is declared with status spec until its kernel exists. */
-	req(&b, "bmm", 2, 1);
-	b.in[0] = b.in[1] = b.out[0] = T(TK_F16, 3, 2, 8, 8);
-	refused(&b, TILEOPS_ERR_UNSUPPORTED, "op 'bmm' is declared but has no kernel yet");
+	manifest *spec = NULL;
+	char e[4096] = "";
+
+	/* tests/manifest/data/good.yaml declares `toy` with status spec. */
+	cr_assert_eq(manifest_parse(TILEOPS_SOURCE_DIR "/tests/manifest/data/good.yaml", &spec, e,
+				    sizeof(e)), 0, "%s", e);
+	req(&b, "toy", 1, 1);
+	b.in[0] = b.out[0] = T(TK_F32, 1, 8, 0, 0);
+	cr_assert_eq(oplayer_prepare(spec, &b.r, 0, &call, &kernel, &cost, err, sizeof(err)),
+		     TILEOPS_ERR_UNSUPPORTED, "%s", err);
+	cr_assert(strstr(err, "op 'toy' is declared but has no kernel yet"), "%s", err);
+	manifest_free(spec);
 }
 
 Test(oplayer, wrong_input_and_output_counts_are_refused)
@@ -261,6 +269,34 @@ Test(oplayer, gemm_inner_dimensions_and_bias_are_checked)
 	cr_assert_eq(prep(&b), TILEOPS_OK, "%s", err);
 	cr_assert_eq(call.n_in, 3);
 	cr_assert_float_eq(cost.flops, 2.0 * 8 * 32 * 16 + 8 * 32, 1e-6);
+}
+
+Test(oplayer, an_optional_input_left_out_keeps_the_ones_after_it)
+{
+	req_builder b;
+
+	gemm(&b, 0);
+	b.r.n_in = 4;
+	b.in[3] = T(TK_F16, 2, 8, 32, 0); /* residual, with the bias left out */
+	b.r.left_out = 1u << 2;
+	cr_assert_eq(prep(&b), TILEOPS_OK, "%s", err);
+	cr_assert_eq(call.n_in, 4);
+	cr_assert_float_eq(cost.flops, 2.0 * 8 * 32 * 16 + 8 * 32, 1e-6,
+			   "the residual's add counts, the absent bias's does not");
+	b.in[3] = T(TK_F16, 2, 8, 31, 0);
+	refused(&b, TILEOPS_ERR_SHAPE, "gemm: residual has shape [8, 31], expected [8, 32] (M, N)");
+}
+
+Test(oplayer, a_required_tensor_cannot_be_left_out)
+{
+	req_builder b;
+
+	gemm(&b, 0);
+	b.r.left_out = 1u << 1;
+	refused(&b, TILEOPS_ERR_INVALID_ARGUMENT, "gemm: input b is required but was left out");
+	gemm(&b, 0);
+	b.r.left_out = 1u << TK_MAX_INPUTS;
+	refused(&b, TILEOPS_ERR_INVALID_ARGUMENT, "gemm: output c is required but was left out");
 }
 
 Test(oplayer, param_out_of_range_is_refused)

@@ -1,0 +1,754 @@
+/*
+ * gemm_smallm.cu - the small-M GEMM family: M = 1..128, f16 and bf16, b
+ * stored [N, K] (trans_b, as nn.Linear keeps its weights). This is the
+ * decode path, where the time is what it takes to read the weights once.
+ *
+ * The product is computed transposed, c^T = b a^T: the weight rows are the
+ * tensor cores' M dimension and the tokens their N dimension, so an n8
+ * fragment covers 8 tokens and a single token wastes 7/8 of a tiny matrix
+ * product instead of 15/16 of a large one.
+ *
+ * Each CTA (4 warps) owns tile_n weight rows and one K chunk of k_tiles
+ * tiles of tile_k. A cp.async pipeline of `stages` slots streams the
+ * weight tile [tile_n, tile_k] and the activation tile [tile_m, tile_k]
+ * into swizzled shared memory (16-byte chunk c of row r lives at c ^ (r & 7),
+ * so ldmatrix reads are free of bank conflicts); warps multiply with
+ * ldmatrix + mma.sync m16n8k16 into f32 registers. tile_m is M rounded up to
+ * 16, 32, 64 or 128: every token is in every CTA, so each weight byte is
+ * read from memory exactly once.
+ *
+ * split_k > 1 splits K across CTAs so that the grid fills every SM. The
+ * partial f32 tiles are summed in one of two ways:
+ * - cluster == split_k (2..8): the split_k CTAs of a tile form one thread
+ *   block cluster; each keeps its partial tile in its shared memory, and
+ *   after a cluster barrier each CTA reduces a share of the tile's elements
+ *   over its peers' shared memory (distributed shared memory) and runs the
+ *   epilogue (alpha, bias, residual, one rounding) for them. No workspace.
+ * - cluster 0 or 1: each CTA writes its partial tile to the workspace and
+ *   bumps a per-tile counter; the CTA that arrives last sums the partials
+ *   and runs the epilogue, so no second kernel runs. The counters are
+ *   cleared with one small memset per launch. Workspace: 256-byte-aligned
+ *   counters (batch * n_tiles u32), then batch * split_k * M * N f32
+ *   partial sums. Without workspace this form cannot split.
+ */
+#include <string.h>
+
+#include <cooperative_groups.h>
+#include <mutex>
+
+#include "cuda_common.cuh"
+#include "gemm_kinds.h"
+
+namespace
+{
+
+using namespace tkc;
+
+const int kThreads = 128;
+const int kMaxSplit = 16;
+const int kMaxCluster = 8; /* the portable cluster size */
+
+struct SmallmArgs {
+	const void *a, *b, *bias, *res;
+	void *c;
+	int m, n, k;
+	int64_t lda, ldb, ldr, ldc;
+	int64_t sa, sb, sr, sc;
+	float alpha;
+	int tile_k, stages;
+	int split, k_per_split; /* CTAs along K, k tiles per CTA */
+	int in_cluster;         /* the split CTAs of a tile are one cluster */
+	float *part;
+	unsigned *counters;
+};
+
+/* ---- PTX wrappers -------------------------------------------------------- */
+
+__device__ __forceinline__ unsigned smem_addr(const void *p)
+{
+	return (unsigned)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes global -> shared, or 16 zero bytes when !pred (src is not read). */
+__device__ __forceinline__ void cp_async16(unsigned dst, const void *src, bool pred)
+{
+	int n = pred ? 16 : 0;
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+	             "r"(n));
+}
+
+__device__ __forceinline__ void cp_async_commit(void)
+{
+	asm volatile("cp.async.commit_group;\n" ::);
+}
+
+template <int N> __device__ __forceinline__ void cp_async_wait(void)
+{
+	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+/* Wait until at most n groups are pending; n is stages - 2 (1, 2 or 4). */
+__device__ __forceinline__ void cp_async_wait_rt(int n)
+{
+	switch (n) {
+	case 1:
+		cp_async_wait<1>();
+		break;
+	case 2:
+		cp_async_wait<2>();
+		break;
+	case 4:
+		cp_async_wait<4>();
+		break;
+	default:
+		cp_async_wait<0>();
+		break;
+	}
+}
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned addr, unsigned &r0, unsigned &r1, unsigned &r2,
+                                            unsigned &r3)
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+	             : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+	             : "r"(addr));
+}
+
+template <typename T> struct Mma;
+
+template <> struct Mma<__half> {
+	static __device__ __forceinline__ void run(float *d, const unsigned *a, unsigned b0,
+	                                           unsigned b1)
+	{
+		asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+		             "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+		             "{%0, %1, %2, %3};\n"
+		             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+		             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+	}
+};
+
+template <> struct Mma<__nv_bfloat16> {
+	static __device__ __forceinline__ void run(float *d, const unsigned *a, unsigned b0,
+	                                           unsigned b1)
+	{
+		asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+		             "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+		             "{%0, %1, %2, %3};\n"
+		             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+		             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+	}
+};
+
+/* Byte offset of 16-byte chunk `ch` of row `r` in a swizzled tile of tk columns. */
+__device__ __forceinline__ unsigned swz(int r, int ch, int tk)
+{
+	return (unsigned)((r * tk + ((ch ^ (r & 7)) << 3)) * 2);
+}
+
+/* ---- the kernel ---------------------------------------------------------- */
+
+/*
+ * Warps split the weight rows 4 ways for tile_m <= 32; for 64 and 128
+ * tokens they split 2 x 2 (rows x tokens), which halves the activation
+ * reads from shared memory per weight byte.
+ */
+template <int TN, int MT> struct Layout {
+	static constexpr int RW = MT >= 64 ? 2 : 4; /* warps along weight rows */
+	static constexpr int CW = 4 / RW;           /* warps along tokens */
+	static constexpr int FI = TN / RW / 16;     /* m16 fragments per warp */
+	static constexpr int FJ = MT / CW / 8;      /* n8 fragments per warp */
+};
+
+template <typename T, int TN, int MT>
+__device__ __forceinline__ void load_stage(const SmallmArgs &g, unsigned ws, unsigned xs,
+                                           const T *b, const T *a, int n0, int kt)
+{
+	int tk = g.tile_k, shift = tk == 128 ? 4 : 3, cpr = tk >> 3;
+	int64_t k0 = (int64_t)kt * tk;
+
+	for (int i = threadIdx.x; i < TN * cpr; i += kThreads) {
+		int r = i >> shift, ch = i & (cpr - 1);
+		int64_t gk = k0 + (ch << 3);
+		bool ok = n0 + r < g.n && gk < g.k;
+		const T *src = ok ? b + (int64_t)(n0 + r) * g.ldb + gk : b;
+		cp_async16(ws + swz(r, ch, tk), src, ok);
+	}
+	for (int i = threadIdx.x; i < MT * cpr; i += kThreads) {
+		int r = i >> shift, ch = i & (cpr - 1);
+		int64_t gk = k0 + (ch << 3);
+		bool ok = r < g.m && gk < g.k;
+		const T *src = ok ? a + (int64_t)r * g.lda + gk : a;
+		cp_async16(xs + swz(r, ch, tk), src, ok);
+	}
+}
+
+/* Writes c = alpha * acc (+ bias) (+ residual) for one element. */
+template <typename T>
+__device__ __forceinline__ void store_out(const SmallmArgs &g, int bz, int m, int n, float acc)
+{
+	float v = g.alpha * acc;
+
+	if (g.bias != nullptr)
+		v += to_f32(static_cast<const T *>(g.bias)[n]);
+	if (g.res != nullptr)
+		v += to_f32(static_cast<const T *>(g.res)[bz * g.sr + m * g.ldr + n]);
+	static_cast<T *>(g.c)[bz * g.sc + m * g.ldc + n] = from_f32<T>(v);
+}
+
+template <typename T, int TN, int MT>
+__global__ void __launch_bounds__(kThreads) smallm_kernel(SmallmArgs g)
+{
+	using L = Layout<TN, MT>;
+	extern __shared__ __align__(128) unsigned char smem[];
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	const int wr0 = (warp % L::RW) * (TN / L::RW), wt0 = (warp / L::RW) * (MT / L::CW);
+	const int n0 = blockIdx.x * TN, s = blockIdx.y, bz = blockIdx.z;
+	const int tk = g.tile_k, stages = g.stages;
+	const T *a = static_cast<const T *>(g.a) + bz * g.sa;
+	const T *b = static_cast<const T *>(g.b) + bz * g.sb;
+	const unsigned wbytes = TN * tk * 2, stage_bytes = (TN + MT) * tk * 2;
+	const unsigned base = smem_addr(smem);
+	int kt0 = s * g.k_per_split, ktiles = (g.k + tk - 1) / tk;
+	int nkt = min(g.k_per_split, ktiles - kt0);
+	float acc[L::FI][L::FJ][4];
+
+#pragma unroll
+	for (int i = 0; i < L::FI; i++) {
+#pragma unroll
+		for (int j = 0; j < L::FJ; j++) {
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				acc[i][j][e] = 0.0f;
+		}
+	}
+
+	for (int st = 0; st < stages - 1; st++) {
+		if (st < nkt)
+			load_stage<T, TN, MT>(g, base + st * stage_bytes,
+			                      base + st * stage_bytes + wbytes, b, a, n0, kt0 + st);
+		cp_async_commit();
+	}
+	for (int t = 0; t < nkt; t++) {
+		cp_async_wait_rt(stages - 2);
+		__syncthreads(); /* slot t is in; slot t - 1 is free for every warp */
+		int nt = t + stages - 1, slot = nt % stages;
+		if (nt < nkt)
+			load_stage<T, TN, MT>(g, base + slot * stage_bytes,
+			                      base + slot * stage_bytes + wbytes, b, a, n0,
+			                      kt0 + nt);
+		cp_async_commit();
+
+		unsigned ws = base + (t % stages) * stage_bytes, xs = ws + wbytes;
+#pragma unroll 2
+		for (int kk = 0; kk < tk / 16; kk++) {
+			unsigned af[L::FI][4], bf[L::FJ][2];
+#pragma unroll
+			for (int i = 0; i < L::FI; i++) {
+				int r = wr0 + i * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+				int ch = kk * 2 + (lane >> 4);
+				ldmatrix_x4(ws + swz(r, ch, tk), af[i][0], af[i][1], af[i][2],
+				            af[i][3]);
+			}
+#pragma unroll
+			for (int j = 0; j < L::FJ; j += 2) {
+				int r = wt0 + j * 8 + (lane & 7) + ((lane >> 4) & 1) * 8;
+				int ch = kk * 2 + ((lane >> 3) & 1);
+				ldmatrix_x4(xs + swz(r, ch, tk), bf[j][0], bf[j][1], bf[j + 1][0],
+				            bf[j + 1][1]);
+			}
+#pragma unroll
+			for (int i = 0; i < L::FI; i++) {
+#pragma unroll
+				for (int j = 0; j < L::FJ; j++)
+					Mma<T>::run(acc[i][j], af[i], bf[j][0], bf[j][1]);
+			}
+		}
+	}
+	cp_async_wait<0>();
+	__syncthreads(); /* the pipeline's shared memory becomes the output tile */
+
+	/* Tile [MT][TN + 4] in f32: the +4 keeps fragment stores conflict-free. */
+	float *tile = reinterpret_cast<float *>(smem);
+	const int ld = TN + 4;
+#pragma unroll
+	for (int i = 0; i < L::FI; i++) {
+#pragma unroll
+		for (int j = 0; j < L::FJ; j++) {
+			int r = wr0 + i * 16 + (lane >> 2), t = wt0 + j * 8 + (lane & 3) * 2;
+			tile[t * ld + r] = acc[i][j][0];
+			tile[(t + 1) * ld + r] = acc[i][j][1];
+			tile[t * ld + r + 8] = acc[i][j][2];
+			tile[(t + 1) * ld + r + 8] = acc[i][j][3];
+		}
+	}
+	__syncthreads();
+
+	const int rows = min(MT, g.m), cols = min(TN, g.n - n0);
+	if (g.split == 1) {
+		for (int e = tid; e < rows * TN; e += kThreads) {
+			int m = e / TN, n = e % TN;
+			if (n < cols)
+				store_out<T>(g, bz, m, n0 + n, tile[m * ld + n]);
+		}
+		return;
+	}
+
+	if (g.in_cluster) {
+		/* Split K in a cluster: rank r finishes every split-th element. */
+		namespace cg = cooperative_groups;
+		cg::cluster_group cl = cg::this_cluster();
+		cl.sync(); /* every partial tile is in its CTA's shared memory */
+		for (int e = s * kThreads + tid; e < rows * TN; e += kThreads * g.split) {
+			int m = e / TN, n = e % TN;
+			if (n >= cols)
+				continue;
+			float v = 0.0f;
+			for (int o = 0; o < g.split; o++)
+				v += cl.map_shared_rank(tile, o)[m * ld + n];
+			store_out<T>(g, bz, m, n0 + n, v);
+		}
+		cl.sync(); /* peers may still read this CTA's tile until here */
+		return;
+	}
+
+	/* Split K: publish this CTA's partial, and let the last one finish. */
+	__shared__ int last;
+	const int64_t mn = (int64_t)g.m * g.n;
+	float *part = g.part + ((int64_t)bz * g.split) * mn;
+	for (int e = tid; e < rows * TN; e += kThreads) {
+		int m = e / TN, n = e % TN;
+		if (n < cols)
+			part[s * mn + (int64_t)m * g.n + n0 + n] = tile[m * ld + n];
+	}
+	__threadfence();
+	__syncthreads();
+	if (tid == 0) {
+		unsigned *cnt = g.counters + (int64_t)bz * gridDim.x + blockIdx.x;
+		last = atomicAdd(cnt, 1u) == (unsigned)g.split - 1;
+	}
+	__syncthreads();
+	if (!last)
+		return;
+	__threadfence(); /* the other CTAs' partials are visible from here on */
+	for (int e = tid; e < rows * TN; e += kThreads) {
+		int m = e / TN, n = e % TN;
+		if (n >= cols)
+			continue;
+		float v = tile[m * ld + n];
+		const float *p = part + (int64_t)m * g.n + n0 + n;
+		for (int o = 0; o < g.split; o++) {
+			if (o != s)
+				v += __ldcg(p + o * mn);
+		}
+		store_out<T>(g, bz, m, n0 + n, v);
+	}
+}
+
+/* ---- host side ----------------------------------------------------------- */
+
+typedef void (*smallm_fn)(SmallmArgs);
+
+template <typename T> smallm_fn kernel_for(int tn, int mt)
+{
+	switch (mt * 1000 + tn) {
+	case 16064:
+		return smallm_kernel<T, 64, 16>;
+	case 16128:
+		return smallm_kernel<T, 128, 16>;
+	case 32064:
+		return smallm_kernel<T, 64, 32>;
+	case 32128:
+		return smallm_kernel<T, 128, 32>;
+	case 64064:
+		return smallm_kernel<T, 64, 64>;
+	case 64128:
+		return smallm_kernel<T, 128, 64>;
+	case 128064:
+		return smallm_kernel<T, 64, 128>;
+	case 128128:
+		return smallm_kernel<T, 128, 128>;
+	default:
+		return nullptr;
+	}
+}
+
+smallm_fn kernel_of(tk_dtype dt, int tn, int mt)
+{
+	return dt == TK_F16 ? kernel_for<__half>(tn, mt) : kernel_for<__nv_bfloat16>(tn, mt);
+}
+
+int tile_m_for(int64_t m)
+{
+	return m <= 16 ? 16 : m <= 32 ? 32 : m <= 64 ? 64 : 128;
+}
+
+size_t smem_bytes(int tn, int tk, int mt, int stages)
+{
+	size_t pipe = (size_t)stages * (tn + mt) * tk * 2;
+	size_t out = (size_t)mt * (tn + 4) * 4;
+	return pipe > out ? pipe : out;
+}
+
+/*
+ * What the device gives: SMs, shared memory per SM, and the dynamic shared
+ * memory a block may ask for (the opt-in limit less room for the kernel's
+ * own static shared memory).
+ */
+struct DeviceLimits {
+	int sms, smem_block, smem_sm;
+};
+
+const int kStaticSmemRoom = 1024;
+
+DeviceLimits device_limits(void)
+{
+	static DeviceLimits cached[64];
+	int dev = 0;
+	DeviceLimits d = { 132, 227 * 1024 - kStaticSmemRoom, 228 * 1024 };
+
+	if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
+		return d;
+	if (cached[dev].sms == 0) {
+		int v;
+		d.sms = sm_count();
+		if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) ==
+		    cudaSuccess)
+			d.smem_block = v - kStaticSmemRoom;
+		if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) ==
+		    cudaSuccess)
+			d.smem_sm = v;
+		cached[dev] = d;
+	}
+	return cached[dev];
+}
+
+size_t align256(size_t v)
+{
+	return (v + 255) & ~(size_t)255;
+}
+
+int64_t n_tiles(const tk_gemm_problem *p, int tn)
+{
+	return (p->n + tn - 1) / tn;
+}
+
+/* Workspace a split of `split` needs (0 for no split). */
+size_t workspace_for(const tk_gemm_problem *p, int tn, int split)
+{
+	if (split <= 1)
+		return 0;
+	return align256((size_t)(p->batch * n_tiles(p, tn)) * 4) +
+	       (size_t)p->batch * split * p->m * p->n * 4;
+}
+
+/* Whether the family can serve p at all: layout, dtype, alignment, sizes. */
+bool serves(const tk_gemm_problem *p)
+{
+	if (p->dtype != TK_F16 && p->dtype != TK_BF16)
+		return false;
+	if (!p->trans_b || p->m < 1 || p->m > 128 || p->n < 1 || p->k < 8 || p->batch < 1)
+		return false;
+	if (p->n > 0x7fffffffLL || p->k > 0x7fffffffLL || p->batch > 65535)
+		return false;
+	if (p->k % 8 || p->lda % 8 || p->ldb % 8 || !aligned16(p->a) || !aligned16(p->b))
+		return false;
+	return p->batch == 1 || (p->stride_a % 8 == 0 && p->stride_b % 8 == 0);
+}
+
+int64_t k_tiles(const tk_gemm_problem *p, int tk)
+{
+	return (p->k + tk - 1) / tk;
+}
+
+/* CTAs along K that a split of `split` really runs (no empty CTAs). */
+int64_t split_runs(const tk_gemm_problem *p, int tk, int split)
+{
+	int64_t kt = k_tiles(p, tk), per = (kt + split - 1) / split;
+	return (kt + per - 1) / per;
+}
+
+/*
+ * Blocks per SM, from registers (read off the compiled kernel once) and
+ * shared memory; 4-warp blocks, at most 16.
+ */
+int blocks_per_sm(const tk_gemm_problem *p, const tk_gemm_config *c, const DeviceLimits &d)
+{
+	static int regs[2][2][4];
+	int di = p->dtype == TK_F16, ti = c->tile_n == 128, mi = 0;
+
+	for (int v = c->tile_m; v > 16; v >>= 1)
+		mi++;
+	if (regs[di][ti][mi] == 0) {
+		cudaFuncAttributes fa;
+		smallm_fn f = kernel_of(p->dtype, c->tile_n, c->tile_m);
+		regs[di][ti][mi] = f && cudaFuncGetAttributes(&fa, (const void *)f) == cudaSuccess
+		                           ? (fa.numRegs > 0 ? fa.numRegs : 128)
+		                           : 128;
+	}
+	int by_regs = 65536 / (regs[di][ti][mi] * kThreads);
+	int by_smem =
+	        d.smem_sm / (int)(smem_bytes(c->tile_n, c->tile_k, c->tile_m, c->stages) + 1024);
+	int b = by_regs < by_smem ? by_regs : by_smem;
+	return b < 1 ? 1 : (b > 16 ? 16 : b);
+}
+
+/*
+ * A model of the time of c on p, in bytes of weights per SM: the grid runs
+ * in waves of sms * blocks_per_sm CTAs, each wave as long as one CTA's
+ * weight bytes times the blocks sharing an SM; a CTA also pays about two
+ * tiles for its pipeline to fill and drain, and one more when it splits,
+ * which the other blocks on its SM hide in part.
+ */
+double model_cost(const tk_gemm_problem *p, const tk_gemm_config *c, const DeviceLimits &d)
+{
+	int64_t runs = split_runs(p, c->tile_k, c->split_k);
+	int64_t per = (k_tiles(p, c->tile_k) + runs - 1) / runs;
+	int64_t ctas = n_tiles(p, c->tile_n) * runs * p->batch;
+	int occ = blocks_per_sm(p, c, d);
+	int64_t slots = (int64_t)d.sms * occ, waves = (ctas + slots - 1) / slots;
+	double tile = (double)c->tile_n * c->tile_k * 2.0;
+
+	double overhead = (2.0 + (runs > 1 ? (c->cluster > 1 ? 0.5 : 1.0) : 0.0)) / occ;
+
+	return (double)waves * occ * ((double)per + overhead) * tile;
+}
+
+bool config_ok(const tk_gemm_problem *p, const tk_gemm_config *c, const DeviceLimits &d)
+{
+	if (c->kind != TK_GEMM_SMALLM || !serves(p) || c->tile_m != tile_m_for(p->m))
+		return false;
+	if ((c->tile_n != 64 && c->tile_n != 128) || (c->tile_k != 64 && c->tile_k != 128))
+		return false;
+	if (c->stages != 3 && c->stages != 4 && c->stages != 6)
+		return false;
+	if (c->split_k < 0 || c->split_k > kMaxSplit || c->cluster < 0)
+		return false;
+	if (smem_bytes(c->tile_n, c->tile_k, c->tile_m, c->stages) > (size_t)d.smem_block)
+		return false;
+	int split = c->split_k < 1 ? 1 : c->split_k;
+	if (split > 1 && split_runs(p, c->tile_k, split) != split)
+		return false;
+	if (c->cluster > 1)
+		return c->cluster == split && split <= kMaxCluster &&
+		       n_tiles(p, c->tile_n) <= 0x7fffffffLL;
+	if (split > 1 && (workspace_for(p, c->tile_n, split) > p->workspace_bytes ||
+	                  p->workspace == nullptr || !aligned16(p->workspace)))
+		return false;
+	return n_tiles(p, c->tile_n) <= 0x7fffffffLL;
+}
+
+const int kTns[] = { 64, 128 }, kTks[] = { 64, 128 }, kStages[] = { 4, 3, 6 };
+
+/*
+ * Visit every configuration of the search space that serves p, in a fixed
+ * order; returns how many there are and writes the cheapest by the model.
+ */
+int search(const tk_gemm_problem *p, const DeviceLimits &d, tk_gemm_config *best,
+           tk_gemm_config *out, int max)
+{
+	tk_gemm_config c = {};
+	double best_cost = 0.0;
+	int count = 0;
+
+	c.kind = TK_GEMM_SMALLM;
+	c.tile_m = tile_m_for(p->m);
+	for (int ti = 0; ti < 2; ti++) {
+		for (int ki = 0; ki < 2; ki++) {
+			for (int si = 0; si < 3; si++) {
+				for (int v = 1; v <= kMaxSplit + kMaxCluster - 1; v++) {
+					/* Splits through the workspace, then through clusters. */
+					bool cl = v > kMaxSplit;
+					c.tile_n = kTns[ti];
+					c.tile_k = kTks[ki];
+					c.stages = kStages[si];
+					c.split_k = cl ? v - kMaxSplit + 1 : v;
+					c.cluster = cl ? c.split_k : 0;
+					if (!config_ok(p, &c, d))
+						continue;
+					double cost = model_cost(p, &c, d);
+					if (count == 0 || cost < best_cost * 0.999) {
+						*best = c;
+						best_cost = cost;
+					}
+					if (count < max)
+						out[count] = c;
+					count++;
+				}
+			}
+		}
+	}
+	return count;
+}
+
+/*
+ * The model's choice for the shapes seen last: gemm asks for it on every
+ * call, and the search visits up to 192 configurations.
+ */
+struct ChoiceCache {
+	struct Slot {
+		bool used;
+		int dev, dtype;
+		int64_t batch, m, n, k;
+		size_t ws_bytes;
+		bool ws;
+		tk_gemm_config best;
+		int count;
+	} slot[64];
+	std::mutex lock;
+};
+
+ChoiceCache choice_cache;
+
+int cached_best(const tk_gemm_problem *p, const DeviceLimits &d, tk_gemm_config *best)
+{
+	int dev = 0;
+	uint64_t h;
+
+	if (cudaGetDevice(&dev) != cudaSuccess)
+		dev = -1;
+	h = (uint64_t)p->m * 0x9e3779b97f4a7c15ULL ^ (uint64_t)p->n * 0xc2b2ae3d27d4eb4fULL ^
+	    (uint64_t)p->k * 0x165667b19e3779f9ULL ^ (uint64_t)p->batch ^
+	    (uint64_t)p->workspace_bytes ^ (uint64_t)dev;
+	ChoiceCache::Slot *s = &choice_cache.slot[(h >> 29) & 63];
+	std::lock_guard<std::mutex> guard(choice_cache.lock);
+	if (s->used && s->dev == dev && s->dtype == (int)p->dtype && s->batch == p->batch &&
+	    s->m == p->m && s->n == p->n && s->k == p->k && s->ws_bytes == p->workspace_bytes &&
+	    s->ws == (p->workspace != nullptr)) {
+		*best = s->best;
+		return s->count;
+	}
+	tk_gemm_config none[1];
+	int count = search(p, d, best, none, 0);
+	s->used = true;
+	s->dev = dev;
+	s->dtype = (int)p->dtype;
+	s->batch = p->batch;
+	s->m = p->m;
+	s->n = p->n;
+	s->k = p->k;
+	s->ws_bytes = p->workspace_bytes;
+	s->ws = p->workspace != nullptr;
+	s->best = *best;
+	s->count = count;
+	return count;
+}
+
+} /* namespace */
+
+/*
+ * Every configuration of the search space that serves p, the one the cost
+ * model prefers first (tk_gemm_select takes it when no tuning says
+ * otherwise); the rest follow in search-space order.
+ */
+extern "C" int tk_gemm_smallm_candidates(const tk_gemm_problem *p, tk_gemm_config *out, int max)
+{
+	tk_gemm_config best = {};
+	int count;
+
+	if (!serves(p))
+		return 0;
+	DeviceLimits d = device_limits();
+	if (max <= 1) {
+		count = cached_best(p, d, &best);
+		if (count > 0 && max == 1)
+			out[0] = best;
+		return count;
+	}
+	/* The best first, then the others in order. */
+	count = search(p, d, &best, out + 1, max - 1);
+	if (count == 0)
+		return 0;
+	int w = 1, n = count < max - 1 ? count : max - 1;
+	for (int i = 0; i < n; i++) {
+		if (memcmp(&out[1 + i], &best, sizeof(best)) != 0)
+			out[w++] = out[1 + i];
+	}
+	out[0] = best;
+	return count;
+}
+
+extern "C" tk_status tk_gemm_smallm_launch(const tk_gemm_problem *p, const tk_gemm_config *cfg,
+                                           void *stream)
+{
+	static bool attr_set[64][2][2][4];
+	cudaStream_t s = static_cast<cudaStream_t>(stream);
+	int split = cfg->split_k < 1 ? 1 : cfg->split_k, dev = 0;
+	SmallmArgs g;
+
+	DeviceLimits lim = device_limits();
+	if (!config_ok(p, cfg, lim))
+		return TK_ERR_UNSUPPORTED;
+	smallm_fn f = kernel_of(p->dtype, cfg->tile_n, cfg->tile_m);
+	size_t smem = smem_bytes(cfg->tile_n, cfg->tile_k, cfg->tile_m, cfg->stages);
+	if (f == nullptr || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
+		return TK_ERR_UNSUPPORTED;
+
+	g.a = p->a;
+	g.b = p->b;
+	g.bias = p->bias;
+	g.res = p->residual;
+	g.c = p->c;
+	g.m = (int)p->m;
+	g.n = (int)p->n;
+	g.k = (int)p->k;
+	g.lda = p->lda;
+	g.ldb = p->ldb;
+	g.ldr = p->ldr;
+	g.ldc = p->ldc;
+	g.sa = p->stride_a;
+	g.sb = p->stride_b;
+	g.sr = p->stride_r;
+	g.sc = p->stride_c;
+	g.alpha = p->alpha;
+	g.tile_k = cfg->tile_k;
+	g.stages = cfg->stages;
+	g.split = split;
+	g.k_per_split = (int)((k_tiles(p, cfg->tile_k) + split - 1) / split);
+	g.in_cluster = cfg->cluster > 1;
+	g.counters = static_cast<unsigned *>(p->workspace);
+	g.part = nullptr;
+
+	int64_t tiles = n_tiles(p, cfg->tile_n);
+	dim3 grid((unsigned)tiles, (unsigned)split, (unsigned)p->batch);
+	int mi = 0;
+	for (int v = cfg->tile_m; v > 16; v >>= 1)
+		mi++;
+
+	launch_begin();
+	bool *set = &attr_set[dev][p->dtype == TK_F16][cfg->tile_n == 128][mi];
+	if (!*set) {
+		/* Once per kernel and device: allow the opt-in shared memory. */
+		if (cudaFuncSetAttribute((const void *)f,
+		                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+		                         lim.smem_block) != cudaSuccess)
+			return TK_ERR_LAUNCH;
+		*set = true;
+	}
+	if (g.in_cluster) {
+		cudaLaunchConfig_t lc = {};
+		cudaLaunchAttribute at[1];
+		at[0].id = cudaLaunchAttributeClusterDimension;
+		at[0].val.clusterDim.x = 1;
+		at[0].val.clusterDim.y = (unsigned)split;
+		at[0].val.clusterDim.z = 1;
+		lc.gridDim = grid;
+		lc.blockDim = dim3(kThreads);
+		lc.dynamicSmemBytes = smem;
+		lc.stream = s;
+		lc.attrs = at;
+		lc.numAttrs = 1;
+		if (cudaLaunchKernelEx(&lc, f, g) != cudaSuccess)
+			return TK_ERR_LAUNCH;
+		return launch_status();
+	}
+	if (split > 1) {
+		size_t cbytes = align256((size_t)(p->batch * tiles) * 4);
+		g.part = reinterpret_cast<float *>(static_cast<char *>(p->workspace) + cbytes);
+		if (cudaMemsetAsync(p->workspace, 0, (size_t)(p->batch * tiles) * 4, s) !=
+		    cudaSuccess)
+			return TK_ERR_LAUNCH;
+	}
+	f<<<grid, kThreads, smem, s>>>(g);
+	return launch_status();
+}

@@ -1,0 +1,448 @@
+/*
+ * test_gpu_gemm.c - gemm and bmm on the GPU against the CPU references:
+ * through the op launchers (tk_kernel_find, with a workspace and without),
+ * and every small-M configuration through tk_gemm_launch.
+ *
+ * Each case draws fresh random inputs (the seed is printed on failure),
+ * poisons the output buffer with NaN bytes, padding included, and compares
+ * with a norm-wise relative error: bf16 1e-2, f16 2e-3, f32 1e-5 for
+ * K <= 4096, growing with sqrt(K / 4096) beyond (f32 accumulation error
+ * grows so). It also checks that nothing was written between padded rows.
+ * A failure names the configuration that ran.
+ *
+ * Needs a GPU: with none the tests fail, saying so. With TILEOPS_TEST_LOG
+ * set to a file name, every case's error is appended to that file.
+ */
+#include <criterion/criterion.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+
+#include "kernels/tk_test_util.h"
+#include "gpu/gpu_util.h"
+#include "cuda/gemm_kinds.h"
+
+static double tol_of(tk_dtype dt, int64_t k)
+{
+	double t = dt == TK_F32 ? 1e-5 : dt == TK_F16 ? 2e-3 : 1e-2;
+
+	return k > 4096 ? t * sqrt((double)k / 4096.0) : t;
+}
+
+static void log_case(const char *what, double rel, double tol)
+{
+	const char *path = getenv("TILEOPS_TEST_LOG");
+	FILE *f = path != NULL ? fopen(path, "a") : NULL;
+
+	if (f == NULL)
+		return;
+	fprintf(f, "gemm     %-72s rel %.3g tol %.3g\n", what, rel, tol);
+	fclose(f);
+}
+
+/* One case: the sizes and what is given. */
+typedef struct gcase {
+	tk_dtype dt;
+	int64_t batch; /* 0: gemm (2-D); >= 1: bmm (3-D) */
+	int64_t m, n, k;
+	int trans_b, bias, res, alias; /* alias: the residual is c itself */
+	double alpha;
+	int64_t pad; /* extra elements per row (and, for bmm, per batch) */
+} gcase;
+
+/*
+ * Row padding of tensor i (a, b, c, residual): a multiple of 8 keeps every
+ * tensor 16-byte aligned; other pads differ per tensor.
+ */
+static int64_t pad_of(const gcase *g, int i)
+{
+	return g->pad % 8 == 0 ? g->pad : g->pad + i;
+}
+
+/* Host tensors of a case, filled; for bmm, batches sit pad * 7 elements apart. */
+typedef struct gdata {
+	tk_call hc; /* host tensors; the CPU reference writes hc.out[0] */
+	tk_call dc; /* the same on the device */
+	size_t out_bytes;
+	unsigned char *init; /* c's bytes before the run (poison, or the residual) */
+} gdata;
+
+static tk_tensor make_tensor(const gcase *g, int64_t rows, int64_t cols, int64_t pad)
+{
+	tk_tensor t;
+
+	if (g->batch == 0) {
+		int64_t s[2] = { rows, cols };
+		return tt_tensor(g->dt, 2, s, pad);
+	}
+	memset(&t, 0, sizeof(t));
+	t.dtype = g->dt;
+	t.ndim = 3;
+	t.shape[0] = g->batch;
+	t.shape[1] = rows;
+	t.shape[2] = cols;
+	t.stride[2] = 1;
+	t.stride[1] = cols + pad;
+	t.stride[0] = rows * (cols + pad) + pad * 7;
+	t.data = calloc((size_t)(g->batch * t.stride[0] + 1), tk_dtype_size(g->dt));
+	return t;
+}
+
+static void *upload(const tk_tensor *t)
+{
+	size_t bytes = tt_span_bytes(t);
+	void *d = NULL;
+
+	if (t->data == NULL || bytes == 0)
+		return NULL;
+	cr_assert_eq(cudaMalloc(&d, bytes), cudaSuccess, "cudaMalloc %zu bytes", bytes);
+	cr_assert_eq(cudaMemcpy(d, t->data, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+	return d;
+}
+
+static void case_name(const gcase *g, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s %s%ldx%ldx%ld%s tb %d bias %d res %d%s alpha %g pad %ld",
+	         g->batch ? "bmm" : "gemm", tk_dtype_name(g->dt), (long)g->m, (long)g->n,
+	         (long)g->k, g->batch ? " batched" : "", g->trans_b, g->bias, g->res,
+	         g->alias ? " (c)" : "", g->alpha, (long)g->pad);
+}
+
+/* Fill the host tensors, run the CPU reference and upload the inputs. */
+static void data_init(gdata *d, const gcase *g)
+{
+	uint64_t rng = gpu_fresh_seed();
+	tk_call *c = &d->hc;
+
+	memset(d, 0, sizeof(*d));
+	c->n_out = 1;
+	c->n_params = 2;
+	c->n_in = g->batch ? 2 : (g->res ? 4 : g->bias ? 3 : 2);
+	c->params[0] = tt_param_float(g->alpha);
+	c->params[1] = tt_param_bool(g->trans_b);
+	c->in[0] = make_tensor(g, g->m, g->k, pad_of(g, 0));
+	c->in[1] = g->trans_b ? make_tensor(g, g->n, g->k, pad_of(g, 1))
+	                      : make_tensor(g, g->k, g->n, pad_of(g, 1));
+	c->out[0] = make_tensor(g, g->m, g->n, pad_of(g, 2));
+	tt_fill(&c->in[0], &rng, -1.0, 1.0);
+	tt_fill(&c->in[1], &rng, -1.0, 1.0);
+	if (g->bias) {
+		c->in[2] = tt_tensor(g->dt, 1, &g->n, 0);
+		tt_fill(&c->in[2], &rng, -1.0, 1.0);
+	}
+	tt_poison(&c->out[0]);
+	if (g->res && g->alias) {
+		c->in[3] = c->out[0];
+		tt_fill(&c->out[0], &rng, -1.0, 1.0);
+	} else if (g->res) {
+		c->in[3] = make_tensor(g, g->m, g->n, pad_of(g, 3));
+		tt_fill(&c->in[3], &rng, -1.0, 1.0);
+	}
+	d->out_bytes = tt_span_bytes(&c->out[0]);
+	d->init = malloc(d->out_bytes + 1);
+	memcpy(d->init, c->out[0].data, d->out_bytes);
+
+	d->dc = *c;
+	for (int i = 0; i < c->n_in; i++)
+		d->dc.in[i].data = i == 3 && g->alias ? NULL : upload(&c->in[i]);
+	d->dc.out[0].data = upload(&c->out[0]);
+	if (g->alias)
+		d->dc.in[3].data = d->dc.out[0].data;
+	cr_assert_eq(tk_kernel_find(g->batch ? "bmm" : "gemm")->cpu(c), TK_OK,
+	             "the CPU reference refused the case");
+}
+
+/* Put c's initial bytes (poison or the residual) back on the device. */
+static void data_reset(gdata *d)
+{
+	cr_assert_eq(cudaMemcpy(d->dc.out[0].data, d->init, d->out_bytes, cudaMemcpyHostToDevice),
+	             cudaSuccess);
+}
+
+static void data_free(gdata *d, const gcase *g)
+{
+	for (int i = 0; i < d->hc.n_in; i++) {
+		if (i == 3 && g->alias)
+			continue;
+		cudaFree(d->dc.in[i].data);
+		tt_free(&d->hc.in[i]);
+	}
+	cudaFree(d->dc.out[0].data);
+	tt_free(&d->hc.out[0]);
+	free(d->init);
+}
+
+/* 1 when every byte of got outside t's logical elements equals init's. */
+static int padding_untouched(const tk_tensor *t, const unsigned char *got,
+                             const unsigned char *init)
+{
+	size_t bytes = tt_span_bytes(t), es = tk_dtype_size(t->dtype);
+	unsigned char *want = malloc(bytes ? bytes : 1);
+	int64_t n = tk_numel(t);
+	int ok;
+
+	memcpy(want, init, bytes);
+	for (int64_t i = 0; i < n; i++) {
+		size_t o = (size_t)tt_offset(t, i) * es;
+		memcpy(want + o, got + o, es);
+	}
+	ok = memcmp(want, got, bytes) == 0;
+	free(want);
+	return ok;
+}
+
+/* Compare the device's c with the CPU's; `how` names what ran. */
+static void data_check(gdata *d, const gcase *g, const char *how)
+{
+	tk_tensor got = d->hc.out[0];
+	int64_t n = tk_numel(&got);
+	double *want = malloc(sizeof(double) * (size_t)(n ? n : 1));
+	double tol = tol_of(g->dt, g->k), rel;
+	char what[160];
+
+	got.data = malloc(d->out_bytes + 1);
+	cr_assert_eq(cudaMemcpy(got.data, d->dc.out[0].data, d->out_bytes, cudaMemcpyDeviceToHost),
+	             cudaSuccess);
+	for (int64_t i = 0; i < n; i++)
+		want[i] = tt_get(&d->hc.out[0], i);
+	rel = tt_rel_err(&got, want);
+	case_name(g, what, sizeof(what));
+	strncat(what, " ", sizeof(what) - strlen(what) - 1);
+	strncat(what, how, sizeof(what) - strlen(what) - 1);
+	log_case(what, rel, tol);
+	cr_expect_leq(rel, tol, "%s: relative error %.3g > %.3g (seed 0x%llx)", what, rel, tol,
+	              (unsigned long long)gpu_case_seed);
+	cr_expect(padding_untouched(&got, got.data, d->init), "%s wrote outside its elements",
+	          what);
+	free(want);
+	free(got.data);
+}
+
+static void sync_ok(cudaStream_t s, const char *what)
+{
+	cudaError_t e = cudaStreamSynchronize(s);
+
+	cr_assert_eq(e, cudaSuccess, "%s: %s", what, cudaGetErrorString(e));
+}
+
+/* Through the op launcher, with `ws_bytes` of workspace (0: none). */
+static void op_case(const gcase *g, size_t ws_bytes)
+{
+	const tk_kernel_entry *e;
+	cudaStream_t s;
+	gdata d;
+	char how[64];
+
+	gpu_require();
+	e = tk_kernel_find(g->batch ? "bmm" : "gemm");
+	cr_assert(e != NULL && e->cuda != NULL, "no CUDA launcher for gemm / bmm");
+	data_init(&d, g);
+	if (ws_bytes)
+		cr_assert_eq(cudaMalloc(&d.dc.workspace, ws_bytes), cudaSuccess);
+	d.dc.workspace_bytes = ws_bytes;
+	cr_assert_eq(cudaStreamCreate(&s), cudaSuccess);
+	cr_assert_eq(e->cuda(&d.dc, s), TK_OK, "the CUDA launcher refused the case");
+	sync_ok(s, "launch");
+	snprintf(how, sizeof(how), "(op launcher, workspace %zu)", ws_bytes);
+	data_check(&d, g, how);
+	cudaStreamDestroy(s);
+	cudaFree(d.dc.workspace);
+	data_free(&d, g);
+}
+
+static const tk_dtype half_types[] = { TK_BF16, TK_F16 };
+
+Test(gpu_gemm, decode_and_prefill_shapes_match_cpu_with_bias_and_residual)
+{
+	static const int64_t ms[] = { 1, 2, 7, 16, 33, 100, 128, 129, 300 };
+
+	for (int t = 0; t < 2; t++) {
+		for (size_t i = 0; i < sizeof(ms) / sizeof(ms[0]); i++) {
+			gcase a = { half_types[t], 0, ms[i], 257, 1024, 1, 1, 1, 0, 1.0, 0 };
+			gcase b = { half_types[t], 0, ms[i], 384, 2048, 1, 0, 1, 1, 0.5, 0 };
+			op_case(&a, TK_WORKSPACE_BYTES);
+			op_case(&b, TK_WORKSPACE_BYTES);
+		}
+	}
+}
+
+Test(gpu_gemm, b_stored_k_by_n_matches_cpu)
+{
+	static const int64_t ms[] = { 1, 7, 33, 129 };
+
+	for (int t = 0; t < 2; t++) {
+		for (size_t i = 0; i < sizeof(ms) / sizeof(ms[0]); i++) {
+			gcase a = { half_types[t], 0, ms[i], 130, 520, 0, 1, 1, 0, -1.0, 0 };
+			op_case(&a, TK_WORKSPACE_BYTES);
+		}
+	}
+	gcase f = { TK_F32, 0, 33, 65, 129, 0, 1, 1, 0, 0.5, 3 };
+	op_case(&f, TK_WORKSPACE_BYTES);
+}
+
+Test(gpu_gemm, long_k_matches_cpu_within_a_sqrt_k_tolerance)
+{
+	for (int t = 0; t < 2; t++) {
+		gcase a = { half_types[t], 0, 1, 1024, 16384, 1, 0, 0, 0, 1.0, 0 };
+		gcase b = { half_types[t], 0, 16, 96, 16384, 1, 1, 1, 0, 1.0, 0 };
+		gcase c = { half_types[t], 0, 128, 64, 16384, 1, 0, 1, 1, 1.0, 0 };
+		gcase d = { half_types[t], 0, 5, 9, 16384, 0, 1, 0, 0, 1.0, 0 };
+		op_case(&a, TK_WORKSPACE_BYTES);
+		op_case(&b, TK_WORKSPACE_BYTES);
+		op_case(&c, TK_WORKSPACE_BYTES);
+		op_case(&d, TK_WORKSPACE_BYTES);
+	}
+	gcase f = { TK_F32, 0, 3, 70, 16384, 1, 1, 1, 0, 0.25, 0 };
+	op_case(&f, TK_WORKSPACE_BYTES);
+}
+
+Test(gpu_gemm, runs_without_workspace_and_on_unaligned_rows)
+{
+	for (int t = 0; t < 2; t++) {
+		gcase a = { half_types[t], 0, 33, 512, 2048, 1, 1, 1, 0, 1.0, 0 };
+		gcase b = { half_types[t], 0, 1, 96, 4096, 1, 0, 1, 1, 1.0, 0 };
+		gcase c = { half_types[t], 0, 7, 65, 129, 1, 1, 1, 0, 1.0, 3 };
+		gcase d = { half_types[t], 0, 100, 200, 64, 1, 0, 1, 0, 2.0, 1 };
+		op_case(&a, 0);
+		op_case(&b, 0);
+		op_case(&c, TK_WORKSPACE_BYTES);
+		op_case(&d, TK_WORKSPACE_BYTES);
+	}
+}
+
+Test(gpu_gemm, a_prefill_shape_runs_on_the_large_kernels)
+{
+	gcase a = { TK_BF16, 0, 300, 512, 1024, 1, 1, 1, 0, 1.0, 0 };
+	gcase b = { TK_F16, 0, 256, 384, 512, 0, 0, 1, 1, 1.0, 0 };
+
+	op_case(&a, TK_WORKSPACE_BYTES);
+	op_case(&b, TK_WORKSPACE_BYTES);
+}
+
+Test(gpu_bmm, batches_with_strides_match_cpu)
+{
+	for (int t = 0; t < 3; t++) {
+		tk_dtype dt = tt_float_dtypes[t];
+		for (int tb = 0; tb <= 1; tb++) {
+			gcase a = { dt, 3, 7, 65, 130, tb, 0, 0, 0, 0.5, 3 };
+			gcase b = { dt, 3, 16, 256, 512, tb, 0, 0, 0, 1.0, 8 };
+			gcase c = { dt, 3, 200, 136, 264, tb, 0, 0, 0, 1.0, 0 };
+			op_case(&a, TK_WORKSPACE_BYTES);
+			op_case(&b, TK_WORKSPACE_BYTES);
+			op_case(&b, 0);
+			op_case(&c, TK_WORKSPACE_BYTES);
+		}
+	}
+}
+
+/* ---- every small-M configuration --------------------------------------- */
+
+/* The problem of a case, as the launchers would build it. */
+static tk_gemm_problem problem_of(const gdata *d, const gcase *g, void *ws, size_t ws_bytes)
+{
+	const tk_call *c = &d->dc;
+	tk_gemm_problem p;
+	int r = g->batch ? 1 : 0; /* the row-stride dim */
+
+	memset(&p, 0, sizeof(p));
+	p.dtype = g->dt;
+	p.trans_b = g->trans_b;
+	p.batch = g->batch ? g->batch : 1;
+	p.m = g->m;
+	p.n = g->n;
+	p.k = g->k;
+	p.a = c->in[0].data;
+	p.b = c->in[1].data;
+	p.bias = g->bias ? c->in[2].data : NULL;
+	p.residual = g->res ? c->in[3].data : NULL;
+	p.c = c->out[0].data;
+	p.lda = c->in[0].stride[r];
+	p.ldb = c->in[1].stride[r];
+	p.ldc = c->out[0].stride[r];
+	p.ldr = g->res ? c->in[3].stride[r] : 0;
+	if (g->batch) {
+		p.stride_a = c->in[0].stride[0];
+		p.stride_b = c->in[1].stride[0];
+		p.stride_c = c->out[0].stride[0];
+	}
+	p.alpha = (float)g->alpha;
+	p.workspace = ws;
+	p.workspace_bytes = ws_bytes;
+	return p;
+}
+
+static void smallm_sweep(const gcase *g)
+{
+	tk_gemm_config cfgs[512];
+	tk_gemm_problem p;
+	cudaStream_t s;
+	void *ws = NULL;
+	gdata d;
+	int n;
+
+	gpu_require();
+	data_init(&d, g);
+	cr_assert_eq(cudaMalloc(&ws, TK_WORKSPACE_BYTES), cudaSuccess);
+	cr_assert_eq(cudaStreamCreate(&s), cudaSuccess);
+	p = problem_of(&d, g, ws, TK_WORKSPACE_BYTES);
+	n = tk_gemm_smallm_candidates(&p, cfgs, 512);
+	cr_assert_gt(n, 0, "the small-M family declined m %ld n %ld k %ld", (long)g->m, (long)g->n,
+	             (long)g->k);
+	cr_assert_leq(n, 512);
+	for (int i = 0; i < n; i++) {
+		char how[96];
+		tk_gemm_config_str(&cfgs[i], how, sizeof(how));
+		data_reset(&d);
+		cr_assert_eq(tk_gemm_launch(&p, &cfgs[i], s), TK_OK, "%s refused its own problem",
+		             how);
+		sync_ok(s, how);
+		data_check(&d, g, how);
+	}
+	cudaStreamDestroy(s);
+	cudaFree(ws);
+	data_free(&d, g);
+}
+
+Test(gpu_gemm_smallm, every_configuration_matches_cpu)
+{
+	static const int64_t ms[] = { 1, 7, 20, 33, 100, 128 };
+
+	for (int t = 0; t < 2; t++) {
+		for (size_t i = 0; i < sizeof(ms) / sizeof(ms[0]); i++) {
+			gcase a = { half_types[t], 0, ms[i], 136, 1000, 1, 1, 1, 0, 0.5, 0 };
+			smallm_sweep(&a);
+		}
+		gcase b = { half_types[t], 0, 3, 72, 16384, 1, 0, 1, 1, 1.0, 0 };
+		gcase c = { half_types[t], 2, 9, 200, 512, 1, 0, 0, 0, 1.0, 8 };
+		smallm_sweep(&b);
+		smallm_sweep(&c);
+	}
+}
+
+Test(gpu_gemm_smallm, declines_what_it_cannot_serve)
+{
+	tk_gemm_problem p;
+	tk_gemm_config cfg[4];
+
+	gpu_require();
+	memset(&p, 0, sizeof(p));
+	p.dtype = TK_BF16;
+	p.trans_b = 1;
+	p.batch = 1;
+	p.m = 16;
+	p.n = 64;
+	p.k = 64;
+	p.lda = p.ldb = p.ldc = 64;
+	p.a = p.b = p.c = (void *)(uintptr_t)4096;
+	cr_expect_gt(tk_gemm_smallm_candidates(&p, cfg, 4), 0, "an aligned decode shape");
+	p.m = 129;
+	cr_expect_eq(tk_gemm_smallm_candidates(&p, cfg, 4), 0, "M above 128");
+	p.m = 16;
+	p.trans_b = 0;
+	cr_expect_eq(tk_gemm_smallm_candidates(&p, cfg, 4), 0, "b stored [K, N]");
+	p.trans_b = 1;
+	p.k = 60;
+	cr_expect_eq(tk_gemm_smallm_candidates(&p, cfg, 4), 0, "K not a multiple of 8");
+	p.k = 64;
+	p.dtype = TK_F32;
+	cr_expect_eq(tk_gemm_smallm_candidates(&p, cfg, 4), 0, "f32");
+}
