@@ -153,29 +153,30 @@ static tileops_status check_param_value(prep *p, const manifest_param *mp, const
 {
 	double d = v->kind == TK_PARAM_FLOAT ? v->v.f : (double)v->v.i;
 	char s[48];
+	int ok = 0;
 
 	if (v->kind == TK_PARAM_BOOL)
 		return TILEOPS_OK;
-	value_str(v, s, sizeof(s));
 	if (isnan(d))
 		return pfail(p, TILEOPS_ERR_PARAM, "param '%s' is NaN", mp->name);
-	if (mp->range_text && !param_in_range(mp, d))
+	/* Checked on every op: text is made only for a refusal. */
+	if (mp->range_text && !param_in_range(mp, d)) {
+		value_str(v, s, sizeof(s));
 		return pfail(p, TILEOPS_ERR_PARAM, "param '%s' = %s is out of range %s", mp->name, s,
 			     mp->range_text);
-	if (mp->n_values) {
+	}
+	for (int k = 0; k < mp->n_values; k++)
+		ok |= mp->values[k] == d;
+	if (mp->n_values && !ok) {
 		char list[160];
 		size_t u = 0;
-		int ok = 0;
 
-		for (int k = 0; k < mp->n_values; k++) {
-			ok |= mp->values[k] == d;
-			if (u < sizeof(list))
-				u += (size_t)snprintf(list + u, sizeof(list) - u, "%s%g", k ? ", " : "",
-						      mp->values[k]);
-		}
-		if (!ok)
-			return pfail(p, TILEOPS_ERR_PARAM, "param '%s' = %s is not one of {%s}",
-				     mp->name, s, list);
+		for (int k = 0; k < mp->n_values && u < sizeof(list); k++)
+			u += (size_t)snprintf(list + u, sizeof(list) - u, "%s%g", k ? ", " : "",
+					      mp->values[k]);
+		value_str(v, s, sizeof(s));
+		return pfail(p, TILEOPS_ERR_PARAM, "param '%s' = %s is not one of {%s}", mp->name, s,
+			     list);
 	}
 	return TILEOPS_OK;
 }
