@@ -9,14 +9,25 @@
 # (.carry/bin holds tileops-bench-prefill). Results go to $OUT:
 # prefill.jsonl (ours), prefill-torch.jsonl (torch), prefill.log (every
 # program's output) and prefill.md (the table). RUNS overrides 20.
+#
+# Every shape is timed with each kernel variant in VARIANTS (default
+# "0,1,2,3,4", values of TILEOPS_PREFILL_VARIANT: 0 the free-running
+# consumers, 1 the ping-pong schedule with the lean loop, 2 the lean loop
+# alone, 3 and 4 those two with wide key tiles for non-causal d128 and d256
+# and a longest-first causal order across groups of heads), one row each.
+# Each variant runs in its own process with its own time limit, the default
+# first, so a variant that fails or hangs costs only its own rows. Torch runs
+# each shape once and every variant's row is compared with it.
 set -u
 out=${OUT:-/tmp/tileops-out}
 mkdir -p "$out"
 . "$PWD/scripts/bench-lib.sh"
 bench_setup_paths
 runs=${RUNS:-20}
+variants=${VARIANTS:-0,1,2,3,4}
 ours=$out/prefill.jsonl
 theirs=$out/prefill-torch.jsonl
+shapes=$out/prefill-shapes.jsonl
 log=$out/prefill.log
 table=$out/prefill.md
 : >"$log"
@@ -25,9 +36,26 @@ table=$out/prefill.md
 
 bench_header
 # A hung kernel must not hold the machine: each step has a time limit.
-bench_step timeout 300 "$bin/tileops-bench-prefill" --json "$ours" --runs "$runs"
-bench_step timeout 300 python3 "$PWD/kernels/bench/attention_torch.py" --shapes "$ours" --json "$theirs" \
-	--runs "$runs"
+for v in ${variants//,/ }; do
+	bench_step timeout 120 "$bin/tileops-bench-prefill" --json "$out/prefill-v$v.jsonl" \
+		--runs "$runs" --variants "$v"
+	cat "$out/prefill-v$v.jsonl" >>"$ours" 2>/dev/null
+done
+# One row per shape for torch: the first variant's.
+python3 - "$ours" >"$shapes" <<'PY'
+import json, sys
+seen = set()
+for l in open(sys.argv[1]):
+    if not l.strip().startswith("{"):
+        continue
+    r = json.loads(l)
+    k = (r["label"], r["dtype"], r["causal"])
+    if k not in seen:
+        seen.add(k)
+        sys.stdout.write(l)
+PY
+bench_step timeout 300 python3 "$PWD/kernels/bench/attention_torch.py" --shapes "$shapes" \
+	--json "$theirs" --runs "$runs"
 
 python3 - "$ours" "$theirs" >"$table" <<'PY'
 import json, sys
@@ -39,6 +67,11 @@ def rows(path):
         return []
 
 ours, theirs = rows(sys.argv[1]), rows(sys.argv[2])
+# Each shape's variants together, in the order the shapes were first timed.
+first = {}
+for i, r in enumerate(ours):
+    first.setdefault((r["label"], r["dtype"], r["causal"]), i)
+ours.sort(key=lambda r: (first[(r["label"], r["dtype"], r["causal"])], r.get("variant", 0)))
 
 def key(r):
     return (r["label"], r["dtype"], r["causal"])
@@ -60,15 +93,16 @@ def ratio(a, b):
     return "%.2fx" % (a["tflops"] / b["tflops"])
 
 print("TFLOP/s (causal counts half the FLOPs); ratios are ours over theirs.\n")
-print("| shape | dtype | causal | ours | cuDNN | flash | ours/cuDNN | ours/flash | gqa in torch |")
-print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+print("| shape | dtype | causal | variant | ours | cuDNN | flash | ours/cuDNN | ours/flash "
+      "| gqa in torch |")
+print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
 for r in ours:
     c = torch_by.get((key(r), "torch-cudnn"))
     f = torch_by.get((key(r), "torch-flash"))
     gqa = (c or f or {}).get("gqa", "")
-    print("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-        r["label"], r["dtype"], "yes" if r["causal"] else "no", cell(r), cell(c), cell(f),
-        ratio(r, c), ratio(r, f), gqa))
+    print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        r["label"], r["dtype"], "yes" if r["causal"] else "no", r.get("variant", 0), cell(r),
+        cell(c), cell(f), ratio(r, c), ratio(r, f), gqa))
 PY
 cat "$table"
 [ "$failed" = 0 ] || echo "some steps failed: see $log"

@@ -4,7 +4,7 @@
 # PyTorch on the same workloads. Everything lands in $OUT/results.tar.gz;
 # the summary and the tables are also copied to $OUT (the device tool brings
 # back at most eight files). STEPS picks a subset:
-#   ktests tests bench dispatch layer torch gemm tune decode prefill
+#   ktests tests bench dispatch layer torch tune gemm membound decode prefill
 set -u
 root=$PWD
 out=${OUT:-/tmp/tileops-out}
@@ -66,10 +66,15 @@ bench_step() {
 	OUT=$res/$name timeout "$limit" bash "$root/scripts/$script" >"$res/$name.log" 2>&1
 	echo "$script rc=$?" >>"$out/summary.txt"
 	cat "$res/$name"/*.md >"$out/$name.md" 2>/dev/null
-	tail -5 "$res/$name.log" >>"$out/$name.md"
 }
+# tune before gemm: the GEMM bench then runs with the table just measured.
+if has tune; then
+	bench_step tune tune-gemm.sh "${LIMIT_TUNE:-300}"
+	cp "$res/tune/gemm-tune-h200.txt" "$out/gemm-tune-h200.txt" 2>/dev/null &&
+		export TUNE=$res/tune/gemm-tune-h200.txt
+fi
 has gemm && bench_step gemm bench-gemm.sh "${LIMIT_GEMM:-300}"
-has tune && bench_step tune tune-gemm.sh "${LIMIT_TUNE:-300}"
+has membound && bench_step membound bench-membound.sh "${LIMIT_MEMBOUND:-300}"
 has decode && bench_step decode bench-decode.sh "${LIMIT_DECODE:-200}"
 has prefill && bench_step prefill bench-prefill.sh "${LIMIT_PREFILL:-300}"
 if has torch; then
