@@ -3,7 +3,10 @@
 # times attention_decode, attention_decode_paged and kv_cache_append
 # through their L1 launchers (CUDA graphs of back-to-back calls, full
 # sequences, random page tables) against the copy bandwidth it measures in
-# the same run, and prints one markdown table (us, KV TB/s, % of copy).
+# the same run, and prints one markdown table (us, KV TB/s, % of copy),
+# then a sweep of the launcher's run-time choices (TILEOPS_DECODE_SPLITS,
+# _MERGE, _ORDER) over the batch-1 65536-token cases, a row per setting
+# (NO_SWEEP=1 leaves it out).
 #
 # Run from the repository root with what scripts/gpu-pack.sh packed
 # (.carry/pack.tar.xz is unpacked to .carry/bin and .carry/lib when
@@ -31,7 +34,9 @@ elif [ "${CHECK:-0}" = 1 ] && [ -x "$test_bin" ]; then
 	bench_step "$test_bin" --jobs=1
 fi
 
-bench_step "$bin/tileops-bench-decode" --json "$json" --md "$table"
+sweep=
+[ "${NO_SWEEP:-0}" = 1 ] && sweep=--no-sweep
+bench_step "$bin/tileops-bench-decode" --json "$json" --md "$table" $sweep
 
 cat "$table" 2>/dev/null
 [ "$failed" = 0 ] || { echo "some steps failed: see $log"; tail -n 30 "$log"; }

@@ -37,6 +37,7 @@ table=$out/prefill.md
 bench_header
 # A hung kernel must not hold the machine: each step has a time limit.
 for v in ${variants//,/ }; do
+	rm -f "$out/prefill-v$v.jsonl"
 	bench_step timeout 120 "$bin/tileops-bench-prefill" --json "$out/prefill-v$v.jsonl" \
 		--runs "$runs" --variants "$v"
 	cat "$out/prefill-v$v.jsonl" >>"$ours" 2>/dev/null

@@ -16,10 +16,17 @@
  * the graph is replayed, each replay timed with events; the time per call
  * is the median replay over GRAPH_CALLS.
  *
- *   tileops-bench-decode [--json FILE] [--md FILE] [--replays N]
+ * Sweep: the batch-1 long-context cases again under each setting of the
+ * launcher's run-time choices (TILEOPS_DECODE_SPLITS, TILEOPS_DECODE_MERGE,
+ * TILEOPS_DECODE_ORDER; see cuda/attention_decode.cu), a row per setting,
+ * the first row the earlier launcher's choices. The main table runs with
+ * those variables as the caller left them; the sweep sets them itself and
+ * restores them.
  *
- * Prints a markdown table on stdout (and to --md); --json writes one JSON
- * object per line: the copy ceiling, then one per case.
+ *   tileops-bench-decode [--json FILE] [--md FILE] [--replays N] [--no-sweep]
+ *
+ * Prints markdown tables on stdout (and to --md); --json writes one JSON
+ * object per line: the copy ceiling, then one per case and sweep row.
  */
 #include <algorithm>
 #include <cuda_runtime.h>
@@ -65,6 +72,54 @@ const Case cases[] = {
 	  128, 4096, 16 },
 	{ "llama3.1-8b append b64 page 16", "kv_cache_append", 64, 1, 32, 8, 128, 4096, 16 },
 };
+
+/*
+ * Settings of the sweep: TILEOPS_DECODE_SPLITS, _MERGE and _ORDER (nullptr:
+ * unset); `all` settings also run for the batch-32 70B cases, which the
+ * built-in rule no longer splits.
+ */
+struct Setting {
+	const char *splits, *merge, *order;
+	bool all;
+};
+
+const Setting sweep[] = {
+	{ "twowave", "serial", "split", true }, /* the earlier launcher */
+	{ "twowave", "serial", nullptr, false },
+	{ "twowave", nullptr, "split", false },
+	{ "twowave", nullptr, nullptr, true },
+	{ "0", "serial", nullptr, false },
+	{ "0", nullptr, "split", false },
+	{ "0", nullptr, nullptr, true }, /* the built-in rule */
+	{ "2", nullptr, nullptr, true },
+	{ "8", nullptr, nullptr, false },
+	{ "16", nullptr, nullptr, false },
+	{ "24", nullptr, nullptr, false },
+	{ "32", nullptr, nullptr, false },
+	{ "33", nullptr, nullptr, false },
+	{ "40", nullptr, nullptr, false },
+	{ "48", nullptr, nullptr, false },
+	{ "64", nullptr, nullptr, false },
+	{ "66", nullptr, nullptr, false },
+	{ "96", nullptr, nullptr, false },
+	{ "128", nullptr, nullptr, false },
+	{ "256", nullptr, nullptr, false },
+};
+
+/* The cases the sweep repeats: batch 1 of 65536 tokens under every setting, 70B under some. */
+bool swept(const char *label, const Setting &w)
+{
+	return strstr(label, "b1 kv65536") != nullptr ||
+	       (w.all && strstr(label, "70b b32") != nullptr);
+}
+
+void set_env(const char *name, const char *value)
+{
+	if (value != nullptr)
+		setenv(name, value, 1);
+	else
+		unsetenv(name);
+}
 
 /* Random bf16 in [-1, 1) from a hash of the index: never zeros, never the same twice. */
 __global__ void fill_random(uint16_t *p, int64_t n, uint32_t seed)
@@ -297,12 +352,68 @@ Result run_case(const Case &c, void *ws, cudaStream_t st, int replays, double co
 	return r;
 }
 
+/* One table row on stdout and --md, one JSON line on --json. */
+void emit_row(const char *label, const char *op, const Result &r, FILE *mf, FILE *jf)
+{
+	char line[512];
+
+	snprintf(line, sizeof(line), "| %s | %.2f | %.3f | %.1f%% |\n", label, r.us, r.tbps, r.pct);
+	fputs(line, stdout);
+	fflush(stdout);
+	if (mf)
+		fputs(line, mf);
+	if (jf)
+		fprintf(jf, "{\"bench\": \"decode\", \"name\": \"%s\", \"kernel\": \"%s\", "
+		            "\"us\": %.6g, \"bytes\": %.6g, \"tbps\": %.6g, \"pct_copy\": %.6g}\n",
+		        label, op, r.us, r.bytes, r.tbps, r.pct);
+}
+
+/* The swept cases under every setting; the variables are restored afterwards. */
+void run_sweep(void *ws, cudaStream_t st, int replays, double copy, size_t l2, FILE *mf,
+               FILE *jf)
+{
+	static const char *const names[3] = { "TILEOPS_DECODE_SPLITS", "TILEOPS_DECODE_MERGE",
+		                              "TILEOPS_DECODE_ORDER" };
+	char *saved[3];
+	const char *head = "\nSweep (splits: 0 = the built-in rule, twowave = the earlier one; "
+	                   "merge serial = the earlier merge; order split = the earlier block "
+	                   "order; first row = the earlier launcher)\n\n"
+	                   "| case, setting | us | KV TB/s | % of copy |\n"
+	                   "| --- | ---: | ---: | ---: |\n";
+
+	for (int i = 0; i < 3; i++) {
+		const char *v = getenv(names[i]);
+		saved[i] = v ? strdup(v) : nullptr;
+	}
+	fputs(head, stdout);
+	if (mf)
+		fputs(head, mf);
+	for (const Case &c : cases) {
+		for (const Setting &w : sweep) {
+			if (!swept(c.label, w))
+				continue;
+			set_env(names[0], w.splits);
+			set_env(names[1], w.merge);
+			set_env(names[2], w.order);
+			Result r = run_case(c, ws, st, replays, copy, l2);
+			char label[256];
+			snprintf(label, sizeof(label), "%s, splits %s%s%s", c.label, w.splits,
+			         w.merge ? ", merge serial" : "", w.order ? ", order split" : "");
+			emit_row(label, c.op, r, mf, jf);
+		}
+	}
+	for (int i = 0; i < 3; i++) {
+		set_env(names[i], saved[i]);
+		free(saved[i]);
+	}
+}
+
 } /* namespace */
 
 int main(int argc, char **argv)
 {
 	const char *json = nullptr, *md = nullptr;
-	int replays = 15;
+	int replays = 15, do_sweep = 1;
 
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
@@ -311,8 +422,11 @@ int main(int argc, char **argv)
 			md = argv[++i];
 		} else if (strcmp(argv[i], "--replays") == 0 && i + 1 < argc) {
 			replays = atoi(argv[++i]);
+		} else if (strcmp(argv[i], "--no-sweep") == 0) {
+			do_sweep = 0;
 		} else {
-			fprintf(stderr, "usage: %s [--json FILE] [--md FILE] [--replays N]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--json FILE] [--md FILE] [--replays N] [--no-sweep]\n",
+			        argv[0]);
 			return 2;
 		}
 	}
@@ -345,18 +459,10 @@ int main(int argc, char **argv)
 		fputs(head, mf);
 	for (const Case &c : cases) {
 		Result r = run_case(c, ws, st, replays, copy, (size_t)prop.l2CacheSize);
-		char line[512];
-		snprintf(line, sizeof(line), "| %s | %.2f | %.3f | %.1f%% |\n", c.label, r.us, r.tbps,
-		         r.pct);
-		fputs(line, stdout);
-		fflush(stdout);
-		if (mf)
-			fputs(line, mf);
-		if (jf)
-			fprintf(jf, "{\"bench\": \"decode\", \"name\": \"%s\", \"kernel\": \"%s\", "
-			            "\"us\": %.6g, \"bytes\": %.6g, \"tbps\": %.6g, \"pct_copy\": %.6g}\n",
-			        c.label, c.op, r.us, r.bytes, r.tbps, r.pct);
+		emit_row(c.label, c.op, r, mf, jf);
 	}
+	if (do_sweep)
+		run_sweep(ws, st, replays, copy, (size_t)prop.l2CacheSize, mf, jf);
 	if (jf)
 		fclose(jf);
 	if (mf)

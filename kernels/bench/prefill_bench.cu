@@ -6,6 +6,13 @@
  * halved for causal attention, as the manifest's roofline does.
  *
  *   tileops-bench-prefill [--json FILE] [--md FILE] [--runs N] [--quick]
+ *                         [--variants LIST]
+ *
+ * Each shape is timed once per kernel variant in LIST (comma-separated
+ * values of TILEOPS_PREFILL_VARIANT, default "0,1,2,3,4": the free-running
+ * consumers, the ping-pong schedule with the lean loop, the lean loop alone,
+ * and those two with wide key tiles), one right after the other so all see
+ * the same clocks; every row names its variant.
  *
  * One JSON object per line per shape goes to --json (kernels/bench/
  * attention_torch.py reads it to time the same shapes with PyTorch); a
@@ -109,13 +116,18 @@ double flops_of(const Shape &s)
 
 struct Result {
 	const Shape *s;
+	int variant;
 	bool supported;
 	double ms, tflops;
 };
 
-Result run_shape(const Shape &s, int runs)
+Result run_shape(const Shape &s, int variant, int runs)
 {
-	Result r = { &s, false, 0.0, 0.0 };
+	Result r = { &s, variant, false, 0.0, 0.0 };
+	char vs[16];
+
+	snprintf(vs, sizeof(vs), "%d", variant);
+	setenv("TILEOPS_PREFILL_VARIANT", vs, 1); /* the launcher reads it at every call */
 	bool varlen = s.varlen_seqs > 0;
 	tk_call c;
 	memset(&c, 0, sizeof(c));
@@ -201,26 +213,46 @@ void write_json(FILE *f, const Result &r)
 	        "\"%s\", "
 	        "\"B\": %lld, \"S\": %lld, \"Skv\": %lld, \"Hq\": %lld, \"Hkv\": %lld, \"D\": "
 	        "%lld, "
-	        "\"Dv\": %lld, \"causal\": %s, \"varlen_seqs\": %d, \"supported\": %s, "
-	        "\"ms\": %.5f, \"tflops\": %.2f}\n",
+	        "\"Dv\": %lld, \"causal\": %s, \"varlen_seqs\": %d, \"variant\": %d, "
+	        "\"supported\": %s, \"ms\": %.5f, \"tflops\": %.2f}\n",
 	        s.label, tk_dtype_name(s.dt), (long long)s.B, (long long)s.S, (long long)s.Skv,
 	        (long long)s.Hq, (long long)s.Hkv, (long long)s.D, (long long)s.Dv,
-	        s.causal ? "true" : "false", s.varlen_seqs, r.supported ? "true" : "false", r.ms,
-	        r.tflops);
+	        s.causal ? "true" : "false", s.varlen_seqs, r.variant,
+	        r.supported ? "true" : "false", r.ms, r.tflops);
 }
 
 void write_md(FILE *f, const std::vector<Result> &rs)
 {
-	fprintf(f,
-	        "| shape | dtype | causal | ms | TFLOP/s |\n| --- | --- | --- | ---: | ---: |\n");
+	fprintf(f, "| shape | dtype | causal | variant | ms | TFLOP/s |\n"
+	           "| --- | --- | --- | ---: | ---: | ---: |\n");
 	for (const Result &r : rs) {
 		if (r.supported)
-			fprintf(f, "| %s | %s | %s | %.3f | %.1f |\n", r.s->label,
-			        tk_dtype_name(r.s->dt), r.s->causal ? "yes" : "no", r.ms, r.tflops);
+			fprintf(f, "| %s | %s | %s | %d | %.3f | %.1f |\n", r.s->label,
+			        tk_dtype_name(r.s->dt), r.s->causal ? "yes" : "no", r.variant, r.ms,
+			        r.tflops);
 		else
-			fprintf(f, "| %s | %s | %s | unsupported | |\n", r.s->label,
-			        tk_dtype_name(r.s->dt), r.s->causal ? "yes" : "no");
+			fprintf(f, "| %s | %s | %s | %d | unsupported | |\n", r.s->label,
+			        tk_dtype_name(r.s->dt), r.s->causal ? "yes" : "no", r.variant);
 	}
+}
+
+/* "0,1" -> {0, 1}; anything that is not a small number empties the list. */
+std::vector<int> parse_variants(const char *list)
+{
+	std::vector<int> v;
+	const char *p = list;
+
+	while (*p) {
+		char *end = NULL;
+		long x = strtol(p, &end, 10);
+		if (end == p || x < 0 || x > 9)
+			return {};
+		v.push_back((int)x);
+		p = *end == ',' ? end + 1 : end;
+		if (*end != ',' && *end != '\0')
+			return {};
+	}
+	return v;
 }
 
 } /* namespace */
@@ -230,6 +262,7 @@ int main(int argc, char **argv)
 	const char *json = NULL, *md = NULL;
 	int runs = 20;
 	bool quick = false;
+	std::vector<int> variants = { 0, 1, 2, 3, 4 };
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--json") && i + 1 < argc)
@@ -240,12 +273,19 @@ int main(int argc, char **argv)
 			runs = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--quick"))
 			quick = true;
+		else if (!strcmp(argv[i], "--variants") && i + 1 < argc)
+			variants = parse_variants(argv[++i]);
 		else {
 			fprintf(stderr,
-			        "usage: %s [--json FILE] [--md FILE] [--runs N] [--quick]\n",
+			        "usage: %s [--json FILE] [--md FILE] [--runs N] [--quick] "
+			        "[--variants LIST]\n",
 			        argv[0]);
 			return 2;
 		}
+	}
+	if (variants.empty()) {
+		fprintf(stderr, "--variants wants a comma-separated list such as 0,1\n");
+		return 2;
 	}
 	if (runs < 10)
 		runs = 10;
@@ -253,7 +293,8 @@ int main(int argc, char **argv)
 	for (const Shape &s : shapes) {
 		if (quick && strncmp(s.label, "target", 6) != 0)
 			continue;
-		rs.push_back(run_shape(s, runs));
+		for (int v : variants)
+			rs.push_back(run_shape(s, v, runs));
 	}
 	if (json) {
 		FILE *f = fopen(json, "w");

@@ -22,13 +22,28 @@
  * from shapes alone (the lengths are device data; the launch must be
  * graph-capturable). Each split writes its normalized partial output and
  * base-2 log-sum-exp to the workspace, and a second kernel merges them.
- * Without workspace there is no split.
+ * Without workspace there is no split. The splits fill one wave of
+ * resident blocks: every block streams at once and ends at about the same
+ * time, so there is no second wave to start and drain. Blocks of one token
+ * range for all KV heads are adjacent, so the blocks running together read
+ * whole cache rows (all heads of a token) as the unsplit batched case does.
+ *
+ * Run-time choices (read at every launch, so one process can time them
+ * side by side; tileops-bench-decode sweeps them):
+ *   TILEOPS_DECODE_SPLITS  unset or 0: the rule above. N > 0: N splits
+ *                          (fewer when the workspace or 16-token splits
+ *                          bound them). "twowave": about two waves of
+ *                          blocks, splits of 256 tokens or more.
+ *   TILEOPS_DECODE_MERGE   "serial": one warp per q row walks the splits
+ *                          one at a time (each a dependent pair of loads).
+ *   TILEOPS_DECODE_ORDER   "split": one KV head's splits adjacent.
  *
  * Robustness: lengths are clamped to [0, capacity]; a page index outside
  * [0, num_pages) is never dereferenced: its tokens are skipped (they take
  * no part in the softmax). Rows that see no token get zeros.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <type_traits>
@@ -44,6 +59,10 @@ constexpr int kWarps = 4;
 constexpr int kTile = 16;  /* tokens per warp tile */
 constexpr int kStages = 3; /* cp.async stages per warp */
 constexpr int kBlockTokens = kWarps * kTile;
+constexpr int kMinSplitTokens = 256; /* splits of the built-in rules */
+constexpr int kSplitWaves = 1;       /* waves of resident blocks the built-in rule fills */
+constexpr int kMergeWarps = 8;
+constexpr int kMergeUnroll = 4; /* splits whose loads a merge warp has in flight */
 
 struct DecArgs {
 	const void *q;
@@ -57,6 +76,8 @@ struct DecArgs {
 	int64_t num_pages, cap, page_size, chunk;
 	int paged;
 	int B, T, Hq, Hkv, G, R, mtiles, nsplit;
+	int split_inner; /* block order: a KV head's splits adjacent (else its token ranges' heads) */
+	int merge_wr;    /* merge warps per q row: 1, 2, 4 or 8 */
 	float scale_log2;
 	float *ws_o, *ws_lse;
 };
@@ -168,10 +189,19 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const __grid_consta
 	int64_t w = blockIdx.x;
 	const int mb = (int)(w % a.mtiles);
 	w /= a.mtiles;
-	const int split = (int)(w % a.nsplit);
-	w /= a.nsplit;
-	const int h = (int)(w % a.Hkv);
-	const int b = (int)(w / a.Hkv);
+	int split, h;
+	if (a.split_inner) {
+		split = (int)(w % a.nsplit);
+		w /= a.nsplit;
+		h = (int)(w % a.Hkv);
+		w /= a.Hkv;
+	} else {
+		h = (int)(w % a.Hkv);
+		w /= a.Hkv;
+		split = (int)(w % a.nsplit);
+		w /= a.nsplit;
+	}
+	const int b = (int)w;
 
 	const int64_t len = a.seq_lens[b * a.sl_s0];
 	const int64_t L = len < 0 ? 0 : (len > a.cap ? a.cap : len);
@@ -389,9 +419,128 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const __grid_consta
 	}
 }
 
-/* out = the splits' partial outputs weighted by 2^lse; a warp per q row. */
+/* n consecutive floats from global memory, n in {2, 4, 8}; p is 4n-byte aligned (16 for 8). */
+template <int N> __device__ __forceinline__ void ld_floats(float (&v)[N], const float *p)
+{
+	if constexpr (N == 2) {
+		const float2 x = *reinterpret_cast<const float2 *>(p);
+		v[0] = x.x;
+		v[1] = x.y;
+	} else {
+#pragma unroll
+		for (int i = 0; i < N; i += 4) {
+			const float4 x = *reinterpret_cast<const float4 *>(p + i);
+			v[i] = x.x;
+			v[i + 1] = x.y;
+			v[i + 2] = x.z;
+			v[i + 3] = x.w;
+		}
+	}
+}
+
+/*
+ * out = the splits' partial outputs weighted by 2^lse. A q row's splits
+ * are dealt to merge_wr warps of a block (kMergeWarps / merge_wr rows per
+ * block); each warp keeps a running maximum so that it reads every partial
+ * and every lse once, with the loads of kMergeUnroll splits in flight
+ * together (none waits on a branch), and the row's warps combine through
+ * shared memory. Lane l owns columns [l * E, l * E + E).
+ */
 template <typename T, int D>
-__global__ void __launch_bounds__(128) decode_merge(const __grid_constant__ DecArgs a)
+__global__ void __launch_bounds__(kMergeWarps * 32) decode_merge(const __grid_constant__ DecArgs a)
+{
+	constexpr int E = D / 32;
+	__shared__ __align__(16) float s_acc[kMergeWarps][D];
+	__shared__ float s_m[kMergeWarps], s_l[kMergeWarps];
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const int wr = a.merge_wr, sub = warp % wr;
+	const int64_t rid = (int64_t)blockIdx.x * (kMergeWarps / wr) + warp / wr;
+	const int64_t rows = (int64_t)a.B * a.T * a.Hq;
+	const bool live = rid < rows;
+
+	float M = -INFINITY, sum = 0.0f, acc[E];
+#pragma unroll
+	for (int e = 0; e < E; e++)
+		acc[e] = 0.0f;
+	if (live) {
+		const float *lse = a.ws_lse + rid * a.nsplit;
+		const float *po = a.ws_o + rid * a.nsplit * D + lane * E;
+		for (int s0 = sub; s0 < a.nsplit; s0 += wr * kMergeUnroll) {
+			float l[kMergeUnroll], v[kMergeUnroll][E];
+#pragma unroll
+			for (int u = 0; u < kMergeUnroll; u++) {
+				const int s = s0 + u * wr;
+				l[u] = -INFINITY;
+#pragma unroll
+				for (int e = 0; e < E; e++)
+					v[u][e] = 0.0f;
+				if (s < a.nsplit) {
+					l[u] = lse[s];
+					ld_floats<E>(v[u], po + (int64_t)s * D);
+				}
+			}
+			float mx = M;
+#pragma unroll
+			for (int u = 0; u < kMergeUnroll; u++)
+				mx = fmaxf(mx, l[u]);
+			if (mx == -INFINITY)
+				continue; /* every split so far saw no token */
+			/* 2^-inf is 0: a first maximum scales the empty sums by 0. */
+			const float sc = ex2(M - mx);
+			sum *= sc;
+#pragma unroll
+			for (int e = 0; e < E; e++)
+				acc[e] *= sc;
+#pragma unroll
+			for (int u = 0; u < kMergeUnroll; u++) {
+				const float c = ex2(l[u] - mx);
+				sum += c;
+#pragma unroll
+				for (int e = 0; e < E; e++)
+					acc[e] += c * v[u][e];
+			}
+			M = mx;
+		}
+	}
+#pragma unroll
+	for (int e = 0; e < E; e++)
+		s_acc[warp][lane * E + e] = acc[e];
+	if (lane == 0) {
+		s_m[warp] = M;
+		s_l[warp] = sum;
+	}
+	__syncthreads();
+	if (!live || sub != 0)
+		return;
+	float Mt = -INFINITY;
+	for (int x = 0; x < wr; x++)
+		Mt = fmaxf(Mt, s_m[warp + x]);
+	float tot = 0.0f, r[E];
+#pragma unroll
+	for (int e = 0; e < E; e++)
+		r[e] = 0.0f;
+	for (int x = 0; x < wr; x++) {
+		const float c = s_m[warp + x] == -INFINITY ? 0.0f : ex2(s_m[warp + x] - Mt);
+		tot += c * s_l[warp + x];
+#pragma unroll
+		for (int e = 0; e < E; e++)
+			r[e] += c * s_acc[warp + x][lane * E + e];
+	}
+	const int hq = (int)(rid % a.Hq), t = (int)((rid / a.Hq) % a.T);
+	const int64_t b = rid / ((int64_t)a.Hq * a.T);
+	T *out = static_cast<T *>(a.out) + b * a.os[0] + t * a.os[1] + hq * a.os[2] + lane * E;
+#pragma unroll
+	for (int e = 0; e < E; e++)
+		out[e] = from_f32<T>(tot > 0.0f ? r[e] / tot : 0.0f);
+}
+
+/*
+ * The same sum, one warp per q row walking the splits in turn: a pass for
+ * the maximum lse, then per split a load of its lse and, after it, a load
+ * of its partial. Kept to be timed beside decode_merge.
+ */
+template <typename T, int D>
+__global__ void __launch_bounds__(128) decode_merge_serial(const __grid_constant__ DecArgs a)
 {
 	constexpr int E = D / 32;
 	const int lane = threadIdx.x & 31;
@@ -536,49 +685,91 @@ static tk_status decode_parse(const tk_call *call, int paged, DecArgs *a, int *D
 	return ok ? TK_OK : TK_ERR_UNSUPPORTED;
 }
 
+/* The run-time choices named at the top of this file. */
+struct DecTune {
+	int64_t splits; /* > 0: that many; 0: the built-in rule */
+	bool twowave, serial_merge, split_inner;
+};
+
+static bool env_is(const char *name, const char *value)
+{
+	const char *e = getenv(name);
+	return e != nullptr && strcmp(e, value) == 0;
+}
+
+static DecTune decode_tune(void)
+{
+	DecTune t;
+	const char *e = getenv("TILEOPS_DECODE_SPLITS");
+
+	t.twowave = e != nullptr && strcmp(e, "twowave") == 0;
+	t.splits = e != nullptr && !t.twowave ? strtoll(e, nullptr, 10) : 0;
+	if (t.splits < 0)
+		t.splits = 0;
+	t.serial_merge = env_is("TILEOPS_DECODE_MERGE", "serial");
+	t.split_inner = env_is("TILEOPS_DECODE_ORDER", "split");
+	return t;
+}
+
 /*
- * Splits of the token range, from shapes only: none when the blocks
- * without splitting already fill every resident slot of the chip;
- * otherwise about two waves of blocks, each split at least 256 tokens,
- * and no more than the workspace holds. Sets nsplit and chunk.
+ * Splits of the token range, from shapes only, no more than the workspace
+ * holds. The built-in rule: none when the blocks without splitting already
+ * fill every resident slot of the chip; otherwise as many as fit in
+ * kSplitWaves waves of resident blocks (rounded down: a wave left part
+ * empty costs less than a wave's worth of a second one), each at least
+ * kMinSplitTokens tokens. Sets
+ * nsplit, chunk, the workspace pointers and the merge's warps per row.
  */
-static void decode_plan_split(DecArgs *a, int D, const tk_call *call)
+static void decode_plan_split(DecArgs *a, int D, const tk_call *call, const DecTune &t)
 {
 	const int64_t base = (int64_t)a->B * a->Hkv * a->mtiles;
 	const int per_sm = (int)(227 * 1024 / (smem_bytes(D) + 2048));
 	const int64_t slots = (int64_t)sm_count() * (per_sm < 1 ? 1 : per_sm);
 	const int64_t rows = (int64_t)a->B * a->T * a->Hq;
-	int64_t n = 1;
+	int64_t n = 1, unit = kBlockTokens;
 
 	a->nsplit = 1;
 	a->chunk = a->cap > 0 ? a->cap : 1;
-	if (call->workspace == nullptr || base >= slots || a->cap <= 2 * 256 || rows == 0)
+	if (call->workspace == nullptr || rows == 0 || a->cap <= 0)
 		return;
-	n = (2 * slots + base - 1) / base;
-	if (n > (a->cap + 255) / 256)
-		n = (a->cap + 255) / 256;
+	if (t.splits > 0) {
+		n = t.splits;
+		unit = kTile; /* keep the asked count where the warps' shares allow */
+	} else if (base >= slots || a->cap <= 2 * kMinSplitTokens) {
+		return;
+	} else {
+		n = t.twowave ? (2 * slots + base - 1) / base : kSplitWaves * slots / base;
+		if (n > (a->cap + kMinSplitTokens - 1) / kMinSplitTokens)
+			n = (a->cap + kMinSplitTokens - 1) / kMinSplitTokens;
+	}
 	const int64_t fit = (int64_t)(call->workspace_bytes / ((size_t)rows * (D + 1) * 4));
 	if (n > fit)
 		n = fit;
+	if (n > (a->cap + kTile - 1) / kTile)
+		n = (a->cap + kTile - 1) / kTile;
 	if (n < 2)
 		return;
 	int64_t chunk = (a->cap + n - 1) / n;
-	chunk = (chunk + kBlockTokens - 1) / kBlockTokens * kBlockTokens;
-	a->chunk = chunk;
-	a->nsplit = (int)((a->cap + chunk - 1) / chunk);
-	if (a->nsplit < 2) {
-		a->nsplit = 1;
-		a->chunk = a->cap;
+	chunk = (chunk + unit - 1) / unit * unit;
+	n = (a->cap + chunk - 1) / chunk;
+	if (n < 2 || n > INT32_MAX)
 		return;
-	}
+	a->chunk = chunk;
+	a->nsplit = (int)n;
 	a->ws_o = static_cast<float *>(call->workspace);
 	a->ws_lse = a->ws_o + rows * a->nsplit * D;
+	/* Enough warps per row that each has about kMergeUnroll splits: one round of loads. */
+	a->merge_wr = 1;
+	while (a->merge_wr < kMergeWarps && a->merge_wr * kMergeUnroll < a->nsplit)
+		a->merge_wr *= 2;
 }
 
-template <typename T, int D> static tk_status decode_launch(DecArgs &a, cudaStream_t st)
+template <typename T, int D>
+static tk_status decode_launch(DecArgs &a, bool serial_merge, cudaStream_t st)
 {
 	const size_t smem = smem_bytes(D);
 	const int64_t blocks = (int64_t)a.B * a.Hkv * a.mtiles * a.nsplit;
+	const int64_t rows = (int64_t)a.B * a.T * a.Hq;
 
 	if (blocks == 0)
 		return TK_OK;
@@ -602,22 +793,26 @@ template <typename T, int D> static tk_status decode_launch(DecArgs &a, cudaStre
 	}
 	launch_begin();
 	decode_kernel<T, D><<<(unsigned)blocks, kWarps * 32, smem, st>>>(a);
-	if (a.nsplit > 1) {
-		const int64_t rows = (int64_t)a.B * a.T * a.Hq;
-		decode_merge<T, D><<<(unsigned)((rows + 3) / 4), 128, 0, st>>>(a);
+	if (a.nsplit > 1 && serial_merge) {
+		decode_merge_serial<T, D><<<(unsigned)((rows + 3) / 4), 128, 0, st>>>(a);
+	} else if (a.nsplit > 1) {
+		const int64_t per = kMergeWarps / a.merge_wr;
+		const unsigned grid = (unsigned)((rows + per - 1) / per);
+		decode_merge<T, D><<<grid, kMergeWarps * 32, 0, st>>>(a);
 	}
 	return launch_status();
 }
 
-template <typename T> static tk_status decode_dispatch(DecArgs &a, int D, cudaStream_t st)
+template <typename T>
+static tk_status decode_dispatch(DecArgs &a, int D, bool serial_merge, cudaStream_t st)
 {
 	switch (D) {
 	case 64:
-		return decode_launch<T, 64>(a, st);
+		return decode_launch<T, 64>(a, serial_merge, st);
 	case 128:
-		return decode_launch<T, 128>(a, st);
+		return decode_launch<T, 128>(a, serial_merge, st);
 	default:
-		return decode_launch<T, 256>(a, st);
+		return decode_launch<T, 256>(a, serial_merge, st);
 	}
 }
 
@@ -634,11 +829,13 @@ static tk_status decode_run(const tk_call *call, int paged, void *stream)
 	a.scale_log2 = (float)(tk_param_num(call, 0, 0.0) > 0.0 ? tk_param_num(call, 0, 0.0)
 	                                                        : 1.0 / sqrt((double)D)) *
 	               1.4426950408889634f;
-	decode_plan_split(&a, D, call);
+	const DecTune tune = decode_tune();
+	decode_plan_split(&a, D, call, tune);
+	a.split_inner = tune.split_inner;
 	cudaStream_t st = static_cast<cudaStream_t>(stream);
 	if (call->in[0].dtype == TK_BF16)
-		return decode_dispatch<__nv_bfloat16>(a, D, st);
-	return decode_dispatch<__half>(a, D, st);
+		return decode_dispatch<__nv_bfloat16>(a, D, tune.serial_merge, st);
+	return decode_dispatch<__half>(a, D, tune.serial_merge, st);
 }
 
 /* ---- kv_cache_append ---------------------------------------------------------- */
@@ -655,7 +852,8 @@ struct AppArgs {
 };
 
 /* A grid-stride copy of every (token, head) row whose slot is in range, U at a time. */
-template <typename U> __global__ void __launch_bounds__(256) append_kernel(const __grid_constant__ AppArgs a)
+template <typename U>
+__global__ void __launch_bounds__(256) append_kernel(const __grid_constant__ AppArgs a)
 {
 	const int64_t total = a.T * a.H * a.units;
 

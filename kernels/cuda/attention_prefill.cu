@@ -17,6 +17,15 @@
  * each other's gaps. One path serves every case: head dims 64, 128 and 256
  * (Dv = D), bf16 and f16, GQA, causal or not, batched or varlen.
  *
+ * TILEOPS_PREFILL_VARIANT (prefill_variant) selects, per launch, refinements
+ * of that loop so that they can be measured and checked beside it: the two
+ * consumers taking turns at the tensor cores through named barriers (each
+ * one's softmax then runs under the other's products), a leaner loop (the
+ * accumulators rescaled under the score product and only when a maximum
+ * grew, one release per warp instead of per thread), wider key tiles for
+ * non-causal d128 (176 keys) and d256 (80 keys), and a causal order that is
+ * longest first across groups of heads. The default is the plain loop.
+ *
  * Non-causal launches are persistent (one CTA per SM walks the query tiles,
  * the producer loading the next tile's Q and K while the consumers store the
  * last one). Causal attention is aligned bottom-right (query i sees keys
@@ -33,6 +42,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <math.h>
+#include <stdlib.h>
 
 #include "attention_prefill.cuh"
 #include "cuda_common.cuh"
@@ -45,12 +55,28 @@ constexpr int THREADS = 384; /* producer + two consumer warpgroups */
 constexpr int PRODUCER_REGS = 24;
 constexpr int CONSUMER_REGS = 240;
 
-template <int D> struct Tile {
-	static constexpr int BN = D == 256 ? 64 : 128;                   /* keys per tile */
-	static constexpr int STAGES = D == 256 ? 2 : (D == 128 ? 3 : 4); /* within 227 KB */
+constexpr uint32_t SMEM_LIMIT = 227 * 1024; /* a block's dynamic shared memory on sm_90 */
+
+/* Keys per tile: the default, and the wider tiles of the wide variants. */
+constexpr int default_bn(int d)
+{
+	return d == 256 ? 64 : 128;
+}
+
+constexpr int wide_bn(int d)
+{
+	return d == 256 ? 80 : (d == 128 ? 176 : 128);
+}
+
+/* The tiles of head dim D with BN keys: as many stages (up to 4) as fit. */
+template <int D, int BN_> struct Tile {
+	static constexpr int BN = BN_;
 	static constexpr int KB = D / 64; /* [rows][64] blocks across D */
 	static constexpr uint32_t Q_BYTES = BM * D * 2;
 	static constexpr uint32_t KV_BYTES = BN * D * 2;
+	static constexpr uint32_t FIT = (SMEM_LIMIT - 1024 - 256 - Q_BYTES) / (2 * KV_BYTES);
+	static constexpr int STAGES = FIT > 4 ? 4 : (int)FIT;
+	static_assert(STAGES >= 2, "two stages must fit");
 	static constexpr uint32_t BAR_BYTES = 8 * (2 + 4 * STAGES);
 	/* 1024 of slack to align the tiles to the swizzle atom. */
 	static constexpr uint32_t SMEM = 1024 + Q_BYTES + 2 * STAGES * KV_BYTES + BAR_BYTES;
@@ -69,6 +95,9 @@ struct Args {
 	int n_items;              /* work items: n_mt * Hq * B */
 	float scale;
 	float scale_log2; /* scale * log2(e) */
+	int turns;        /* the consumers take turns at the tensor cores (see turn_begin) */
+	int lean;         /* the leaner consumer loop (see consume) */
+	int head_group;   /* causal: heads per longest-first group (work_of); 0: per head */
 };
 
 /* [start, start + len) of sequence b, clamped to [0, T] and to monotonic. */
@@ -116,8 +145,12 @@ __device__ __forceinline__ void mma_ss(float (&d)[N / 2], uint64_t da, uint64_t 
 {
 	if constexpr (N == 64)
 		tkp::wgmma_ss_n64<BF16>(d, da, db, acc);
-	else
+	else if constexpr (N == 80)
+		tkp::wgmma_ss_n80<BF16>(d, da, db, acc);
+	else if constexpr (N == 128)
 		tkp::wgmma_ss_n128<BF16>(d, da, db, acc);
+	else
+		tkp::wgmma_ss_n176<BF16>(d, da, db, acc);
 }
 
 template <int N, bool BF16>
@@ -144,14 +177,27 @@ struct Work {
 /*
  * Work item `item`, query tiles fastest so the tiles of one head run close
  * together in time and share its K and V in L2; causal tiles longest first.
+ * With a.head_group > 0, causal items go longest first across a group of
+ * that many heads (heads fastest): the blocks the hardware starts last are
+ * then short ones, while the group's K and V still fit in L2.
  */
-template <int D, bool CAUSAL>
+template <int BN, bool CAUSAL>
 __device__ __forceinline__ bool work_of(const Args &a, int item, Work *w)
 {
 	int per_b = a.n_mt * a.Hq;
 	int b = item / per_b, r = item - b * per_b;
-	int hq = r / a.n_mt, mt = r - hq * a.n_mt;
+	int hq, mt;
 
+	if (CAUSAL && a.head_group > 0) {
+		int span = a.n_mt * a.head_group;
+		int g = r / span, rr = r - g * span;
+		int gh = min(a.head_group, a.Hq - g * a.head_group);
+		mt = rr / gh;
+		hq = g * a.head_group + (rr - mt * gh);
+	} else {
+		hq = r / a.n_mt;
+		mt = r - hq * a.n_mt;
+	}
 	if (CAUSAL)
 		mt = a.n_mt - 1 - mt;
 	w->b = b;
@@ -171,7 +217,7 @@ __device__ __forceinline__ bool work_of(const Args &a, int item, Work *w)
 	w->m0 = mt * BM;
 	if (w->m0 >= w->q_len)
 		return false;
-	w->n_tiles = tiles_needed<CAUSAL>(w->m0, w->q_len, w->kv_len, Tile<D>::BN);
+	w->n_tiles = tiles_needed<CAUSAL>(w->m0, w->q_len, w->kv_len, BN);
 	return true;
 }
 
@@ -187,16 +233,16 @@ struct Bars {
  * K and V are released separately (K as soon as the scores are in registers),
  * so the next K goes out while the previous P V product still reads V.
  */
-template <int D, bool CAUSAL>
+template <int D, int BN, bool CAUSAL>
 __device__ __forceinline__ void produce(const Args &a, uint8_t *sQ, uint8_t *sK, uint8_t *sV,
                                         const Bars &bar)
 {
-	using Tl = Tile<D>;
+	using Tl = Tile<D, BN>;
 	uint32_t it = 0, nq = 0; /* key tiles and Q tiles loaded so far */
 
 	for (int item = blockIdx.x; item < a.n_items; item += gridDim.x) {
 		Work w;
-		if (!work_of<D, CAUSAL>(a, item, &w) || w.n_tiles == 0)
+		if (!work_of<BN, CAUSAL>(a, item, &w) || w.n_tiles == 0)
 			continue;
 		if (nq > 0) /* the consumers are done with the previous Q */
 			tkp::mbar_wait(bar.q_empty, (nq - 1) & 1);
@@ -277,16 +323,20 @@ __device__ __forceinline__ void store_rows(const Args &a, const Work &w, float (
 	}
 }
 
-/* S = Q K^T for this warpgroup's 64 rows against the key tile in `k_addr`. */
-template <int D, bool BF16>
-__device__ __forceinline__ void issue_scores(float (&sc)[Tile<D>::BN / 2], uint32_t q_addr,
-                                             uint32_t k_addr)
+/*
+ * S = Q K^T for this warpgroup's 64 rows against the key tile in `k_addr`.
+ * The first k-step overwrites sc, so clearing it first (`clear`) only spends
+ * instructions; it keeps the compiler from reading stale registers.
+ */
+template <int D, int BN, bool BF16>
+__device__ __forceinline__ void issue_scores(float (&sc)[BN / 2], uint32_t q_addr, uint32_t k_addr,
+                                             bool clear)
 {
-	constexpr int BN = Tile<D>::BN;
-
+	if (clear) {
 #pragma unroll
-	for (int i = 0; i < BN / 2; i++)
-		sc[i] = 0.0f;
+		for (int i = 0; i < BN / 2; i++)
+			sc[i] = 0.0f;
+	}
 	tkp::wgmma_fence();
 #pragma unroll
 	for (int kk = 0; kk < D / 16; kk++) {
@@ -299,12 +349,10 @@ __device__ __forceinline__ void issue_scores(float (&sc)[Tile<D>::BN / 2], uint3
 }
 
 /* O += P V with P from registers and V (MN-major) in `v_addr`. */
-template <int D, bool BF16>
-__device__ __forceinline__ void issue_pv(float (&o)[D / 2],
-                                         const uint32_t (&p)[Tile<D>::BN / 16][4], uint32_t v_addr)
+template <int D, int BN, bool BF16>
+__device__ __forceinline__ void issue_pv(float (&o)[D / 2], const uint32_t (&p)[BN / 16][4],
+                                         uint32_t v_addr)
 {
-	constexpr int BN = Tile<D>::BN;
-
 	tkp::wgmma_fence();
 #pragma unroll
 	for (int kk = 0; kk < BN / 16; kk++) {
@@ -374,27 +422,66 @@ template <int D> __device__ __forceinline__ void rescale(float (&o)[D / 2], cons
 }
 
 /*
+ * rescale, skipped when no row of the warp saw its maximum grow: corr is
+ * then exactly 1 (ex2 of 0), which is most tiles once the maxima settle.
+ */
+template <int D>
+__device__ __forceinline__ void rescale_if_moved(float (&o)[D / 2], const float (&corr)[2])
+{
+	if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f))
+		rescale<D>(o, corr);
+}
+
+/*
+ * The two consumers' turns at the tensor cores under a.turns: consumer
+ * cw waits on barrier 1 + cw before issuing its products and then lets the
+ * other one go, so the products of the two strictly alternate and each
+ * consumer's softmax runs while the other's products keep the tensor cores
+ * busy. Both consumers take the same number of turns (one per key tile of
+ * the same work items), so the alternation never drifts.
+ */
+__device__ __forceinline__ void turn_begin(bool pp, int cw)
+{
+	if (pp)
+		tkp::named_sync(1 + cw, 256);
+}
+
+__device__ __forceinline__ void turn_end(bool pp, int cw)
+{
+	if (pp)
+		tkp::named_arrive(2 - cw, 256);
+}
+
+/*
  * One consumer warpgroup over all key tiles, software-pipelined: the scores
  * of tile t are issued before the P V product of tile t - 1, so the softmax
- * of tile t runs while the tensor cores work on P V.
+ * of tile t runs while the tensor cores work on P V. Under a.turns the
+ * products are issued in turns (turn_begin). Under a.lean the accumulators
+ * are rescaled by the previous tile's factor while the scores run, before
+ * P V, rather than after P V has drained, and only when a row maximum grew;
+ * the scores are not cleared before the product overwrites them; and one
+ * lane per warp, not every thread, releases a stage (the barriers then
+ * count 8 arrivals: the warp's wgmma wait covers all its lanes).
  */
-template <int D, bool BF16, bool CAUSAL>
+template <int D, int BN, bool BF16, bool CAUSAL>
 __device__ __forceinline__ void consume(const Args &a, const Work &w, int cw, const uint8_t *sQ,
                                         const uint8_t *sK, const uint8_t *sV, const Bars &bar,
                                         uint32_t &it, uint32_t &nq)
 {
-	using Tl = Tile<D>;
-	constexpr int BN = Tl::BN, ST = Tl::STAGES;
+	using Tl = Tile<D, BN>;
+	constexpr int ST = Tl::STAGES;
 	int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
 	int row0 = w.m0 + 64 * cw + 16 * warp + (lane >> 2); /* and row0 + 8 */
 	int off = w.kv_len - w.q_len;
 	int first_masked = CAUSAL ? w.m0 + 64 * cw + off : 1 << 30; /* key past row 0's last */
 	float o[D / 2], mx[2] = { -INFINITY, -INFINITY }, l[2] = { 0.0f, 0.0f }, corr[2];
-	float sc[BN / 2];
+	float sc[BN / 2] = {};
 	uint32_t p[BN / 16][4];
 	const float sl2 = a.scale_log2;
 	uint32_t q_addr = tkp::smem_addr(sQ) + cw * 64 * 128;
 	uint32_t k_base = tkp::smem_addr(sK), v_base = tkp::smem_addr(sV);
+	const bool pp = a.turns != 0, ln = a.lean != 0;
+	const bool releases = !ln || lane == 0; /* this thread arrives on the empty barriers */
 
 #pragma unroll
 	for (int i = 0; i < D / 2; i++)
@@ -403,10 +490,13 @@ __device__ __forceinline__ void consume(const Args &a, const Work &w, int cw, co
 		int s = it % ST;
 		tkp::mbar_wait(bar.q_full, nq & 1);
 		tkp::mbar_wait(&bar.k_full[s], (it / ST) & 1);
-		issue_scores<D, BF16>(sc, q_addr, k_base + s * Tl::KV_BYTES);
+		turn_begin(pp, cw);
+		issue_scores<D, BN, BF16>(sc, q_addr, k_base + s * Tl::KV_BYTES, !ln);
+		turn_end(pp, cw);
 		tkp::wgmma_wait<0>();
 		tkp::reg_fence(sc);
-		tkp::mbar_arrive(&bar.k_empty[s]);
+		if (releases)
+			tkp::mbar_arrive(&bar.k_empty[s]);
 		if (BN > w.kv_len || BN - 1 > first_masked)
 			mask_tile<BN, CAUSAL>(sc, 0, row0, w.kv_len, off, lane);
 		softmax_step<BN>(sc, mx, l, corr, sl2);
@@ -419,41 +509,52 @@ __device__ __forceinline__ void consume(const Args &a, const Work &w, int cw, co
 		int n0 = t * BN;
 
 		tkp::mbar_wait(&bar.k_full[s], ph);
-		issue_scores<D, BF16>(sc, q_addr, k_base + s * Tl::KV_BYTES);
+		turn_begin(pp, cw);
+		issue_scores<D, BN, BF16>(sc, q_addr, k_base + s * Tl::KV_BYTES, !ln);
+		if (ln)
+			rescale_if_moved<D>(o, corr);
 		tkp::mbar_wait(&bar.v_full[sp], php);
-		issue_pv<D, BF16>(o, p, v_base + sp * Tl::KV_BYTES);
+		issue_pv<D, BN, BF16>(o, p, v_base + sp * Tl::KV_BYTES);
+		turn_end(pp, cw);
 		tkp::wgmma_wait<1>(); /* the scores; P V may still run */
 		tkp::reg_fence(sc);
-		tkp::mbar_arrive(&bar.k_empty[s]);
+		if (releases)
+			tkp::mbar_arrive(&bar.k_empty[s]);
 		if (n0 + BN > w.kv_len || n0 + BN - 1 > first_masked)
 			mask_tile<BN, CAUSAL>(sc, n0, row0, w.kv_len, off, lane);
 		softmax_step<BN>(sc, mx, l, corr, sl2);
 		tkp::wgmma_wait<0>();
 		tkp::reg_fence(o);
-		tkp::mbar_arrive(&bar.v_empty[sp]);
-		rescale<D>(o, corr);
+		if (releases)
+			tkp::mbar_arrive(&bar.v_empty[sp]);
+		if (!ln)
+			rescale<D>(o, corr);
 		pack_p<BN, BF16>(sc, p);
 	}
 	if (w.n_tiles > 0) {
 		uint32_t idx = it + w.n_tiles - 1;
 		int sp = idx % ST;
+		if (ln)
+			rescale_if_moved<D>(o, corr);
 		tkp::mbar_wait(&bar.v_full[sp], (idx / ST) & 1);
-		issue_pv<D, BF16>(o, p, v_base + sp * Tl::KV_BYTES);
+		issue_pv<D, BN, BF16>(o, p, v_base + sp * Tl::KV_BYTES);
 		tkp::wgmma_wait<0>();
 		tkp::reg_fence(o);
-		tkp::mbar_arrive(&bar.v_empty[sp]);
+		if (releases)
+			tkp::mbar_arrive(&bar.v_empty[sp]);
 		/* Q is free: the next item's loads overlap the stores below. */
-		tkp::mbar_arrive(bar.q_empty);
+		if (releases)
+			tkp::mbar_arrive(bar.q_empty);
 		it += w.n_tiles;
 		nq++;
 	}
 	store_rows<D, BF16>(a, w, o, mx, l, row0, lane);
 }
 
-template <int D, bool BF16, bool CAUSAL>
+template <int D, int BN, bool BF16, bool CAUSAL>
 __global__ void __launch_bounds__(THREADS, 1) prefill_kernel(const __grid_constant__ Args a)
 {
-	using Tl = Tile<D>;
+	using Tl = Tile<D, BN>;
 	extern __shared__ uint8_t smem_raw[];
 	uint8_t *sQ = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
 	uint8_t *sK = sQ + Tl::Q_BYTES;
@@ -467,13 +568,14 @@ __global__ void __launch_bounds__(THREADS, 1) prefill_kernel(const __grid_consta
 		     bar_mem + 2 + 3 * Tl::STAGES };
 
 	if (threadIdx.x == 0) {
+		uint32_t releases = a.lean ? 2 * 4 : 2 * 128; /* see consume */
 		tkp::mbar_init(bar.q_full, 1);
-		tkp::mbar_init(bar.q_empty, 2 * 128);
+		tkp::mbar_init(bar.q_empty, releases);
 		for (int s = 0; s < Tl::STAGES; s++) {
 			tkp::mbar_init(&bar.k_full[s], 1);
 			tkp::mbar_init(&bar.v_full[s], 1);
-			tkp::mbar_init(&bar.k_empty[s], 2 * 128);
-			tkp::mbar_init(&bar.v_empty[s], 2 * 128);
+			tkp::mbar_init(&bar.k_empty[s], releases);
+			tkp::mbar_init(&bar.v_empty[s], releases);
 		}
 		tkp::mbar_init_fence();
 	}
@@ -483,14 +585,16 @@ __global__ void __launch_bounds__(THREADS, 1) prefill_kernel(const __grid_consta
 	if (wg == 0) {
 		tkp::regs_shrink<PRODUCER_REGS>();
 		if (threadIdx.x == 0)
-			produce<D, CAUSAL>(a, sQ, sK, sV, bar);
+			produce<D, BN, CAUSAL>(a, sQ, sK, sV, bar);
 	} else {
 		uint32_t it = 0, nq = 0;
 		tkp::regs_grow<CONSUMER_REGS>();
+		if (a.turns && wg == 1) /* the first consumer takes the first turn */
+			tkp::named_arrive(1, 256);
 		for (int item = blockIdx.x; item < a.n_items; item += gridDim.x) {
 			Work w;
-			if (work_of<D, CAUSAL>(a, item, &w))
-				consume<D, BF16, CAUSAL>(a, w, wg - 1, sQ, sK, sV, bar, it, nq);
+			if (work_of<BN, CAUSAL>(a, item, &w))
+				consume<D, BN, BF16, CAUSAL>(a, w, wg - 1, sQ, sK, sV, bar, it, nq);
 		}
 	}
 }
@@ -561,26 +665,45 @@ bool make_map(CUtensorMap *m, const void *ptr, bool bf16, int64_t d, int64_t hea
 	return r == CUDA_SUCCESS;
 }
 
+/*
+ * TILEOPS_PREFILL_VARIANT picks the kernel's schedule: 0 (the default) the
+ * free-running consumers; 1 the consumers taking turns at the tensor cores
+ * with the lean loop (Args::turns and Args::lean); 2 the lean loop alone;
+ * 3 and 4 as 1 and 2 with wider key tiles where those exist (tile_bn:
+ * non-causal d128 176 keys, d256 80) and causal tiles longest first across
+ * groups of 8 heads (Args::head_group). Read at every launch, so a bench or
+ * a test can measure or check each in one process; unknown values mean 0.
+ */
+int prefill_variant(void)
+{
+	const char *v = getenv("TILEOPS_PREFILL_VARIANT");
+
+	if (v == NULL || v[0] < '0' || v[0] > '4' || v[1] != '\0')
+		return 0;
+	return v[0] - '0';
+}
+
 /* The shape of one call, batched or varlen, as the launcher needs it. */
 struct Shape {
 	bool varlen, causal, bf16;
+	bool wide;                         /* the wide key tiles (tile_bn), set by prefill_run */
 	int64_t B, S, Skv, Hq, Hkv, D, Dv; /* varlen: S = Tq, Skv = Tk */
 	int64_t max_q;                     /* longest query sequence the grid covers */
 };
 
-template <int D, bool BF16, bool CAUSAL>
+template <int D, int BN, bool BF16, bool CAUSAL>
 tk_status launch_kernel(const Args &args, const Shape &sh, cudaStream_t st)
 {
 	/* The shared-memory limit is raised once per device. */
 	static bool attr_set[64];
-	auto kern = prefill_kernel<D, BF16, CAUSAL>;
+	auto kern = prefill_kernel<D, BN, BF16, CAUSAL>;
 	int dev = 0;
 
 	if (cudaGetDevice(&dev) != cudaSuccess)
 		return TK_ERR_LAUNCH;
 	if (dev < 0 || dev >= 64 || !attr_set[dev]) {
 		if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-		                         Tile<D>::SMEM) != cudaSuccess)
+		                         Tile<D, BN>::SMEM) != cudaSuccess)
 			return TK_ERR_LAUNCH;
 		if (dev >= 0 && dev < 64)
 			attr_set[dev] = true;
@@ -592,17 +715,32 @@ tk_status launch_kernel(const Args &args, const Shape &sh, cudaStream_t st)
 	 * balance them.
 	 */
 	unsigned grid = CAUSAL ? (unsigned)args.n_items : tkc::grid_persistent(args.n_items, 1, 1);
-	kern<<<grid, THREADS, Tile<D>::SMEM, st>>>(args);
+	kern<<<grid, THREADS, Tile<D, BN>::SMEM, st>>>(args);
 	return tkc::launch_status();
+}
+
+/* Keys per tile for this call: wide tiles only where a wide kernel exists. */
+int tile_bn(const Shape &sh)
+{
+	int d = (int)sh.D;
+
+	return sh.wide && !sh.causal ? wide_bn(d) : default_bn(d);
 }
 
 template <int D> tk_status launch_d(const Args &args, const Shape &sh, cudaStream_t st)
 {
+	constexpr int BN = default_bn(D), BW = wide_bn(D);
+
+	if constexpr (BW != BN) {
+		if (tile_bn(sh) == BW)
+			return sh.bf16 ? launch_kernel<D, BW, true, false>(args, sh, st)
+			               : launch_kernel<D, BW, false, false>(args, sh, st);
+	}
 	if (sh.bf16)
-		return sh.causal ? launch_kernel<D, true, true>(args, sh, st)
-		                 : launch_kernel<D, true, false>(args, sh, st);
-	return sh.causal ? launch_kernel<D, false, true>(args, sh, st)
-	                 : launch_kernel<D, false, false>(args, sh, st);
+		return sh.causal ? launch_kernel<D, BN, true, true>(args, sh, st)
+		                 : launch_kernel<D, BN, true, false>(args, sh, st);
+	return sh.causal ? launch_kernel<D, BN, false, true>(args, sh, st)
+	                 : launch_kernel<D, BN, false, false>(args, sh, st);
 }
 
 tk_status launch_empty(const tk_call *call, cudaStream_t st)
@@ -629,12 +767,13 @@ tk_status launch_empty(const tk_call *call, cudaStream_t st)
  * rules): 16-bit types, D == Dv in {64, 128, 256}, packed rows of out and
  * lse, 16-byte aligned bases and strides for the tensor maps.
  */
-tk_status prefill_run(const tk_call *call, const Shape &sh, cudaStream_t st)
+tk_status prefill_run(const tk_call *call, Shape sh, cudaStream_t st)
 {
 	const tk_tensor *q = &call->in[0], *k = &call->in[1], *v = &call->in[2];
 	const tk_tensor *out = &call->out[0];
 	const tk_tensor *lse = call->n_out > 1 && call->out[1].data ? &call->out[1] : NULL;
 	int tok = sh.varlen ? 0 : 1; /* the token dim; heads follow it */
+	int variant = prefill_variant();
 	Args args;
 
 	if (sh.D != sh.Dv || (sh.D != 64 && sh.D != 128 && sh.D != 256))
@@ -647,6 +786,7 @@ tk_status prefill_run(const tk_call *call, const Shape &sh, cudaStream_t st)
 		return TK_OK;
 	if (sh.Skv == 0)
 		return launch_empty(call, st);
+	sh.wide = variant >= 3;
 	for (const tk_tensor *t : { q, k, v }) {
 		if (!tkc::aligned16(t->data))
 			return TK_ERR_UNSUPPORTED;
@@ -657,9 +797,9 @@ tk_status prefill_run(const tk_call *call, const Shape &sh, cudaStream_t st)
 	if (!make_map(&args.tq, q->data, sh.bf16, sh.D, sh.Hq, sh.S, bq, q->stride[tok + 1],
 	              q->stride[tok], sbq, BM) ||
 	    !make_map(&args.tk, k->data, sh.bf16, sh.D, sh.Hkv, sh.Skv, bq, k->stride[tok + 1],
-	              k->stride[tok], sbk, sh.D == 256 ? 64 : 128) ||
+	              k->stride[tok], sbk, tile_bn(sh)) ||
 	    !make_map(&args.tv, v->data, sh.bf16, sh.Dv, sh.Hkv, sh.Skv, bq, v->stride[tok + 1],
-	              v->stride[tok], sbv, sh.D == 256 ? 64 : 128))
+	              v->stride[tok], sbv, tile_bn(sh)))
 		return TK_ERR_UNSUPPORTED;
 
 	args.out = out->data;
@@ -684,6 +824,9 @@ tk_status prefill_run(const tk_call *call, const Shape &sh, cudaStream_t st)
 		scale = 1.0 / sqrt((double)sh.D);
 	args.scale = (float)scale;
 	args.scale_log2 = (float)(scale * 1.4426950408889634);
+	args.turns = variant == 1 || variant == 3;
+	args.lean = variant != 0;
+	args.head_group = variant >= 3 ? 8 : 0;
 
 	tkc::launch_begin();
 	switch (sh.D) {

@@ -9,8 +9,11 @@
  * Lengths 1, 17, 1000 and 4097 side by side; GQA groups of 1, 4 and 8;
  * head dims 64, 128 and 256; one and four new tokens per sequence; pages
  * of 16 and 256 tokens in scattered order, some shared; 65536 tokens at
- * batch 1 (split-KV) with and without workspace; lengths and page indices
- * out of range; append then decode. Needs a GPU.
+ * batch 1 (split-KV) with and without workspace; split counts forced
+ * through TILEOPS_DECODE_SPLITS (merges of 1, 2 and 8 warps per row, rows
+ * that leave a merge block part empty, splits past the length) and the
+ * earlier split rule, merge and block order; lengths and page indices out
+ * of range; append then decode. Needs a GPU.
  */
 #include <criterion/criterion.h>
 #include <cuda_runtime.h>
@@ -269,6 +272,78 @@ Test(gpu_attention_decode, batch_1_of_65536_tokens_splits_and_matches_cpu)
 		run_case(&x, 0, "b1 kv65536 gqa 4");
 		dcase_lens(&x)[0] = 40000;
 		run_case(&x, 1, "b1 kv40000 of 65536 gqa 4 (split-KV)");
+		dcase_free(&x);
+	}
+}
+
+/* Set the launcher's run-time choices; nullptr unsets. */
+static void decode_env(const char *splits, const char *merge, const char *order)
+{
+	const char *names[3] = { "TILEOPS_DECODE_SPLITS", "TILEOPS_DECODE_MERGE",
+		                 "TILEOPS_DECODE_ORDER" };
+	const char *values[3] = { splits, merge, order };
+
+	for (int i = 0; i < 3; i++) {
+		if (values[i] != NULL)
+			cr_assert_eq(setenv(names[i], values[i], 1), 0);
+		else
+			cr_assert_eq(unsetenv(names[i]), 0);
+	}
+}
+
+Test(gpu_attention_decode, forced_split_counts_and_the_earlier_choices_match_cpu)
+{
+	/* splits, merge, order: 2 -> 1 merge warp per row, 6 -> 2, 100 -> 63 splits, 8 warps. */
+	static const char *const settings[][3] = {
+		{ "2", NULL, NULL },
+		{ "6", NULL, NULL },
+		{ "7", NULL, "split" },
+		{ "100", NULL, NULL },
+		{ "twowave", "serial", "split" },
+		{ "0", "serial", NULL },
+		{ "twowave", NULL, NULL },
+	};
+	static const int64_t dims[] = { 64, 128, 256 };
+	static const int32_t lens[3] = { 1000, 333, 0 };
+
+	for (size_t si = 0; si < sizeof(settings) / sizeof(settings[0]); si++) {
+		for (int di = 0; di < 3; di++) {
+			uint64_t rng = gpu_fresh_seed();
+			dcase x;
+			char what[96];
+			/* 18 q rows: merge blocks of 4 or 8 rows end part empty. */
+			dcase_make(&x, di == 1 ? TK_F16 : TK_BF16, 0, 3, 1, 6, 2, dims[di], 0, 1000,
+			           0, &rng);
+			memcpy(dcase_lens(&x), lens, sizeof(lens));
+			decode_env(settings[si][0], settings[si][1], settings[si][2]);
+			snprintf(what, sizeof(what), "d%lld gqa 3 lens 1000,333,0 splits %s%s%s",
+			         (long long)dims[di], settings[si][0],
+			         settings[si][1] ? " merge serial" : "",
+			         settings[si][2] ? " order split" : "");
+			run_case(&x, 1, what);
+			decode_env(NULL, NULL, NULL);
+			dcase_free(&x);
+		}
+	}
+}
+
+Test(gpu_attention_decode_paged, forced_split_counts_in_pages_of_16_match_cpu)
+{
+	static const char *const splits[] = { "33", "twowave", "5" };
+
+	for (int si = 0; si < 3; si++) {
+		uint64_t rng = gpu_fresh_seed();
+		int64_t ps = 16, maxp = 256;
+		dcase x;
+		char what[96];
+		dcase_make(&x, TK_BF16, 1, 2, 1, 32, 8, 128, 2 * maxp + 5, ps, maxp, &rng);
+		dcase_scatter(&x, &rng, 1);
+		dcase_lens(&x)[0] = 4096;
+		dcase_lens(&x)[1] = 2500;
+		decode_env(splits[si], si == 1 ? "serial" : NULL, si == 1 ? "split" : NULL);
+		snprintf(what, sizeof(what), "page 16 gqa 4 lens 4096,2500 splits %s", splits[si]);
+		run_case(&x, 1, what);
+		decode_env(NULL, NULL, NULL);
 		dcase_free(&x);
 	}
 }

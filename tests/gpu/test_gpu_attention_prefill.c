@@ -10,7 +10,10 @@
  * reference (the last rows keep the bottom-right causal alignment and see
  * the most keys), which bounds the CPU's cost.
  *
- * With TILEOPS_TEST_LOG set to a file name, every case's error is appended.
+ * Every case runs each kernel variant (TILEOPS_PREFILL_VARIANT 0 to
+ * N_VARIANTS - 1) against the same reference, each into fresh poisoned
+ * outputs. With TILEOPS_TEST_LOG set to a file name, every case's error is
+ * appended, with its variant.
  */
 #include <criterion/criterion.h>
 #include <cuda_runtime.h>
@@ -32,6 +35,13 @@ typedef struct prefill_case {
 	int max_q; /* max_seqlen_q param (0: derived) */
 } prefill_case;
 
+/*
+ * Kernel variants (values of TILEOPS_PREFILL_VARIANT) every case runs: 0 the
+ * free-running consumers, 1 the ping-pong schedule with the lean loop, 2 the
+ * lean loop alone, 3 and 4 as 1 and 2 with wide key tiles where they exist.
+ */
+#define N_VARIANTS 5
+
 #define ROWS_CHECKED 192 /* rows per (sequence, head) compared, the last ones */
 #define HEADS_CHECKED 3
 
@@ -40,7 +50,7 @@ static double tol_of(tk_dtype dt)
 	return dt == TK_BF16 ? 2e-2 : 5e-3;
 }
 
-static void log_case(const prefill_case *c, double rel, double lse_err)
+static void log_case(const prefill_case *c, int variant, double rel, double lse_err)
 {
 	const char *path = getenv("TILEOPS_TEST_LOG");
 	FILE *f = path != NULL ? fopen(path, "a") : NULL;
@@ -49,17 +59,17 @@ static void log_case(const prefill_case *c, double rel, double lse_err)
 		return;
 	if (c->n_seq > 0)
 		fprintf(f,
-		        "prefill %-4s varlen %d seqs H%lld/%lld D%lld causal %d: rel %.3g lse "
-		        "%.3g\n",
-		        tk_dtype_name(c->dt), c->n_seq, (long long)c->Hq, (long long)c->Hkv,
-		        (long long)c->D, c->causal, rel, lse_err);
+		        "prefill v%d %-4s varlen %d seqs H%lld/%lld D%lld causal %d: rel %.3g "
+		        "lse %.3g\n",
+		        variant, tk_dtype_name(c->dt), c->n_seq, (long long)c->Hq,
+		        (long long)c->Hkv, (long long)c->D, c->causal, rel, lse_err);
 	else
 		fprintf(f,
-		        "prefill %-4s B%lld S%lld Skv%lld H%lld/%lld D%lld causal %d: rel %.3g lse "
-		        "%.3g\n",
-		        tk_dtype_name(c->dt), (long long)c->B, (long long)c->S, (long long)c->Skv,
-		        (long long)c->Hq, (long long)c->Hkv, (long long)c->D, c->causal, rel,
-		        lse_err);
+		        "prefill v%d %-4s B%lld S%lld Skv%lld H%lld/%lld D%lld causal %d: rel "
+		        "%.3g lse %.3g\n",
+		        variant, tk_dtype_name(c->dt), (long long)c->B, (long long)c->S,
+		        (long long)c->Skv, (long long)c->Hq, (long long)c->Hkv, (long long)c->D,
+		        c->causal, rel, lse_err);
 	fclose(f);
 }
 
@@ -191,7 +201,93 @@ static void reference(const prefill_case *c, tk_call *hc, tk_tensor *ref, tk_ten
 	}
 }
 
-/* Build, run on the GPU and on the CPU, compare. */
+/*
+ * Runs the kernel variant `variant` (TILEOPS_PREFILL_VARIANT, which the
+ * launcher reads at every call) on dc's inputs into fresh poisoned outputs
+ * and compares them with the reference in hc->out where `mark` is set.
+ */
+static void check_variant(const prefill_case *c, const tk_call *hc, tk_call *dc,
+                          const unsigned char *mark, int variant, int64_t Tq)
+{
+	int varlen = c->n_seq > 0;
+	char vs[16];
+
+	snprintf(vs, sizeof(vs), "%d", variant);
+	cr_assert_eq(setenv("TILEOPS_PREFILL_VARIANT", vs, 1), 0);
+	dc->out[0].data = dev_poisoned(&hc->out[0]);
+	dc->out[1].data = c->with_lse ? dev_poisoned(&hc->out[1]) : NULL;
+	const char *op = varlen ? "attention_prefill_varlen" : "attention_prefill";
+	const tk_kernel_entry *e = tk_kernel_find(op);
+	cr_assert(e != NULL && e->cuda != NULL, "%s has no CUDA kernel", op);
+	cr_assert_eq(e->cuda(dc, NULL), TK_OK, "%s variant %d refused the launch (seed %llu)", op,
+	             variant, (unsigned long long)gpu_case_seed);
+	cudaError_t err = cudaDeviceSynchronize();
+	cr_assert_eq(err, cudaSuccess, "%s variant %d: %s (seed %llu)", op, variant,
+	             cudaGetErrorString(err), (unsigned long long)gpu_case_seed);
+
+	tk_tensor got = hc->out[0], got_lse = hc->out[1];
+	got.data = malloc(tt_span_bytes(&got) + 16);
+	got_lse.data = malloc(tt_span_bytes(&got_lse) + 16);
+	cr_assert_eq(
+	        cudaMemcpy(got.data, dc->out[0].data, tt_span_bytes(&got), cudaMemcpyDeviceToHost),
+	        cudaSuccess);
+	if (c->with_lse)
+		cr_assert_eq(cudaMemcpy(got_lse.data, dc->out[1].data, tt_span_bytes(&got_lse),
+		                        cudaMemcpyDeviceToHost),
+		             cudaSuccess);
+
+	int64_t n = tk_numel(&got), nl = tk_numel(&got_lse);
+	for (int64_t i = 0; i < n; i++)
+		cr_assert(!isnan(out_at(&got, i)),
+		          "variant %d: out[%lld] was not written or is NaN (seed %llu)", variant,
+		          (long long)i, (unsigned long long)gpu_case_seed);
+	for (int64_t i = 0; c->with_lse && i < nl; i++)
+		cr_assert(!isnan(((float *)got_lse.data)[i]),
+		          "variant %d: lse[%lld] was not written or is NaN (seed %llu)", variant,
+		          (long long)i, (unsigned long long)gpu_case_seed);
+
+	double num = 0.0, den = 0.0, lse_err = 0.0;
+	for (int64_t i = 0; i < n; i++) {
+		if (!mark[i])
+			continue;
+		double r = out_at(&hc->out[0], i), g = out_at(&got, i);
+		num += (g - r) * (g - r);
+		den += r * r;
+	}
+	double rel = sqrt(num / (den > 0.0 ? den : 1.0));
+	if (c->with_lse) {
+		/* The rows whose out elements were checked; lse is [.., Hq, tokens]. */
+		int64_t rows_total = n / c->D;
+		for (int64_t row = 0; row < rows_total; row++) {
+			if (!mark[row * c->D])
+				continue;
+			int64_t tokh = row; /* out row = (b, t, h) or (t, h) */
+			int64_t h = tokh % c->Hq, bt = tokh / c->Hq;
+			int64_t li = varlen ? h * Tq + bt
+			                    : (bt / c->S) * c->Hq * c->S + h * c->S + bt % c->S;
+			float r = ((float *)hc->out[1].data)[li], g = ((float *)got_lse.data)[li];
+			double d = isinf(r) && isinf(g) && r == g ? 0.0 : fabs((double)g - r);
+			if (d > lse_err)
+				lse_err = d;
+		}
+	}
+	log_case(c, variant, rel, lse_err);
+	cr_expect(rel <= tol_of(c->dt),
+	          "variant %d: out: relative error %.3g over %.3g (seed %llu)", variant, rel,
+	          tol_of(c->dt), (unsigned long long)gpu_case_seed);
+	cr_expect(lse_err <= 2e-3, "variant %d: lse: error %.3g over 2e-3 (seed %llu)", variant,
+	          lse_err, (unsigned long long)gpu_case_seed);
+
+	free(got.data);
+	free(got_lse.data);
+	for (int i = 0; i < 2; i++) {
+		if (dc->out[i].data)
+			cudaFree(dc->out[i].data);
+		dc->out[i].data = NULL;
+	}
+}
+
+/* Build, run on the CPU, then every kernel variant on the GPU, compare. */
 static void run_case(const prefill_case *c)
 {
 	uint64_t rng = gpu_fresh_seed();
@@ -246,83 +342,19 @@ static void run_case(const prefill_case *c)
 	dc = hc;
 	for (int i = 0; i < hc.n_in; i++)
 		dc.in[i].data = dev_copy(&hc.in[i]);
-	dc.out[0].data = dev_poisoned(&hc.out[0]);
-	dc.out[1].data = c->with_lse ? dev_poisoned(&hc.out[1]) : NULL;
-	const char *op = varlen ? "attention_prefill_varlen" : "attention_prefill";
-	const tk_kernel_entry *e = tk_kernel_find(op);
-	cr_assert(e != NULL && e->cuda != NULL, "%s has no CUDA kernel", op);
-	cr_assert_eq(e->cuda(&dc, NULL), TK_OK, "%s refused the launch (seed %llu)", op,
-	             (unsigned long long)gpu_case_seed);
-	cudaError_t err = cudaDeviceSynchronize();
-	cr_assert_eq(err, cudaSuccess, "%s: %s (seed %llu)", op, cudaGetErrorString(err),
-	             (unsigned long long)gpu_case_seed);
-
-	tk_tensor got = hc.out[0], got_lse = hc.out[1];
-	got.data = malloc(tt_span_bytes(&got) + 16);
-	got_lse.data = malloc(tt_span_bytes(&got_lse) + 16);
-	cr_assert_eq(
-	        cudaMemcpy(got.data, dc.out[0].data, tt_span_bytes(&got), cudaMemcpyDeviceToHost),
-	        cudaSuccess);
-	if (c->with_lse)
-		cr_assert_eq(cudaMemcpy(got_lse.data, dc.out[1].data, tt_span_bytes(&got_lse),
-		                        cudaMemcpyDeviceToHost),
-		             cudaSuccess);
-
-	int64_t n = tk_numel(&got), nl = tk_numel(&got_lse);
-	for (int64_t i = 0; i < n; i++)
-		cr_assert(!isnan(out_at(&got, i)),
-		          "out[%lld] was not written or is NaN (seed %llu)", (long long)i,
-		          (unsigned long long)gpu_case_seed);
-	for (int64_t i = 0; c->with_lse && i < nl; i++)
-		cr_assert(!isnan(((float *)got_lse.data)[i]),
-		          "lse[%lld] was not written or is NaN (seed %llu)", (long long)i,
-		          (unsigned long long)gpu_case_seed);
-
-	unsigned char *mark = calloc((size_t)n, 1);
+	/* The reference overwrites hc.out; the inputs are on the device by now. */
+	unsigned char *mark = calloc((size_t)tk_numel(&hc.out[0]), 1);
 	reference(c, &hc, &hc.out[0], &hc.out[1], mark, cu_q, cu_k);
-	double num = 0.0, den = 0.0, lse_err = 0.0;
-	for (int64_t i = 0; i < n; i++) {
-		if (!mark[i])
-			continue;
-		double r = out_at(&hc.out[0], i), g = out_at(&got, i);
-		num += (g - r) * (g - r);
-		den += r * r;
-	}
-	double rel = sqrt(num / (den > 0.0 ? den : 1.0));
-	if (c->with_lse) {
-		/* The rows whose out elements were checked; lse is [.., Hq, tokens]. */
-		int64_t rows_total = n / c->D;
-		for (int64_t row = 0; row < rows_total; row++) {
-			if (!mark[row * c->D])
-				continue;
-			int64_t tokh = row; /* out row = (b, t, h) or (t, h) */
-			int64_t h = tokh % c->Hq, bt = tokh / c->Hq;
-			int64_t li = varlen ? h * Tq + bt
-			                    : (bt / c->S) * c->Hq * c->S + h * c->S + bt % c->S;
-			float r = ((float *)hc.out[1].data)[li], g = ((float *)got_lse.data)[li];
-			double d = isinf(r) && isinf(g) && r == g ? 0.0 : fabs((double)g - r);
-			if (d > lse_err)
-				lse_err = d;
-		}
-	}
-	log_case(c, rel, lse_err);
-	cr_expect(rel <= tol_of(c->dt), "out: relative error %.3g over %.3g (seed %llu)", rel,
-	          tol_of(c->dt), (unsigned long long)gpu_case_seed);
-	cr_expect(lse_err <= 2e-3, "lse: error %.3g over 2e-3 (seed %llu)", lse_err,
-	          (unsigned long long)gpu_case_seed);
+	for (int v = 0; v < N_VARIANTS; v++)
+		check_variant(c, &hc, &dc, mark, v, Tq);
 
 	free(mark);
-	free(got.data);
-	free(got_lse.data);
 	for (int i = 0; i < hc.n_in; i++) {
 		cudaFree(dc.in[i].data);
 		free(hc.in[i].data);
 	}
-	for (int i = 0; i < 2; i++) {
-		if (dc.out[i].data)
-			cudaFree(dc.out[i].data);
+	for (int i = 0; i < 2; i++)
 		free(hc.out[i].data);
-	}
 }
 
 static prefill_case batched(tk_dtype dt, int64_t B, int64_t S, int64_t Skv, int64_t Hq, int64_t Hkv,
