@@ -7,24 +7,48 @@
  * Each CTA has three warpgroups. The producer (warpgroup 0, one thread)
  * streams BM x 64 tiles of a and BN x 64 tiles of b into a ring of shared-
  * memory stages with bulk tensor copies (TMA, 128-byte swizzle); each stage
- * has a "full" mbarrier (the copies' bytes landed) and an "empty" one (both
- * consumers finished reading it). The two consumer warpgroups each own half
- * of the BM rows and multiply with wgmma straight from the swizzled stages,
- * keeping one stage's products in flight while waiting for the next.
- * Register files are rebalanced with setmaxnreg: the producer needs few.
+ * has a "full" mbarrier (the copies' bytes landed) and an "empty" one (its
+ * consumers finished reading it). The consumer warpgroups multiply with
+ * wgmma straight from the swizzled stages, keeping one stage's products in
+ * flight while waiting for the next. Register files are rebalanced with
+ * setmaxnreg: the producer needs few.
  *
  * CTAs are persistent: the grid is at most one CTA per multiprocessor, and
- * each walks the output tiles (batch folded into the tile index) in a
- * grouped order, `group` tile-rows at a time, so that the CTAs running at
- * once share a and b panels in L2. The producer runs ahead into the next
- * tile while the consumers finish the current one.
+ * each walks its units of work (below) in a grouped tile order, `group`
+ * tile-rows at a time, so that the CTAs running at once share a and b
+ * panels in L2. The producer runs ahead into the next unit while the
+ * consumers finish the current one.
+ *
+ * Two schedules, chosen by the tile height:
+ * - BM 128 or 256 (cooperative): both consumer warpgroups work on the same
+ *   unit, each on half of its rows; the tensor cores idle while they run the
+ *   epilogue.
+ * - BM 64 (ping-pong): the consumer warpgroups take alternate units, each a
+ *   whole 64-row tile. Their main loops take turns (a pair of "turn"
+ *   mbarriers), so one warpgroup's epilogue runs while the other keeps the
+ *   tensor cores busy. Best where the epilogue is a large part of a unit:
+ *   short K (bmm over heads) and many small tiles.
+ *
+ * Split-K (split_k S > 1) for the last, partial wave: whole tiles fill the
+ * grid as long as they fill it completely; the R tiles left over (R < the
+ * grid: 288 tiles on 132 SMs leave 24) are each cut into S equal K ranges
+ * (S at most grid / R), one final round of R * S units, so the tail takes
+ * about 1 / S of a tile's time instead of a whole one. With fewer tiles than
+ * SMs (decode, M <= 128) every tile is split this way. Each CTA of a split
+ * tile writes its f32 partial sums to the workspace and counts in on the
+ * tile's counter; the last to arrive adds the others' partials and runs the
+ * epilogue. No CTA waits for another, and every CTA has at most one split
+ * unit, so each owns one partial slot. The counters are cleared by one
+ * small memset per launch.
  *
  * Epilogue: each consumer scales its accumulators by alpha, stages them as
  * f32 through a small shared buffer, 32 columns at a time, and stores rows
  * with 16-byte writes after adding bias and residual (read the same way);
  * residual may alias c since each element is read and written by one
  * thread. Rows and columns past M and N are masked; past K the copy engine
- * fills zeros.
+ * fills zeros. Ping-pong tiles without bias and residual (bmm) round into
+ * two 64 x 32 chunk buffers instead, which the copy engine stores to c
+ * (TMA, clipped at M and N) while the threads go on.
  */
 #include <atomic>
 #include <cuda.h>
@@ -34,6 +58,8 @@
 #include <cuda_runtime.h>
 #include <mutex>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <type_traits>
 
 #include "gemm_kinds.h"
@@ -57,12 +83,20 @@ struct Sm90Args {
 	void *c;
 	const void *bias, *res;
 	long long ldc, ldr, stride_c, stride_r;
+	long long units; /* whole tiles, then split units */
+	long long full;  /* units that are whole tiles */
 	int m, n, k;
 	int tiles_m, tiles_n, tiles; /* tiles counts every batch */
 	int group;                   /* tile-rows walked together */
+	int split;                   /* K ranges per split tile (1: none) */
 	int a_batched, b_batched;    /* 0: one matrix shared by every batch */
 	int vec;                     /* c, residual, bias allow 16-byte access */
+	int tma_c;                   /* ping-pong, no bias or residual: store c by TMA */
 	float alpha;
+	/* split > 1: a counter per split tile and consumer warpgroup, a
+	 * partial tile of ROWS x BN floats per split unit and warpgroup. */
+	unsigned *counts;
+	float *part;
 };
 
 template <int BM, int BN, int STAGES> struct Layout {
@@ -70,12 +104,18 @@ template <int BM, int BN, int STAGES> struct Layout {
 	static constexpr int B_BYTES = BN * BK * 2;
 	static constexpr int RING = STAGES * (A_BYTES + B_BYTES);
 	static constexpr int EPI = RING;                   /* two consumer buffers */
-	static constexpr int BARS = EPI + 2 * STAGE_BYTES; /* full[], then empty[] */
-	static constexpr int BYTES = BARS + 2 * 8 * STAGES;
+	static constexpr int BARS = EPI + 2 * STAGE_BYTES; /* full[], empty[], turn[2] */
+	static constexpr int BYTES = BARS + 2 * 8 * STAGES + 16;
 	/* +1024: the dynamic window is aligned up to the swizzle period. */
 	static constexpr int ALLOC = BYTES + 1024;
 	static_assert(ALLOC <= 227 * 1024, "stages do not fit in shared memory");
 };
+
+/* Rows one consumer warpgroup owns in a unit: the whole tile when ping-pong. */
+template <int BM> constexpr int rows_per_wg(void)
+{
+	return BM == 64 ? 64 : BM / 2;
+}
 
 template <typename T, int N, int TB>
 __device__ __forceinline__ void wgmma(float (&d)[N / 2], uint64_t da, uint64_t db)
@@ -229,31 +269,252 @@ __device__ __forceinline__ void epilogue_chunks(const Sm90Args &p, const float (
 	}
 }
 
+/* One unit of work: tile t (batch folded in), k-tiles [k0, k1); v >= 0 for
+ * a split unit (its index among them), -1 for a whole tile. */
+struct Unit {
+	int t, k0, k1, v;
+};
+
+__device__ __forceinline__ Unit unit_at(const Sm90Args &p, long long u, int ktiles)
+{
+	Unit w;
+	if (u < p.full) {
+		w.t = (int)u;
+		w.v = -1;
+		w.k0 = 0;
+		w.k1 = ktiles;
+		return w;
+	}
+	w.v = (int)(u - p.full);
+	int r = w.v / p.split, slice = w.v - r * p.split;
+	w.t = (int)p.full + r;
+	w.k0 = (int)((long long)slice * ktiles / p.split);
+	w.k1 = (int)((long long)(slice + 1) * ktiles / p.split);
+	return w;
+}
+
+/* Move a ring position n stages on. */
+template <int STAGES> __device__ __forceinline__ void ring_skip(int &s, uint32_t &phase, int n)
+{
+	int q = (s + n) / STAGES;
+	s = s + n - q * STAGES;
+	phase ^= (uint32_t)(q & 1);
+}
+
+/*
+ * The consumer main loop over n k-tiles: wait for each stage, issue its
+ * wgmmas, and hand the previous stage back once its products are done.
+ * a_off selects this warpgroup's rows of the a tile. Returns the stage
+ * still being read (-1: none), for main_tail; the last products may still
+ * be in flight.
+ */
+template <typename T, int BM, int BN, int STAGES, int TB, int MI>
+__device__ __forceinline__ int main_loop(float (&acc)[MI][BN / 2], uint32_t base, uint32_t full,
+                                         uint32_t empty, uint32_t a_off, int &s, uint32_t &phase,
+                                         int n, int tid)
+{
+	using L = Layout<BM, BN, STAGES>;
+	int prev = -1;
+	for (int kt = 0; kt < n; kt++) {
+		uint32_t sa = base + s * L::A_BYTES + a_off;
+		uint32_t sb = base + STAGES * L::A_BYTES + s * L::B_BYTES;
+		mbar_wait(full + 8 * s, phase);
+		wgmma_fence();
+#pragma unroll
+		for (int kk = 0; kk < BK / 16; kk++) {
+			/* K-major b: 32 bytes per k16 step inside the swizzled row;
+			 * N-major b: two 8-row swizzle atoms (2048 bytes) per step,
+			 * 64-column atoms 64 * BK * 2 bytes apart. */
+			uint64_t db = TB ? sw128_desc(sb + kk * 32, 16, 1024)
+			                 : sw128_desc(sb + kk * 2048, 64 * BK * 2, 1024);
+#pragma unroll
+			for (int mi = 0; mi < MI; mi++) {
+				uint64_t da = sw128_desc(sa + mi * 64 * 128 + kk * 32, 16, 1024);
+				wgmma<T, BN, 1 - TB>(acc[mi], da, db);
+			}
+		}
+		wgmma_commit();
+		/* The products of the previous stage are done: hand it back. */
+		wgmma_wait<1>();
+#pragma unroll
+		for (int mi = 0; mi < MI; mi++)
+			acc_fence(acc[mi]);
+		if (prev >= 0 && (tid & 31) == 0)
+			mbar_arrive(empty + 8 * prev);
+		prev = s;
+		if (++s == STAGES) {
+			s = 0;
+			phase ^= 1;
+		}
+	}
+	return prev;
+}
+
+/* Wait for the last products and hand back the stage they read. */
+template <int MI, int NR>
+__device__ __forceinline__ void main_tail(float (&acc)[MI][NR], uint32_t empty, int prev, int tid)
+{
+	wgmma_wait<0>();
+#pragma unroll
+	for (int mi = 0; mi < MI; mi++)
+		acc_fence(acc[mi]);
+	if (prev >= 0 && (tid & 31) == 0)
+		mbar_arrive(empty + 8 * prev);
+}
+
+/* Two f32 values as the 4 bytes of two T. */
+template <typename T> __device__ __forceinline__ uint32_t pack2(float x, float y)
+{
+	uint32_t u;
+	if constexpr (std::is_same<T, __half>::value) {
+		__half2 h = __floats2half2_rn(x, y);
+		memcpy(&u, &h, 4);
+	} else {
+		__nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+		memcpy(&u, &h, 4);
+	}
+	return u;
+}
+
+/* Bytes of one TMA store chunk: 64 rows x 32 columns of T, two in the buffer. */
+constexpr int TMA_CHUNK_BYTES = 64 * STAGE_COLS * 2;
+static_assert(2 * TMA_CHUNK_BYTES + 16 <= STAGE_BYTES, "TMA chunks overflow the buffer");
+
+/*
+ * The epilogue when c is stored by the copy engine (no bias, no residual):
+ * columns [32 ch, 32 ch + 32) of one m64 block, times alpha and rounded,
+ * go to one of two chunk buffers, and thread 0 stores the chunk as a bulk
+ * async-group; the buffer is written again only after the group two chunks
+ * back has read it. The copy engine clips rows and columns past M and N.
+ */
+template <typename T, int NR, int CH>
+__device__ __forceinline__ void epilogue_tma(const Sm90Args &p, const float (&acc)[NR],
+                                             const CUtensorMap *map_c, uint32_t buf, int bar, int b,
+                                             int m0, int n0, int tid)
+{
+	if constexpr (CH * STAGE_COLS < NR * 2) {
+		uint32_t dst = buf + (CH & 1) * TMA_CHUNK_BYTES;
+		int row = (tid >> 5) * 16 + ((tid & 31) >> 2), colq = (tid & 3) * 2;
+		if (tid == 0)
+			bulk_wait_read<1>();
+		named_sync(bar, 128);
+#pragma unroll
+		for (int jj = 0; jj < 4; jj++) {
+			constexpr int J0 = CH * 4;
+			int j = J0 + jj;
+			uint32_t top = pack2<T>(acc[4 * j] * p.alpha, acc[4 * j + 1] * p.alpha);
+			uint32_t bot = pack2<T>(acc[4 * j + 2] * p.alpha, acc[4 * j + 3] * p.alpha);
+			uint32_t at = dst + (row * STAGE_COLS + jj * 8 + colq) * 2;
+			asm volatile("st.shared.b32 [%0], %1;" ::"r"(at), "r"(top) : "memory");
+			asm volatile("st.shared.b32 [%0], %1;" ::"r"(at + 8 * STAGE_COLS * 2),
+			             "r"(bot)
+			             : "memory");
+		}
+		fence_proxy_async();
+		named_sync(bar, 128);
+		if (tid == 0) {
+			tma_store_3d(map_c, dst, n0 + CH * STAGE_COLS, m0, b);
+			bulk_commit();
+		}
+		epilogue_tma<T, NR, CH + 1>(p, acc, map_c, buf, bar, b, m0, n0, tid);
+	}
+}
+
+/*
+ * A warpgroup's partial tile in the workspace: float4 q of m64 block mi of
+ * thread tid at (mi * NR / 4 + q) * 128 + tid, so that each store and load
+ * of the warpgroup covers 2 KB without gaps.
+ */
+template <int MI, int NR>
+__device__ __forceinline__ float4 *part_slot(const Sm90Args &p, int v, int stream)
+{
+	return reinterpret_cast<float4 *>(p.part) + (size_t)(v * 2 + stream) * MI * NR / 4 * 128;
+}
+
+/*
+ * Split unit v's K range is done: publish this warpgroup's partial sums and
+ * count in; the last of the tile's S units to arrive adds the others'
+ * partials to its accumulators and returns true (it runs the epilogue).
+ * The 128 threads of one consumer warpgroup; word is a shared word of its
+ * own, free until the epilogue.
+ */
+template <int MI, int NR>
+__device__ __forceinline__ bool split_reduce(const Sm90Args &p, float (&acc)[MI][NR],
+                                             volatile unsigned *word, int v, int stream, int bar,
+                                             int tid)
+{
+	int lead = v - v % p.split;
+	float4 *dst = part_slot<MI, NR>(p, v, stream);
+#pragma unroll
+	for (int mi = 0; mi < MI; mi++) {
+#pragma unroll
+		for (int q = 0; q < NR / 4; q++)
+			__stcg(dst + (mi * NR / 4 + q) * 128 + tid,
+			       make_float4(acc[mi][4 * q], acc[mi][4 * q + 1], acc[mi][4 * q + 2],
+			                   acc[mi][4 * q + 3]));
+	}
+	__threadfence();
+	named_sync(bar, 128); /* also: the last epilogue's reads of word are done */
+	if (tid == 0) {
+		unsigned old = atomicAdd(p.counts + (lead / p.split) * 2 + stream, 1u);
+		__threadfence();
+		*word = old == (unsigned)p.split - 1;
+	}
+	named_sync(bar, 128);
+	if (*word == 0)
+		return false;
+	__threadfence(); /* the other partials are visible from here on */
+	for (int o = lead; o < lead + p.split; o++) {
+		if (o == v)
+			continue;
+		const float4 *src = part_slot<MI, NR>(p, o, stream);
+#pragma unroll
+		for (int mi = 0; mi < MI; mi++) {
+#pragma unroll
+			for (int q = 0; q < NR / 4; q++) {
+				float4 x = __ldcg(src + (mi * NR / 4 + q) * 128 + tid);
+				acc[mi][4 * q] += x.x;
+				acc[mi][4 * q + 1] += x.y;
+				acc[mi][4 * q + 2] += x.z;
+				acc[mi][4 * q + 3] += x.w;
+			}
+		}
+	}
+	return true;
+}
+
 /*
  * BM x BN output tiles, STAGES-deep ring; TB 1: b is [N, K] (K-major),
- * TB 0: b is [K, N] (N-major, wgmma's transpose bit). MI = m64 blocks per
- * consumer warpgroup (BM / 128).
+ * TB 0: b is [K, N] (N-major, wgmma's transpose bit). BM 64 runs the
+ * ping-pong schedule, larger BM the cooperative one. MI = m64 blocks per
+ * consumer warpgroup and unit.
  */
 template <typename T, int BM, int BN, int STAGES, int TB>
 __global__ void __launch_bounds__(THREADS, 1)
         gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
-                         const __grid_constant__ CUtensorMap map_b, const Sm90Args p)
+                         const __grid_constant__ CUtensorMap map_b,
+                         const __grid_constant__ CUtensorMap map_c, const Sm90Args p)
 {
 	using L = Layout<BM, BN, STAGES>;
-	constexpr int MI = BM / 128;
+	constexpr bool PP = BM == 64;
+	constexpr int ROWS = rows_per_wg<BM>();
+	constexpr int MI = ROWS / 64;
 	constexpr int NR = BN / 2; /* accumulators per thread per m64 block */
 	extern __shared__ uint8_t smem_raw[];
 	uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
 	                                            ~uintptr_t(1023));
 	uint32_t base = smem_addr(smem);
-	uint32_t full = base + L::BARS, empty = full + 8 * STAGES;
+	uint32_t full = base + L::BARS, empty = full + 8 * STAGES, turn = empty + 8 * STAGES;
 	int ktiles = (p.k + BK - 1) / BK;
 
 	if (threadIdx.x == 0) {
 		for (int s = 0; s < STAGES; s++) {
 			mbar_init(full + 8 * s, 1);
-			mbar_init(empty + 8 * s, 8); /* one arrival per consumer warp */
+			/* one arrival per consumer warp that reads the stage */
+			mbar_init(empty + 8 * s, PP ? 4 : 8);
 		}
+		mbar_init(turn, 4);
+		mbar_init(turn + 8, 4);
 		mbar_init_fence();
 	}
 	__syncthreads();
@@ -266,11 +527,12 @@ __global__ void __launch_bounds__(THREADS, 1)
 		tma_prefetch_map(&map_b);
 		int s = 0;
 		uint32_t phase = 0;
-		for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
+		for (long long u = blockIdx.x; u < p.units; u += gridDim.x) {
+			Unit w = unit_at(p, u, ktiles);
 			int b, tm, tn;
-			tile_at(p, t, b, tm, tn);
+			tile_at(p, w.t, b, tm, tn);
 			int za = p.a_batched ? b : 0, zb = p.b_batched ? b : 0;
-			for (int kt = 0; kt < ktiles; kt++) {
+			for (int kt = w.k0; kt < w.k1; kt++) {
 				uint32_t sa = base + s * L::A_BYTES;
 				uint32_t sb = base + STAGES * L::A_BYTES + s * L::B_BYTES;
 				mbar_wait(empty + 8 * s, phase ^ 1);
@@ -297,12 +559,20 @@ __global__ void __launch_bounds__(THREADS, 1)
 	regs_claim<CONSUMER_REGS>();
 	int wg = threadIdx.x / 128 - 1, tid = threadIdx.x & 127;
 	float *stg = reinterpret_cast<float *>(smem + L::EPI) + wg * (STAGE_BYTES / 4);
+	uint32_t a_off = PP ? 0 : wg * MI * 64 * 128;
 	float acc[MI][NR];
 	int s = 0;
 	uint32_t phase = 0;
-	for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
-		int b, tm, tn;
-		tile_at(p, t, b, tm, tn);
+	int j = 0; /* this CTA's units so far */
+	for (long long u = blockIdx.x; u < p.units; u += gridDim.x, j++) {
+		Unit w = unit_at(p, u, ktiles);
+		if (PP && (j & 1) != wg) {
+			ring_skip<STAGES>(s, phase, w.k1 - w.k0);
+			continue;
+		}
+		/* Ping-pong: wait until the other warpgroup has issued unit j - 1. */
+		if (PP && j > 0)
+			mbar_wait(turn + 8 * (1 - wg), ((j - 1) >> 1) & 1);
 #pragma unroll
 		for (int mi = 0; mi < MI; mi++) {
 #pragma unroll
@@ -310,52 +580,37 @@ __global__ void __launch_bounds__(THREADS, 1)
 				acc[mi][i] = 0.0f;
 			acc_fence(acc[mi]);
 		}
-		int prev = -1;
-		for (int kt = 0; kt < ktiles; kt++) {
-			uint32_t sa = base + s * L::A_BYTES + wg * MI * 64 * 128;
-			uint32_t sb = base + STAGES * L::A_BYTES + s * L::B_BYTES;
-			mbar_wait(full + 8 * s, phase);
-			wgmma_fence();
-#pragma unroll
-			for (int kk = 0; kk < BK / 16; kk++) {
-				/* K-major b: 32 bytes per k16 step inside the swizzled row;
-				 * N-major b: two 8-row swizzle atoms (2048 bytes) per step,
-				 * 64-column atoms 64 * BK * 2 bytes apart. */
-				uint64_t db = TB ? sw128_desc(sb + kk * 32, 16, 1024)
-				                 : sw128_desc(sb + kk * 2048, 64 * BK * 2, 1024);
-#pragma unroll
-				for (int mi = 0; mi < MI; mi++) {
-					uint64_t da =
-					        sw128_desc(sa + mi * 64 * 128 + kk * 32, 16, 1024);
-					wgmma<T, BN, 1 - TB>(acc[mi], da, db);
-				}
-			}
-			wgmma_commit();
-			/* The products of the previous stage are done: hand it back. */
-			wgmma_wait<1>();
-#pragma unroll
-			for (int mi = 0; mi < MI; mi++)
-				acc_fence(acc[mi]);
-			if (prev >= 0 && (tid & 31) == 0)
-				mbar_arrive(empty + 8 * prev);
-			prev = s;
-			if (++s == STAGES) {
-				s = 0;
-				phase ^= 1;
-			}
-		}
-		wgmma_wait<0>();
-#pragma unroll
-		for (int mi = 0; mi < MI; mi++)
-			acc_fence(acc[mi]);
-		if (prev >= 0 && (tid & 31) == 0)
-			mbar_arrive(empty + 8 * prev);
+		int last = main_loop<T, BM, BN, STAGES, TB, MI>(acc, base, full, empty, a_off, s,
+		                                                phase, w.k1 - w.k0, tid);
+		/* Every wgmma of this unit is issued: the other warpgroup's may
+		 * queue behind them while these finish. */
+		if (PP && (tid & 31) == 0)
+			mbar_arrive(turn + 8 * wg);
+		main_tail<MI, NR>(acc, empty, last, tid);
 
+		/* Split-K: the last of a tile's units to finish runs its epilogue.
+		 * Each cooperative warpgroup counts and publishes its own half. The
+		 * counter's answer goes past the TMA chunks still being read. */
+		unsigned *word = reinterpret_cast<unsigned *>(stg) + 2 * TMA_CHUNK_BYTES / 4;
+		if (w.v >= 0 && !split_reduce<MI, NR>(p, acc, word, w.v, PP ? 0 : wg, 1 + wg, tid))
+			continue;
+
+		int b, tm, tn;
+		tile_at(p, w.t, b, tm, tn);
 #pragma unroll
-		for (int mi = 0; mi < MI; mi++)
-			epilogue_chunks<T, NR, 0>(p, acc[mi], stg, 1 + wg, b,
-			                          tm * BM + (wg * MI + mi) * 64, tn * BN, tid);
+		for (int mi = 0; mi < MI; mi++) {
+			int m0 = tm * BM + (PP ? 0 : wg * ROWS) + mi * 64;
+			if (PP && p.tma_c)
+				epilogue_tma<T, NR, 0>(p, acc[mi], &map_c, smem_addr(stg), 1 + wg,
+				                       b, m0, tn * BN, tid);
+			else
+				epilogue_chunks<T, NR, 0>(p, acc[mi], stg, 1 + wg, b, m0, tn * BN,
+				                          tid);
+		}
 	}
+	/* Shared memory must outlive the copy engine's reads of it. */
+	if (PP && p.tma_c && tid == 0)
+		bulk_wait_all();
 }
 
 } /* namespace */
@@ -366,18 +621,29 @@ namespace
 {
 
 /*
- * The search space: tile shapes with the deepest ring that fits each.
- * n192 divides the N of common projections (2112, 6144) where 128 and 256
- * leave a partly idle last wave of tiles.
+ * The search space: tile shapes with the deepest ring that fits each, each
+ * also split along K (split_k 2..16) where the tiles alone fill the SMs
+ * poorly. n192 divides the N of common projections (2112, 6144) where 128
+ * and 256 leave a partly idle last wave of tiles; m64 is the ping-pong
+ * schedule (the epilogue overlaps the other warpgroup's main loop).
  */
 struct Sm90Shape {
 	int bm, bn, stages;
 };
 
+/* The tensor maps of a launch; c's only for the TMA-store epilogue. */
+struct Sm90Maps {
+	CUtensorMap a, b, c;
+};
+
 const Sm90Shape SHAPES[] = {
-	{ 128, 256, 4 }, { 128, 128, 6 }, { 256, 128, 4 }, { 128, 192, 5 }, { 128, 64, 8 },
+	{ 128, 256, 4 }, { 128, 128, 6 }, { 256, 128, 4 }, { 128, 192, 5 },
+	{ 128, 64, 8 },  { 64, 256, 5 },  { 64, 128, 8 },
 };
 constexpr int N_SHAPES = (int)(sizeof(SHAPES) / sizeof(SHAPES[0]));
+constexpr int MAX_SPLIT = 16;
+/* Split variants offered per shape (good_splits). */
+constexpr int SPLITS_PER_SHAPE = 2;
 
 /*
  * cuTensorMapEncodeTiled, looked up once through the runtime: the daemon
@@ -405,7 +671,8 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn(void)
  * box_inner x box_outer with the 128-byte swizzle wgmma reads.
  */
 bool make_map(CUtensorMap *map, tk_dtype dt, const void *ptr, int64_t inner, int64_t outer,
-              int64_t batch, int64_t ld, int64_t bstride, int box_inner, int box_outer)
+              int64_t batch, int64_t ld, int64_t bstride, int box_inner, int box_outer,
+              CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B)
 {
 	PFN_cuTensorMapEncodeTiled_v12000 encode = encode_fn();
 	if (encode == nullptr)
@@ -417,8 +684,7 @@ bool make_map(CUtensorMap *map, tk_dtype dt, const void *ptr, int64_t inner, int
 	CUtensorMapDataType ty =
 	        dt == TK_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
 	return encode(map, ty, 3, const_cast<void *>(ptr), dims, strides, box, estr,
-	              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-	              CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+	              CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
 	              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
@@ -456,7 +722,8 @@ bool sm90_serves(const tk_gemm_problem *p)
 	if (p->lda >= (1ll << 39) || p->ldb >= (1ll << 39) || p->stride_a >= (1ll << 39) ||
 	    p->stride_b >= (1ll << 39))
 		return false;
-	int64_t tiles = (p->m + 127) / 128 * ((p->n + 63) / 64) * p->batch;
+	/* The most tiles any configuration walks: m64 n64 (split units add < SMs). */
+	int64_t tiles = (p->m + 63) / 64 * ((p->n + 63) / 64) * p->batch;
 	return tiles <= lim;
 }
 
@@ -488,8 +755,7 @@ int sm_count(void)
 }
 
 template <typename T, int BM, int BN, int ST, int TB>
-tk_status launch_one(const CUtensorMap &ma, const CUtensorMap &mb, const Sm90Args &a, int grid,
-                     cudaStream_t stream)
+tk_status launch_one(const Sm90Maps &m, const Sm90Args &a, int grid, cudaStream_t stream)
 {
 	using L = Layout<BM, BN, ST>;
 	auto kern = gemm_sm90_kernel<T, BM, BN, ST, TB>;
@@ -507,40 +773,43 @@ tk_status launch_one(const CUtensorMap &ma, const CUtensorMap &mb, const Sm90Arg
 		}
 		raised.fetch_or(bit, std::memory_order_release);
 	}
-	kern<<<grid, THREADS, L::ALLOC, stream>>>(ma, mb, a);
+	kern<<<grid, THREADS, L::ALLOC, stream>>>(m.a, m.b, m.c, a);
 	return cudaGetLastError() == cudaSuccess ? TK_OK : TK_ERR_LAUNCH;
 }
 
 template <typename T, int TB>
-tk_status launch_shape(int shape, const CUtensorMap &ma, const CUtensorMap &mb, const Sm90Args &a,
-                       int grid, cudaStream_t st)
+tk_status launch_shape(int shape, const Sm90Maps &m, const Sm90Args &a, int grid, cudaStream_t st)
 {
 	switch (shape) {
 	case 0:
-		return launch_one<T, 128, 256, 4, TB>(ma, mb, a, grid, st);
+		return launch_one<T, 128, 256, 4, TB>(m, a, grid, st);
 	case 1:
-		return launch_one<T, 128, 128, 6, TB>(ma, mb, a, grid, st);
+		return launch_one<T, 128, 128, 6, TB>(m, a, grid, st);
 	case 2:
-		return launch_one<T, 256, 128, 4, TB>(ma, mb, a, grid, st);
+		return launch_one<T, 256, 128, 4, TB>(m, a, grid, st);
 	case 3:
-		return launch_one<T, 128, 192, 5, TB>(ma, mb, a, grid, st);
+		return launch_one<T, 128, 192, 5, TB>(m, a, grid, st);
+	case 4:
+		return launch_one<T, 128, 64, 8, TB>(m, a, grid, st);
+	case 5:
+		return launch_one<T, 64, 256, 5, TB>(m, a, grid, st);
 	default:
-		return launch_one<T, 128, 64, 8, TB>(ma, mb, a, grid, st);
+		return launch_one<T, 64, 128, 8, TB>(m, a, grid, st);
 	}
 }
 
 template <typename T>
-tk_status launch_layout(int shape, int trans_b, const CUtensorMap &ma, const CUtensorMap &mb,
-                        const Sm90Args &a, int grid, cudaStream_t st)
+tk_status launch_layout(int shape, int trans_b, const Sm90Maps &m, const Sm90Args &a, int grid,
+                        cudaStream_t st)
 {
-	return trans_b ? launch_shape<T, 1>(shape, ma, mb, a, grid, st)
-	               : launch_shape<T, 0>(shape, ma, mb, a, grid, st);
+	return trans_b ? launch_shape<T, 1>(shape, m, a, grid, st)
+	               : launch_shape<T, 0>(shape, m, a, grid, st);
 }
 
 int shape_of(const tk_gemm_config *cfg)
 {
 	if (cfg == nullptr || cfg->kind != TK_GEMM_SM90 || cfg->tile_k != BK || cfg->cluster > 1 ||
-	    cfg->split_k > 1)
+	    cfg->split_k < 0 || cfg->split_k > MAX_SPLIT)
 		return -1;
 	for (int i = 0; i < N_SHAPES; i++)
 		if (SHAPES[i].bm == cfg->tile_m && SHAPES[i].bn == cfg->tile_n &&
@@ -549,23 +818,152 @@ int shape_of(const tk_gemm_config *cfg)
 	return -1;
 }
 
+/*
+ * How a launch of shape sh spreads out: whole tiles while they fill the
+ * grid, then the R left over split `split` ways (at most sms / R, so that
+ * they take one round).
+ */
+struct Sm90Plan {
+	int tiles_m, tiles_n, tiles, split, rest, grid;
+	long long full, units;
+};
+
+void plan_of(const tk_gemm_problem *p, const Sm90Shape &sh, int split, int sms, Sm90Plan *pl)
+{
+	pl->tiles_m = (int)((p->m + sh.bm - 1) / sh.bm);
+	pl->tiles_n = (int)((p->n + sh.bn - 1) / sh.bn);
+	pl->tiles = (int)(pl->tiles_m * pl->tiles_n * p->batch);
+	pl->rest = pl->tiles % sms;
+	pl->split = split;
+	if (pl->rest > 0 && pl->split > sms / pl->rest)
+		pl->split = sms / pl->rest;
+	if (pl->rest == 0 || pl->split < 2) {
+		pl->split = 1;
+		pl->rest = 0;
+	}
+	pl->full = pl->tiles - pl->rest;
+	pl->units = pl->full + (long long)pl->rest * pl->split;
+	pl->grid = (int)(pl->units < sms ? pl->units : sms);
+}
+
+/* Workspace a split launch needs: the counters, then the partial tiles. */
+size_t counts_bytes(const Sm90Plan &pl)
+{
+	return ((size_t)pl.rest * 2 * sizeof(unsigned) + 255) / 256 * 256;
+}
+
+size_t split_bytes(const Sm90Shape &sh, const Sm90Plan &pl)
+{
+	if (pl.split <= 1)
+		return 0;
+	size_t rows = sh.bm == 64 ? 64 : (size_t)sh.bm / 2;
+	return counts_bytes(pl) + (size_t)pl.rest * pl.split * 2 * rows * sh.bn * 4;
+}
+
+bool split_fits(const tk_gemm_problem *p, const Sm90Shape &sh, const Sm90Plan &pl)
+{
+	return pl.split <= 1 || (p->workspace != nullptr && aligned16(p->workspace) &&
+	                         split_bytes(sh, pl) <= p->workspace_bytes);
+}
+
+/*
+ * The splits worth timing for shape sh: when there are at most 8 waves of
+ * tiles and the last is less than 90% full (the tail is worth cutting), the
+ * largest split that fits one round (K ranges of at least 4 k-tiles, at
+ * most MAX_SPLIT) and half of it.
+ */
+int good_splits(const tk_gemm_problem *p, const Sm90Shape &sh, int sms, int *out)
+{
+	Sm90Plan pl;
+	plan_of(p, sh, MAX_SPLIT, sms, &pl);
+	int64_t ktiles = (p->k + BK - 1) / BK;
+	int most = pl.split < ktiles / 4 ? pl.split : (int)(ktiles / 4), n = 0;
+	if (pl.split < 2 || pl.rest * 10 >= sms * 9 || pl.tiles > 8 * sms)
+		return 0;
+	for (int split = most; split >= 2 && n < SPLITS_PER_SHAPE; split /= 2) {
+		plan_of(p, sh, split, sms, &pl);
+		if (split_fits(p, sh, pl))
+			out[n++] = split;
+	}
+	return n;
+}
+
+tk_gemm_config config_of(int shape, int split)
+{
+	tk_gemm_config c = {};
+	c.kind = TK_GEMM_SM90;
+	c.tile_m = SHAPES[shape].bm;
+	c.tile_n = SHAPES[shape].bn;
+	c.tile_k = BK;
+	c.stages = SHAPES[shape].stages;
+	c.cluster = 1;
+	c.split_k = split;
+	return c;
+}
+
+/* Append shape's split variants to out (up to max); returns the new count. */
+int add_splits(const tk_gemm_problem *p, int shape, int sms, tk_gemm_config *out, int n, int max)
+{
+	int splits[SPLITS_PER_SHAPE];
+	int ns = good_splits(p, SHAPES[shape], sms, splits);
+	for (int i = 0; i < ns; i++, n++)
+		if (n < max)
+			out[n] = config_of(shape, splits[i]);
+	return n;
+}
+
+/*
+ * TILEOPS_SM90_SEARCH=base narrows the search space to the cooperative
+ * shapes without split, to compare against or to rule the others out; the
+ * launcher still runs every configuration.
+ */
+bool search_base_only(void)
+{
+	static const bool base = [] {
+		const char *v = getenv("TILEOPS_SM90_SEARCH");
+		return v != nullptr && strcmp(v, "base") == 0;
+	}();
+	return base;
+}
+
+/* TILEOPS_SM90_TMA_STORE=0: ping-pong tiles store c with the threads too. */
+bool search_plain_epilogue(void)
+{
+	static const bool plain = [] {
+		const char *v = getenv("TILEOPS_SM90_TMA_STORE");
+		return v != nullptr && strcmp(v, "0") == 0;
+	}();
+	return plain;
+}
+
 } /* namespace */
 
+/*
+ * The unsplit shapes, then their split variants (those that need workspace
+ * only when p brings enough). The split variants of m128 n256 s4 come
+ * first: the dispatcher's built-in choice takes the last m128 n256 s4 entry
+ * it sees, which stays the unsplit one.
+ */
 extern "C" int tk_gemm_sm90_candidates(const tk_gemm_problem *p, tk_gemm_config *out, int max)
 {
 	if (p == nullptr || !sm90_serves(p))
 		return 0;
-	for (int i = 0; i < N_SHAPES && i < max; i++) {
-		tk_gemm_config c = {};
-		c.kind = TK_GEMM_SM90;
-		c.tile_m = SHAPES[i].bm;
-		c.tile_n = SHAPES[i].bn;
-		c.tile_k = BK;
-		c.stages = SHAPES[i].stages;
-		c.cluster = 1;
-		out[i] = c;
+	int sms = sm_count(), n = 0;
+	if (sms <= 0)
+		return 0;
+	bool base = search_base_only();
+	if (!base)
+		n = add_splits(p, 0, sms, out, n, max);
+	for (int i = 0; i < N_SHAPES; i++) {
+		if (base && SHAPES[i].bm == 64)
+			continue;
+		if (n < max)
+			out[n] = config_of(i, 1);
+		n++;
 	}
-	return N_SHAPES;
+	for (int i = 1; i < N_SHAPES && !base; i++)
+		n = add_splits(p, i, sms, out, n, max);
+	return n;
 }
 
 extern "C" tk_status tk_gemm_sm90_launch(const tk_gemm_problem *p, const tk_gemm_config *cfg,
@@ -575,17 +973,22 @@ extern "C" tk_status tk_gemm_sm90_launch(const tk_gemm_problem *p, const tk_gemm
 	if (p == nullptr || shape < 0 || !sm90_serves(p))
 		return TK_ERR_UNSUPPORTED;
 	const Sm90Shape &sh = SHAPES[shape];
-	int64_t nb = p->trans_b ? p->n : p->k, kb = p->trans_b ? p->k : p->n;
-	CUtensorMap ma, mb;
-	if (!make_map(&ma, p->dtype, p->a, p->k, p->m, p->stride_a ? p->batch : 1, p->lda,
-	              p->stride_a, BK, sh.bm) ||
-	    !make_map(&mb, p->dtype, p->b, kb, nb, p->stride_b ? p->batch : 1, p->ldb, p->stride_b,
-	              BK, p->trans_b ? sh.bn : BK))
-		return TK_ERR_UNSUPPORTED;
-
 	int sms = sm_count();
 	if (sms <= 0)
 		return TK_ERR_LAUNCH;
+	Sm90Plan pl;
+	plan_of(p, sh, cfg->split_k > 1 ? cfg->split_k : 1, sms, &pl);
+	if (!split_fits(p, sh, pl))
+		return TK_ERR_UNSUPPORTED;
+	int64_t nb = p->trans_b ? p->n : p->k, kb = p->trans_b ? p->k : p->n;
+	Sm90Maps maps;
+	memset(&maps, 0, sizeof(maps));
+	if (!make_map(&maps.a, p->dtype, p->a, p->k, p->m, p->stride_a ? p->batch : 1, p->lda,
+	              p->stride_a, BK, sh.bm) ||
+	    !make_map(&maps.b, p->dtype, p->b, kb, nb, p->stride_b ? p->batch : 1, p->ldb,
+	              p->stride_b, BK, p->trans_b ? sh.bn : BK))
+		return TK_ERR_UNSUPPORTED;
+
 	Sm90Args a = {};
 	a.c = p->c;
 	a.bias = p->bias;
@@ -597,9 +1000,12 @@ extern "C" tk_status tk_gemm_sm90_launch(const tk_gemm_problem *p, const tk_gemm
 	a.m = (int)p->m;
 	a.n = (int)p->n;
 	a.k = (int)p->k;
-	a.tiles_m = (int)((p->m + sh.bm - 1) / sh.bm);
-	a.tiles_n = (int)((p->n + sh.bn - 1) / sh.bn);
-	a.tiles = (int)(a.tiles_m * a.tiles_n * p->batch);
+	a.tiles_m = pl.tiles_m;
+	a.tiles_n = pl.tiles_n;
+	a.tiles = pl.tiles;
+	a.units = pl.units;
+	a.full = pl.full;
+	a.split = pl.split;
 	/* Walk about sqrt(sms * BN / BM) tile-rows together: the CTAs running at
 	 * once then cover a near-square patch of c, reading the least of a and b. */
 	int group = 1;
@@ -610,9 +1016,25 @@ extern "C" tk_status tk_gemm_sm90_launch(const tk_gemm_problem *p, const tk_gemm
 	a.b_batched = p->batch > 1 && p->stride_b != 0;
 	a.vec = sm90_vec_ok(p);
 	a.alpha = p->alpha;
-	int grid = a.tiles < sms ? a.tiles : sms;
+	/* Ping-pong tiles store c through the copy engine when the epilogue is
+	 * a plain scale (bias and residual are read by the threads). */
+	a.tma_c = sh.bm == 64 && p->bias == nullptr && p->residual == nullptr && a.vec &&
+	          !search_plain_epilogue() &&
+	          make_map(&maps.c, p->dtype, p->c, p->n, p->m, p->batch, p->ldc,
+	                   p->batch > 1 ? p->stride_c : 0, STAGE_COLS, 64,
+	                   CU_TENSOR_MAP_SWIZZLE_NONE);
 	cudaStream_t st = static_cast<cudaStream_t>(stream);
+	if (pl.split > 1) {
+		char *ws = static_cast<char *>(p->workspace);
+		a.counts = reinterpret_cast<unsigned *>(ws);
+		a.part = reinterpret_cast<float *>(ws + counts_bytes(pl));
+		if (cudaMemsetAsync(ws, 0, (size_t)pl.rest * 2 * sizeof(unsigned), st) !=
+		    cudaSuccess) {
+			(void)cudaGetLastError();
+			return TK_ERR_LAUNCH;
+		}
+	}
 	return p->dtype == TK_BF16
-	               ? launch_layout<__nv_bfloat16>(shape, p->trans_b, ma, mb, a, grid, st)
-	               : launch_layout<__half>(shape, p->trans_b, ma, mb, a, grid, st);
+	               ? launch_layout<__nv_bfloat16>(shape, p->trans_b, maps, a, pl.grid, st)
+	               : launch_layout<__half>(shape, p->trans_b, maps, a, pl.grid, st);
 }

@@ -88,6 +88,44 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void *map, uint3
 	        : "memory");
 }
 
+/*
+ * Copy the box at (x, y, z) of the tensor `map` describes from shared
+ * memory at src (the box's elements in row order, no swizzle) to global
+ * memory, as a bulk async-group of this thread. Elements outside the tensor
+ * are not written. The shared memory must have been written before a
+ * fence_proxy_async by each writing thread.
+ */
+__device__ __forceinline__ void tma_store_3d(const void *map, uint32_t src, int x, int y, int z)
+{
+	asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group"
+	             " [%0, {%2, %3, %4}], [%1];" ::"l"((uint64_t)map),
+	             "r"(src), "r"(x), "r"(y), "r"(z)
+	             : "memory");
+}
+
+__device__ __forceinline__ void bulk_commit(void)
+{
+	asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+/* Wait until at most N of this thread's bulk groups still read shared memory. */
+template <int N> __device__ __forceinline__ void bulk_wait_read(void)
+{
+	asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+
+/* Wait until every bulk group of this thread is complete. */
+__device__ __forceinline__ void bulk_wait_all(void)
+{
+	asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
+/* Order this thread's shared-memory writes before the copy engine reads them. */
+__device__ __forceinline__ void fence_proxy_async(void)
+{
+	asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
 /* ---- warpgroup roles ---------------------------------------------------- */
 
 /* Hand registers back (producer) or take them (consumers); N a multiple of 8. */

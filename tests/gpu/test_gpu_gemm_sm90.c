@@ -3,13 +3,15 @@
  * double-precision CPU reference.
  *
  * For f16 and bf16, both layouts of b ([N, K] and [K, N]) and every
- * configuration tk_gemm_sm90_candidates offers, each case runs on fresh
- * random inputs (the seed is printed on failure) at sizes that are not tile
- * multiples, with batches, alpha, bias and residual (also residual aliasing
- * c). c is poisoned with 0xFF bytes (NaN in both dtypes) before each run,
- * and padded rows check that nothing is written past N. The error is
- * norm-wise: ||c - ref|| / ||ref||. Each failing configuration prints one
- * line naming it. Needs a Hopper GPU.
+ * configuration tk_gemm_sm90_candidates offers, plus each unsplit one split
+ * along K in 2, 3 and 7 (7 leaves empty K ranges when K is short), each case
+ * runs on fresh random inputs (the seed is printed on failure) at sizes that
+ * are not tile multiples, with batches, alpha, bias and residual (also
+ * residual aliasing c; cases with neither run the m64 shapes' TMA-store
+ * epilogue). c and the workspace are poisoned with 0xFF bytes (NaN in both
+ * dtypes) before each run, and padded rows check that nothing is written
+ * past N. The error is norm-wise: ||c - ref|| / ||ref||. Each failing
+ * configuration prints one line naming it. Needs a Hopper GPU.
  */
 #include <criterion/criterion.h>
 #include <cuda_runtime.h>
@@ -38,8 +40,13 @@ static const struct sm90_case CASES[] = {
 	{ 129, 257, 8, 1, 1.0f, 1, RES_NONE, 0 },    { 300, 1, 72, 1, 0.5f, 0, RES_OWN, 0 },
 	{ 300, 136, 37, 1, -1.25f, 1, RES_OWN, 0 },  { 129, 257, 72, 3, 0.75f, 1, RES_IN_C, 0 },
 	{ 127, 136, 1000, 3, 2.0f, 0, RES_OWN, 1 },  { 129, 136, 16384, 1, 1.0f, 0, RES_NONE, 0 },
-	{ 2053, 2057, 136, 1, 1.0f, 1, RES_OWN, 0 },
+	{ 2053, 2057, 136, 1, 1.0f, 1, RES_OWN, 0 }, { 520, 1000, 2048, 1, 1.0f, 1, RES_OWN, 0 },
+	{ 200, 264, 128, 4, 1.5f, 0, RES_NONE, 0 }, /* bmm-like: c stored by TMA (m64) */
 };
+
+/* Splits tried on every unsplit candidate besides those the family offers. */
+static const int EXTRA_SPLITS[] = { 2, 3, 7 };
+#define MAX_CFGS 96
 
 /* ---- host f16 / bf16 ---------------------------------------------------- */
 
@@ -130,6 +137,16 @@ struct sm90_run {
 	void *da, *db, *dbias, *dres, *dc;
 };
 
+/* The workspace every run gets: what the daemon hands a kernel. */
+static void *workspace(void)
+{
+	static void *ws;
+
+	if (ws == NULL)
+		cr_assert_eq(cudaMalloc(&ws, TK_WORKSPACE_BYTES), cudaSuccess);
+	return ws;
+}
+
 static void *dev_copy(const void *h, size_t bytes)
 {
 	void *d = NULL;
@@ -206,6 +223,8 @@ static void run_setup(struct sm90_run *r, const struct sm90_case *tc, tk_dtype d
 	p->c = r->dc;
 	p->bias = r->dbias;
 	p->residual = tc->res == RES_IN_C ? r->dc : r->dres;
+	p->workspace = workspace();
+	p->workspace_bytes = TK_WORKSPACE_BYTES;
 }
 
 static float *to_floats(tk_dtype dt, const uint16_t *x, size_t n)
@@ -274,8 +293,8 @@ static void run_free(struct sm90_run *r)
 
 static void config_name(const tk_gemm_config *c, char *buf, size_t len)
 {
-	snprintf(buf, len, "sm90 m%d n%d k%d s%d c%d", c->tile_m, c->tile_n, c->tile_k, c->stages,
-	         c->cluster);
+	snprintf(buf, len, "sm90 m%d n%d k%d s%d c%d sk%d", c->tile_m, c->tile_n, c->tile_k,
+	         c->stages, c->cluster, c->split_k);
 }
 
 /*
@@ -288,6 +307,8 @@ static double run_config(struct sm90_run *r, const tk_gemm_config *cfg, uint16_t
 	double num = 0, den = 0;
 
 	cr_assert_eq(cudaMemcpy(r->dc, r->c0, r->nc * 2, cudaMemcpyHostToDevice), cudaSuccess);
+	if (p->workspace != NULL)
+		cr_assert_eq(cudaMemset(p->workspace, 0xff, p->workspace_bytes), cudaSuccess);
 	tk_status st = tk_gemm_sm90_launch(p, cfg, NULL);
 	cudaError_t e = cudaDeviceSynchronize();
 	cr_assert_eq(e, cudaSuccess, "device error after launch: %s", cudaGetErrorString(e));
@@ -314,6 +335,35 @@ static double run_config(struct sm90_run *r, const tk_gemm_config *cfg, uint16_t
 	return isnan(rel) ? INFINITY : rel;
 }
 
+/* 1 when cfgs[0..n) holds c already. */
+static int has_config(const tk_gemm_config *cfgs, int n, const tk_gemm_config *c)
+{
+	for (int i = 0; i < n; i++)
+		if (memcmp(&cfgs[i], c, sizeof(*c)) == 0)
+			return 1;
+	return 0;
+}
+
+/* The candidates for p, then the extra splits of the unsplit ones; returns the count. */
+static int configs_to_check(const tk_gemm_problem *p, tk_gemm_config *cfgs)
+{
+	int n = tk_gemm_sm90_candidates(p, cfgs, MAX_CFGS);
+
+	cr_assert(n > 0, "no sm90 candidates for a problem the family serves");
+	cr_assert(n <= MAX_CFGS / 2, "more candidates (%d) than the test expects", n);
+	for (int i = 0, base = n; i < base; i++) {
+		if (cfgs[i].split_k > 1)
+			continue;
+		for (size_t e = 0; e < sizeof(EXTRA_SPLITS) / sizeof(EXTRA_SPLITS[0]); e++) {
+			tk_gemm_config c = cfgs[i];
+			c.split_k = EXTRA_SPLITS[e];
+			if (!has_config(cfgs, n, &c) && n < MAX_CFGS)
+				cfgs[n++] = c;
+		}
+	}
+	return n;
+}
+
 /* Every case and every candidate for one dtype and layout; returns failures. */
 static int check_all(tk_dtype dt, int trans_b)
 {
@@ -322,11 +372,10 @@ static int check_all(tk_dtype dt, int trans_b)
 	gpu_require();
 	for (size_t ci = 0; ci < sizeof(CASES) / sizeof(CASES[0]); ci++) {
 		struct sm90_run r;
-		tk_gemm_config cfgs[16];
+		tk_gemm_config cfgs[MAX_CFGS];
 		run_setup(&r, &CASES[ci], dt, trans_b);
 		run_reference(&r);
-		int n = tk_gemm_sm90_candidates(&r.p, cfgs, 16);
-		cr_assert(n > 0 && n <= 16, "no sm90 candidates for a problem the family serves");
+		int n = configs_to_check(&r.p, cfgs);
 		double tol = (dt == TK_BF16 ? 1e-2 : 2e-3) *
 		             (r.p.k > 4096 ? sqrt((double)r.p.k / 4096.0) : 1.0);
 		uint16_t *got = malloc(r.nc * 2);
@@ -391,6 +440,34 @@ Test(gemm_sm90, odd_lda_is_refused_as_unsupported)
 	r.p.dtype = TK_F32;
 	cr_assert_eq(tk_gemm_sm90_candidates(&r.p, cfgs, 16), 0, "f32 is not served");
 	cr_assert_eq(tk_gemm_sm90_launch(&r.p, &cfgs[0], NULL), TK_ERR_UNSUPPORTED);
+	cr_assert_eq(cudaGetLastError(), cudaSuccess);
+	run_free(&r);
+}
+
+/* Split-K keeps its partial sums in the workspace: without one it is not offered or run. */
+Test(gemm_sm90, split_k_without_workspace_is_refused_as_unsupported)
+{
+	struct sm90_run r;
+	tk_gemm_config cfgs[MAX_CFGS];
+
+	gpu_require();
+	run_setup(&r, &CASES[9], TK_BF16, 1);
+	int n = tk_gemm_sm90_candidates(&r.p, cfgs, MAX_CFGS), splits = 0;
+	cr_assert(n > 0 && n <= MAX_CFGS);
+	for (int i = 0; i < n; i++)
+		splits += cfgs[i].split_k > 1;
+	cr_assert(splits > 0, "520 x 1000 x 2048 fills the SMs poorly: splits are offered");
+	tk_gemm_config split = cfgs[0];
+	split.split_k = 3;
+	r.p.workspace = NULL;
+	r.p.workspace_bytes = 0;
+	n = tk_gemm_sm90_candidates(&r.p, cfgs, MAX_CFGS);
+	for (int i = 0; i < n; i++)
+		cr_assert(cfgs[i].split_k <= 1, "a split offered without workspace");
+	cr_assert_eq(tk_gemm_sm90_launch(&r.p, &split, NULL), TK_ERR_UNSUPPORTED);
+	r.p.workspace = workspace();
+	r.p.workspace_bytes = 4096; /* far too small for the partial tiles */
+	cr_assert_eq(tk_gemm_sm90_launch(&r.p, &split, NULL), TK_ERR_UNSUPPORTED);
 	cr_assert_eq(cudaGetLastError(), cudaSuccess);
 	run_free(&r);
 }
