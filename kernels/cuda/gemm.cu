@@ -259,33 +259,45 @@ template <typename T> tk_status simple_run(const tk_gemm_problem *p, cudaStream_
 /* ---- the dispatcher ------------------------------------------------------ */
 
 /*
- * The built-in choice: the small-M family's own pick for M <= 128 when it
- * serves p (it sizes split-K to fill the SMs within the workspace); the
- * sm90 family for larger aligned f16/bf16 problems, 128x256 tiles when
- * they alone fill the SMs and 128x128 otherwise; else the simple family.
+ * The built-in choice, for shapes the tuning table does not know: the
+ * small-M family's own pick for M <= 64 when it serves p (it sizes split-K
+ * to fill the SMs within the workspace); the sm90 family for larger aligned
+ * f16/bf16 problems: 128x64 tiles up to M = 128 (the most CTAs: on an H200
+ * the small-M kernels measured 3 to 5 times slower than cuBLAS at M = 64 to
+ * 128), else 128x256 when those tiles alone fill the SMs and 128x128
+ * otherwise; the small-M family for M <= 128 that sm90 cannot serve; else
+ * the simple family.
  */
 void builtin_select(const tk_gemm_problem *p, tk_gemm_config *cfg)
 {
 	tk_gemm_config list[16];
 	int n;
 
-	if (p->m <= 128 && tk_gemm_smallm_candidates(p, cfg, 1) > 0)
+	if (p->m <= 64 && tk_gemm_smallm_candidates(p, cfg, 1) > 0)
 		return;
 	n = tk_gemm_sm90_candidates(p, list, 16);
 	if (n > 16)
 		n = 16;
 	if (n > 0) {
 		int64_t big_tiles = (p->m + 127) / 128 * ((p->n + 255) / 256) * p->batch;
-		int want_n = big_tiles >= sm_count() ? 256 : 128, pick = -1;
+		int want_n = p->m <= 128 ? 64 : big_tiles >= sm_count() ? 256 : 128, pick = -1;
 		for (int i = 0; i < n; i++) {
 			if (list[i].tile_m != 128 || list[i].tile_n != want_n)
 				continue;
 			if (pick < 0 || list[i].stages == 4)
 				pick = i;
 		}
+		if (pick < 0 && want_n == 64) {
+			for (int i = 0; i < n && pick < 0; i++) {
+				if (list[i].tile_m == 128 && list[i].tile_n == 128)
+					pick = i;
+			}
+		}
 		*cfg = list[pick < 0 ? 0 : pick];
 		return;
 	}
+	if (p->m <= 128 && tk_gemm_smallm_candidates(p, cfg, 1) > 0)
+		return;
 	*cfg = simple_config(p->dtype);
 }
 

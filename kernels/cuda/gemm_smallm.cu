@@ -8,14 +8,20 @@
  * fragment covers 8 tokens and a single token wastes 7/8 of a tiny matrix
  * product instead of 15/16 of a large one.
  *
- * Each CTA (4 warps) owns tile_n weight rows and one K chunk of k_tiles
- * tiles of tile_k. A cp.async pipeline of `stages` slots streams the
- * weight tile [tile_n, tile_k] and the activation tile [tile_m, tile_k]
- * into swizzled shared memory (16-byte chunk c of row r lives at c ^ (r & 7),
- * so ldmatrix reads are free of bank conflicts); warps multiply with
- * ldmatrix + mma.sync m16n8k16 into f32 registers. tile_m is M rounded up to
- * 16, 32, 64 or 128: every token is in every CTA, so each weight byte is
- * read from memory exactly once.
+ * Two kernels, each a CTA of 4 warps owning tile_n weight rows and one K
+ * chunk; tile_m is M rounded up to 16, 32, 64 or 128: every token is in
+ * every CTA, so each weight byte is read from memory exactly once.
+ * - Pipelined (stages 3, 4, 6): a cp.async pipeline of `stages` slots
+ *   streams the weight tile [tile_n, tile_k] and the activation tile
+ *   [tile_m, tile_k] into swizzled shared memory (16-byte chunk c of row r
+ *   lives at c ^ (r & 7), so ldmatrix reads are free of bank conflicts);
+ *   warps multiply with ldmatrix + mma.sync m16n8k16 into f32 registers.
+ * - Streaming (stages 1, tile_n 64, tile_m <= 64): weights go straight from
+ *   memory into mma fragments (smallm_reg_kernel says how).
+ * On an H200 the pipelined kernel first measured one memory round trip per
+ * K step, whatever its depth (10 to 40% of the weight-read bandwidth); both
+ * kernels now start each CTA's (and warp's) K walk at a different place, so
+ * that the GPU does not read one column of every row at once.
  *
  * split_k > 1 splits K across CTAs so that the grid fills every SM. The
  * partial f32 tiles are summed in one of two ways:
@@ -58,6 +64,7 @@ struct SmallmArgs {
 	int tile_k, stages;
 	int split, k_per_split; /* CTAs along K, k tiles per CTA */
 	int in_cluster;         /* the split CTAs of a tile are one cluster */
+	unsigned zero;          /* 0, unknown to the compiler (see smallm_reg_kernel) */
 	float *part;
 	unsigned *counters;
 };
@@ -69,7 +76,12 @@ __device__ __forceinline__ unsigned smem_addr(const void *p)
 	return (unsigned)__cvta_generic_to_shared(p);
 }
 
-/* 16 bytes global -> shared, or 16 zero bytes when !pred (src is not read). */
+/*
+ * 16 bytes global -> shared, or 16 zero bytes when !pred. src must be a
+ * valid address either way: callers pass one in a line that a real load
+ * of the same step reads (past K's end, the row's first line), so zero
+ * fills do not pile onto one address.
+ */
 __device__ __forceinline__ void cp_async16(unsigned dst, const void *src, bool pred)
 {
 	int n = pred ? 16 : 0;
@@ -171,14 +183,14 @@ __device__ __forceinline__ void load_stage(const SmallmArgs &g, unsigned ws, uns
 		int r = i >> shift, ch = i & (cpr - 1);
 		int64_t gk = k0 + (ch << 3);
 		bool ok = n0 + r < g.n && gk < g.k;
-		const T *src = ok ? b + (int64_t)(n0 + r) * g.ldb + gk : b;
+		const T *src = b + (int64_t)(ok ? n0 + r : n0) * g.ldb + (gk < g.k ? gk : 0);
 		cp_async16(ws + swz(r, ch, tk), src, ok);
 	}
 	for (int i = threadIdx.x; i < MT * cpr; i += kThreads) {
 		int r = i >> shift, ch = i & (cpr - 1);
 		int64_t gk = k0 + (ch << 3);
 		bool ok = r < g.m && gk < g.k;
-		const T *src = ok ? a + (int64_t)r * g.lda + gk : a;
+		const T *src = a + (int64_t)(ok ? r : 0) * g.lda + (gk < g.k ? gk : 0);
 		cp_async16(xs + swz(r, ch, tk), src, ok);
 	}
 }
@@ -196,94 +208,15 @@ __device__ __forceinline__ void store_out(const SmallmArgs &g, int bz, int m, in
 	static_cast<T *>(g.c)[bz * g.sc + m * g.ldc + n] = from_f32<T>(v);
 }
 
+/*
+ * The end of every small-M kernel: the CTA's f32 tile is in shared memory
+ * ([MT][TN + 4], tokens by weight rows); write c, or sum the split-K
+ * partials first (in the cluster, or through the workspace).
+ */
 template <typename T, int TN, int MT>
-__global__ void __launch_bounds__(kThreads) smallm_kernel(SmallmArgs g)
+__device__ __forceinline__ void finish_tile(const SmallmArgs &g, float *tile, int n0, int s, int bz)
 {
-	using L = Layout<TN, MT>;
-	extern __shared__ __align__(128) unsigned char smem[];
-	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-	const int wr0 = (warp % L::RW) * (TN / L::RW), wt0 = (warp / L::RW) * (MT / L::CW);
-	const int n0 = blockIdx.x * TN, s = blockIdx.y, bz = blockIdx.z;
-	const int tk = g.tile_k, stages = g.stages;
-	const T *a = static_cast<const T *>(g.a) + bz * g.sa;
-	const T *b = static_cast<const T *>(g.b) + bz * g.sb;
-	const unsigned wbytes = TN * tk * 2, stage_bytes = (TN + MT) * tk * 2;
-	const unsigned base = smem_addr(smem);
-	int kt0 = s * g.k_per_split, ktiles = (g.k + tk - 1) / tk;
-	int nkt = min(g.k_per_split, ktiles - kt0);
-	float acc[L::FI][L::FJ][4];
-
-#pragma unroll
-	for (int i = 0; i < L::FI; i++) {
-#pragma unroll
-		for (int j = 0; j < L::FJ; j++) {
-#pragma unroll
-			for (int e = 0; e < 4; e++)
-				acc[i][j][e] = 0.0f;
-		}
-	}
-
-	for (int st = 0; st < stages - 1; st++) {
-		if (st < nkt)
-			load_stage<T, TN, MT>(g, base + st * stage_bytes,
-			                      base + st * stage_bytes + wbytes, b, a, n0, kt0 + st);
-		cp_async_commit();
-	}
-	for (int t = 0; t < nkt; t++) {
-		cp_async_wait_rt(stages - 2);
-		__syncthreads(); /* slot t is in; slot t - 1 is free for every warp */
-		int nt = t + stages - 1, slot = nt % stages;
-		if (nt < nkt)
-			load_stage<T, TN, MT>(g, base + slot * stage_bytes,
-			                      base + slot * stage_bytes + wbytes, b, a, n0,
-			                      kt0 + nt);
-		cp_async_commit();
-
-		unsigned ws = base + (t % stages) * stage_bytes, xs = ws + wbytes;
-#pragma unroll 2
-		for (int kk = 0; kk < tk / 16; kk++) {
-			unsigned af[L::FI][4], bf[L::FJ][2];
-#pragma unroll
-			for (int i = 0; i < L::FI; i++) {
-				int r = wr0 + i * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-				int ch = kk * 2 + (lane >> 4);
-				ldmatrix_x4(ws + swz(r, ch, tk), af[i][0], af[i][1], af[i][2],
-				            af[i][3]);
-			}
-#pragma unroll
-			for (int j = 0; j < L::FJ; j += 2) {
-				int r = wt0 + j * 8 + (lane & 7) + ((lane >> 4) & 1) * 8;
-				int ch = kk * 2 + ((lane >> 3) & 1);
-				ldmatrix_x4(xs + swz(r, ch, tk), bf[j][0], bf[j][1], bf[j + 1][0],
-				            bf[j + 1][1]);
-			}
-#pragma unroll
-			for (int i = 0; i < L::FI; i++) {
-#pragma unroll
-				for (int j = 0; j < L::FJ; j++)
-					Mma<T>::run(acc[i][j], af[i], bf[j][0], bf[j][1]);
-			}
-		}
-	}
-	cp_async_wait<0>();
-	__syncthreads(); /* the pipeline's shared memory becomes the output tile */
-
-	/* Tile [MT][TN + 4] in f32: the +4 keeps fragment stores conflict-free. */
-	float *tile = reinterpret_cast<float *>(smem);
-	const int ld = TN + 4;
-#pragma unroll
-	for (int i = 0; i < L::FI; i++) {
-#pragma unroll
-		for (int j = 0; j < L::FJ; j++) {
-			int r = wr0 + i * 16 + (lane >> 2), t = wt0 + j * 8 + (lane & 3) * 2;
-			tile[t * ld + r] = acc[i][j][0];
-			tile[(t + 1) * ld + r] = acc[i][j][1];
-			tile[t * ld + r + 8] = acc[i][j][2];
-			tile[(t + 1) * ld + r + 8] = acc[i][j][3];
-		}
-	}
-	__syncthreads();
-
+	const int tid = threadIdx.x, ld = TN + 4;
 	const int rows = min(MT, g.m), cols = min(TN, g.n - n0);
 	if (g.split == 1) {
 		for (int e = tid; e < rows * TN; e += kThreads) {
@@ -345,37 +278,294 @@ __global__ void __launch_bounds__(kThreads) smallm_kernel(SmallmArgs g)
 	}
 }
 
+template <typename T, int TN, int MT>
+__global__ void __launch_bounds__(kThreads) smallm_kernel(SmallmArgs g)
+{
+	using L = Layout<TN, MT>;
+	extern __shared__ __align__(128) unsigned char smem[];
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	const int wr0 = (warp % L::RW) * (TN / L::RW), wt0 = (warp / L::RW) * (MT / L::CW);
+	const int n0 = blockIdx.x * TN, s = blockIdx.y, bz = blockIdx.z;
+	const int tk = g.tile_k, stages = g.stages;
+	const T *a = static_cast<const T *>(g.a) + bz * g.sa;
+	const T *b = static_cast<const T *>(g.b) + bz * g.sb;
+	const unsigned wbytes = TN * tk * 2, stage_bytes = (TN + MT) * tk * 2;
+	const unsigned base = smem_addr(smem);
+	int kt0 = s * g.k_per_split, ktiles = (g.k + tk - 1) / tk;
+	int nkt = min(g.k_per_split, ktiles - kt0);
+	float acc[L::FI][L::FJ][4];
+
+#pragma unroll
+	for (int i = 0; i < L::FI; i++) {
+#pragma unroll
+		for (int j = 0; j < L::FJ; j++) {
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				acc[i][j][e] = 0.0f;
+		}
+	}
+
+	/*
+	 * Each CTA starts its K walk at its own tile and wraps around (the sum
+	 * does not care): CTAs that start together then read different
+	 * columns, not one column of every row at once, whose addresses share
+	 * their low bits and so crowd the same L2 slices and memory channels.
+	 */
+	const int rot = nkt > 0 ? (int)((blockIdx.x + 7u * blockIdx.z) % (unsigned)nkt) : 0;
+
+	for (int st = 0; st < stages - 1; st++) {
+		if (st < nkt)
+			load_stage<T, TN, MT>(g, base + st * stage_bytes,
+			                      base + st * stage_bytes + wbytes, b, a, n0,
+			                      kt0 + (st + rot) % nkt);
+		cp_async_commit();
+	}
+	for (int t = 0; t < nkt; t++) {
+		cp_async_wait_rt(stages - 2);
+		__syncthreads(); /* slot t is in; slot t - 1 is free for every warp */
+		int nt = t + stages - 1, slot = nt % stages;
+		if (nt < nkt)
+			load_stage<T, TN, MT>(g, base + slot * stage_bytes,
+			                      base + slot * stage_bytes + wbytes, b, a, n0,
+			                      kt0 + (nt + rot) % nkt);
+		cp_async_commit();
+
+		unsigned ws = base + (t % stages) * stage_bytes, xs = ws + wbytes;
+#pragma unroll 2
+		for (int kk = 0; kk < tk / 16; kk++) {
+			unsigned af[L::FI][4], bf[L::FJ][2];
+#pragma unroll
+			for (int i = 0; i < L::FI; i++) {
+				int r = wr0 + i * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+				int ch = kk * 2 + (lane >> 4);
+				ldmatrix_x4(ws + swz(r, ch, tk), af[i][0], af[i][1], af[i][2],
+				            af[i][3]);
+			}
+#pragma unroll
+			for (int j = 0; j < L::FJ; j += 2) {
+				int r = wt0 + j * 8 + (lane & 7) + ((lane >> 4) & 1) * 8;
+				int ch = kk * 2 + ((lane >> 3) & 1);
+				ldmatrix_x4(xs + swz(r, ch, tk), bf[j][0], bf[j][1], bf[j + 1][0],
+				            bf[j + 1][1]);
+			}
+#pragma unroll
+			for (int i = 0; i < L::FI; i++) {
+#pragma unroll
+				for (int j = 0; j < L::FJ; j++)
+					Mma<T>::run(acc[i][j], af[i], bf[j][0], bf[j][1]);
+			}
+		}
+	}
+	cp_async_wait<0>();
+	__syncthreads(); /* the pipeline's shared memory becomes the output tile */
+
+	/* Tile [MT][TN + 4] in f32: the +4 keeps fragment stores conflict-free. */
+	float *tile = reinterpret_cast<float *>(smem);
+	const int ld = TN + 4;
+#pragma unroll
+	for (int i = 0; i < L::FI; i++) {
+#pragma unroll
+		for (int j = 0; j < L::FJ; j++) {
+			int r = wr0 + i * 16 + (lane >> 2), t = wt0 + j * 8 + (lane & 3) * 2;
+			tile[t * ld + r] = acc[i][j][0];
+			tile[(t + 1) * ld + r] = acc[i][j][1];
+			tile[t * ld + r + 8] = acc[i][j][2];
+			tile[(t + 1) * ld + r + 8] = acc[i][j][3];
+		}
+	}
+	__syncthreads();
+
+	finish_tile<T, TN, MT>(g, tile, n0, s, bz);
+}
+
+/* ---- the register-streaming kernel (stages == 1) ----------------------- */
+
+/*
+ * 16 bytes of weights, read once: not kept in L1. volatile keeps the loads
+ * of a batch ahead of its products in the generated code.
+ */
+__device__ __forceinline__ uint4 ld_stream(const void *p)
+{
+	uint4 r;
+	asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+	             : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+	             : "l"(p));
+	return r;
+}
+
+/* 16 bytes of activations, which the CTA's other warps read too: kept in L1. */
+__device__ __forceinline__ uint4 ld_shared_input(const void *p)
+{
+	uint4 r;
+	asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+	             : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+	             : "l"(p));
+	return r;
+}
+
+/*
+ * Weights straight from memory into mma fragments, no shared memory
+ * pipeline. Warp w of the CTA owns weight rows n0 + 16w .. + 15 over the
+ * CTA's K chunk; lane (g, q) = (lane / 4, lane % 4) reads 16 contiguous
+ * bytes (k = k0 + 8q .. 8q + 7) of rows g and g + 8, so the four lanes of a
+ * row read 64 contiguous bytes and U steps in a row read U * 64. K is
+ * permuted inside each 32-wide step (the sum does not care): slots
+ * {2q, 2q+1, 2q+8, 2q+9} of the first k16 product are k 8q .. 8q + 3, those
+ * of the second 8q + 4 .. 8q + 7. The activations are read in the same
+ * order (token g of each n8 fragment), so every fragment register is one
+ * 32-bit word of a 16-byte load. The loads of U steps are written ahead of
+ * their products (ptxas may still interleave them: 54 to 134 registers);
+ * the many warps an SM holds at that size hide the rest of the latency.
+ */
+template <typename T, int MT, int U>
+__global__ void __launch_bounds__(kThreads) smallm_reg_kernel(SmallmArgs g)
+{
+	constexpr int TN = 64, FJ = MT / 8;
+	extern __shared__ __align__(128) unsigned char smem[];
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	const int gq = lane >> 2, q = lane & 3;
+	const int n0 = blockIdx.x * TN, s = blockIdx.y, bz = blockIdx.z;
+	const T *a = static_cast<const T *>(g.a) + bz * g.sa;
+	const T *b = static_cast<const T *>(g.b) + bz * g.sb;
+	const int64_t kbeg = (int64_t)s * g.k_per_split * g.tile_k;
+	const int64_t kend = min(kbeg + (int64_t)g.k_per_split * g.tile_k, (int64_t)g.k);
+	const int r0 = n0 + warp * 16 + gq;
+	const bool v0 = r0 < g.n, v1 = r0 + 8 < g.n;
+	const T *w0 = b + (int64_t)(v0 ? r0 : 0) * g.ldb + q * 8;
+	const T *w1 = b + (int64_t)(v1 ? r0 + 8 : 0) * g.ldb + q * 8;
+	const T *x[FJ];
+	bool xv[FJ];
+	float acc[FJ][4];
+
+#pragma unroll
+	for (int j = 0; j < FJ; j++) {
+		int tok = j * 8 + gq;
+		xv[j] = tok < g.m;
+		x[j] = a + (int64_t)(xv[j] ? tok : 0) * g.lda + q * 8;
+#pragma unroll
+		for (int e = 0; e < 4; e++)
+			acc[j][e] = 0.0f;
+	}
+	/* Each warp starts at its own step and wraps around, as in smallm_kernel. */
+	const int steps = (int)((kend - kbeg + 32 * U - 1) / (32 * U));
+	const int rot = steps > 0 ? (int)((blockIdx.x * 4u + warp + 7u * blockIdx.z) % steps) : 0;
+	for (int i = 0; i < steps; i++) {
+		int st = i + rot < steps ? i + rot : i + rot - steps;
+		int64_t k = kbeg + (int64_t)st * 32 * U;
+		uint4 wa[U], wb[U], xr[U][FJ];
+		const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			/* Straight-line loads from valid addresses, then zeros where
+			 * out of range: no branch splits the batch of loads. */
+			int64_t kk = k + u * 32;
+			bool in = kk + q * 8 < kend; /* K and kend are multiples of 8 */
+			int64_t ks = in ? kk : kbeg;
+			wa[u] = ld_stream(w0 + ks);
+			wb[u] = ld_stream(w1 + ks);
+			if (!(v0 && in))
+				wa[u] = zero;
+			if (!(v1 && in))
+				wb[u] = zero;
+#pragma unroll
+			for (int j = 0; j < FJ; j++) {
+				xr[u][j] = ld_shared_input(x[j] + ks);
+				if (!(xv[j] && in))
+					xr[u][j] = zero;
+			}
+		}
+		/*
+		 * The batched builds (U = 8, and U = 4 at tile_m 32) make the first
+		 * product wait for every load of the batch, so the compiler cannot
+		 * sink loads between products to save registers: all U steps are
+		 * in flight at once. The other builds leave the schedule to it.
+		 */
+		unsigned dep = 0;
+		if (U == 8 || (MT == 32 && U == 4)) {
+#pragma unroll
+			for (int u = 0; u < U; u++) {
+				dep |= wa[u].x | wb[u].x;
+#pragma unroll
+				for (int j = 0; j < FJ; j++)
+					dep |= xr[u][j].x;
+			}
+			dep &= g.zero;
+		}
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			const unsigned lo[4] = { wa[u].x | dep, wb[u].x, wa[u].y, wb[u].y };
+			const unsigned hi[4] = { wa[u].z, wb[u].z, wa[u].w, wb[u].w };
+#pragma unroll
+			for (int j = 0; j < FJ; j++) {
+				Mma<T>::run(acc[j], lo, xr[u][j].x, xr[u][j].y);
+				Mma<T>::run(acc[j], hi, xr[u][j].z, xr[u][j].w);
+			}
+		}
+	}
+
+	float *tile = reinterpret_cast<float *>(smem);
+	const int ld = TN + 4;
+#pragma unroll
+	for (int j = 0; j < FJ; j++) {
+		int r = warp * 16 + gq, t = j * 8 + q * 2;
+		tile[t * ld + r] = acc[j][0];
+		tile[(t + 1) * ld + r] = acc[j][1];
+		tile[t * ld + r + 8] = acc[j][2];
+		tile[(t + 1) * ld + r + 8] = acc[j][3];
+	}
+	__syncthreads();
+	finish_tile<T, TN, MT>(g, tile, n0, s, bz);
+}
+
 /* ---- host side ----------------------------------------------------------- */
 
 typedef void (*smallm_fn)(SmallmArgs);
 
-template <typename T> smallm_fn kernel_for(int tn, int mt)
+/* The kernels of one dtype: 8 pipelined (tile_n x tile_m), 5 streaming. */
+const int kKernels = 13;
+
+/* Whether the streaming kernel has a build for tile_m and tile_k (= 32 U). */
+bool reg_ok(int tm, int tk)
 {
-	switch (mt * 1000 + tn) {
-	case 16064:
-		return smallm_kernel<T, 64, 16>;
-	case 16128:
-		return smallm_kernel<T, 128, 16>;
-	case 32064:
-		return smallm_kernel<T, 64, 32>;
-	case 32128:
-		return smallm_kernel<T, 128, 32>;
-	case 64064:
-		return smallm_kernel<T, 64, 64>;
-	case 64128:
-		return smallm_kernel<T, 128, 64>;
-	case 128064:
-		return smallm_kernel<T, 64, 128>;
-	case 128128:
-		return smallm_kernel<T, 128, 128>;
-	default:
-		return nullptr;
-	}
+	return (tm == 16 && (tk == 128 || tk == 256)) || (tm == 32 && (tk == 64 || tk == 128)) ||
+	       (tm == 64 && tk == 64);
 }
 
-smallm_fn kernel_of(tk_dtype dt, int tn, int mt)
+/* Index of the kernel that runs c among a dtype's kKernels, -1 for none. */
+int kernel_id(const tk_gemm_config *c)
 {
-	return dt == TK_F16 ? kernel_for<__half>(tn, mt) : kernel_for<__nv_bfloat16>(tn, mt);
+	int mi = c->tile_m == 16 ? 0 : c->tile_m == 32 ? 1 : c->tile_m == 64 ? 2 : 3;
+
+	if (c->tile_m != 16 && c->tile_m != 32 && c->tile_m != 64 && c->tile_m != 128)
+		return -1;
+	if (c->stages != 1)
+		return c->tile_n == 64 ? mi : c->tile_n == 128 ? 4 + mi : -1;
+	if (c->tile_n != 64 || !reg_ok(c->tile_m, c->tile_k))
+		return -1;
+	if (c->tile_m == 16)
+		return c->tile_k == 128 ? 8 : 9;
+	if (c->tile_m == 32)
+		return c->tile_k == 64 ? 10 : 11;
+	return 12;
+}
+
+template <typename T> smallm_fn kernel_for(int id)
+{
+	static const smallm_fn fns[kKernels] = {
+		smallm_kernel<T, 64, 16>,    smallm_kernel<T, 64, 32>,
+		smallm_kernel<T, 64, 64>,    smallm_kernel<T, 64, 128>,
+		smallm_kernel<T, 128, 16>,   smallm_kernel<T, 128, 32>,
+		smallm_kernel<T, 128, 64>,   smallm_kernel<T, 128, 128>,
+		smallm_reg_kernel<T, 16, 4>, smallm_reg_kernel<T, 16, 8>,
+		smallm_reg_kernel<T, 32, 2>, smallm_reg_kernel<T, 32, 4>,
+		smallm_reg_kernel<T, 64, 2>,
+	};
+	return id >= 0 && id < kKernels ? fns[id] : nullptr;
+}
+
+smallm_fn kernel_of(tk_dtype dt, int id)
+{
+	return dt == TK_F16 ? kernel_for<__half>(id) : kernel_for<__nv_bfloat16>(id);
 }
 
 int tile_m_for(int64_t m)
@@ -383,9 +573,10 @@ int tile_m_for(int64_t m)
 	return m <= 16 ? 16 : m <= 32 ? 32 : m <= 64 ? 64 : 128;
 }
 
+/* Dynamic shared memory of c: the pipeline's stages, or the output tile. */
 size_t smem_bytes(int tn, int tk, int mt, int stages)
 {
-	size_t pipe = (size_t)stages * (tn + mt) * tk * 2;
+	size_t pipe = stages > 1 ? (size_t)stages * (tn + mt) * tk * 2 : 0;
 	size_t out = (size_t)mt * (tn + 4) * 4;
 	return pipe > out ? pipe : out;
 }
@@ -474,19 +665,21 @@ int64_t split_runs(const tk_gemm_problem *p, int tk, int split)
  */
 int blocks_per_sm(const tk_gemm_problem *p, const tk_gemm_config *c, const DeviceLimits &d)
 {
-	static int regs[2][2][4];
-	int di = p->dtype == TK_F16, ti = c->tile_n == 128, mi = 0;
+	static int regs[2][kKernels];
+	int di = p->dtype == TK_F16, id = kernel_id(c);
 
-	for (int v = c->tile_m; v > 16; v >>= 1)
-		mi++;
-	if (regs[di][ti][mi] == 0) {
+	if (id < 0)
+		return 1;
+	if (regs[di][id] == 0) {
 		cudaFuncAttributes fa;
-		smallm_fn f = kernel_of(p->dtype, c->tile_n, c->tile_m);
-		regs[di][ti][mi] = f && cudaFuncGetAttributes(&fa, (const void *)f) == cudaSuccess
-		                           ? (fa.numRegs > 0 ? fa.numRegs : 128)
-		                           : 128;
+		smallm_fn f = kernel_of(p->dtype, id);
+		regs[di][id] = f && cudaFuncGetAttributes(&fa, (const void *)f) == cudaSuccess
+		                       ? (fa.numRegs > 0 ? fa.numRegs : 128)
+		                       : 128;
 	}
-	int by_regs = 65536 / (regs[di][ti][mi] * kThreads);
+	/* Registers are allocated per warp in units of 256. */
+	int per_warp = (regs[di][id] * 32 + 255) / 256 * 256;
+	int by_regs = 65536 / (per_warp * (kThreads / 32));
 	int by_smem =
 	        d.smem_sm / (int)(smem_bytes(c->tile_n, c->tile_k, c->tile_m, c->stages) + 1024);
 	int b = by_regs < by_smem ? by_regs : by_smem;
@@ -494,35 +687,48 @@ int blocks_per_sm(const tk_gemm_problem *p, const tk_gemm_config *c, const Devic
 }
 
 /*
- * A model of the time of c on p, in bytes of weights per SM: the grid runs
- * in waves of sms * blocks_per_sm CTAs, each wave as long as one CTA's
- * weight bytes times the blocks sharing an SM; a CTA also pays about two
- * tiles for its pipeline to fill and drain, and one more when it splits,
- * which the other blocks on its SM hide in part.
+ * A model of the time of c on p, fitted to the pipelined kernel's first
+ * measurements on an H200: a CTA's K step costs at least one loaded memory
+ * round trip (about 2.5 us there, however many stages were in flight), or
+ * its SM's share of the bandwidth when the blocks on the SM together ask
+ * for more; activation rows (read by every CTA of a split at once) cost
+ * about 2.5 times their bytes. The grid runs in waves of sms * blocks
+ * CTAs; a CTA also pays for filling its pipeline and for the split-K sum.
  */
 double model_cost(const tk_gemm_problem *p, const tk_gemm_config *c, const DeviceLimits &d)
 {
+	const double bw_sm = 30e9, round_trip = c->stages > 1 ? 2.5e-6 : 2.0e-6;
 	int64_t runs = split_runs(p, c->tile_k, c->split_k);
 	int64_t per = (k_tiles(p, c->tile_k) + runs - 1) / runs;
 	int64_t ctas = n_tiles(p, c->tile_n) * runs * p->batch;
 	int occ = blocks_per_sm(p, c, d);
 	int64_t slots = (int64_t)d.sms * occ, waves = (ctas + slots - 1) / slots;
-	double tile = (double)c->tile_n * c->tile_k * 2.0;
+	int64_t used = ctas < slots ? ctas : slots;
+	double per_sm = (double)(used + d.sms - 1) / d.sms; /* blocks sharing an SM */
+	double bytes = (double)c->tile_n * c->tile_k * 2.0 +
+	               2.5 * (double)(p->m < c->tile_m ? p->m : c->tile_m) * c->tile_k * 2.0;
+	double step = per_sm * bytes / bw_sm;
+	double fill = c->stages > 1 ? 2.0 : 1.0;
+	double sum = runs > 1 ? (c->cluster > 1 ? 0.5 : 1.0) : 0.0;
 
-	double overhead = (2.0 + (runs > 1 ? (c->cluster > 1 ? 0.5 : 1.0) : 0.0)) / occ;
-
-	return (double)waves * occ * ((double)per + overhead) * tile;
+	if (step < round_trip)
+		step = round_trip;
+	return (double)waves * ((double)per + fill + sum) * step;
 }
 
 bool config_ok(const tk_gemm_problem *p, const tk_gemm_config *c, const DeviceLimits &d)
 {
 	if (c->kind != TK_GEMM_SMALLM || !serves(p) || c->tile_m != tile_m_for(p->m))
 		return false;
-	if ((c->tile_n != 64 && c->tile_n != 128) || (c->tile_k != 64 && c->tile_k != 128))
+	if (c->stages == 1 && (c->tile_n != 64 || !reg_ok(c->tile_m, c->tile_k)))
 		return false;
-	if (c->stages != 3 && c->stages != 4 && c->stages != 6)
+	if (c->stages != 1 && (c->tile_n != 64 && c->tile_n != 128))
 		return false;
-	if (c->split_k < 0 || c->split_k > kMaxSplit || c->cluster < 0)
+	if (c->stages != 1 && c->tile_k != 64 && c->tile_k != 128)
+		return false;
+	if (c->stages != 1 && c->stages != 3 && c->stages != 4 && c->stages != 6)
+		return false;
+	if (c->split_k < 0 || c->split_k > kMaxSplit || c->cluster < 0 || kernel_id(c) < 0)
 		return false;
 	if (smem_bytes(c->tile_n, c->tile_k, c->tile_m, c->stages) > (size_t)d.smem_block)
 		return false;
@@ -538,44 +744,60 @@ bool config_ok(const tk_gemm_problem *p, const tk_gemm_config *c, const DeviceLi
 	return n_tiles(p, c->tile_n) <= 0x7fffffffLL;
 }
 
-const int kTns[] = { 64, 128 }, kTks[] = { 64, 128 }, kStages[] = { 4, 3, 6 };
+/* tile_n, tile_k, stages: the pipelined kernel's, then the streaming kernel's (stages 1). */
+const int kShapes[][3] = {
+	{ 64, 64, 4 },   { 64, 64, 3 },   { 64, 64, 6 },  { 64, 128, 4 }, { 64, 128, 3 },
+	{ 64, 128, 6 },  { 128, 64, 4 },  { 128, 64, 3 }, { 128, 64, 6 }, { 128, 128, 4 },
+	{ 128, 128, 3 }, { 128, 128, 6 }, { 64, 64, 1 },  { 64, 128, 1 }, { 64, 256, 1 },
+};
+const int kNumShapes = (int)(sizeof(kShapes) / sizeof(kShapes[0]));
 
 /*
- * Visit every configuration of the search space that serves p, in a fixed
- * order; returns how many there are and writes the cheapest by the model.
+ * The configurations worth trying for p: for each kernel shape (kShapes)
+ * that serves it, the model's best without a split, its best split through
+ * the workspace and its best split through a cluster (at most 3 x 15).
+ * Returns how many there are, writes up to max of them to out and the
+ * model's best of all to best.
  */
 int search(const tk_gemm_problem *p, const DeviceLimits &d, tk_gemm_config *best,
            tk_gemm_config *out, int max)
 {
-	tk_gemm_config c = {};
 	double best_cost = 0.0;
 	int count = 0;
 
-	c.kind = TK_GEMM_SMALLM;
-	c.tile_m = tile_m_for(p->m);
-	for (int ti = 0; ti < 2; ti++) {
-		for (int ki = 0; ki < 2; ki++) {
-			for (int si = 0; si < 3; si++) {
-				for (int v = 1; v <= kMaxSplit + kMaxCluster - 1; v++) {
-					/* Splits through the workspace, then through clusters. */
-					bool cl = v > kMaxSplit;
-					c.tile_n = kTns[ti];
-					c.tile_k = kTks[ki];
-					c.stages = kStages[si];
-					c.split_k = cl ? v - kMaxSplit + 1 : v;
-					c.cluster = cl ? c.split_k : 0;
-					if (!config_ok(p, &c, d))
-						continue;
-					double cost = model_cost(p, &c, d);
-					if (count == 0 || cost < best_cost * 0.999) {
-						*best = c;
-						best_cost = cost;
-					}
-					if (count < max)
-						out[count] = c;
-					count++;
-				}
+	for (int si = 0; si < kNumShapes; si++) {
+		tk_gemm_config pick[3];
+		double cost[3] = { -1.0, -1.0, -1.0 };
+		for (int v = 1; v <= kMaxSplit + kMaxCluster - 1; v++) {
+			/* v: no split, splits through the workspace, then through clusters. */
+			tk_gemm_config c = {};
+			bool cl = v > kMaxSplit;
+			int group = v == 1 ? 0 : cl ? 2 : 1;
+			c.kind = TK_GEMM_SMALLM;
+			c.tile_m = tile_m_for(p->m);
+			c.tile_n = kShapes[si][0];
+			c.tile_k = kShapes[si][1];
+			c.stages = kShapes[si][2];
+			c.split_k = cl ? v - kMaxSplit + 1 : v;
+			c.cluster = cl ? c.split_k : 0;
+			if (!config_ok(p, &c, d))
+				continue;
+			double t = model_cost(p, &c, d);
+			if (cost[group] < 0.0 || t < cost[group] * 0.999) {
+				pick[group] = c;
+				cost[group] = t;
 			}
+		}
+		for (int g = 0; g < 3; g++) {
+			if (cost[g] < 0.0)
+				continue;
+			if (count == 0 || cost[g] < best_cost * 0.999) {
+				*best = pick[g];
+				best_cost = cost[g];
+			}
+			if (count < max)
+				out[count] = pick[g];
+			count++;
 		}
 	}
 	return count;
@@ -583,7 +805,7 @@ int search(const tk_gemm_problem *p, const DeviceLimits &d, tk_gemm_config *best
 
 /*
  * The model's choice for the shapes seen last: gemm asks for it on every
- * call, and the search visits up to 192 configurations.
+ * call, and the search visits up to 345 configurations.
  */
 struct ChoiceCache {
 	struct Slot {
@@ -637,9 +859,9 @@ int cached_best(const tk_gemm_problem *p, const DeviceLimits &d, tk_gemm_config 
 } /* namespace */
 
 /*
- * Every configuration of the search space that serves p, the one the cost
+ * The configurations worth trying for p (see search), the one the cost
  * model prefers first (tk_gemm_select takes it when no tuning says
- * otherwise); the rest follow in search-space order.
+ * otherwise); the rest follow in search order.
  */
 extern "C" int tk_gemm_smallm_candidates(const tk_gemm_problem *p, tk_gemm_config *out, int max)
 {
@@ -671,7 +893,7 @@ extern "C" int tk_gemm_smallm_candidates(const tk_gemm_problem *p, tk_gemm_confi
 extern "C" tk_status tk_gemm_smallm_launch(const tk_gemm_problem *p, const tk_gemm_config *cfg,
                                            void *stream)
 {
-	static bool attr_set[64][2][2][4];
+	static bool attr_set[64][2][kKernels];
 	cudaStream_t s = static_cast<cudaStream_t>(stream);
 	int split = cfg->split_k < 1 ? 1 : cfg->split_k, dev = 0;
 	SmallmArgs g;
@@ -679,7 +901,8 @@ extern "C" tk_status tk_gemm_smallm_launch(const tk_gemm_problem *p, const tk_ge
 	DeviceLimits lim = device_limits();
 	if (!config_ok(p, cfg, lim))
 		return TK_ERR_UNSUPPORTED;
-	smallm_fn f = kernel_of(p->dtype, cfg->tile_n, cfg->tile_m);
+	int id = kernel_id(cfg);
+	smallm_fn f = kernel_of(p->dtype, id);
 	size_t smem = smem_bytes(cfg->tile_n, cfg->tile_k, cfg->tile_m, cfg->stages);
 	if (f == nullptr || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
 		return TK_ERR_UNSUPPORTED;
@@ -706,17 +929,15 @@ extern "C" tk_status tk_gemm_smallm_launch(const tk_gemm_problem *p, const tk_ge
 	g.split = split;
 	g.k_per_split = (int)((k_tiles(p, cfg->tile_k) + split - 1) / split);
 	g.in_cluster = cfg->cluster > 1;
+	g.zero = 0;
 	g.counters = static_cast<unsigned *>(p->workspace);
 	g.part = nullptr;
 
 	int64_t tiles = n_tiles(p, cfg->tile_n);
 	dim3 grid((unsigned)tiles, (unsigned)split, (unsigned)p->batch);
-	int mi = 0;
-	for (int v = cfg->tile_m; v > 16; v >>= 1)
-		mi++;
 
 	launch_begin();
-	bool *set = &attr_set[dev][p->dtype == TK_F16][cfg->tile_n == 128][mi];
+	bool *set = &attr_set[dev][p->dtype == TK_F16][id];
 	if (!*set) {
 		/* Once per kernel and device: allow the opt-in shared memory. */
 		if (cudaFuncSetAttribute((const void *)f,
