@@ -74,9 +74,9 @@ if has tune; then
 		export TUNE=$res/tune/gemm-tune-h200.txt
 fi
 has gemm && bench_step gemm bench-gemm.sh "${LIMIT_GEMM:-300}"
-has membound && bench_step membound bench-membound.sh "${LIMIT_MEMBOUND:-300}"
 has decode && bench_step decode bench-decode.sh "${LIMIT_DECODE:-200}"
 has prefill && bench_step prefill bench-prefill.sh "${LIMIT_PREFILL:-300}"
+has membound && bench_step membound bench-membound.sh "${LIMIT_MEMBOUND:-300}"
 if has torch; then
 	# From this call's bench, or carried from an earlier call's results.
 	if [ ! -f "$res/bench/tileops.json" ] && [ -d "$root/.carry/bench" ]; then
