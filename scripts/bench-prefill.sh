@@ -11,7 +11,8 @@
 # program's output) and prefill.md (the table). RUNS overrides 20.
 #
 # Every shape is timed with each kernel variant in VARIANTS (default
-# "0,1,2,3,4", values of TILEOPS_PREFILL_VARIANT: 0 the free-running
+# "d,0,1,2,3,4": d the launcher's own choice per shape (variant -1 in the
+# table), then values of TILEOPS_PREFILL_VARIANT: 0 the free-running
 # consumers, 1 the ping-pong schedule with the lean loop, 2 the lean loop
 # alone, 3 and 4 those two with wide key tiles for non-causal d128 and d256
 # and a longest-first causal order across groups of heads), one row each.
@@ -24,7 +25,7 @@ mkdir -p "$out"
 . "$PWD/scripts/bench-lib.sh"
 bench_setup_paths
 runs=${RUNS:-20}
-variants=${VARIANTS:-0,1,2,3,4}
+variants=${VARIANTS:-d,0,1,2,3,4}
 ours=$out/prefill.jsonl
 theirs=$out/prefill-torch.jsonl
 shapes=$out/prefill-shapes.jsonl

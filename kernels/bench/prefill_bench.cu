@@ -9,7 +9,8 @@
  *                         [--variants LIST]
  *
  * Each shape is timed once per kernel variant in LIST (comma-separated
- * values of TILEOPS_PREFILL_VARIANT, default "0,1,2,3,4": the free-running
+ * values of TILEOPS_PREFILL_VARIANT, or d for the launcher's own choice per
+ * shape, printed as variant -1; default "0,1,2,3,4": the free-running
  * consumers, the ping-pong schedule with the lean loop, the lean loop alone,
  * and those two with wide key tiles), one right after the other so all see
  * the same clocks; every row names its variant.
@@ -127,7 +128,10 @@ Result run_shape(const Shape &s, int variant, int runs)
 	char vs[16];
 
 	snprintf(vs, sizeof(vs), "%d", variant);
-	setenv("TILEOPS_PREFILL_VARIANT", vs, 1); /* the launcher reads it at every call */
+	if (variant < 0) /* the launcher's own choice for the shape */
+		unsetenv("TILEOPS_PREFILL_VARIANT");
+	else /* the launcher reads it at every call */
+		setenv("TILEOPS_PREFILL_VARIANT", vs, 1);
 	bool varlen = s.varlen_seqs > 0;
 	tk_call c;
 	memset(&c, 0, sizeof(c));
@@ -236,7 +240,11 @@ void write_md(FILE *f, const std::vector<Result> &rs)
 	}
 }
 
-/* "0,1" -> {0, 1}; anything that is not a small number empties the list. */
+/*
+ * "d,0,1" -> {-1, 0, 1}: d (-1 in the output) is the launcher's default
+ * choice for each shape; anything else that is not a small number empties
+ * the list.
+ */
 std::vector<int> parse_variants(const char *list)
 {
 	std::vector<int> v;
@@ -244,7 +252,16 @@ std::vector<int> parse_variants(const char *list)
 
 	while (*p) {
 		char *end = NULL;
-		long x = strtol(p, &end, 10);
+		long x;
+		if (*p == 'd') {
+			v.push_back(-1);
+			end = (char *)p + 1;
+			p = *end == ',' ? end + 1 : end;
+			if (*end != ',' && *end != '\0')
+				return {};
+			continue;
+		}
+		x = strtol(p, &end, 10);
 		if (end == p || x < 0 || x > 9)
 			return {};
 		v.push_back((int)x);

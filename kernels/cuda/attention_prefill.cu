@@ -24,7 +24,8 @@
  * accumulators rescaled under the score product and only when a maximum
  * grew, one release per warp instead of per thread), wider key tiles for
  * non-causal d128 (176 keys) and d256 (80 keys), and a causal order that is
- * longest first across groups of heads. The default is the plain loop.
+ * longest first across groups of heads. Each shape gets the one that
+ * measured fastest (prefill_variant).
  *
  * Non-causal launches are persistent (one CTA per SM walks the query tiles,
  * the producer loading the next tile's Q and K while the consumers store the
@@ -666,21 +667,28 @@ bool make_map(CUtensorMap *m, const void *ptr, bool bf16, int64_t d, int64_t hea
 }
 
 /*
- * TILEOPS_PREFILL_VARIANT picks the kernel's schedule: 0 (the default) the
- * free-running consumers; 1 the consumers taking turns at the tensor cores
- * with the lean loop (Args::turns and Args::lean); 2 the lean loop alone;
- * 3 and 4 as 1 and 2 with wider key tiles where those exist (tile_bn:
- * non-causal d128 176 keys, d256 80) and causal tiles longest first across
- * groups of 8 heads (Args::head_group). Read at every launch, so a bench or
- * a test can measure or check each in one process; unknown values mean 0.
+ * The kernel's schedule: 0 the free-running consumers; 1 the consumers
+ * taking turns at the tensor cores with the lean loop (Args::turns and
+ * Args::lean); 2 the lean loop alone; 3 and 4 as 1 and 2 with wider key
+ * tiles where those exist (tile_bn: non-causal d128 176 keys, d256 80) and
+ * causal tiles longest first across groups of 8 heads (Args::head_group).
+ *
+ * By default each shape gets the schedule that measured fastest on the H200
+ * (docs/perf.md, "Attention"): turns (1) for causal attention and for
+ * non-causal d64, the plain loop (0) for non-causal d128, the lean loop with
+ * 80-key tiles (4) for non-causal d256. TILEOPS_PREFILL_VARIANT=0..4 forces
+ * one, read at every launch so a bench or a test can measure or check each
+ * in one process; any other value is ignored.
  */
-int prefill_variant(void)
+int prefill_variant(bool causal, int64_t d)
 {
 	const char *v = getenv("TILEOPS_PREFILL_VARIANT");
 
-	if (v == NULL || v[0] < '0' || v[0] > '4' || v[1] != '\0')
-		return 0;
-	return v[0] - '0';
+	if (v != NULL && v[0] >= '0' && v[0] <= '4' && v[1] == '\0')
+		return v[0] - '0';
+	if (causal || d == 64)
+		return 1;
+	return d == 256 ? 4 : 0;
 }
 
 /* The shape of one call, batched or varlen, as the launcher needs it. */
@@ -773,7 +781,7 @@ tk_status prefill_run(const tk_call *call, Shape sh, cudaStream_t st)
 	const tk_tensor *out = &call->out[0];
 	const tk_tensor *lse = call->n_out > 1 && call->out[1].data ? &call->out[1] : NULL;
 	int tok = sh.varlen ? 0 : 1; /* the token dim; heads follow it */
-	int variant = prefill_variant();
+	int variant = prefill_variant(sh.causal, sh.D);
 	Args args;
 
 	if (sh.D != sh.Dv || (sh.D != 64 && sh.D != 128 && sh.D != 256))
