@@ -37,6 +37,7 @@
 extern "C" {
 #include "manifest.h"
 }
+#include "../tune/gemm_workload.h"
 #include "tk_gemm.h"
 
 #define CK(call)                                                                                   \
@@ -98,26 +99,6 @@ int n_cases;
 
 /* ---- the cases ----------------------------------------------------------- */
 
-int param_index(const manifest_op *op, const char *name)
-{
-	for (int i = 0; i < op->n_params; i++)
-		if (strcmp(op->params[i].name, name) == 0)
-			return i;
-	return -1;
-}
-
-int workload_trans_b(const manifest_op *op, const manifest_workload *w)
-{
-	int pi = param_index(op, "trans_b");
-
-	if (pi < 0)
-		return 0;
-	for (int i = 0; i < w->n_params; i++)
-		if (w->param[i] == pi)
-			return w->value[i].v.b;
-	return op->params[pi].has_default ? op->params[pi].def.v.b : 0;
-}
-
 /* Adds c unless it is an extra shape some case already measures. */
 void add_case(const Case &c)
 {
@@ -148,7 +129,7 @@ int workload_case(const manifest_op *op, const manifest_workload *w, Case *c)
 	}
 	if (a == NULL || b == NULL)
 		return -1;
-	c->trans_b = workload_trans_b(op, w);
+	c->trans_b = gemm_workload_trans_b(op, w);
 	c->batch = batched ? a[0] : 1;
 	c->m = a[rank - 2];
 	c->k = a[rank - 1];

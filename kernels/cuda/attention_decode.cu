@@ -49,6 +49,7 @@
 #include <type_traits>
 
 #include "cuda_common.cuh"
+#include "sm90.cuh"
 
 namespace
 {
@@ -82,28 +83,10 @@ struct DecArgs {
 	float *ws_o, *ws_lse;
 };
 
-__device__ __forceinline__ uint32_t smem_addr(const void *p)
-{
-	return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-/* 16 bytes global -> shared; with valid false the 16 bytes are zeros and nothing is read. */
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)
-{
-	int n = valid ? 16 : 0;
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-	             "r"(n));
-}
-
-__device__ __forceinline__ void cp_async_commit()
-{
-	asm volatile("cp.async.commit_group;\n" ::);
-}
-
-template <int N> __device__ __forceinline__ void cp_async_wait()
-{
-	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
+using tk_sm90::cp_async16;
+using tk_sm90::cp_async_commit;
+using tk_sm90::cp_async_wait;
+using tk_sm90::smem_addr;
 
 __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr)
 {

@@ -495,7 +495,7 @@ __device__ __forceinline__ void consume(const Args &a, const Work &w, int cw, co
 		issue_scores<D, BN, BF16>(sc, q_addr, k_base + s * Tl::KV_BYTES, !ln);
 		turn_end(pp, cw);
 		tkp::wgmma_wait<0>();
-		tkp::reg_fence(sc);
+		tkp::acc_fence(sc);
 		if (releases)
 			tkp::mbar_arrive(&bar.k_empty[s]);
 		if (BN > w.kv_len || BN - 1 > first_masked)
@@ -518,14 +518,14 @@ __device__ __forceinline__ void consume(const Args &a, const Work &w, int cw, co
 		issue_pv<D, BN, BF16>(o, p, v_base + sp * Tl::KV_BYTES);
 		turn_end(pp, cw);
 		tkp::wgmma_wait<1>(); /* the scores; P V may still run */
-		tkp::reg_fence(sc);
+		tkp::acc_fence(sc);
 		if (releases)
 			tkp::mbar_arrive(&bar.k_empty[s]);
 		if (n0 + BN > w.kv_len || n0 + BN - 1 > first_masked)
 			mask_tile<BN, CAUSAL>(sc, n0, row0, w.kv_len, off, lane);
 		softmax_step<BN>(sc, mx, l, corr, sl2);
 		tkp::wgmma_wait<0>();
-		tkp::reg_fence(o);
+		tkp::acc_fence(o);
 		if (releases)
 			tkp::mbar_arrive(&bar.v_empty[sp]);
 		if (!ln)
@@ -540,7 +540,7 @@ __device__ __forceinline__ void consume(const Args &a, const Work &w, int cw, co
 		tkp::mbar_wait(&bar.v_full[sp], (idx / ST) & 1);
 		issue_pv<D, BN, BF16>(o, p, v_base + sp * Tl::KV_BYTES);
 		tkp::wgmma_wait<0>();
-		tkp::reg_fence(o);
+		tkp::acc_fence(o);
 		if (releases)
 			tkp::mbar_arrive(&bar.v_empty[sp]);
 		/* Q is free: the next item's loads overlap the stores below. */
@@ -578,18 +578,18 @@ __global__ void __launch_bounds__(THREADS, 1) prefill_kernel(const __grid_consta
 			tkp::mbar_init(&bar.k_empty[s], releases);
 			tkp::mbar_init(&bar.v_empty[s], releases);
 		}
-		tkp::mbar_init_fence();
+		tkp::fence_mbar_init();
 	}
 	__syncthreads();
 
 	int wg = threadIdx.x / 128;
 	if (wg == 0) {
-		tkp::regs_shrink<PRODUCER_REGS>();
+		tkp::regs_release<PRODUCER_REGS>();
 		if (threadIdx.x == 0)
 			produce<D, BN, CAUSAL>(a, sQ, sK, sV, bar);
 	} else {
 		uint32_t it = 0, nq = 0;
-		tkp::regs_grow<CONSUMER_REGS>();
+		tkp::regs_claim<CONSUMER_REGS>();
 		if (a.turns && wg == 1) /* the first consumer takes the first turn */
 			tkp::named_arrive(1, 256);
 		for (int item = blockIdx.x; item < a.n_items; item += gridDim.x) {

@@ -63,7 +63,7 @@
 #include <type_traits>
 
 #include "gemm_kinds.h"
-#include "gemm_sm90.cuh"
+#include "sm90.cuh"
 
 using namespace tk_sm90;
 
@@ -515,7 +515,8 @@ __global__ void __launch_bounds__(THREADS, 1)
 		}
 		mbar_init(turn, 4);
 		mbar_init(turn + 8, 4);
-		mbar_init_fence();
+		fence_mbar_init();
+		fence_proxy_async();
 	}
 	__syncthreads();
 

@@ -44,6 +44,7 @@
 
 #include "cuda_common.cuh"
 #include "gemm_kinds.h"
+#include "sm90.cuh"
 
 namespace
 {
@@ -71,33 +72,15 @@ struct SmallmArgs {
 
 /* ---- PTX wrappers -------------------------------------------------------- */
 
-__device__ __forceinline__ unsigned smem_addr(const void *p)
-{
-	return (unsigned)__cvta_generic_to_shared(p);
-}
-
 /*
- * 16 bytes global -> shared, or 16 zero bytes when !pred. src must be a
- * valid address either way: callers pass one in a line that a real load
- * of the same step reads (past K's end, the row's first line), so zero
- * fills do not pile onto one address.
+ * cp_async16: callers pass a src in a line that a real load of the same
+ * step reads (past K's end, the row's first line), so zero fills do not
+ * pile onto one address.
  */
-__device__ __forceinline__ void cp_async16(unsigned dst, const void *src, bool pred)
-{
-	int n = pred ? 16 : 0;
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-	             "r"(n));
-}
-
-__device__ __forceinline__ void cp_async_commit(void)
-{
-	asm volatile("cp.async.commit_group;\n" ::);
-}
-
-template <int N> __device__ __forceinline__ void cp_async_wait(void)
-{
-	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
+using tk_sm90::cp_async16;
+using tk_sm90::cp_async_commit;
+using tk_sm90::cp_async_wait;
+using tk_sm90::smem_addr;
 
 /* Wait until at most n groups are pending; n is stages - 2 (1, 2 or 4). */
 __device__ __forceinline__ void cp_async_wait_rt(int n)

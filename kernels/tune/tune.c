@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gemm_workload.h"
 #include "manifest.h"
 #include "tk_gemm.h"
 
@@ -94,27 +95,6 @@ static void add_buckets(const job *base, int pass)
 	}
 }
 
-static int param_index(const manifest_op *op, const char *name)
-{
-	for (int i = 0; i < op->n_params; i++)
-		if (strcmp(op->params[i].name, name) == 0)
-			return i;
-	return -1;
-}
-
-/* trans_b of workload w: its own value, else the op's default. */
-static int workload_trans_b(const manifest_op *op, const manifest_workload *w)
-{
-	int pi = param_index(op, "trans_b");
-
-	if (pi < 0)
-		return 0;
-	for (int i = 0; i < w->n_params; i++)
-		if (w->param[i] == pi)
-			return w->value[i].v.b;
-	return op->params[pi].has_default ? op->params[pi].def.v.b : 0;
-}
-
 /* The problem of workload w (shapes of a, index 0, and b, index 1) into j. */
 static int workload_job(const manifest_op *op, const manifest_workload *w, job *j)
 {
@@ -130,7 +110,7 @@ static int workload_job(const manifest_op *op, const manifest_workload *w, job *
 	if (a == NULL || b == NULL)
 		return -1;
 	memset(j, 0, sizeof(*j));
-	j->trans_b = workload_trans_b(op, w);
+	j->trans_b = gemm_workload_trans_b(op, w);
 	j->batch = batched ? a[0] : 1;
 	j->m = a[rank - 2];
 	j->k = a[rank - 1];

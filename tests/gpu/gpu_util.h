@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "kernels/tk_test_util.h"
+
 /* The seed of the case running now (printed by failing assertions). */
 extern uint64_t gpu_case_seed;
 
@@ -14,5 +16,14 @@ extern uint64_t gpu_case_seed;
 void gpu_require(void);
 /* A new odd seed from the clock, stored in gpu_case_seed. */
 uint64_t gpu_fresh_seed(void);
+
+/*
+ * A device copy of t's bytes (its whole span, padding included), or NULL
+ * when t spans no bytes. Fails the test if the allocation or copy fails;
+ * the caller frees it with cudaFree.
+ */
+void *gpu_to_device(const tk_tensor *t);
+/* 1 when every byte of got outside t's logical elements equals before's. */
+int gpu_padding_kept(const tk_tensor *t, const unsigned char *got, const unsigned char *before);
 
 #endif

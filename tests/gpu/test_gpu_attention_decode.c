@@ -38,18 +38,6 @@ static void log_case(const char *op, const char *what, double rel, double tol)
 	fclose(f);
 }
 
-static void *to_device(const tk_tensor *t)
-{
-	size_t bytes = tt_span_bytes(t);
-	void *d = NULL;
-
-	if (bytes == 0)
-		return NULL;
-	cr_assert_eq(cudaMalloc(&d, bytes), cudaSuccess, "cudaMalloc %zu bytes", bytes);
-	cr_assert_eq(cudaMemcpy(d, t->data, bytes, cudaMemcpyHostToDevice), cudaSuccess);
-	return d;
-}
-
 static void from_device(tk_tensor *t, const void *d)
 {
 	size_t bytes = tt_span_bytes(t);
@@ -172,8 +160,8 @@ static double run_case(dcase *x, int use_ws, const char *what)
 	snprintf(full, sizeof(full), "%s %s%s", tk_dtype_name(dt), what,
 	         use_ws ? "" : " (no workspace)");
 	for (int i = 0; i < x->c.n_in; i++)
-		dc.in[i].data = to_device(&x->c.in[i]);
-	dc.out[0].data = to_device(&x->c.out[0]);
+		dc.in[i].data = gpu_to_device(&x->c.in[i]);
+	dc.out[0].data = gpu_to_device(&x->c.out[0]);
 	cr_assert_eq(cudaMemset(dc.out[0].data, 0xff, tt_span_bytes(&got)), cudaSuccess);
 	dc.workspace = use_ws ? workspace() : NULL;
 	dc.workspace_bytes = use_ws ? TK_WORKSPACE_BYTES : 0;
@@ -475,7 +463,7 @@ Test(gpu_kv_cache_append, append_with_skipped_slots_then_decode_matches_cpu)
 		tt_set(&a.in[2], 5, 20.0 * 16.0); /* one past the cache: skipped */
 		void *dev[5];
 		for (int i = 0; i < 5; i++)
-			dev[i] = to_device(&a.in[i]);
+			dev[i] = gpu_to_device(&a.in[i]);
 		append_both(&a, dev);
 		for (int i = 0; i < 5; i++)
 			cudaFree(dev[i]);

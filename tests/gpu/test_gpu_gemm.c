@@ -171,25 +171,6 @@ static void data_free(gdata *d, const gcase *g)
 	free(d->init);
 }
 
-/* 1 when every byte of got outside t's logical elements equals init's. */
-static int padding_untouched(const tk_tensor *t, const unsigned char *got,
-                             const unsigned char *init)
-{
-	size_t bytes = tt_span_bytes(t), es = tk_dtype_size(t->dtype);
-	unsigned char *want = malloc(bytes ? bytes : 1);
-	int64_t n = tk_numel(t);
-	int ok;
-
-	memcpy(want, init, bytes);
-	for (int64_t i = 0; i < n; i++) {
-		size_t o = (size_t)tt_offset(t, i) * es;
-		memcpy(want + o, got + o, es);
-	}
-	ok = memcmp(want, got, bytes) == 0;
-	free(want);
-	return ok;
-}
-
 /* Compare the device's c with the CPU's; `how` names what ran. */
 static void data_check(gdata *d, const gcase *g, const char *how)
 {
@@ -211,7 +192,7 @@ static void data_check(gdata *d, const gcase *g, const char *how)
 	log_case(what, rel, tol);
 	cr_expect_leq(rel, tol, "%s: relative error %.3g > %.3g (seed 0x%llx)", what, rel, tol,
 	              (unsigned long long)gpu_case_seed);
-	cr_expect(padding_untouched(&got, got.data, d->init), "%s wrote outside its elements",
+	cr_expect(gpu_padding_kept(&got, got.data, d->init), "%s wrote outside its elements",
 	          what);
 	free(want);
 	free(got.data);

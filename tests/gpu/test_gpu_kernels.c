@@ -39,18 +39,6 @@ static void log_case(const char *op, const char *dt, const char *what, double re
 	fclose(f);
 }
 
-static void *to_device(const tk_tensor *t)
-{
-	size_t bytes = tt_span_bytes(t);
-	void *d = NULL;
-
-	if (bytes == 0)
-		return NULL;
-	cr_assert_eq(cudaMalloc(&d, bytes), cudaSuccess, "cudaMalloc %zu bytes", bytes);
-	cr_assert_eq(cudaMemcpy(d, t->data, bytes, cudaMemcpyHostToDevice), cudaSuccess);
-	return d;
-}
-
 /* 1 when every byte of got outside t's logical elements is still poison. */
 static int padding_untouched(const tk_tensor *t, const unsigned char *got)
 {
@@ -85,9 +73,9 @@ static void compare_op(const char *op, tk_call *hc, double tol, const char *what
 	cr_assert_not_null(e, "no table entry for %s", op);
 	cr_assert_not_null(e->cuda, "%s has no CUDA launcher", op);
 	for (int i = 0; i < hc->n_in; i++)
-		dc.in[i].data = to_device(&hc->in[i]);
+		dc.in[i].data = gpu_to_device(&hc->in[i]);
 	tt_poison(&hc->out[0]);
-	dc.out[0].data = to_device(&hc->out[0]);
+	dc.out[0].data = gpu_to_device(&hc->out[0]);
 
 	cr_assert_eq(e->cpu(hc), TK_OK, "%s CPU reference refused %s", op, what);
 	cr_assert_eq(cudaStreamCreate(&stream), cudaSuccess);

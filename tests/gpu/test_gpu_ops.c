@@ -37,36 +37,6 @@ static void log_case(const char *op, const char *what, double rel, double tol)
 	fclose(f);
 }
 
-static void *to_device(const tk_tensor *t)
-{
-	size_t bytes = tt_span_bytes(t);
-	void *d = NULL;
-
-	if (bytes == 0)
-		return NULL;
-	cr_assert_eq(cudaMalloc(&d, bytes), cudaSuccess, "cudaMalloc %zu bytes", bytes);
-	cr_assert_eq(cudaMemcpy(d, t->data, bytes, cudaMemcpyHostToDevice), cudaSuccess);
-	return d;
-}
-
-/* 1 when every byte of got outside t's logical elements equals before's. */
-static int padding_kept(const tk_tensor *t, const unsigned char *got, const unsigned char *before)
-{
-	size_t bytes = tt_span_bytes(t), es = tk_dtype_size(t->dtype);
-	unsigned char *want = malloc(bytes ? bytes : 1);
-	int64_t n = tk_numel(t);
-	int ok;
-
-	memcpy(want, before, bytes);
-	for (int64_t i = 0; i < n; i++) {
-		size_t o = (size_t)tt_offset(t, i) * es;
-		memcpy(want + o, got + o, es);
-	}
-	ok = memcmp(want, got, bytes) == 0;
-	free(want);
-	return ok;
-}
-
 /* Index of tensor t within the call: inputs first, then outputs. */
 static int slot_of(const tk_call *c, const tk_tensor *t)
 {
@@ -108,9 +78,9 @@ static void compare_call(const char *op, tk_call *hc, const char *what)
 		memcpy(before[w], written[w]->data, b);
 	}
 	for (int i = 0; i < hc->n_in; i++)
-		dc.in[i].data = to_device(&hc->in[i]);
+		dc.in[i].data = gpu_to_device(&hc->in[i]);
 	for (int i = 0; i < hc->n_out; i++)
-		dc.out[i].data = to_device(&hc->out[i]);
+		dc.out[i].data = gpu_to_device(&hc->out[i]);
 
 	cr_assert_eq(e->cpu(hc), TK_OK, "%s CPU reference refused %s", op, what);
 	cr_assert_eq(cudaStreamCreate(&stream), cudaSuccess);
@@ -148,7 +118,7 @@ static void compare_call(const char *op, tk_call *hc, const char *what)
 			              op, where, rel, tol, (unsigned long long)gpu_case_seed);
 			free(want);
 		}
-		cr_expect(padding_kept(&got, got.data, before[w]),
+		cr_expect(gpu_padding_kept(&got, got.data, before[w]),
 		          "%s %s wrote outside its elements", op, where);
 		free(got.data);
 		free(before[w]);
@@ -296,9 +266,9 @@ Test(gpu_ops, every_launcher_accepts_zero_element_tensors)
 		/* Device copies of what has bytes (a per-tensor fp8 scale is still written). */
 		tk_call dc = c;
 		for (int k = 0; k < c.n_in; k++)
-			dc.in[k].data = to_device(&c.in[k]);
+			dc.in[k].data = gpu_to_device(&c.in[k]);
 		for (int k = 0; k < c.n_out; k++)
-			dc.out[k].data = to_device(&c.out[k]);
+			dc.out[k].data = gpu_to_device(&c.out[k]);
 		cr_expect_eq(t[i].cuda(&dc, stream), TK_OK, "%s on 0 rows", t[i].op);
 		cr_expect_eq(cudaStreamSynchronize(stream), cudaSuccess, "%s on 0 rows", t[i].op);
 		for (int k = 0; k < c.n_in; k++)
