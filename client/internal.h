@@ -182,9 +182,11 @@ tileops_status tci_ring_attach(struct tileops_client *c, uint32_t entries);
 /* Free the ring state once the client is unreferenced. */
 void tci_ring_destroy(struct tileops_client *c);
 /*
- * Submit a packed request through the ring. TILEOPS_ERR_TOO_LARGE (with no
- * error text set) when it does not fit an entry or the ring cannot take it
- * now without reordering: the caller then sends it over nng.
+ * Submit a request through the ring: an op or plan run as a binary
+ * descriptor (TILEOPS_SQE_OP, TILEOPS_SQE_PLAN_RUN), anything else, or a
+ * run too large for a descriptor, as a packed tileops.Request. TILEOPS_OK
+ * with *out NULL when it must go over nng instead (no ring, the ring is
+ * stopped, or it fits no entry): the caller then sends it there.
  */
 tileops_status tci_ring_submit(struct tileops_client *c, const Tileops__Request *req, int timed,
                                struct tileops_completion **out);

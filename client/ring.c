@@ -1,8 +1,11 @@
 /*
  * ring.c - op submission and completion through the shared-memory rings of
  * the session's arena (the data plane; proto/tileops_ring.h has the layout).
- * An entry carries any packed Request that fits it; the daemon takes op
- * runs, plan runs and syncs this way (op.c and plan.c decide what to send).
+ * Op runs and plan runs travel as fixed binary descriptors (TILEOPS_SQE_OP,
+ * TILEOPS_SQE_PLAN_RUN) that the daemon reads without unpacking; syncs, and
+ * runs whose names or bindings do not fit a descriptor, as a packed Request
+ * (TILEOPS_SQE_REQUEST) when that fits an entry, over nng otherwise (op.c
+ * and plan.c decide what to send, this file how it is written).
  *
  * How the threads of one client share the rings
  *
@@ -510,14 +513,125 @@ static int slot_take(struct tci_ring *ring, struct tileops_completion *r)
 	return (int)idx;
 }
 
+/* ---- encoding ------------------------------------------------------------ */
+
+/* Copy a name into a NUL-padded field; 0 when it does not fit. */
+static int name_put(char *field, size_t bytes, const char *name)
+{
+	size_t n = name != NULL ? strlen(name) : 0;
+
+	if (n >= bytes)
+		return 0;
+	memset(field, 0, bytes);
+	memcpy(field, name, n);
+	return 1;
+}
+
+/* An OpRun as an op descriptor; the payload length, or 0 when it does not fit. */
+static size_t encode_op(const Tileops__OpRun *m, uint8_t *payload)
+{
+	tileops_sqe_op head;
+	size_t off = sizeof(head);
+	size_t i;
+
+	if (m->n_inputs > TILEOPS_SQE_OP_MAX_INPUTS || m->n_outputs > TILEOPS_SQE_OP_MAX_OUTPUTS ||
+	    m->n_params > TILEOPS_SQE_OP_MAX_PARAMS || !name_put(head.op, sizeof(head.op), m->op))
+		return 0;
+	head.n_inputs = (uint32_t)m->n_inputs;
+	head.n_outputs = (uint32_t)m->n_outputs;
+	head.n_params = (uint32_t)m->n_params;
+	head.reserved = 0;
+	memcpy(payload, &head, sizeof(head));
+	if (m->n_inputs > 0)
+		memcpy(payload + off, m->inputs, m->n_inputs * sizeof(uint64_t));
+	off += m->n_inputs * sizeof(uint64_t);
+	if (m->n_outputs > 0)
+		memcpy(payload + off, m->outputs, m->n_outputs * sizeof(uint64_t));
+	off += m->n_outputs * sizeof(uint64_t);
+	for (i = 0; i < m->n_params; i++) {
+		const Tileops__Param *p = m->params[i];
+		tileops_sqe_param d;
+
+		if (!name_put(d.name, sizeof(d.name), p->name))
+			return 0;
+		d.reserved = 0;
+		switch (p->value_case) {
+		case TILEOPS__PARAM__VALUE_I:
+			d.kind = TILEOPS_SQE_PARAM_INT;
+			d.value.i = p->i;
+			break;
+		case TILEOPS__PARAM__VALUE_F:
+			d.kind = TILEOPS_SQE_PARAM_FLOAT;
+			d.value.f = p->f;
+			break;
+		case TILEOPS__PARAM__VALUE_B:
+			d.kind = TILEOPS_SQE_PARAM_BOOL;
+			d.value.i = p->b ? 1 : 0;
+			break;
+		default:
+			return 0; /* valueless: the packed Request gets the answer */
+		}
+		memcpy(payload + off, &d, sizeof(d));
+		off += sizeof(d);
+	}
+	return off;
+}
+
+/* A PlanRun as a plan-run descriptor; the payload length, or 0 when it does not fit. */
+static size_t encode_plan_run(const Tileops__PlanRun *m, uint8_t *payload)
+{
+	tileops_sqe_plan_run head = { m->plan, m->size, (uint32_t)m->n_bindings, 0 };
+	size_t off = sizeof(head);
+	size_t i;
+
+	if (m->n_bindings > TILEOPS_SQE_PLAN_MAX_BINDINGS)
+		return 0;
+	memcpy(payload, &head, sizeof(head));
+	for (i = 0; i < m->n_bindings; i++) {
+		tileops_sqe_binding b = { m->bindings[i]->plan_tensor, m->bindings[i]->tensor };
+
+		memcpy(payload + off, &b, sizeof(b));
+		off += sizeof(b);
+	}
+	return off;
+}
+
+/*
+ * The entry for a request: a descriptor for op and plan runs that fit one,
+ * a packed Request otherwise. Returns the payload length, or 0 when the
+ * request does not fit an entry at all (it goes over nng).
+ */
+static size_t encode_request(const Tileops__Request *req, uint8_t *payload, size_t cap,
+                             uint32_t *kind)
+{
+	size_t len = 0;
+
+	if (req->body_case == TILEOPS__REQUEST__BODY_OP_RUN) {
+		*kind = TILEOPS_SQE_OP;
+		len = encode_op(req->op_run, payload);
+	} else if (req->body_case == TILEOPS__REQUEST__BODY_PLAN_RUN) {
+		*kind = TILEOPS_SQE_PLAN_RUN;
+		len = encode_plan_run(req->plan_run, payload);
+	}
+	if (len > 0)
+		return len;
+	*kind = TILEOPS_SQE_REQUEST;
+	len = tileops__request__get_packed_size(req);
+	if (len > cap)
+		return 0;
+	return tileops__request__pack(req, payload);
+}
+
+/* ---- publishing ---------------------------------------------------------- */
+
 /* Write one entry and publish it. Called with c->mu held. */
-static void sq_publish(struct tci_ring *ring, const struct tileops_completion *r,
+static void sq_publish(struct tci_ring *ring, const struct tileops_completion *r, uint32_t kind,
                        const uint8_t *payload, size_t len)
 {
 	tileops_sqe *e = &ring->sq[ring->sq_tail & ring->mask];
 
 	e->tag = r->tag;
-	e->kind = TILEOPS_SQE_REQUEST;
+	e->kind = kind;
 	e->flags = r->timed ? TILEOPS_SQE_F_TIMING : 0;
 	e->length = (uint32_t)len;
 	e->reserved = 0;
@@ -530,7 +644,8 @@ enum try_result { TRY_DONE, TRY_NNG, TRY_FULL, TRY_FAILED };
 
 /* One attempt to publish; under c->mu, and cq_mu for the slot. */
 static enum try_result ring_try_publish(struct tileops_client *c, struct tileops_completion *r,
-                                        const uint8_t *payload, size_t len, tileops_status *st)
+                                        uint32_t kind, const uint8_t *payload, size_t len,
+                                        tileops_status *st)
 {
 	struct tci_ring *ring = c->ring;
 	enum try_result res;
@@ -555,7 +670,7 @@ static enum try_result ring_try_publish(struct tileops_client *c, struct tileops
 	} else if ((idx = slot_take(ring, r)) < 0) {
 		res = TRY_FULL;
 	} else {
-		sq_publish(ring, r, payload, len);
+		sq_publish(ring, r, kind, payload, len);
 		c->refs++;
 		res = TRY_DONE;
 	}
@@ -592,15 +707,16 @@ tileops_status tci_ring_submit(struct tileops_client *c, const Tileops__Request 
 	struct tci_ring *ring = c->ring;
 	uint8_t payload[sizeof(((tileops_sqe *)0)->payload)];
 	struct tileops_completion *r;
-	size_t len = tileops__request__get_packed_size(req);
+	uint32_t kind = TILEOPS_SQE_REQUEST;
+	size_t len;
 	int64_t start = now_ns();
 	tileops_status st = TILEOPS_OK;
 
 	*out = NULL;
-	if (ring == NULL || len > sizeof(payload) ||
-	    __atomic_load_n(&ring->stopped, __ATOMIC_ACQUIRE))
+	if (ring == NULL || __atomic_load_n(&ring->stopped, __ATOMIC_ACQUIRE))
 		return TILEOPS_OK; /* over nng */
-	tileops__request__pack(req, payload);
+	if ((len = encode_request(req, payload, sizeof(payload), &kind)) == 0)
+		return TILEOPS_OK; /* too big for an entry: over nng */
 	if ((r = calloc(1, sizeof(*r))) == NULL)
 		return tci_error(TILEOPS_ERR_OUT_OF_MEMORY, "out of memory for a completion");
 	r->client = c;
@@ -609,7 +725,7 @@ tileops_status tci_ring_submit(struct tileops_client *c, const Tileops__Request 
 	if (c->timeout_ms > 0)
 		r->deadline_ns = start + (int64_t)c->timeout_ms * 1000000LL;
 	for (;;) {
-		switch (ring_try_publish(c, r, payload, len, &st)) {
+		switch (ring_try_publish(c, r, kind, payload, len, &st)) {
 		case TRY_DONE:
 			ring_wake_daemon(ring);
 			*out = r;

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "manifest.h"
 #include "oplayer.h"
+#include "sqe.h"
 #include "tileops.pb-c.h"
 #include "warmup.h"
 
@@ -409,39 +410,43 @@ static tileops_status exec_op(executor *ex, session *s, const Tileops__OpRun *m,
 
 /* ---- ring entries -------------------------------------------------------- */
 
-void exec_sqe(worker *w, session *s, const tileops_sqe *e)
+/* Run one op from the ring and post (or owe, when timed) its completion. */
+static void sqe_op(worker *w, session *s, const tileops_sqe *e, const Tileops__OpRun *m)
 {
 	executor *ex = w->ex;
 	char err[256] = "";
-	if (e->kind != TILEOPS_SQE_REQUEST || e->length > sizeof(e->payload)) {
-		snprintf(err, sizeof(err), "ring entry: kind %u, length %u: not a request of at most "
-		         "%zu bytes", e->kind, e->length, sizeof(e->payload));
-		exec_post(ex, s, e->tag, TILEOPS_ERR_PROTOCOL, -1.0, err);
-		return;
+	timed_cqe *t = NULL;
+	if ((e->flags & TILEOPS_SQE_F_TIMING) && (t = calloc(1, sizeof(*t)))) {
+		t->s = s;
+		t->tag = e->tag;
+		session_ref(s);
+		w->timed_owed++; /* the worker keeps polling until it is posted */
 	}
+	tileops_status st = exec_op(ex, s, m, t, err, sizeof(err));
+	if (st != TILEOPS_OK || !t)
+		exec_post(ex, s, e->tag, st, -1.0, err);
+	if (st != TILEOPS_OK && t) {
+		w->timed_owed--;
+		session_unref(s);
+		free(t);
+	}
+}
+
+/* A packed tileops.Request (TILEOPS_SQE_REQUEST). */
+static void sqe_request(worker *w, session *s, const tileops_sqe *e)
+{
+	executor *ex = w->ex;
+	char err[256] = "";
 	Tileops__Request *req = tileops__request__unpack(NULL, e->length, e->payload);
 	if (!req) {
-		snprintf(err, sizeof(err), "ring entry: the %u-byte payload is not a valid "
-		         "tileops.Request", e->length);
+		snprintf(err, sizeof(err),
+		         "ring entry: the %u-byte payload is not a valid tileops.Request",
+		         e->length);
 		exec_post(ex, s, e->tag, TILEOPS_ERR_PROTOCOL, -1.0, err);
 		return;
 	}
 	if (req->body_case == TILEOPS__REQUEST__BODY_OP_RUN) {
-		timed_cqe *t = NULL;
-		if ((e->flags & TILEOPS_SQE_F_TIMING) && (t = calloc(1, sizeof(*t)))) {
-			t->s = s;
-			t->tag = e->tag;
-			session_ref(s);
-			w->timed_owed++; /* the worker keeps polling until it is posted */
-		}
-		tileops_status st = exec_op(ex, s, req->op_run, t, err, sizeof(err));
-		if (st != TILEOPS_OK || !t)
-			exec_post(ex, s, e->tag, st, -1.0, err);
-		if (st != TILEOPS_OK && t) {
-			w->timed_owed--;
-			session_unref(s);
-			free(t);
-		}
+		sqe_op(w, s, e, req->op_run);
 	} else if (req->body_case == TILEOPS__REQUEST__BODY_PLAN_RUN) {
 		tileops_status st = plan_run(ex, s, req->plan_run, err, sizeof(err));
 		exec_post(ex, s, e->tag, st, -1.0, err);
@@ -452,6 +457,44 @@ void exec_sqe(worker *w, session *s, const tileops_sqe *e)
 		          "ring entry: only op_run, plan_run and sync go through the ring");
 	}
 	tileops__request__free_unpacked(req, NULL);
+}
+
+void exec_sqe(worker *w, session *s, const tileops_sqe *e)
+{
+	executor *ex = w->ex;
+	char err[256] = "";
+	tileops_status st;
+	if (e->length > sizeof(e->payload)) {
+		snprintf(err, sizeof(err), "ring entry: length is %u bytes, at most %zu", e->length,
+		         sizeof(e->payload));
+		exec_post(ex, s, e->tag, TILEOPS_ERR_PROTOCOL, -1.0, err);
+		return;
+	}
+	switch (e->kind) {
+	case TILEOPS_SQE_REQUEST:
+		sqe_request(w, s, e);
+		return;
+	case TILEOPS_SQE_OP: {
+		sqe_op_run o;
+		if ((st = sqe_decode_op(e, &o, err, sizeof(err))) == TILEOPS_OK)
+			sqe_op(w, s, e, &o.run);
+		else
+			exec_post(ex, s, e->tag, st, -1.0, err);
+		return;
+	}
+	case TILEOPS_SQE_PLAN_RUN: {
+		sqe_plan_run o;
+		if ((st = sqe_decode_plan_run(e, &o, err, sizeof(err))) == TILEOPS_OK)
+			st = plan_run(ex, s, &o.run, err, sizeof(err));
+		exec_post(ex, s, e->tag, st, -1.0, err);
+		return;
+	}
+	default:
+		snprintf(err, sizeof(err),
+		         "ring entry: kind is %u, expected %u (request), %u (op) or %u (plan run)",
+		         e->kind, TILEOPS_SQE_REQUEST, TILEOPS_SQE_OP, TILEOPS_SQE_PLAN_RUN);
+		exec_post(ex, s, e->tag, TILEOPS_ERR_PROTOCOL, -1.0, err);
+	}
 }
 
 tileops_status exec_ring_until(worker *w, session *s, uint64_t mark, char *err,

@@ -47,8 +47,14 @@
 #define TILEOPS_RING_MIN_ENTRIES 8u
 #define TILEOPS_RING_MAX_ENTRIES 4096u
 
-/* Kinds of submission entries. */
-#define TILEOPS_SQE_REQUEST 1u /* payload: a packed tileops.Request (OpRun, Sync, PlanRun) */
+/*
+ * Kinds of submission entries. A kind names one payload layout: a changed
+ * layout gets a new kind, never a changed meaning for an old one, so the
+ * kind is the descriptor's version. The daemon accepts every kind below.
+ */
+#define TILEOPS_SQE_REQUEST 1u  /* payload: a packed tileops.Request (OpRun, Sync, PlanRun) */
+#define TILEOPS_SQE_OP 2u       /* payload: a tileops_sqe_op descriptor (one op run) */
+#define TILEOPS_SQE_PLAN_RUN 3u /* payload: a tileops_sqe_plan_run descriptor */
 
 /* Submission flags. */
 #define TILEOPS_SQE_F_TIMING 1u /* post the completion when the device finished, with its time */
@@ -78,8 +84,8 @@ typedef struct tileops_ring_header {
 	uint32_t sq_bell;         /* futex word the daemon sleeps on */
 	uint32_t daemon_sleeping; /* set by the daemon before it sleeps */
 	uint8_t pad5[56];
-	uint32_t cq_bell;         /* futex word the client sleeps on */
-	uint32_t client_waiting;  /* set by the client before it sleeps */
+	uint32_t cq_bell;        /* futex word the client sleeps on */
+	uint32_t client_waiting; /* set by the client before it sleeps */
 	uint8_t pad6[56];
 } tileops_ring_header;
 
@@ -94,13 +100,97 @@ typedef struct tileops_sqe {
 
 typedef struct tileops_cqe {
 	uint64_t tag;
-	int32_t status;  /* tileops_status */
-	uint32_t flags;  /* TILEOPS_CQE_F_* */
+	int32_t status; /* tileops_status */
+	uint32_t flags; /* TILEOPS_CQE_F_* */
 	double gpu_us;
 	char message[TILEOPS_CQE_BYTES - 24]; /* NUL-terminated; "" on success */
 } tileops_cqe;
 
+/*
+ * The op descriptor (TILEOPS_SQE_OP): a fixed binary form of an OpRun that
+ * the daemon reads without unpacking or allocating. All integers are
+ * little-endian (the host's: both ends share one machine). The payload is
+ *
+ *   0    tileops_sqe_op       op name, NUL-padded; the three counts
+ *   80   u64 x n_inputs       input handles (0 leaves an optional one out)
+ *   ..   u64 x n_outputs      output handles
+ *   ..   tileops_sqe_param x n_params
+ *
+ * and `length` is exactly 80 + 8 * (n_inputs + n_outputs) + 48 * n_params.
+ * Counts are at most 8 inputs, 4 outputs and 16 params (936 bytes at most,
+ * so every count fits); the op name is at most 63 bytes and a param name at
+ * most 31, each NUL-terminated within its field. An op whose names are
+ * longer goes as TILEOPS_SQE_REQUEST instead. The daemon copies the entry
+ * out before reading it and refuses, with an error completion naming the
+ * field, a length that differs, a count over its limit, a name without its
+ * NUL, a param kind it does not know, or reserved bytes that are not zero.
+ */
+#define TILEOPS_SQE_OP_NAME_BYTES 64u
+#define TILEOPS_SQE_PARAM_NAME_BYTES 32u
+#define TILEOPS_SQE_OP_MAX_INPUTS 8u
+#define TILEOPS_SQE_OP_MAX_OUTPUTS 4u
+#define TILEOPS_SQE_OP_MAX_PARAMS 16u
+
+/* Kinds of param values in a tileops_sqe_param. */
+#define TILEOPS_SQE_PARAM_INT 1u   /* value.i */
+#define TILEOPS_SQE_PARAM_FLOAT 2u /* value.f */
+#define TILEOPS_SQE_PARAM_BOOL 3u  /* value.i, 0 or 1 */
+
+typedef struct tileops_sqe_op {
+	char op[TILEOPS_SQE_OP_NAME_BYTES];
+	uint32_t n_inputs;
+	uint32_t n_outputs;
+	uint32_t n_params;
+	uint32_t reserved; /* 0 */
+} tileops_sqe_op;
+
+typedef struct tileops_sqe_param {
+	char name[TILEOPS_SQE_PARAM_NAME_BYTES];
+	uint32_t kind;     /* TILEOPS_SQE_PARAM_* */
+	uint32_t reserved; /* 0 */
+	union {
+		int64_t i;
+		double f;
+	} value;
+} tileops_sqe_param;
+
+/*
+ * The plan-run descriptor (TILEOPS_SQE_PLAN_RUN): a PlanRun in fixed form.
+ *
+ *   0    tileops_sqe_plan_run       plan handle, bucket size, binding count
+ *   24   tileops_sqe_binding x n_bindings
+ *
+ * `length` is exactly 24 + 16 * n_bindings, n_bindings at most 61 (what
+ * fits the payload); a run with more bindings goes as TILEOPS_SQE_REQUEST.
+ */
+#define TILEOPS_SQE_PLAN_MAX_BINDINGS 61u
+
+typedef struct tileops_sqe_plan_run {
+	uint64_t plan;
+	int64_t size; /* 0: the largest bucket */
+	uint32_t n_bindings;
+	uint32_t reserved; /* 0 */
+} tileops_sqe_plan_run;
+
+typedef struct tileops_sqe_binding {
+	uint64_t plan_tensor;
+	uint64_t tensor;
+} tileops_sqe_binding;
+
 _Static_assert(sizeof(tileops_ring_header) == 448, "ring header layout");
+_Static_assert(sizeof(tileops_sqe_op) == 80, "op descriptor layout");
+_Static_assert(sizeof(tileops_sqe_param) == 48, "op descriptor param layout");
+_Static_assert(sizeof(tileops_sqe_op) +
+                               8 * (TILEOPS_SQE_OP_MAX_INPUTS + TILEOPS_SQE_OP_MAX_OUTPUTS) +
+                               sizeof(tileops_sqe_param) * TILEOPS_SQE_OP_MAX_PARAMS <=
+                       TILEOPS_SQE_BYTES - 24,
+               "the largest op descriptor fits an entry");
+_Static_assert(sizeof(tileops_sqe_plan_run) == 24, "plan-run descriptor layout");
+_Static_assert(sizeof(tileops_sqe_binding) == 16, "plan-run binding layout");
+_Static_assert(sizeof(tileops_sqe_plan_run) +
+                               sizeof(tileops_sqe_binding) * TILEOPS_SQE_PLAN_MAX_BINDINGS <=
+                       TILEOPS_SQE_BYTES - 24,
+               "the largest plan-run descriptor fits an entry");
 _Static_assert(sizeof(tileops_sqe) == TILEOPS_SQE_BYTES, "sqe layout");
 _Static_assert(sizeof(tileops_cqe) == TILEOPS_CQE_BYTES, "cqe layout");
 

@@ -2,7 +2,8 @@
  * test_rings.c - ops through the shared-memory rings against a real
  * tileopsd: program order, many threads, wrap-around, a full ring, sixteen
  * client processes, a hostile client writing corrupt entries and counters,
- * a client killed mid-submit, and an idle daemon that does not spin.
+ * a client killed mid-submit, an idle daemon that does not spin, and the
+ * binary op and plan-run descriptors (and corrupt ones).
  *
  * Order is checked with chains of adds where each op reads the previous
  * op's output (ping-pong between two tensors): any reordering or dropped
@@ -634,5 +635,251 @@ Test(rings, a_stuck_client_that_never_reaps_does_not_block_others)
 	hostile_bell(&x);
 	expect_daemon_serving();
 	free(good);
+	th_raw_close(&x.raw);
+}
+
+/* ---- op and plan-run descriptors ----------------------------------------- */
+
+/*
+ * The submission ring of this process's client, through the client's own
+ * mapping of its arena (its shm name is unlinked once tileopsd opened it).
+ */
+static const tileops_ring_header *client_ring_header(void)
+{
+	char want[64], line[512];
+	FILE *f = fopen("/proc/self/maps", "r");
+	const tileops_ring_header *h = NULL;
+
+	cr_assert_not_null(f, "/proc/self/maps: %s", strerror(errno));
+	snprintf(want, sizeof(want), "/dev/shm/tileops-%ld-", (long)getpid());
+	while (h == NULL && fgets(line, sizeof(line), f) != NULL) {
+		unsigned long start, end;
+
+		if (strstr(line, want) == NULL || sscanf(line, "%lx-%lx", &start, &end) != 2)
+			continue;
+		if (((const tileops_ring_header *)start)->magic == TILEOPS_RING_MAGIC)
+			h = (const tileops_ring_header *)start;
+	}
+	fclose(f);
+	cr_assert_not_null(h, "no ring arena of this client is mapped (%s...)", want);
+	return h;
+}
+
+static const tileops_sqe *client_sqe(const tileops_ring_header *h, uint64_t n)
+{
+	const tileops_sqe *sq = (const tileops_sqe *)((const char *)h + h->sq_offset);
+
+	cr_assert_lt(n, __atomic_load_n(&h->sq_tail, __ATOMIC_ACQUIRE),
+	             "ring entry %llu was never submitted", (unsigned long long)n);
+	return &sq[n & (h->sq_entries - 1)];
+}
+
+static void expect_all_f32(tileops_client *c, tileops_tensor t, float want, const char *what)
+{
+	float v[4];
+
+	th_read(c, t, v, sizeof(v));
+	for (int i = 0; i < 4; i++)
+		cr_assert_float_eq(v[i], want, 1e-5f, "%s: element %d is %g, expected %g", what, i,
+		                   (double)v[i], (double)want);
+}
+
+Test(rings, op_and_plan_runs_travel_as_binary_descriptors_with_right_results)
+{
+	tileops_client *c = th_connect("descriptors", 0);
+	const tileops_ring_header *h = client_ring_header();
+	const int64_t shape[] = { 4 };
+	const float ones[4] = { 1, 1, 1, 1 }, twos[4] = { 2, 2, 2, 2 };
+	tileops_tensor x = th_tensor_f32(c, 1, shape, ones), w = th_tensor_f32(c, 1, shape, ones);
+	tileops_tensor y = th_tensor_f32(c, 1, shape, twos),
+	               out = th_tensor(c, TILEOPS_F32, 1, shape);
+	tileops_param eps = { .name = "eps", .kind = TILEOPS_PARAM_FLOAT, .v.f = 1.0 };
+	tileops_tensor in[2] = { x, w };
+	tileops_op norm = { "rms_norm", in, 2, &out, 1, &eps, 1 };
+	tileops_op add = { "add", in, 2, &out, 1, NULL, 0 };
+	tileops_binding bind = { x, y };
+	tileops_completion *cp = NULL;
+	tileops_plan *p = NULL;
+	double us = -1;
+	uint64_t n = __atomic_load_n(&h->sq_tail, __ATOMIC_ACQUIRE);
+
+	/* A float param crosses intact: eps 1 gives 1 / sqrt(1 + 1). */
+	th_run(c, &norm);
+	cr_assert_eq(client_sqe(h, n)->kind, TILEOPS_SQE_OP, "op_run went as kind %u",
+	             client_sqe(h, n)->kind);
+	expect_all_f32(c, out, 0.70710678f, "rms_norm with eps 1 through a descriptor");
+	n++;
+
+	cr_assert_eq(tileops_op_submit_timed(c, &add, &cp), TILEOPS_OK, "%s", tileops_last_error());
+	cr_assert_eq(tileops_completion_wait(cp, -1), TILEOPS_OK, "%s", tileops_last_error());
+	cr_assert_eq(tileops_completion_gpu_us(cp, &us), TILEOPS_OK, "%s", tileops_last_error());
+	tileops_completion_free(cp);
+	cr_assert_eq(client_sqe(h, n)->kind, TILEOPS_SQE_OP, "a timed op went as kind %u",
+	             client_sqe(h, n)->kind);
+	cr_assert(client_sqe(h, n)->flags & TILEOPS_SQE_F_TIMING, "the timed op lost its flag");
+	expect_all_f32(c, out, 2.0f, "timed add through a descriptor");
+	n++;
+
+	cr_assert_eq(tileops_plan_begin(c, NULL, &p), TILEOPS_OK, "%s", tileops_last_error());
+	cr_assert_eq(tileops_plan_add(p, &add), TILEOPS_OK, "%s", tileops_last_error());
+	cr_assert_eq(tileops_plan_end(p), TILEOPS_OK, "%s", tileops_last_error());
+	cr_assert_eq(tileops_plan_run(p, 0, &bind, 1), TILEOPS_OK, "%s", tileops_last_error());
+	cr_assert_eq(client_sqe(h, n)->kind, TILEOPS_SQE_PLAN_RUN, "plan_run went as kind %u",
+	             client_sqe(h, n)->kind);
+	expect_all_f32(c, out, 3.0f, "plan run with x bound to y through a descriptor");
+	n++;
+
+	/* Syncs keep the packed Request. */
+	cr_assert_eq(tileops_sync(c), TILEOPS_OK, "%s", tileops_last_error());
+	cr_assert_eq(client_sqe(h, n)->kind, TILEOPS_SQE_REQUEST, "sync went as kind %u",
+	             client_sqe(h, n)->kind);
+	tileops_plan_free(p);
+	tileops_close(c);
+}
+
+Test(rings, an_op_name_too_long_for_a_descriptor_goes_as_a_packed_request)
+{
+	tileops_client *c = th_connect("long-name", 0);
+	const tileops_ring_header *h = client_ring_header();
+	const int64_t shape[] = { 4 };
+	tileops_tensor t = th_tensor(c, TILEOPS_F32, 1, shape);
+	char name[TILEOPS_SQE_OP_NAME_BYTES + 8];
+	tileops_op op = { name, &t, 1, &t, 1, NULL, 0 };
+	uint64_t n = __atomic_load_n(&h->sq_tail, __ATOMIC_ACQUIRE);
+
+	memset(name, 'q', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	cr_assert_eq(tileops_op_run(c, &op), TILEOPS_ERR_UNKNOWN_OP, "a made-up op ran: %s",
+	             tileops_last_error());
+	cr_assert(th_contains(tileops_last_error(), "qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq"),
+	          "the error does not name the op: %s", tileops_last_error());
+	cr_assert_eq(client_sqe(h, n)->kind, TILEOPS_SQE_REQUEST, "went as kind %u",
+	             client_sqe(h, n)->kind);
+	tileops_close(c);
+}
+
+/* An op descriptor for add(t, t) -> t, with `n_params` params of kind `kind`. */
+static size_t desc_add(uint8_t *buf, uint64_t t, uint32_t n_params, uint32_t kind)
+{
+	tileops_sqe_op head = { .n_inputs = 2, .n_outputs = 1, .n_params = n_params };
+	uint64_t handles[3] = { t, t, t };
+	size_t off = sizeof(head);
+
+	snprintf(head.op, sizeof(head.op), "add");
+	memcpy(buf, &head, sizeof(head));
+	memcpy(buf + off, handles, sizeof(handles));
+	off += sizeof(handles);
+	for (uint32_t i = 0; i < n_params; i++) {
+		tileops_sqe_param p = { .kind = kind, .value.i = 1 };
+
+		snprintf(p.name, sizeof(p.name), "p%u", i);
+		memcpy(buf + off, &p, sizeof(p));
+		off += sizeof(p);
+	}
+	return off;
+}
+
+/* The entry must come back refused, with a message naming `field`. */
+static void expect_refused_naming(struct hostile *x, uint64_t tag, const char *field)
+{
+	tileops_cqe e;
+
+	cr_assert(hostile_completion(x, tag, &e), "no completion for a bad %s", field);
+	e.message[sizeof(e.message) - 1] = '\0';
+	cr_assert_eq(e.status, TILEOPS_ERR_PROTOCOL, "a bad %s: status %d (%s)", field, e.status,
+	             e.message);
+	cr_assert(th_contains(e.message, field), "the error does not name %s: %s", field,
+	          e.message);
+}
+
+static void expect_good_descriptor(struct hostile *x)
+{
+	uint8_t buf[TILEOPS_SQE_BYTES];
+	size_t len = desc_add(buf, x->handle, 0, 0);
+	tileops_cqe e;
+
+	cr_assert(
+	        hostile_completion(x, hostile_push(x, TILEOPS_SQE_OP, (uint32_t)len, buf, len), &e),
+	        "no completion for a good op descriptor");
+	cr_assert_eq(e.status, 0, "a good op descriptor failed: %s", e.message);
+}
+
+Test(rings, corrupt_descriptors_are_refused_naming_the_field_and_the_session_goes_on)
+{
+	struct hostile x;
+	uint8_t buf[TILEOPS_SQE_BYTES];
+	tileops_sqe_op head;
+	tileops_sqe_param param;
+	tileops_sqe_plan_run plan = { .plan = 1, .n_bindings = TILEOPS_SQE_PLAN_MAX_BINDINGS + 1 };
+	size_t len;
+
+	hostile_open(&x);
+	expect_good_descriptor(&x);
+
+	len = desc_add(buf, x.handle, 0, 0);
+	memcpy(&head, buf, sizeof(head));
+	head.n_inputs = TILEOPS_SQE_OP_MAX_INPUTS + 1;
+	memcpy(buf, &head, sizeof(head));
+	expect_refused_naming(&x, hostile_push(&x, TILEOPS_SQE_OP, (uint32_t)len, buf, len),
+	                      "n_inputs");
+	expect_good_descriptor(&x);
+
+	len = desc_add(buf, x.handle, 0, 0);
+	memset(buf, 'a', TILEOPS_SQE_OP_NAME_BYTES);
+	expect_refused_naming(&x, hostile_push(&x, TILEOPS_SQE_OP, (uint32_t)len, buf, len),
+	                      "op name is not NUL-terminated");
+	expect_good_descriptor(&x);
+
+	len = desc_add(buf, x.handle, 2, 99);
+	expect_refused_naming(&x, hostile_push(&x, TILEOPS_SQE_OP, (uint32_t)len, buf, len),
+	                      "param 0 ('p0') kind is 99");
+	expect_good_descriptor(&x);
+
+	len = desc_add(buf, x.handle, 1, TILEOPS_SQE_PARAM_INT);
+	memcpy(&param, buf + len - sizeof(param), sizeof(param));
+	memset(param.name, 'n', sizeof(param.name));
+	memcpy(buf + len - sizeof(param), &param, sizeof(param));
+	expect_refused_naming(&x, hostile_push(&x, TILEOPS_SQE_OP, (uint32_t)len, buf, len),
+	                      "param 0 name is not NUL-terminated");
+	expect_good_descriptor(&x);
+
+	len = desc_add(buf, x.handle, 1, TILEOPS_SQE_PARAM_INT);
+	expect_refused_naming(&x, hostile_push(&x, TILEOPS_SQE_OP, (uint32_t)len - 8, buf, len),
+	                      "length is");
+	expect_refused_naming(&x, hostile_push(&x, TILEOPS_SQE_OP, 12, buf, len),
+	                      "shorter than its 80-byte header");
+	expect_refused_naming(&x, hostile_push(&x, TILEOPS_SQE_OP, 100000, buf, len),
+	                      "length is 100000 bytes");
+	expect_good_descriptor(&x);
+
+	expect_refused_naming(
+	        &x, hostile_push(&x, TILEOPS_SQE_PLAN_RUN, sizeof(plan), &plan, sizeof(plan)),
+	        "n_bindings is 62");
+	expect_refused_naming(&x, hostile_push(&x, 77, (uint32_t)len, buf, len), "kind is 77");
+	expect_good_descriptor(&x);
+	expect_daemon_serving();
+	th_raw_close(&x.raw);
+	expect_daemon_serving();
+}
+
+Test(rings, a_packed_request_entry_is_still_accepted_beside_descriptors)
+{
+	struct hostile x;
+	size_t len;
+	uint8_t *packed;
+	tileops_cqe e;
+
+	hostile_open(&x);
+	packed = pack_op(x.handle, x.handle, x.handle, &len);
+	for (int i = 0; i < 3; i++) {
+		cr_assert(hostile_completion(
+		                  &x,
+		                  hostile_push(&x, TILEOPS_SQE_REQUEST, (uint32_t)len, packed, len),
+		                  &e),
+		          "no completion for a packed Request");
+		cr_assert_eq(e.status, 0, "a packed Request failed: %s", e.message);
+		expect_good_descriptor(&x);
+	}
+	free(packed);
 	th_raw_close(&x.raw);
 }

@@ -110,10 +110,62 @@ static void order_check(struct fake *f, const Tileops__OpRun *op)
 	f->last_i[t] = i;
 }
 
+/* An op descriptor (TILEOPS_SQE_OP) seen as the OpRun it stands for. */
+struct fake_desc {
+	Tileops__Request req;
+	Tileops__OpRun run;
+	char op[TILEOPS_SQE_OP_NAME_BYTES];
+	char names[TILEOPS_SQE_OP_MAX_PARAMS][TILEOPS_SQE_PARAM_NAME_BYTES];
+	Tileops__Param params[TILEOPS_SQE_OP_MAX_PARAMS];
+	Tileops__Param *ptrs[TILEOPS_SQE_OP_MAX_PARAMS];
+};
+
+/* Decode an op descriptor; NULL when it is malformed (the fake only needs
+ * the name and the params; lengths and counts are still checked). */
+static Tileops__Request *desc_decode(const tileops_sqe *s, struct fake_desc *d)
+{
+	tileops_sqe_op head;
+	size_t off;
+
+	if (s->kind != TILEOPS_SQE_OP || s->length < sizeof(head))
+		return NULL;
+	memcpy(&head, s->payload, sizeof(head));
+	if (head.n_inputs > TILEOPS_SQE_OP_MAX_INPUTS ||
+	    head.n_outputs > TILEOPS_SQE_OP_MAX_OUTPUTS ||
+	    head.n_params > TILEOPS_SQE_OP_MAX_PARAMS ||
+	    memchr(head.op, 0, sizeof(head.op)) == NULL)
+		return NULL;
+	off = sizeof(head) + 8 * (head.n_inputs + head.n_outputs);
+	if (s->length != off + sizeof(tileops_sqe_param) * head.n_params)
+		return NULL;
+	tileops__request__init(&d->req);
+	tileops__op_run__init(&d->run);
+	memcpy(d->op, head.op, sizeof(d->op));
+	for (uint32_t k = 0; k < head.n_params; k++) {
+		tileops_sqe_param p;
+
+		memcpy(&p, s->payload + off + sizeof(p) * k, sizeof(p));
+		memcpy(d->names[k], p.name, sizeof(p.name));
+		d->names[k][sizeof(p.name) - 1] = '\0';
+		tileops__param__init(&d->params[k]);
+		d->params[k].name = d->names[k];
+		d->params[k].value_case = TILEOPS__PARAM__VALUE_I;
+		d->params[k].i = p.value.i;
+		d->ptrs[k] = &d->params[k];
+	}
+	d->run.op = d->op;
+	d->run.n_params = head.n_params;
+	d->run.params = d->ptrs;
+	d->req.body_case = TILEOPS__REQUEST__BODY_OP_RUN;
+	d->req.op_run = &d->run;
+	return &d->req;
+}
+
 /* Act on one entry (already copied out); fill its completion. */
 static void ring_run(struct fake *f, const tileops_sqe *s, tileops_cqe *e, int *jump)
 {
-	Tileops__Request *req = NULL;
+	Tileops__Request *req = NULL, *packed = NULL;
+	struct fake_desc desc;
 	struct fake_req r;
 	const char *msg = "";
 	int status = TILEOPS_OK;
@@ -123,7 +175,9 @@ static void ring_run(struct fake *f, const tileops_sqe *s, tileops_cqe *e, int *
 	r.plane = FAKE_RING;
 	e->tag = s->tag;
 	if (s->kind == TILEOPS_SQE_REQUEST && s->length <= sizeof(s->payload))
-		req = tileops__request__unpack(NULL, s->length, s->payload);
+		req = packed = tileops__request__unpack(NULL, s->length, s->payload);
+	else
+		req = desc_decode(s, &desc);
 	pthread_mutex_lock(&f->mu);
 	if (s->flags & TILEOPS_SQE_F_TIMING)
 		f->timed_seen++;
@@ -155,8 +209,8 @@ static void ring_run(struct fake *f, const tileops_sqe *s, tileops_cqe *e, int *
 		e->flags = TILEOPS_CQE_F_TIMED;
 		e->gpu_us = f->ring_gpu_us;
 	}
-	if (req != NULL)
-		tileops__request__free_unpacked(req, NULL);
+	if (packed != NULL)
+		tileops__request__free_unpacked(packed, NULL);
 }
 
 /* Sleep on sq_bell until a client rings it (or the long time-out). */
