@@ -295,3 +295,101 @@ Test(llm, prefill_is_causal_and_its_lse_output_is_optional)
 	             "leaving lse out changes nothing else");
 	free(got), free(got2), free(lse), free(want), free(q), free(k), free(v);
 }
+
+/* ---- a decode step as a plan ------------------------------------------- */
+
+/* The caches, tables and per-step tensors of one decode step. */
+typedef struct step {
+	tileops_tensor k, v, slots, kc, vc, table, lens, q, out, y;
+} step;
+
+enum { SB = 2, SPAGE = 16, SPAGES = 8, SMAXP = 4, SHID = HQ * D };
+
+static void step_make(step *s, uint64_t seed)
+{
+	th_rng r = th_rng_seed(seed);
+	const int64_t snew[] = { SB, HKV, D }, scache[] = { SPAGES, SPAGE, HKV, D };
+	const int64_t sq[] = { SB, HQ, D }, stab[] = { SB, SMAXP }, sb[] = { SB };
+	const int32_t table[SB * SMAXP] = { 3, 0, 6, 1, 5, 2, 7, 4 };
+	float *f;
+
+	s->k = bf16_random(3, snew, &r, &f), free(f);
+	s->v = bf16_random(3, snew, &r, &f), free(f);
+	s->kc = bf16_random(4, scache, &r, &f), free(f);
+	s->vc = bf16_random(4, scache, &r, &f), free(f);
+	s->q = bf16_random(3, sq, &r, &f), free(f);
+	s->y = th_tensor(client, TILEOPS_BF16, 3, sq);
+	s->table = i32_tensor(2, stab, table);
+	s->slots = th_tensor(client, TILEOPS_I32, 1, sb);
+	s->lens = th_tensor(client, TILEOPS_I32, 1, sb);
+	s->out = th_tensor(client, TILEOPS_BF16, 3, sq);
+}
+
+/* Sequence b is `len` tokens long after appending its token at len - 1. */
+static void step_position(const step *s, const int32_t len[SB])
+{
+	const int32_t table[SB * SMAXP] = { 3, 0, 6, 1, 5, 2, 7, 4 };
+	int32_t slots[SB];
+
+	for (int b = 0; b < SB; b++) {
+		int pos = len[b] - 1;
+		slots[b] = table[b * SMAXP + pos / SPAGE] * SPAGE + pos % SPAGE;
+	}
+	th_write(client, s->slots, slots, sizeof(slots));
+	th_write(client, s->lens, len, sizeof(int32_t) * SB);
+}
+
+/* append, attend, then an op on the attention's output (y = silu(out)). */
+static void step_ops(const step *s, tileops_op ops[3], tileops_tensor in[3][5])
+{
+	tileops_tensor app[5] = { s->k, s->v, s->slots, s->kc, s->vc };
+	tileops_tensor dec[5] = { s->q, s->kc, s->vc, s->table, s->lens };
+
+	memcpy(in[0], app, sizeof(app));
+	memcpy(in[1], dec, sizeof(dec));
+	in[2][0] = s->out;
+	ops[0] = (tileops_op){ "kv_cache_append", in[0], 5, NULL, 0, NULL, 0 };
+	ops[1] = (tileops_op){ "attention_decode_paged", in[1], 5, &s->out, 1, NULL, 0 };
+	ops[2] = (tileops_op){ "silu", in[2], 1, &s->y, 1, NULL, 0 };
+}
+
+Test(llm, a_decode_step_as_a_plan_matches_its_ops_one_by_one_as_lengths_grow)
+{
+	step one, planned;
+	tileops_op ops[3], pops[3];
+	tileops_tensor in[3][5], pin[3][5];
+	tileops_plan *p = NULL;
+
+	/* The same seed: the same contents in both. */
+	step_make(&one, 15);
+	step_make(&planned, 15);
+	step_ops(&one, ops, in);
+	step_ops(&planned, pops, pin);
+	int32_t len[SB] = { 20, 31 }; /* sequence 1 crosses into its third page */
+	step_position(&planned, len);
+	cr_assert_eq(tileops_plan_begin(client, NULL, &p), TILEOPS_OK, "%s", tileops_last_error());
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(tileops_plan_add(p, &pops[i]), TILEOPS_OK, "%s", tileops_last_error());
+	cr_assert_eq(tileops_plan_end(p), TILEOPS_OK, "%s", tileops_last_error());
+
+	/* Three steps: the lengths (device data) grow, the plan is not rebuilt. */
+	for (int step_i = 0; step_i < 3; step_i++, len[0]++, len[1]++) {
+		step_position(&one, len);
+		step_position(&planned, len);
+		for (int i = 0; i < 3; i++)
+			th_run(client, &ops[i]);
+		cr_assert_eq(tileops_plan_run(p, 0, NULL, 0), TILEOPS_OK, "%s",
+		             tileops_last_error());
+		uint16_t a[SB * SHID], b[SB * SHID], k[SPAGES * SPAGE * HKV * D];
+		th_read(client, one.y, a, sizeof(a));
+		th_read(client, planned.y, b, sizeof(b));
+		cr_assert_eq(memcmp(a, b, sizeof(a)), 0,
+		             "step %d: the plan's output differs from the ops run one by one", step_i);
+		th_read(client, planned.kc, k, sizeof(k));
+		uint16_t k1[SPAGES * SPAGE * HKV * D];
+		th_read(client, one.kc, k1, sizeof(k1));
+		cr_assert_eq(memcmp(k, k1, sizeof(k)), 0,
+		             "step %d: the plan appended to other slots than the ops did", step_i);
+	}
+	tileops_plan_free(p);
+}
