@@ -48,6 +48,8 @@ static struct {
 	char gpu[GPU_MAX]; /* the device the entries are for; "" unknown */
 } table = { PTHREAD_RWLOCK_INITIALIZER, NULL, 0, 0, "" };
 
+/* first_use is read without the lock (atomically) on every gemm and bmm
+ * launch; the lock only guards path. */
 static struct {
 	pthread_mutex_t lock;
 	int first_use;
@@ -563,13 +565,19 @@ tk_status tk_gemm_table_save(const char *path, char *err, size_t errlen)
 void tk_gemm_tune_configure(int on, const char *cache_path)
 {
 	pthread_mutex_lock(&first_use.lock);
-	first_use.first_use = on != 0;
 	snprintf(first_use.path, sizeof(first_use.path), "%s", cache_path ? cache_path : "");
+	__atomic_store_n(&first_use.first_use, on != 0, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&first_use.lock);
 }
 
 int tk_gemm_tune_first_use(char *cache_path, size_t len)
 {
+	/* Off (the default): nothing to copy, no lock taken on the launch path. */
+	if (!__atomic_load_n(&first_use.first_use, __ATOMIC_ACQUIRE)) {
+		if (cache_path != NULL && len > 0)
+			cache_path[0] = '\0';
+		return 0;
+	}
 	pthread_mutex_lock(&first_use.lock);
 	int on = first_use.first_use;
 	if (cache_path != NULL && len > 0)

@@ -329,4 +329,5 @@ Test(gemm_tune, first_use_tuning_is_off_until_configured)
 	cr_assert_str_eq(p, "/var/lib/tileops/gemm-tune.txt");
 	tk_gemm_tune_configure(0, NULL);
 	cr_assert_eq(tk_gemm_tune_first_use(p, sizeof(p)), 0);
+	cr_assert_str_eq(p, "", "off: no cache path is handed out");
 }
