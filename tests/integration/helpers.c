@@ -222,6 +222,28 @@ void th_read(tileops_client *c, tileops_tensor t, void *dst, size_t len)
 	          tileops_strerror(st), tileops_last_error());
 }
 
+float *th_read_f32(tileops_client *c, tileops_tensor t, size_t n)
+{
+	float *v = malloc(n * sizeof(float));
+
+	cr_assert_not_null(v);
+	th_read(c, t, v, n * sizeof(float));
+	return v;
+}
+
+float *th_read_bf16(tileops_client *c, tileops_tensor t, size_t n)
+{
+	uint16_t *bits = malloc(n * sizeof(uint16_t));
+	float *f = malloc(n * sizeof(float));
+
+	cr_assert(bits && f);
+	th_read(c, t, bits, n * sizeof(uint16_t));
+	for (size_t i = 0; i < n; i++)
+		f[i] = th_bf16_to_f32(bits[i]);
+	free(bits);
+	return f;
+}
+
 void th_run(tileops_client *c, const tileops_op *op)
 {
 	tileops_status st = tileops_op_run(c, op);

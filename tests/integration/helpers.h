@@ -71,6 +71,9 @@ tileops_tensor th_tensor(tileops_client *c, tileops_dtype dt, int ndim, const in
 tileops_tensor th_tensor_f32(tileops_client *c, int ndim, const int64_t *shape, const float *data);
 void th_write(tileops_client *c, tileops_tensor t, const void *src, size_t len);
 void th_read(tileops_client *c, tileops_tensor t, void *dst, size_t len);
+/* The first n elements of an f32 or a bf16 tensor as floats (malloc'd; free them). */
+float *th_read_f32(tileops_client *c, tileops_tensor t, size_t n);
+float *th_read_bf16(tileops_client *c, tileops_tensor t, size_t n);
 /* Run an op and fail the test with the daemon's message unless it is accepted. */
 void th_run(tileops_client *c, const tileops_op *op);
 

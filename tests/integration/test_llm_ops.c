@@ -36,14 +36,6 @@ static int64_t numel(int ndim, const int64_t *shape)
 	return n;
 }
 
-static float *read_f32(tileops_tensor t, size_t n)
-{
-	float *v = malloc(n * sizeof(float));
-	cr_assert_not_null(v);
-	th_read(client, t, v, n * sizeof(float));
-	return v;
-}
-
 /* A bf16 tensor holding random values; *host gets them as floats (rounded). */
 static tileops_tensor bf16_random(int ndim, const int64_t *shape, th_rng *r, float **host)
 {
@@ -60,18 +52,6 @@ static tileops_tensor bf16_random(int ndim, const int64_t *shape, th_rng *r, flo
 	free(bits);
 	*host = f;
 	return t;
-}
-
-static float *read_bf16(tileops_tensor t, size_t n)
-{
-	uint16_t *bits = malloc(n * sizeof(uint16_t));
-	float *f = malloc(n * sizeof(float));
-	cr_assert(bits && f);
-	th_read(client, t, bits, n * sizeof(uint16_t));
-	for (size_t i = 0; i < n; i++)
-		f[i] = th_bf16_to_f32(bits[i]);
-	free(bits);
-	return f;
 }
 
 static tileops_tensor i32_tensor(int ndim, const int64_t *shape, const int32_t *v)
@@ -124,7 +104,7 @@ Test(llm, gemm_adds_a_residual_with_the_bias_left_out)
 
 	th_run(client, &op);
 	gemm_nt_ref(a, b, res, want);
-	float *got = read_f32(c, GM * GN);
+	float *got = th_read_f32(client, c, GM * GN);
 	th_expect_close_f32(got, want, GM * GN, 1e-5f, 1e-4f, "gemm + residual");
 	free(got);
 
@@ -134,7 +114,7 @@ Test(llm, gemm_adds_a_residual_with_the_bias_left_out)
 	th_read(client, c, before, sizeof(before));
 	th_run(client, &op);
 	gemm_nt_ref(a, b, before, want);
-	got = read_f32(c, GM * GN);
+	got = th_read_f32(client, c, GM * GN);
 	th_expect_close_f32(got, want, GM * GN, 1e-5f, 1e-4f, "gemm + residual in place");
 	free(got);
 }
@@ -174,7 +154,7 @@ Test(llm, bmm_multiplies_each_batch)
 					acc += (double)a[(z * M + i) * K + k] * b[(z * K + k) * N + j];
 				want[(z * M + i) * N + j] = (float)(0.5 * acc);
 			}
-	float *got = read_f32(c, B * M * N);
+	float *got = th_read_f32(client, c, B * M * N);
 	th_expect_close_f32(got, want, B * M * N, 1e-5f, 1e-4f, "bmm");
 	free(got);
 }
@@ -245,7 +225,7 @@ Test(llm, appended_tokens_are_read_back_by_paged_decode)
 			attend(q + (b * HQ + h) * D, kb, vb, lens[b], h / (HQ / HKV),
 			       1.0f / sqrtf((float)D), want + (b * HQ + h) * D);
 	}
-	float *got = read_bf16(out, B * HQ * D);
+	float *got = th_read_bf16(client, out, B * HQ * D);
 	double e = rel_err(got, want, B * HQ * D);
 	cr_assert_lt(e, 2e-2, "paged decode after append: relative error %g", e);
 	free(got);
@@ -272,12 +252,12 @@ Test(llm, prefill_is_causal_and_its_lse_output_is_optional)
 		for (int h = 0; h < HQ; h++)
 			attend(q + (i * HQ + h) * D, k, v, i + 1, h / (HQ / HKV),
 			       1.0f / sqrtf((float)D), want + (i * HQ + h) * D);
-	float *got = read_bf16(outs[0], S * HQ * D);
+	float *got = th_read_bf16(client, outs[0], S * HQ * D);
 	double e = rel_err(got, want, S * HQ * D);
 	cr_assert_lt(e, 2e-2, "causal prefill: relative error %g", e);
 
 	/* The first query sees one key: its lse is that key's scaled score. */
-	float *lse = read_f32(outs[1], HQ * S);
+	float *lse = th_read_f32(client, outs[1], HQ * S);
 	for (int h = 0; h < HQ; h++) {
 		double s = 0.0;
 		for (int d = 0; d < D; d++)
@@ -290,7 +270,7 @@ Test(llm, prefill_is_causal_and_its_lse_output_is_optional)
 	op.outputs = &out2;
 	op.n_outputs = 1;
 	th_run(client, &op);
-	float *got2 = read_bf16(out2, S * HQ * D);
+	float *got2 = th_read_bf16(client, out2, S * HQ * D);
 	cr_assert_eq(memcmp(got, got2, sizeof(float) * S * HQ * D), 0,
 	             "leaving lse out changes nothing else");
 	free(got), free(got2), free(lse), free(want), free(q), free(k), free(v);

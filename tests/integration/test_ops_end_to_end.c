@@ -48,15 +48,6 @@ static float *random_f32(size_t n, uint64_t seed, float lo, float hi)
 	return p;
 }
 
-static float *read_f32(tileops_tensor t, size_t n)
-{
-	float *p = malloc(n * sizeof(float));
-
-	cr_assert(p);
-	th_read(client, t, p, n * sizeof(float));
-	return p;
-}
-
 /* Elementwise unary op over [rows, cols] vs fn. */
 static void check_unary(const char *name, float (*fn)(float), const tileops_param *params,
                         size_t n_params, uint64_t seed)
@@ -70,7 +61,7 @@ static void check_unary(const char *name, float (*fn)(float), const tileops_para
 	for (size_t i = 0; i < n; i++)
 		want[i] = fn(x[i]);
 	run(name, &tx, 1, to, params, n_params);
-	got = read_f32(to, n);
+	got = th_read_f32(client, to, n);
 	th_expect_close_f32(got, want, n, F32_ATOL, F32_RTOL, name);
 	free(x);
 	free(want);
@@ -106,7 +97,7 @@ Test(ops, add_matches_the_host_sum)
 	for (size_t i = 0; i < n; i++)
 		want[i] = a[i] + b[i];
 	run("add", in, 2, out, NULL, 0);
-	got = read_f32(out, n);
+	got = th_read_f32(client, out, n);
 	th_expect_close_f32(got, want, n, 0, 0, "add");
 	free(a);
 	free(b);
@@ -126,7 +117,7 @@ Test(ops, mul_broadcasts_b_over_a_like_numpy)
 			for (int k = 0; k < 5; k++)
 				want[(i * 4 + j) * 5 + k] = a[(i * 4 + j) * 5 + k] * b[j];
 	run("mul", in, 2, out, NULL, 0);
-	got = read_f32(out, 60);
+	got = th_read_f32(client, out, 60);
 	th_expect_close_f32(got, want, 60, 0, 0, "mul [3,4,5] x [4,1]");
 	free(a);
 	free(b);
@@ -143,7 +134,7 @@ Test(ops, mul_broadcasts_a_row_over_a_matrix)
 	for (int i = 0; i < 102; i++)
 		want[i] = a[i] * b[i % 17];
 	run("mul", in, 2, out, NULL, 0);
-	got = read_f32(out, 102);
+	got = th_read_f32(client, out, 102);
 	th_expect_close_f32(got, want, 102, 0, 0, "mul [6,17] x [17]");
 	free(a);
 	free(b);
@@ -187,7 +178,7 @@ Test(ops, rms_norm_matches_the_host_formula)
 			want[r * D + d] = (float)(x[r * D + d] / sqrt(ss / D + eps) * w[d]);
 	}
 	run("rms_norm", in, 2, out, &p, 1);
-	got = read_f32(out, R * D);
+	got = th_read_f32(client, out, R * D);
 	th_expect_close_f32(got, want, R * D, F32_ATOL, F32_RTOL, "rms_norm");
 	free(x);
 	free(w);
@@ -213,7 +204,7 @@ Test(ops, softmax_rows_match_and_sum_to_one)
 			want[r * D + d] = (float)(exp(x[r * D + d] - mx) / sum);
 	}
 	run("softmax", &in, 1, out, NULL, 0);
-	got = read_f32(out, R * D);
+	got = th_read_f32(client, out, R * D);
 	th_expect_close_f32(got, want, R * D, 1e-6f, F32_RTOL, "softmax");
 	for (int r = 0; r < R; r++) {
 		double sum = 0;
@@ -257,7 +248,7 @@ static void check_gemm(int trans_b, int with_bias, double alpha, uint64_t seed)
 
 	gemm_ref(a, b, with_bias ? bias : NULL, want, M, K, N, trans_b, alpha);
 	run("gemm", in, with_bias ? 3 : 2, out, p, 2);
-	got = read_f32(out, M * N);
+	got = th_read_f32(client, out, M * N);
 	th_expect_close_f32(got, want, M * N, 1e-5f, 1e-5f, "gemm");
 	free(a);
 	free(b);
@@ -294,19 +285,6 @@ static uint16_t *to_bf16(float *x, size_t n)
 	return h;
 }
 
-static float *read_bf16(tileops_tensor t, size_t n)
-{
-	uint16_t *h = malloc(n * 2);
-	float *f = malloc(n * sizeof(float));
-
-	cr_assert(h && f);
-	th_read(client, t, h, n * 2);
-	for (size_t i = 0; i < n; i++)
-		f[i] = th_bf16_to_f32(h[i]);
-	free(h);
-	return f;
-}
-
 Test(ops, bf16_add_and_silu_agree_within_bf16_rounding)
 {
 	enum { N = 257 };
@@ -322,14 +300,14 @@ Test(ops, bf16_add_and_silu_agree_within_bf16_rounding)
 	run("add", in, 2, out, NULL, 0);
 	for (int i = 0; i < N; i++)
 		want[i] = a[i] + b[i];
-	got = read_bf16(out, N);
+	got = th_read_bf16(client, out, N);
 	th_expect_close_f32(got, want, N, BF16_ATOL, BF16_RTOL, "bf16 add");
 	free(got);
 
 	run("silu", in, 1, out, NULL, 0);
 	for (int i = 0; i < N; i++)
 		want[i] = silu_ref(a[i]);
-	got = read_bf16(out, N);
+	got = th_read_bf16(client, out, N);
 	th_expect_close_f32(got, want, N, BF16_ATOL, BF16_RTOL, "bf16 silu");
 	free(got);
 	free(a);
@@ -354,7 +332,7 @@ Test(ops, bf16_gemm_agrees_within_bf16_rounding)
 	th_write(client, in[1], hb, N * K * 2);
 	gemm_ref(a, b, NULL, want, M, K, N, 1, 1.0);
 	run("gemm", in, 2, out, &p, 1);
-	got = read_bf16(out, M * N);
+	got = th_read_bf16(client, out, M * N);
 	th_expect_close_f32(got, want, M * N, BF16_ATOL, BF16_RTOL, "bf16 gemm");
 	free(got);
 	free(a);
@@ -379,7 +357,7 @@ Test(ops, chained_ops_see_each_others_results)
 	run("mul", in2, 2, out, NULL, 0);
 	for (int i = 0; i < N; i++)
 		want[i] = silu_ref(a[i]) * b[i];
-	got = read_f32(out, N);
+	got = th_read_f32(client, out, N);
 	th_expect_close_f32(got, want, N, F32_ATOL, F32_RTOL, "silu then mul");
 	free(a);
 	free(b);
