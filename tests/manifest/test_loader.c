@@ -70,6 +70,12 @@ Test(loader, an_op_declared_twice_is_refused)
 	refused("dup_op.yaml", "dup_op.yaml:16: op 'toy' is declared twice", "dup_op.yaml:3");
 }
 
+Test(loader, an_optional_output_before_a_required_one_is_refused)
+{
+	refused("optional_output_first.yaml", "optional_output_first.yaml:14: op 'toy'",
+		"output 'out' follows an optional output: optional outputs must come last");
+}
+
 Test(loader, a_default_outside_its_values_is_refused)
 {
 	refused("bad_default.yaml", "bad_default.yaml:31: op 'scaled'",
