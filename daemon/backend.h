@@ -96,18 +96,31 @@ struct backend {
 };
 
 /*
+ * How a backend is opened. queues (CUDA): the hardware work queues to ask
+ * the driver for (CUDA_DEVICE_MAX_CONNECTIONS, unless the environment sets
+ * it) and as many streams made at once for sessions to take turns on, so
+ * that concurrent sessions' streams sit on distinct queues instead of
+ * sharing one and waiting behind each other's kernels. 0: the driver's
+ * default and a new stream for each session.
+ */
+typedef struct backend_options {
+	int device;
+	int queues;
+} backend_options;
+
+/*
  * Open the backend `kind` selects (AUTO: CUDA when this build has it and a
  * GPU is present, else CPU). Returns NULL with a message on failure (for
  * example --backend cuda without a GPU).
  */
-backend *backend_open(backend_kind kind, int device, char *err, size_t errlen);
+backend *backend_open(backend_kind kind, const backend_options *opt, char *err, size_t errlen);
 void backend_close(backend *be);
 
 backend *backend_cpu_open(char *err, size_t errlen);
 #ifdef TILEOPS_HAVE_CUDA
 /* Returns 1 when a CUDA device is usable, 0 otherwise. */
 int backend_cuda_available(void);
-backend *backend_cuda_open(int device, char *err, size_t errlen);
+backend *backend_cuda_open(const backend_options *opt, char *err, size_t errlen);
 #endif
 
 #endif

@@ -28,12 +28,6 @@ typedef struct cuda_ipc_map {
 	struct cuda_ipc_map *next;
 } cuda_ipc_map;
 
-typedef struct cuda_impl {
-	int device;
-	pthread_mutex_t ipc_mu; /* the executor threads share the IPC mappings */
-	cuda_ipc_map *ipc;
-} cuda_impl;
-
 /*
  * A session's stream, and the workspace its ops borrow (TK_WORKSPACE_BYTES,
  * made on the first op that can use it). Ops on one stream run in order,
@@ -42,7 +36,29 @@ typedef struct cuda_impl {
 typedef struct cuda_stream {
 	cudaStream_t s;
 	void *ws;
+	int pooled;                 /* one of the streams made at open */
+	struct cuda_stream *next;   /* in the pool's free list */
 } cuda_stream;
+
+/*
+ * The device's streams made at open, one per hardware work queue asked for
+ * (backend_options.queues), all at once so that each sits on a queue of its
+ * own; a session takes the one free the longest and gives it back when it
+ * closes. Sessions past the pool get streams of their own.
+ */
+typedef struct cuda_pool {
+	pthread_mutex_t mu;
+	cuda_stream *head, *tail; /* free, oldest first */
+	cuda_stream **all;
+	int n;
+} cuda_pool;
+
+typedef struct cuda_impl {
+	int device;
+	pthread_mutex_t ipc_mu; /* the executor threads share the IPC mappings */
+	cuda_ipc_map *ipc;
+	cuda_pool pool;
+} cuda_impl;
 
 /*
  * An instantiated plan graph and the workspace its kernels were captured
@@ -124,9 +140,69 @@ static void cuda_thread_fini(backend *be)
 	cuda_tls = NULL;
 }
 
+static void pool_destroy(cuda_pool *p)
+{
+	for (int i = 0; i < p->n; i++) {
+		cudaStreamDestroy(p->all[i]->s);
+		free(p->all[i]);
+	}
+	free(p->all);
+	pthread_mutex_destroy(&p->mu);
+}
+
+/* Make n streams in a row, all free. A failure leaves a smaller pool. */
+static void pool_make(cuda_pool *p, int n)
+{
+	pthread_mutex_init(&p->mu, NULL);
+	p->all = calloc((size_t)(n > 0 ? n : 1), sizeof(*p->all));
+	for (int i = 0; p->all && i < n; i++) {
+		cuda_stream *st = calloc(1, sizeof(*st));
+		if (!st || cudaStreamCreateWithFlags(&st->s, cudaStreamNonBlocking) != cudaSuccess) {
+			free(st);
+			cudaGetLastError();
+			log_warn("made %d of %d pooled streams; later sessions get their own", i, n);
+			break;
+		}
+		st->pooled = 1;
+		p->all[p->n++] = st;
+		if (p->tail)
+			p->tail->next = st;
+		else
+			p->head = st;
+		p->tail = st;
+	}
+}
+
+static cuda_stream *pool_take(cuda_pool *p)
+{
+	pthread_mutex_lock(&p->mu);
+	cuda_stream *st = p->head;
+	if (st) {
+		p->head = st->next;
+		if (!p->head)
+			p->tail = NULL;
+		st->next = NULL;
+	}
+	pthread_mutex_unlock(&p->mu);
+	return st;
+}
+
+static void pool_give(cuda_pool *p, cuda_stream *st)
+{
+	pthread_mutex_lock(&p->mu);
+	st->next = NULL;
+	if (p->tail)
+		p->tail->next = st;
+	else
+		p->head = st;
+	p->tail = st;
+	pthread_mutex_unlock(&p->mu);
+}
+
 static void cuda_destroy(backend *be)
 {
 	cuda_impl *im = be->impl;
+	pool_destroy(&im->pool);
 	while (im->ipc) {
 		cuda_ipc_map *m = im->ipc;
 		im->ipc = m->next;
@@ -145,7 +221,13 @@ static inline cudaStream_t cs(void *stream)
 
 static tileops_status cuda_stream_create(backend *be, void **stream, char *err, size_t errlen)
 {
-	cuda_stream *st = calloc(1, sizeof(*st));
+	cuda_impl *im = be->impl;
+	cuda_stream *st = pool_take(&im->pool);
+	if (st) {
+		*stream = st;
+		return TILEOPS_OK;
+	}
+	st = calloc(1, sizeof(*st));
 	if (!st) {
 		snprintf(err, errlen, "out of host memory");
 		return TILEOPS_ERR_OUT_OF_MEMORY;
@@ -164,9 +246,14 @@ static void cuda_stream_destroy(backend *be, void *stream)
 	cuda_stream *st = stream;
 	cudaStreamSynchronize(st->s);
 	cuda_collect(be);
-	cudaStreamDestroy(st->s);
 	if (st->ws)
 		cudaFree(st->ws);
+	st->ws = NULL;
+	if (st->pooled) {
+		pool_give(&((cuda_impl *)be->impl)->pool, st);
+		return;
+	}
+	cudaStreamDestroy(st->s);
 	free(st);
 }
 
@@ -615,9 +702,9 @@ static const backend_ops cuda_ops = {
 	.collect_timings = cuda_collect,
 };
 
-backend *backend_cuda_open(int device, char *err, size_t errlen)
+backend *backend_cuda_open(const backend_options *opt, char *err, size_t errlen)
 {
-	int n = 0;
+	int n = 0, device = opt->device;
 	cudaError_t e = cudaGetDeviceCount(&n);
 	if (e != cudaSuccess || n == 0) {
 		snprintf(err, errlen, "--backend cuda: no usable GPU (%s)",
@@ -651,6 +738,10 @@ backend *backend_cuda_open(int device, char *err, size_t errlen)
 	}
 	im->device = device;
 	pthread_mutex_init(&im->ipc_mu, NULL);
+	pool_make(&im->pool, opt->queues);
+	const char *q = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+	log_info("device %d: %d pooled streams, CUDA_DEVICE_MAX_CONNECTIONS=%s", device,
+	         im->pool.n, q ? q : "(driver default)");
 	be->ops = &cuda_ops;
 	be->impl = im;
 	be->name = "cuda";

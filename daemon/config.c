@@ -44,6 +44,8 @@ void config_defaults(config *cfg)
 	cfg->ring_spin_us = 50;
 	cfg->ring_batch = 32;
 	cfg->stats_sample = 1024;
+	cfg->executor_pace = 64;
+	cfg->device_queues = 32;
 	cfg->admin_gid = (gid_t)-1;
 	cfg->default_quota.graphs = 64;
 	cfg->default_quota.bytes = (size_t)1 << 30;
@@ -214,6 +216,8 @@ static const int_key int_keys[] = {
 	{"ring_batch", offsetof(config, ring_batch), 1, 4096},
 	{"stats_sample", offsetof(config, stats_sample), 0, 1 << 20},
 	{"executor_threads", offsetof(config, executor_threads), 0, 64},
+	{"executor_pace", offsetof(config, executor_pace), 0, 1 << 20},
+	{"device_queues", offsetof(config, device_queues), 0, 32},
 	{"tenant_graphs", offsetof(config, default_quota.graphs), 0, 1 << 20},
 };
 

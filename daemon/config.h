@@ -53,6 +53,8 @@ typedef struct config {
 	int ring_spin_us; /* executor spins this long after the last work */
 	int ring_batch;   /* ring entries taken from one session per pass */
 	int stats_sample; /* time one op in this many on the GPU */
+	int executor_pace; /* launches one busy executor thread may lead another by */
+	int device_queues; /* CUDA hardware work queues and pooled streams (0: none) */
 	int executor_threads; /* 0: 8 on the GPU, 1 on the CPU */
 	gid_t admin_gid;  /* (gid_t)-1: none */
 	tenant_quota default_quota; /* each session's own tenant */

@@ -68,6 +68,7 @@ typedef struct executor_config {
 	int spin_us;                  /* spin this long after the last work, then sleep */
 	int ring_batch;               /* ring entries per session per pass */
 	int stats_sample;             /* time one op in this many on the GPU (0: none) */
+	int pace;                     /* launches a busy thread may lead another by (0: off) */
 	int threads;                  /* executor threads; sessions are shared out among them */
 	tenant_quota default_quota;   /* a session's own tenant */
 	const tenant_config *tenants; /* named tenants */
@@ -82,8 +83,16 @@ typedef struct executor_config {
  */
 executor *executor_start(const executor_config *cfg, char *err, size_t errlen);
 
-/* The thread a new session goes to (its jobs and rings run there). */
+/*
+ * The thread a new session goes to (its jobs and rings run there): the one
+ * with the fewest sessions, ties going to the first at or after
+ * session_id modulo the thread count, so sessions spread evenly however
+ * others have come and gone. executor_release_worker gives the place back
+ * when the session is reaped. Both are called from the daemon's loop
+ * thread only.
+ */
 int executor_pick_worker(executor *ex, uint64_t session_id);
+void executor_release_worker(executor *ex, int index);
 
 /*
  * Queue a job (any thread) on the thread of its session (jobs without a

@@ -67,7 +67,23 @@ typedef struct worker {
 	 * lock, which every thread's launches need too: ask at most this often. */
 	double next_collect_us, next_fence_us;
 	int timed_owed; /* ring completions waiting for their device time */
+
+	/* The loop thread only: sessions given to this thread and not reaped. */
+	int n_sessions;
+
+	int pacing;         /* this thread's pace slot says it has ring work */
+	unsigned since_pace; /* ring entries run since the last look at the others */
 } worker;
+
+/*
+ * What a thread publishes for the others' pacing (executor.c): its ring
+ * launches so far and whether it has ring work now; written by its thread
+ * only, read by the others. One cache line each.
+ */
+typedef struct pace_slot {
+	_Alignas(64) uint64_t launched; /* atomic */
+	int busy;                       /* atomic */
+} pace_slot;
 
 /* The worker running on this thread (NULL elsewhere). */
 extern _Thread_local worker *exec_worker;
@@ -77,6 +93,7 @@ struct executor {
 	backend *be;
 	int n_workers;
 	worker *workers;
+	pace_slot *pace; /* one per worker */
 	pthread_mutex_t start_mu;
 	pthread_cond_t started_cv;
 

@@ -271,9 +271,11 @@ static void open_done(server *srv, session *s, job *j)
 	r.body_case = TILEOPS__REPLY__BODY_HELLO;
 	r.hello = &hr;
 	send_reply(srv, j->w, &r);
-	log_info("session %llu opened (pid %lld, uid %lld, '%s', arena %zu bytes%s%s)",
+	log_info("session %llu opened (pid %lld, uid %lld, '%s', arena %zu bytes%s%s, "
+	         "executor thread %d)",
 	         (unsigned long long)s->id, (long long)s->pid, (long long)s->uid, s->name,
-	         s->arena.size, s->arena.pinned ? ", pinned" : "", j->rings ? ", rings" : "");
+	         s->arena.size, s->arena.pinned ? ", pinned" : "", j->rings ? ", rings" : "",
+	         s->worker);
 }
 
 static void request_done(server *srv, job *j)
@@ -353,6 +355,7 @@ void session_reap(server *srv, session *s, const char *why)
 	if (s->closing)
 		return;
 	s->closing = 1;
+	executor_release_worker(srv->ex, s->worker);
 	for (session **pp = &srv->sessions; *pp; pp = &(*pp)->next) {
 		if (*pp == s) {
 			*pp = s->next;

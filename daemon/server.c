@@ -373,7 +373,8 @@ int server_start(server *srv, char *err, size_t errlen)
 	manifest *mf = NULL;
 	if (manifest_load(srv->cfg.manifest, &mf, err, errlen) != 0)
 		return -1;
-	srv->be = backend_open(srv->cfg.backend, srv->cfg.device, err, errlen);
+	backend_options bo = {.device = srv->cfg.device, .queues = srv->cfg.device_queues};
+	srv->be = backend_open(srv->cfg.backend, &bo, err, errlen);
 	if (!srv->be) {
 		manifest_free(mf);
 		return -1;
@@ -397,6 +398,7 @@ int server_start(server *srv, char *err, size_t errlen)
 		.spin_us = srv->cfg.ring_spin_us,
 		.ring_batch = srv->cfg.ring_batch,
 		.stats_sample = srv->cfg.stats_sample,
+		.pace = srv->cfg.executor_pace,
 		.threads = threads,
 		.default_quota = srv->cfg.default_quota,
 		.tenants = srv->cfg.tenants,

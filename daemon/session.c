@@ -18,6 +18,7 @@ session *session_new(uint64_t id, uint32_t pipe)
 	s->pipe = pipe;
 	s->next_seq = 1;
 	s->refs = 1;
+	s->worker = -1; /* none until executor_pick_worker */
 	return s;
 }
 

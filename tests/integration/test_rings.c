@@ -27,6 +27,7 @@
 #include <criterion/criterion.h>
 
 #include "tileops_ring.h"
+#include "integration/daemon2.h"
 #include "integration/helpers.h"
 
 #define CHAIN_LEN 8 /* elements per tensor */
@@ -286,14 +287,12 @@ static int child_main(const char *role, int arg, int fd)
 
 TH_CHILD_MAIN(child_main)
 
-Test(rings, sixteen_client_processes_at_once_all_keep_their_order)
+/* Wait for n spawned client processes; each must exit 0 within limit_ms. */
+static void wait_clients(const pid_t *pids, int n, int64_t limit_ms)
 {
-	pid_t pids[16];
-	int64_t deadline = th_now_ms() + 120000;
-	int left = 16;
+	int64_t deadline = th_now_ms() + limit_ms;
+	int left = n;
 
-	for (int i = 0; i < 16; i++)
-		pids[i] = th_spawn("chain", 500, -1);
 	while (left > 0) {
 		int status;
 		pid_t p = waitpid(-1, &status, WNOHANG);
@@ -306,12 +305,22 @@ Test(rings, sixteen_client_processes_at_once_all_keep_their_order)
 			continue;
 		}
 		if (th_now_ms() > deadline) {
-			for (int i = 0; i < 16; i++)
+			for (int i = 0; i < n; i++)
 				kill(pids[i], SIGKILL);
-			cr_assert_fail("%d client processes did not finish within 120 s", left);
+			cr_assert_fail("%d client processes did not finish within %lld ms", left,
+			               (long long)limit_ms);
 		}
 		th_sleep_ms(20);
 	}
+}
+
+Test(rings, sixteen_client_processes_at_once_all_keep_their_order)
+{
+	pid_t pids[16];
+
+	for (int i = 0; i < 16; i++)
+		pids[i] = th_spawn("chain", 500, -1);
+	wait_clients(pids, 16, 120000);
 }
 
 Test(rings, a_client_killed_mid_submit_is_reaped_and_others_carry_on)
@@ -612,30 +621,61 @@ Test(rings, corrupt_entries_get_errors_and_hurt_only_their_own_session)
 	expect_daemon_serving();
 }
 
-Test(rings, a_stuck_client_that_never_reaps_does_not_block_others)
+/* Fill x's whole ring (and more) with valid ops and never read a completion. */
+static void hostile_stall(struct hostile *x)
 {
-	struct hostile x;
 	size_t len;
-	uint8_t *good;
+	uint8_t *good = pack_op(x->handle, x->handle, x->handle, &len);
 
-	hostile_open(&x);
-	good = pack_op(x.handle, x.handle, x.handle, &len);
-	/* Fill the whole ring and never read a completion. */
 	for (unsigned i = 0; i < 4 * HOSTILE_ENTRIES; i++) {
-		tileops_sqe *e = &x.sq[x.sq_tail % HOSTILE_ENTRIES];
+		tileops_sqe *e = &x->sq[x->sq_tail % HOSTILE_ENTRIES];
 
 		memset(e, 0, sizeof(*e));
 		e->tag = i + 1;
 		e->kind = TILEOPS_SQE_REQUEST;
 		e->length = (uint32_t)len;
 		memcpy(e->payload, good, len);
-		x.sq_tail++;
+		x->sq_tail++;
 	}
-	__atomic_store_n(&x.h->sq_tail, x.sq_tail, __ATOMIC_RELEASE);
-	hostile_bell(&x);
-	expect_daemon_serving();
+	__atomic_store_n(&x->h->sq_tail, x->sq_tail, __ATOMIC_RELEASE);
+	hostile_bell(x);
 	free(good);
+}
+
+Test(rings, a_stuck_client_that_never_reaps_does_not_block_others)
+{
+	struct hostile x;
+
+	hostile_open(&x);
+	hostile_stall(&x);
+	expect_daemon_serving();
 	th_raw_close(&x.raw);
+}
+
+/* Not on the test's stack: the fini stops it if the test failed first. */
+static daemon2 paced;
+
+/*
+ * Four executor threads that may lead each other by only two launches wait
+ * on each other all the time: every client still finishes with its chain in
+ * order, and a client that filled its ring and never reaps (work its thread
+ * cannot take) holds no other thread back.
+ */
+Test(rings, tightly_paced_executor_threads_serve_every_client_past_a_stuck_one,
+     .fini = daemon2_kill_running)
+{
+	struct hostile x;
+	pid_t pids[16];
+
+	daemon2_start(&paced, "executor_threads = 4\nexecutor_pace = 2\n");
+	daemon2_use(&paced);
+	hostile_open(&x);
+	hostile_stall(&x);
+	for (int i = 0; i < 16; i++)
+		pids[i] = th_spawn("chain", 300, -1);
+	wait_clients(pids, 16, 120000);
+	th_raw_close(&x.raw);
+	daemon2_stop(&paced);
 }
 
 /* ---- op and plan-run descriptors ----------------------------------------- */
