@@ -16,8 +16,8 @@
  * captured in a CUDA graph, the median replay divided by 20, next to a
  * graph of 20 empty kernels timed the same way.
  *
- *   tileops-bench [--json FILE] [--op SUBSTRING] [--runs N] [--list FILE]
- *                 [--daemon ADDRESS]
+ *   tileops-bench [--json FILE] [--op SUBSTRING] [--workload SUBSTRING]
+ *                 [--runs N] [--list FILE] [--daemon ADDRESS]
  *
  * --list FILE writes the workloads as JSON (shapes, dtypes, params, counts)
  * for kernels/bench/torch_baseline.py, which times PyTorch on the same
@@ -53,7 +53,7 @@ int bench_launch_empty(void *stream);
 #define HOST_ELEMS (16 << 20)
 
 struct options {
-	const char *json, *filter, *list, *daemon;
+	const char *json, *filter, *workload, *list, *daemon;
 	int runs;
 };
 
@@ -568,14 +568,14 @@ static int write_json(const char *path, const struct result *r, int n, double em
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: tileops-bench [--json FILE] [--op SUBSTRING] [--runs N] "
-	                "[--list FILE] [--daemon ADDRESS]\n");
+	fprintf(stderr, "usage: tileops-bench [--json FILE] [--op SUBSTRING] [--workload SUBSTRING] "
+	                "[--runs N] [--list FILE] [--daemon ADDRESS]\n");
 	return 2;
 }
 
 int main(int argc, char **argv)
 {
-	struct options o = { NULL, NULL, NULL, NULL, 50 };
+	struct options o = { NULL, NULL, NULL, NULL, NULL, 50 };
 	struct bench_host host;
 	struct bench_daemon *daemon = NULL;
 	struct cudaDeviceProp prop;
@@ -587,6 +587,8 @@ int main(int argc, char **argv)
 			o.json = argv[++i];
 		else if (!strcmp(argv[i], "--op") && i + 1 < argc)
 			o.filter = argv[++i];
+		else if (!strcmp(argv[i], "--workload") && i + 1 < argc)
+			o.workload = argv[++i];
 		else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
 			o.runs = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--list") && i + 1 < argc)
@@ -622,7 +624,8 @@ int main(int argc, char **argv)
 	fprintf(stderr, "%s: copy %.3f TB/s, empty kernel %.2f us back to back\n", prop.name,
 	        copy_tbps, empty_us);
 	for (int i = 0; i < n; i++) {
-		if (bw_skipped(w[i].op) || (o.filter != NULL && strstr(w[i].op, o.filter) == NULL))
+		if (bw_skipped(w[i].op) || (o.filter != NULL && strstr(w[i].op, o.filter) == NULL) ||
+		    (o.workload != NULL && strstr(w[i].label, o.workload) == NULL))
 			continue;
 		struct result *x = &r[nr++];
 		x->w = &w[i];

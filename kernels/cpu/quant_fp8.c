@@ -3,11 +3,16 @@
  *   quant_fp8_per_tensor  x [, input_scale [1] f32] -> q (fp8_e4m3 or u8), scale [1] f32
  *   quant_fp8_per_token   x -> q, scale [.., 1] f32 (one per row)
  * A computed scale is amax / 448 (448 is e4m3's largest finite value; NaN
- * is skipped by the maximum); q = x / scale rounded to nearest even and
- * saturated to +-448. A scale of 0 (an all-zero tensor or row) gives q = 0.
- * Both divisions are single f32 operations, as on the GPU, so the two
- * backends produce the same bytes.
+ * is skipped by the maximum); q = x * inv rounded to nearest even and
+ * saturated to +-448, where inv = 1 / scale, computed once per scale and
+ * capped at FLT_MAX (a denormal scale's reciprocal overflows, and 0 * inf
+ * would be NaN). A scale that is not positive (an all-zero tensor or row)
+ * gives q = 0. The division, the reciprocal and the product are single
+ * f32 operations, as on the GPU, so the two backends produce the same
+ * bytes; the GPU multiplies because a division per value cost it about
+ * ten instructions.
  */
+#include <float.h>
 #include <math.h>
 
 #include "cpu_util.h"
@@ -17,9 +22,14 @@ static int q_dtype_ok(const tk_tensor *q, const tk_tensor *scale)
 	return (q->dtype == TK_FP8_E4M3 || q->dtype == TK_U8) && scale->dtype == TK_F32;
 }
 
-static uint8_t quantize(float v, float scale)
+static float quant_inv(float scale)
 {
-	return tk_f32_to_fp8e4m3(scale > 0.0f ? v / scale : 0.0f);
+	return fminf(1.0f / scale, FLT_MAX);
+}
+
+static uint8_t quantize(float v, float scale, float inv)
+{
+	return tk_f32_to_fp8e4m3(scale > 0.0f ? v * inv : 0.0f);
 }
 
 /* Rows of x and q over one plan; the amax and quantization of each. */
@@ -52,9 +62,10 @@ static tk_status quant_rows(const tk_call *call, int per_token, float *amax_all)
 				scale = m / 448.0f;
 				((float *)call->out[1].data)[r] = scale;
 			}
+			float inv = quant_inv(scale);
 			for (int64_t j = 0; j < d; j++)
 				((uint8_t *)q->data)[qo + j] =
-				        quantize(cpu_load(x->data, x->dtype, xo + j), scale);
+				        quantize(cpu_load(x->data, x->dtype, xo + j), scale, inv);
 		}
 	}
 	if (amax_all)

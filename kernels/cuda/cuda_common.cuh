@@ -49,6 +49,138 @@ template <typename T> struct alignas(16) Vec {
 	T v[N];
 };
 
+/*
+ * Packed pairs. The row kernels over bf16 and f16 are bound by instruction
+ * issue, not memory, so a 16-byte vector is handled as four 32-bit words of
+ * two values each: a bf16 pair widens with two integer operations (a bf16
+ * is the high half of an f32), an f16 pair with two conversions, and a
+ * float2 narrows with one cvt.rn.bf16x2.f32 or cvt.rn.f16x2.f32. The
+ * first value of a pair is the low half of its word, as in memory.
+ */
+template <typename T> __device__ __forceinline__ float2 pair_to_f32(uint32_t u);
+template <> __device__ __forceinline__ float2 pair_to_f32<__nv_bfloat16>(uint32_t u)
+{
+	return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+}
+template <> __device__ __forceinline__ float2 pair_to_f32<__half>(uint32_t u)
+{
+	__half2 h;
+
+	memcpy(&h, &u, 4);
+	return __half22float2(h);
+}
+
+/* Both values rounded to nearest even, as from_f32 does each. */
+template <typename T> __device__ __forceinline__ uint32_t pair_from_f32(float2 f);
+template <> __device__ __forceinline__ uint32_t pair_from_f32<__nv_bfloat16>(float2 f)
+{
+	__nv_bfloat162 h = __float22bfloat162_rn(f);
+	uint32_t u;
+
+	memcpy(&u, &h, 4);
+	return u;
+}
+template <> __device__ __forceinline__ uint32_t pair_from_f32<__half>(float2 f)
+{
+	__half2 h = __float22half2_rn(f);
+	uint32_t u;
+
+	memcpy(&u, &h, 4);
+	return u;
+}
+
+/* Word i of a 16-byte vector (no instruction is emitted). */
+template <typename T> __device__ __forceinline__ uint32_t vec_word(const Vec<T> &v, int i)
+{
+	uint32_t u;
+
+	memcpy(&u, reinterpret_cast<const char *>(&v) + 4 * i, 4);
+	return u;
+}
+
+template <typename T> __device__ __forceinline__ void vec_set_word(Vec<T> &v, int i, uint32_t u)
+{
+	memcpy(reinterpret_cast<char *>(&v) + 4 * i, &u, 4);
+}
+
+/* Values 2i and 2i + 1 of a 16-byte vector, any T, as floats. */
+template <typename T> __device__ __forceinline__ float2 vec_pair(const Vec<T> &v, int i)
+{
+	if constexpr (sizeof(T) == 4)
+		return make_float2(to_f32(v.v[2 * i]), to_f32(v.v[2 * i + 1]));
+	else
+		return pair_to_f32<T>(vec_word(v, i));
+}
+
+template <typename T> __device__ __forceinline__ void vec_set_pair(Vec<T> &v, int i, float2 f)
+{
+	if constexpr (sizeof(T) == 4) {
+		v.v[2 * i] = from_f32<T>(f.x);
+		v.v[2 * i + 1] = from_f32<T>(f.y);
+	} else {
+		vec_set_word(v, i, pair_from_f32<T>(f));
+	}
+}
+
+/* The packed pair type of a 2-byte T, and a pair of -inf in its bits. */
+template <typename T> struct Pair2;
+template <> struct Pair2<__nv_bfloat16> {
+	using type = __nv_bfloat162;
+	static constexpr uint32_t neg_inf = 0xff80ff80u;
+};
+template <> struct Pair2<__half> {
+	using type = __half2;
+	static constexpr uint32_t neg_inf = 0xfc00fc00u;
+};
+
+/*
+ * A 16-byte vector of bf16 or f16 folded into a packed running maximum
+ * `acc` (start it at Pair2<T>::neg_inf, or 0 for magnitudes): four packed
+ * max instructions, no conversion. NaN is skipped, as fmaxf does;
+ * ABS compares magnitudes.
+ */
+template <typename T, bool ABS>
+__device__ __forceinline__ uint32_t vec_max2(uint32_t acc, const Vec<T> &v)
+{
+	typename Pair2<T>::type m, x;
+
+	memcpy(&m, &acc, 4);
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		uint32_t u = vec_word(v, i);
+		memcpy(&x, &u, 4);
+		m = __hmax2(m, ABS ? __habs2(x) : x);
+	}
+	memcpy(&acc, &m, 4);
+	return acc;
+}
+
+/* The larger of a packed pair's two values, as a float (exact). */
+template <typename T> __device__ __forceinline__ float pair_max_f32(uint32_t u)
+{
+	float2 f = pair_to_f32<T>(u);
+
+	return fmaxf(f.x, f.y);
+}
+
+/*
+ * 2^x with denormal inputs and results flushed to zero: one MUFU.EX2,
+ * where the plain ex2.approx.f32 adds instructions around it to handle
+ * denormals. Meant for bf16 and f16 results, where the flush cannot be
+ * seen: f16 rounds anything under 2^-24 to 0, and a bf16 denormal is far
+ * below any norm-wise tolerance. f32 results keep the accurate functions.
+ */
+__device__ __forceinline__ float ex2_ftz(float x)
+{
+	float r;
+
+	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+	return r;
+}
+
+/* log2(e): e^x = 2^(x log2(e)). */
+constexpr float kLog2e = 1.4426950408889634f;
+
 __device__ __forceinline__ float warp_sum(float v)
 {
 	for (int o = 16; o > 0; o >>= 1)

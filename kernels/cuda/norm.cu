@@ -154,14 +154,127 @@ __global__ void TKC_ROW_BOUNDS(E) norm_reg(const __grid_constant__ NormArgs a)
 	}
 }
 
+/* Sums of this thread's vectors of a held row: of x (s), and of (x - mean)^2. */
+template <typename T, int V>
+__device__ __forceinline__ float norm_vec_sum(const Vec<T> (&x)[V], int nvec, int rank)
+{
+	float2 s = make_float2(0.0f, 0.0f);
+
+#pragma unroll
+	for (int k = 0; k < V; k++) {
+		if (vec_slot<V>(rank, k) >= nvec)
+			continue;
+#pragma unroll
+		for (int i = 0; i < Vec<T>::N / 2; i++) {
+			float2 f = vec_pair(x[k], i);
+			s.x += f.x;
+			s.y += f.y;
+		}
+	}
+	return s.x + s.y;
+}
+
+template <typename T, int V>
+__device__ __forceinline__ float norm_vec_sumsq(const Vec<T> (&x)[V], int nvec, int rank,
+                                                float mean)
+{
+	float2 s = make_float2(0.0f, 0.0f);
+
+#pragma unroll
+	for (int k = 0; k < V; k++) {
+		if (vec_slot<V>(rank, k) >= nvec)
+			continue;
+#pragma unroll
+		for (int i = 0; i < Vec<T>::N / 2; i++) {
+			float2 f = vec_pair(x[k], i);
+			float cx = f.x - mean, cy = f.y - mean;
+			s.x += cx * cx;
+			s.y += cy * cy;
+		}
+	}
+	return s.x + s.y;
+}
+
 /*
- * The vector kernel (rowops.cuh). rms_norm's weight is loaded with the
- * row for V <= 2 (rows up to 4096 bf16, and the one-row decode case):
- * a lone row then waits for one memory round trip instead of two (the
- * weight's, from L2, after the reduction); wider rows load them in the
- * write loop, keeping registers for the row (at V = 4 the weight held too
- * spilled under 64 registers). The fused forms, which hold the residual
- * too, get up to 128 registers at V = 4 (they spill under 64).
+ * Vectors k0 .. k0 + C - 1 of this thread's share of a row (the slots of
+ * vec_row_load, zero past the end), all loads issued before any use.
+ */
+template <typename T, int V, int C>
+__device__ __forceinline__ void vec_chunk_load(Vec<T> (&x)[C], const T *row, int nvec, int rank,
+                                               int k0)
+{
+#pragma unroll
+	for (int c = 0; c < C; c++) {
+		int j = vec_slot<V>(rank, k0 + c);
+		if (j < nvec)
+			x[c] = vec_ld(row + (int64_t)j * Vec<T>::N);
+		else
+			x[c] = Vec<T>{};
+	}
+}
+
+/*
+ * x += res, rounded to T as the op defines, and stored back to res; the
+ * residual read C vectors at a time.
+ */
+template <typename T, int V, int C>
+__device__ __forceinline__ void norm_vec_residual(Vec<T> (&x)[V], T *res, int nvec, int rank)
+{
+	constexpr int N = Vec<T>::N;
+
+#pragma unroll
+	for (int k0 = 0; k0 < V; k0 += C) {
+		Vec<T> rv[C];
+		vec_chunk_load<T, V, C>(rv, res, nvec, rank, k0);
+#pragma unroll
+		for (int c = 0; c < C; c++) {
+			int j = vec_slot<V>(rank, k0 + c);
+			if (j >= nvec)
+				continue;
+#pragma unroll
+			for (int i = 0; i < N / 2; i++) {
+				float2 u = vec_pair(x[k0 + c], i), v = vec_pair(rv[c], i);
+				vec_set_pair(x[k0 + c], i, make_float2(u.x + v.x, u.y + v.y));
+			}
+			vec_st(res + (int64_t)j * N, x[k0 + c]);
+		}
+	}
+}
+
+/* One output vector: (x - mean) * rstd * w (+ b), a pair at a time. */
+template <typename T>
+__device__ __forceinline__ Vec<T> norm_vec_out(const Vec<T> &x, const Vec<T> &w, const Vec<T> &b,
+                                               bool bias, float mean, float rstd)
+{
+	Vec<T> y;
+
+#pragma unroll
+	for (int i = 0; i < Vec<T>::N / 2; i++) {
+		float2 f = vec_pair(x, i), g = vec_pair(w, i);
+		float2 z = make_float2((f.x - mean) * rstd * g.x, (f.y - mean) * rstd * g.y);
+		if (bias) {
+			float2 c = vec_pair(b, i);
+			z.x += c.x;
+			z.y += c.y;
+		}
+		vec_set_pair(y, i, z);
+	}
+	return y;
+}
+
+/*
+ * The vector kernel (rowops.cuh). Values convert a pair at a time (one
+ * packed conversion per output pair): the kernel is bound by instruction
+ * issue, not memory. The weight (and bias) loads are independent of the
+ * reduction and come from L2; loaded in the write loop each vector's
+ * product waited on its own load (the kernel stalled on them). So
+ * rms_norm loads its weight with the row up to V = 4, and layer_norm
+ * loads C vectors of weight and bias at a time after the reduction, all
+ * of a chunk before its first use (C = 2 at V = 4: all four with the bias
+ * spilled f32 under 64 registers). At V = 8 the row alone is half of the
+ * 64 registers: the residual, weight and bias come a vector at a time
+ * (C = 1; more spilled). The fused forms, which hold the residual too,
+ * get up to 128 registers at V = 4 (they spill under 64).
  */
 template <typename T, int V, bool LAYER, bool FUSED>
 __global__ void __launch_bounds__(V == 8 ? 1024 : (V == 4 ? 512 : 256),
@@ -170,102 +283,64 @@ __global__ void __launch_bounds__(V == 8 ? 1024 : (V == 4 ? 512 : 256),
 {
 	__shared__ float smem[8 * 32 + 1];
 	constexpr int N = Vec<T>::N;
-	constexpr bool pre = V <= 2 && !LAYER;
+	constexpr bool pre = V <= 4 && !LAYER;
+	constexpr int C = V == 8 ? 1 : (LAYER && V == 4 ? 2 : V);
 	const RowPlace pl = row_place(a.c);
 	const int64_t nrb = (a.rows + blockDim.y - 1) / blockDim.y;
 	const T *w = static_cast<const T *>(a.w);
 	const T *b = LAYER ? static_cast<const T *>(a.b) : NULL;
-	/* layer_norm's weight and bias held too spilled at V = 2 under 64 registers */
 	const float inv_d = 1.0f / (float)a.d;
 
 	for (int64_t rbk = pl.first; rbk < nrb; rbk += pl.step) {
 		int64_t r = rbk * blockDim.y + threadIdx.y;
 		int nvec = r < a.rows ? (int)(a.d / N) : 0; /* an idle row loads nothing */
 		int64_t rr = r < a.rows ? r : 0;
-		Vec<T> x[V], wv[pre ? V : 1], bv[pre ? V : 1];
+		Vec<T> x[V], wpre[pre ? V : 1];
 
 		vec_row_load<T, V>(x, static_cast<const T *>(a.x) + rr * a.p.stride[1][0], nvec,
 		                   pl.rank);
-		if constexpr (FUSED) {
-			T *res = static_cast<T *>(a.res) + rr * a.p.stride[2][0];
-			Vec<T> rv[V];
-			vec_row_load<T, V>(rv, res, nvec, pl.rank);
-#pragma unroll
-			for (int k = 0; k < V; k++) {
-				int j = vec_slot<V>(pl.rank, k);
-				if (j >= nvec)
-					continue;
-#pragma unroll
-				for (int i = 0; i < N; i++)
-					x[k].v[i] =
-					        from_f32<T>(to_f32(x[k].v[i]) + to_f32(rv[k].v[i]));
-				vec_st(res + (int64_t)j * N, x[k]);
-			}
-		}
-		if constexpr (pre) {
-#pragma unroll
-			for (int k = 0; k < V; k++) {
-				int j = vec_slot<V>(pl.rank, k);
-				if (j >= nvec)
-					continue;
-				wv[k] = vec_ld(w + j * N);
-				if (b != NULL)
-					bv[k] = vec_ld(b + j * N);
-			}
-		}
+		if constexpr (FUSED)
+			norm_vec_residual<T, V, C>(
+			        x, static_cast<T *>(a.res) + rr * a.p.stride[2][0], nvec, pl.rank);
+		if constexpr (pre)
+			vec_row_load<T, V>(wpre, w, nvec, pl.rank);
 		float mean = 0.0f;
 		if constexpr (LAYER) {
-			float s = 0.0f;
-#pragma unroll
-			for (int k = 0; k < V; k++) {
-				if (vec_slot<V>(pl.rank, k) >= nvec)
-					continue;
-#pragma unroll
-				for (int i = 0; i < N; i++)
-					s += to_f32(x[k].v[i]);
-			}
-			mean = vec_allreduce(s, smem, SumOp(), 0.0f, a.c) * inv_d;
+			float sum = norm_vec_sum<T, V>(x, nvec, pl.rank);
+			mean = vec_allreduce(sum, smem, SumOp(), 0.0f, a.c) * inv_d;
 			vec_launder(x);
 		}
-		float ss = 0.0f;
-#pragma unroll
-		for (int k = 0; k < V; k++) {
-			if (vec_slot<V>(pl.rank, k) >= nvec)
-				continue;
-#pragma unroll
-			for (int i = 0; i < N; i++) {
-				float c = to_f32(x[k].v[i]) - mean;
-				ss += c * c;
-			}
-		}
-		ss = vec_allreduce(ss, smem, SumOp(), 0.0f, a.c);
+		float ss = vec_allreduce(norm_vec_sumsq<T, V>(x, nvec, pl.rank, mean), smem,
+		                         SumOp(), 0.0f, a.c);
 		const float rstd = rsqrtf(ss * inv_d + a.eps);
 		vec_launder(x);
-		if constexpr (pre) {
-			vec_launder(wv);
-			vec_launder(bv);
-		}
+		if constexpr (pre)
+			vec_launder(wpre);
 		T *o = static_cast<T *>(a.out) + rr * a.p.stride[0][0];
 #pragma unroll
-		for (int k = 0; k < V; k++) {
-			int j = vec_slot<V>(pl.rank, k);
-			if (j >= nvec)
-				continue;
-			Vec<T> ww, bb, y;
+		for (int k0 = 0; k0 < V; k0 += C) {
+			Vec<T> wv[C], bv[LAYER ? C : 1];
+			if (vec_slot<V>(pl.rank, k0) >= nvec)
+				break; /* the later slots are past the end too */
 			if constexpr (pre) {
-				ww = wv[k];
-				bb = bv[k];
+#pragma unroll
+				for (int c = 0; c < C; c++)
+					wv[c] = wpre[k0 + c];
 			} else {
-				ww = vec_ld(w + j * N);
-				if (b != NULL)
-					bb = vec_ld(b + j * N);
+				vec_chunk_load<T, V, C>(wv, w, nvec, pl.rank, k0);
+				if constexpr (LAYER) {
+					if (b != NULL)
+						vec_chunk_load<T, V, C>(bv, b, nvec, pl.rank, k0);
+				}
 			}
 #pragma unroll
-			for (int i = 0; i < N; i++) {
-				float z = (to_f32(x[k].v[i]) - mean) * rstd * to_f32(ww.v[i]);
-				y.v[i] = from_f32<T>(b != NULL ? z + to_f32(bb.v[i]) : z);
+			for (int c = 0; c < C; c++) {
+				int j = vec_slot<V>(pl.rank, k0 + c);
+				if (j < nvec)
+					vec_st(o + (int64_t)j * N,
+					       norm_vec_out(x[k0 + c], wv[c], bv[LAYER ? c : 0],
+					                    b != NULL, mean, rstd));
 			}
-			vec_st(o + (int64_t)j * N, y);
 		}
 	}
 }

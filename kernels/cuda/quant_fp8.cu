@@ -14,6 +14,7 @@
  * second read hits L2 only for tensors that fit it (see docs/perf.md).
  */
 #include <cuda_fp8.h>
+#include <float.h>
 
 #include "rowops.cuh"
 
@@ -33,11 +34,53 @@ struct QArgs {
 	int c; /* blocks per row (a cluster) of the vector kernel */
 };
 
-__device__ __forceinline__ uint8_t to_e4m3(float v, float scale)
+/*
+ * The factor values are quantized with: 1 / scale, one division per row
+ * (or tensor) and then a product per value, where a division per value
+ * cost about ten instructions in kernels bound by instruction issue.
+ * Capped at FLT_MAX, so a denormal scale, whose reciprocal overflows,
+ * still maps 0 to 0 and not to NaN. cpu/quant_fp8.c computes the same f32
+ * reciprocal and product, so both give the same bytes. A scale that is
+ * not positive gives 0 codes (`on` false below).
+ */
+__device__ __forceinline__ float quant_inv(float scale)
 {
-	float y = scale > 0.0f ? v / scale : 0.0f;
+	return fminf(1.0f / scale, FLT_MAX);
+}
 
-	return (uint8_t)__nv_cvt_float_to_fp8(y, __NV_SATFINITE, __NV_E4M3);
+__device__ __forceinline__ uint8_t to_e4m3(float v, float inv, bool on)
+{
+	return on ? (uint8_t)__nv_cvt_float_to_fp8(v * inv, __NV_SATFINITE, __NV_E4M3) : 0;
+}
+
+/* Two codes, x.x in the low byte: one cvt.rn.satfinite.e4m3x2.f32. */
+__device__ __forceinline__ uint32_t to_e4m3x2(float2 x, float inv)
+{
+	return __nv_cvt_float2_to_fp8x2(make_float2(x.x * inv, x.y * inv), __NV_SATFINITE,
+	                                __NV_E4M3);
+}
+
+/*
+ * Quantize a 16-byte vector of x and store its N codes (8 bytes for bf16
+ * and f16, 4 for f32) with one store, converting a pair at a time.
+ */
+template <typename T>
+__device__ __forceinline__ void store_codes(uint8_t *q, const Vec<T> &x, float inv, bool on)
+{
+	constexpr int P = Vec<T>::N / 2;
+	uint32_t w[2] = { 0, 0 };
+
+#pragma unroll
+	for (int i = 0; i < P; i++)
+		w[i / 2] |= to_e4m3x2(vec_pair(x, i), inv) << (16 * (i % 2));
+	if (!on) {
+		w[0] = 0;
+		w[1] = 0;
+	}
+	if constexpr (P == 4)
+		*reinterpret_cast<uint2 *>(q) = make_uint2(w[0], w[1]);
+	else
+		*reinterpret_cast<uint32_t *>(q) = w[0];
 }
 
 /* Store N quantized bytes (one 16-byte vector of x) with one store. */
@@ -53,6 +96,35 @@ template <int N> __device__ __forceinline__ void store_bytes(uint8_t *p, const u
 		        b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24;
 	}
 }
+
+/*
+ * A running maximum of |x| over 16-byte vectors. bf16 and f16 keep it as a
+ * packed pair (an abs and a max per pair, no conversion) and convert once
+ * at the end. NaN is skipped, as fmaxf does.
+ */
+template <typename T> struct Amax {
+	uint32_t p = 0; /* two +0 */
+	float f = 0.0f;
+
+	__device__ void add(const Vec<T> &x)
+	{
+		if constexpr (sizeof(T) == 2) {
+			p = vec_max2<T, true>(p, x);
+		} else {
+#pragma unroll
+			for (int i = 0; i < Vec<T>::N; i++)
+				f = fmaxf(f, fabsf(x.v[i]));
+		}
+	}
+
+	__device__ float get() const
+	{
+		if constexpr (sizeof(T) == 2)
+			return pair_max_f32<T>(p);
+		else
+			return f;
+	}
+};
 
 template <typename T, int E, bool VEC>
 __global__ void TKC_ROW_BOUNDS(E) quant_token_reg(const __grid_constant__ QArgs a)
@@ -72,7 +144,8 @@ __global__ void TKC_ROW_BOUNDS(E) quant_token_reg(const __grid_constant__ QArgs 
 		for (int k = 0; k < E; k++)
 			m = fmaxf(m, fabsf(v[k]));
 		m = row_allreduce(m, smem, MaxOp(), 0.0f);
-		float scale = m / 448.0f;
+		float scale = m / 448.0f, inv = quant_inv(scale);
+		bool on = scale > 0.0f;
 		if (d > 0 && threadIdx.x == 0)
 			a.scale[r] = scale;
 		uint8_t *q = a.q + off[0];
@@ -83,7 +156,7 @@ __global__ void TKC_ROW_BOUNDS(E) quant_token_reg(const __grid_constant__ QArgs 
 				uint8_t b[N];
 #pragma unroll
 				for (int i = 0; i < N; i++)
-					b[i] = to_e4m3(v[k * N + i], scale);
+					b[i] = to_e4m3(v[k * N + i], inv, on);
 				if (j < d)
 					store_bytes<N>(q + j, b);
 			}
@@ -92,7 +165,7 @@ __global__ void TKC_ROW_BOUNDS(E) quant_token_reg(const __grid_constant__ QArgs 
 			for (int k = 0; k < E; k++) {
 				int j = slot_index<T, false>(k);
 				if (j < d)
-					q[j] = to_e4m3(v[k], scale);
+					q[j] = to_e4m3(v[k], inv, on);
 			}
 		}
 	}
@@ -114,31 +187,25 @@ __global__ void TKC_VEC_BOUNDS(V) quant_token_vec(const __grid_constant__ QArgs 
 
 		vec_row_load<T, V>(x, static_cast<const T *>(a.x) + rr * a.p.stride[1][0], nvec,
 		                   pl.rank);
-		float m = 0.0f;
+		Amax<T> am;
 #pragma unroll
 		for (int k = 0; k < V; k++) {
-			if (vec_slot<V>(pl.rank, k) >= nvec)
-				continue;
-#pragma unroll
-			for (int i = 0; i < N; i++)
-				m = fmaxf(m, fabsf(to_f32(x[k].v[i])));
+			if (vec_slot<V>(pl.rank, k) < nvec)
+				am.add(x[k]);
 		}
-		m = vec_allreduce(m, smem, MaxOp(), 0.0f, a.c);
+		float m = vec_allreduce(am.get(), smem, MaxOp(), 0.0f, a.c);
 		vec_launder(x);
-		const float scale = m / 448.0f;
+		const float scale = m / 448.0f, inv = quant_inv(scale);
+		const bool on = scale > 0.0f;
 		if (nvec > 0 && pl.rank == 0 && threadIdx.x == 0)
 			a.scale[r] = scale;
-		uint8_t *q = a.q + rr * a.p.stride[0][0];
+		/* Vector k's codes are k block widths on (fewer registers than 64-bit j * N). */
+		uint8_t *q = a.q + rr * a.p.stride[0][0] + (int64_t)vec_slot<V>(pl.rank, 0) * N;
+		const int64_t step = (int64_t)blockDim.x * N;
 #pragma unroll
 		for (int k = 0; k < V; k++) {
-			int j = vec_slot<V>(pl.rank, k);
-			if (j >= nvec)
-				continue;
-			uint8_t b[N];
-#pragma unroll
-			for (int i = 0; i < N; i++)
-				b[i] = to_e4m3(to_f32(x[k].v[i]), scale);
-			store_bytes<N>(q + (int64_t)j * N, b);
+			if (vec_slot<V>(pl.rank, k) < nvec)
+				store_codes(q + k * step, x[k], inv, on);
 		}
 	}
 }
@@ -158,10 +225,11 @@ __global__ void __launch_bounds__(kStreamThreads)
 		for (int64_t j = threadIdx.x; j < a.d; j += blockDim.x)
 			m = fmaxf(m, fabsf(to_f32(x[j])));
 		float scale = block_allreduce(m, smem, MaxOp(), 0.0f) / 448.0f;
+		float inv = quant_inv(scale);
 		if (threadIdx.x == 0)
 			a.scale[r] = scale;
 		for (int64_t j = threadIdx.x; j < a.d; j += blockDim.x)
-			a.q[off[0] + j] = to_e4m3(to_f32(x[j]), scale);
+			a.q[off[0] + j] = to_e4m3(to_f32(x[j]), inv, scale > 0.0f);
 	}
 }
 
@@ -177,6 +245,9 @@ __global__ void quant_tensor(const __grid_constant__ QArgs a)
 	const int64_t upr = (a.d + N - 1) / N;                   /* units per row */
 	const int64_t tpr = (upr + blockDim.x - 1) / blockDim.x; /* tiles per row */
 	const float scale = AMAX ? 0.0f : (a.given != NULL ? *a.given : *a.scale);
+	const float inv = quant_inv(scale);
+	const bool on = scale > 0.0f;
+	Amax<T> am;
 	float m = 0.0f;
 
 	for (int64_t t = blockIdx.x; t < a.rows * tpr; t += gridDim.x) {
@@ -186,26 +257,20 @@ __global__ void quant_tensor(const __grid_constant__ QArgs a)
 		plan_offsets<2>(a.p, r, off);
 		const T *x = static_cast<const T *>(a.x) + off[1] + u * N;
 		if constexpr (VEC) {
-			Vec<T> v = *reinterpret_cast<const Vec<T> *>(x);
-			uint8_t b[Vec<T>::N];
-#pragma unroll
-			for (int i = 0; i < N; i++) {
-				if (AMAX)
-					m = fmaxf(m, fabsf(to_f32(v.v[i])));
-				else
-					b[i] = to_e4m3(to_f32(v.v[i]), scale);
-			}
-			if (!AMAX)
-				store_bytes<Vec<T>::N>(a.q + off[0] + u * N, b);
+			Vec<T> v = vec_ld(x);
+			if (AMAX)
+				am.add(v);
+			else
+				store_codes(a.q + off[0] + u * N, v, inv, on);
 		} else {
 			if (AMAX)
 				m = fmaxf(m, fabsf(to_f32(*x)));
 			else
-				a.q[off[0] + u] = to_e4m3(to_f32(*x), scale);
+				a.q[off[0] + u] = to_e4m3(to_f32(*x), inv, on);
 		}
 	}
 	if (AMAX) {
-		m = block_allreduce(m, smem, MaxOp(), 0.0f) / 448.0f;
+		m = block_allreduce(fmaxf(m, am.get()), smem, MaxOp(), 0.0f) / 448.0f;
 		if (threadIdx.x == 0 && m > 0.0f)
 			atomicMax(reinterpret_cast<unsigned int *>(a.scale), __float_as_uint(m));
 	}
@@ -224,7 +289,9 @@ __global__ void __launch_bounds__(256) quant_tensor_vec(const __grid_constant__ 
 	const int64_t upr = a.d / N, units = a.rows * upr, tile = (int64_t)blockDim.x * U;
 	const int64_t xs = a.p.stride[1][0], qs = a.p.stride[0][0];
 	const float scale = AMAX ? 0.0f : (a.given != NULL ? *a.given : *a.scale);
-	float m = 0.0f;
+	const float inv = quant_inv(scale);
+	const bool on = scale > 0.0f;
+	Amax<T> am;
 
 	for (int64_t base = (int64_t)blockIdx.x * tile; base < units; base += gridDim.x * tile) {
 		Vec<T> v[U];
@@ -242,20 +309,14 @@ __global__ void __launch_bounds__(256) quant_tensor_vec(const __grid_constant__ 
 		for (int k = 0; k < U; k++) {
 			if (base + k * blockDim.x + threadIdx.x >= units)
 				continue;
-			uint8_t b[N];
-#pragma unroll
-			for (int i = 0; i < N; i++) {
-				if (AMAX)
-					m = fmaxf(m, fabsf(to_f32(v[k].v[i])));
-				else
-					b[i] = to_e4m3(to_f32(v[k].v[i]), scale);
-			}
-			if (!AMAX)
-				store_bytes<N>(a.q + qo[k], b);
+			if (AMAX)
+				am.add(v[k]);
+			else
+				store_codes(a.q + qo[k], v[k], inv, on);
 		}
 	}
 	if (AMAX) {
-		m = block_allreduce(m, smem, MaxOp(), 0.0f) / 448.0f;
+		float m = block_allreduce(am.get(), smem, MaxOp(), 0.0f) / 448.0f;
 		if (threadIdx.x == 0 && m > 0.0f)
 			atomicMax(reinterpret_cast<unsigned int *>(a.scale), __float_as_uint(m));
 	}

@@ -334,7 +334,12 @@ template <typename T, int V> __device__ __forceinline__ void vec_launder(Vec<T> 
 		vec_launder(x[k]);
 }
 
-/* This thread's vectors of a row of nvec vectors; those past the end are left alone. */
+/*
+ * This thread's vectors of a row of nvec vectors; those past the end are
+ * zero. Left undefined, they reach the compiler as 16-bit pieces merged
+ * with the loaded words, each taking a register of its own, and the V = 8
+ * kernels spilled under their 64 registers.
+ */
 template <typename T, int V>
 __device__ __forceinline__ void vec_row_load(Vec<T> (&x)[V], const T *row, int nvec, int rank)
 {
@@ -345,6 +350,8 @@ __device__ __forceinline__ void vec_row_load(Vec<T> (&x)[V], const T *row, int n
 		int j = vec_slot<V>(rank, k);
 		if (j < nvec)
 			x[k] = vec_ld(row + (int64_t)j * N);
+		else
+			x[k] = Vec<T>{};
 	}
 }
 

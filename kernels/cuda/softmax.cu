@@ -8,7 +8,8 @@
  * which covers vocabulary logits; floats for the others, up to 4096): each
  * thread takes the max of its values and the sum of exp(x - max), the
  * (max, sum) pairs merge over the row in one reduction (for rows of up to
- * 16 values a thread, a max then a sum), then the writes;
+ * 16 values a thread, and bf16 and f16 rows of one block, a max then a
+ * sum), then the writes;
  * 2 * numel elements move. Rows no register kernel holds: a block of 1024
  * threads per row, 16-byte loads four in flight, keeps a running (max,
  * sum) per thread, rescaling the sum when the max grows (the online
@@ -34,11 +35,105 @@ struct SmArgs {
 	int c; /* blocks per row (a cluster) of the vector kernel */
 };
 
+/*
+ * Exponentials relative to a row's max, in one of two domains. bf16 and f16
+ * (F) work in base 2: a max m is carried as its key m log2(e), rounded once,
+ * and e^(x - m) is 2^(x log2(e) - key), one FFMA and one ex2.approx.ftz per
+ * element. The row kernels are bound by instruction issue, not memory, and
+ * this replaces a subtraction, a product and the four-instruction
+ * denormal-handling ex2 of __expf. A value's term in the sum and its
+ * output use the same key, so the key's rounding cancels in the
+ * normalization. f32 keeps the natural domain and expf, its precision
+ * unchanged. (A bf16 max beyond FLT_MAX / log2(e), about 2.4e38,
+ * overflows its key, and its row comes out NaN.)
+ */
+template <bool F> __device__ __forceinline__ float sm_key(float m)
+{
+	return F ? m * kLog2e : m;
+}
+
+/* e^(x - m) for the key k of m. */
+template <bool F> __device__ __forceinline__ float sm_term(float x, float k)
+{
+	if constexpr (F)
+		return ex2_ftz(fmaf(x, kLog2e, -k));
+	else
+		return expf(x - k);
+}
+
+/* The factor between two keys' sums: e^(m1 - m2) for keys d = k1 - k2. */
+template <bool F> __device__ __forceinline__ float sm_rescale(float d)
+{
+	return F ? ex2_ftz(d) : expf(d);
+}
+
+/*
+ * What the write pass needs of a row: its max's key, 1 / sum and the log
+ * term. For F the log term is the whole shift, max + log(sum) in natural
+ * units, so a log_softmax value is one subtraction; for f32 it is
+ * log(sum), subtracted after the max as before.
+ */
+struct SmRow {
+	float k, inv, lse;
+};
+
+template <bool F> __device__ __forceinline__ SmRow sm_row(float k, float s)
+{
+	constexpr float ln2 = 0.69314718055994531f;
+	SmRow r;
+
+	r.k = k;
+	r.inv = 1.0f / s;
+	r.lse = F ? (k + __log2f(s)) * ln2 : logf(s);
+	return r;
+}
+
+/* One output: softmax's e^(x - max) / sum, or log_softmax's x - max - log(sum). */
+template <bool F, bool LOG> __device__ __forceinline__ float sm_value(float x, const SmRow &r)
+{
+	if constexpr (!LOG)
+		return sm_term<F>(x, r.k) * r.inv;
+	else if constexpr (F)
+		return x - r.lse;
+	else
+		return (x - r.k) - r.lse;
+}
+
+/* A 16-byte vector's outputs, a pair at a time (one packed conversion each for bf16, f16). */
+template <typename T, bool LOG>
+__device__ __forceinline__ Vec<T> sm_vec(const Vec<T> &x, const SmRow &r)
+{
+	constexpr bool F = sizeof(T) == 2;
+	Vec<T> y;
+
+#pragma unroll
+	for (int i = 0; i < Vec<T>::N / 2; i++) {
+		float2 f = vec_pair(x, i);
+		vec_set_pair(y, i, make_float2(sm_value<F, LOG>(f.x, r), sm_value<F, LOG>(f.y, r)));
+	}
+	return y;
+}
+
+/* The sum of e^(x - max) over a vector for the max's key k, two chains. */
+template <typename T> __device__ __forceinline__ float sm_vec_sum(const Vec<T> &x, float k)
+{
+	constexpr bool F = sizeof(T) == 2;
+	float2 s = make_float2(0.0f, 0.0f);
+
+#pragma unroll
+	for (int i = 0; i < Vec<T>::N / 2; i++) {
+		float2 f = vec_pair(x, i);
+		s.x += sm_term<F>(f.x, k);
+		s.y += sm_term<F>(f.y, k);
+	}
+	return s.x + s.y;
+}
+
 template <typename T, int E, bool VEC>
 __global__ void TKC_ROW_BOUNDS(E) softmax_reg(const __grid_constant__ SmArgs a)
 {
 	__shared__ float smem[8 * 32];
-	constexpr bool F = sizeof(T) == 2; /* fast exp for bf16 and f16 (cuda_common.cuh) */
+	constexpr bool F = sizeof(T) == 2; /* base-2 exponentials for bf16 and f16 (sm_key) */
 	const int rb = blockDim.y;
 
 	for (int64_t r0 = (int64_t)blockIdx.x * rb; r0 < a.rows; r0 += (int64_t)gridDim.x * rb) {
@@ -51,47 +146,101 @@ __global__ void TKC_ROW_BOUNDS(E) softmax_reg(const __grid_constant__ SmArgs a)
 #pragma unroll
 		for (int k = 0; k < E; k++)
 			m = fmaxf(m, v[k]);
-		m = row_allreduce(m, smem, MaxOp(), -INFINITY);
+		const float key = sm_key<F>(row_allreduce(m, smem, MaxOp(), -INFINITY));
 #pragma unroll
 		for (int k = 0; k < E; k++)
-			s += slot_index<T, VEC>(k) < d ? m_exp<F>(v[k] - m) : 0.0f;
-		s = row_allreduce(s, smem, SumOp(), 0.0f);
+			s += slot_index<T, VEC>(k) < d ? sm_term<F>(v[k], key) : 0.0f;
+		const SmRow row = sm_row<F>(key, row_allreduce(s, smem, SumOp(), 0.0f));
 		if (a.log_form) {
-			float lse = m_log<F>(s);
 #pragma unroll
 			for (int k = 0; k < E; k++)
-				v[k] = v[k] - m - lse;
+				v[k] = sm_value<F, true>(v[k], row);
 		} else {
-			float inv = 1.0f / s;
 #pragma unroll
 			for (int k = 0; k < E; k++)
-				v[k] = m_exp<F>(v[k] - m) * inv;
+				v[k] = sm_value<F, false>(v[k], row);
 		}
 		row_store<T, E, VEC>(v, static_cast<T *>(a.out) + off[0], d);
 	}
 }
 
 /*
- * Merge two (max, sum of exp(x - max)) pairs. A pair with max -inf holds
- * nothing (its sum is 0, and exp(-inf - -inf) would be NaN); a NaN sum
- * carries through, so a NaN anywhere makes the row NaN.
+ * Merge two (max key, sum) pairs. A pair with max -inf holds nothing (its
+ * sum is 0, and -inf - -inf would be NaN); a NaN sum carries through, so a
+ * NaN anywhere makes the row NaN.
  */
 template <bool F> struct PairOp {
 	__device__ float2 operator()(float2 a, float2 b) const
 	{
 		float m = fmaxf(a.x, b.x);
-		float sa = a.x == -INFINITY ? 0.0f : a.y * m_exp<F>(a.x - m);
-		float sb = b.x == -INFINITY ? 0.0f : b.y * m_exp<F>(b.x - m);
+		float sa = a.x == -INFINITY ? 0.0f : a.y * sm_rescale<F>(a.x - m);
+		float sb = b.x == -INFINITY ? 0.0f : b.y * sm_rescale<F>(b.x - m);
 		return make_float2(m, sa + sb);
 	}
 };
+
+/*
+ * The largest of a 16-byte vector's values, NaN only when all of them are
+ * (as an fmaxf chain from the first value).
+ */
+template <typename T> __device__ __forceinline__ float vec_max_f32(const Vec<T> &x)
+{
+	if constexpr (sizeof(T) == 2) {
+		/* Packed compares on the raw pairs, from the first pair; one conversion. */
+		return pair_max_f32<T>(vec_max2<T, false>(vec_word(x, 0), x));
+	} else {
+		float m = x.v[0];
+#pragma unroll
+		for (int i = 1; i < Vec<T>::N; i++)
+			m = fmaxf(m, x.v[i]);
+		return m;
+	}
+}
+
+/* The largest of this thread's vectors of a held row; NaN is skipped. */
+template <typename T, int V>
+__device__ __forceinline__ float sm_thread_max(const Vec<T> (&x)[V], int nvec, int rank)
+{
+	if constexpr (sizeof(T) == 2) {
+		/* One packed maximum over all the vectors, converted once. */
+		uint32_t p = Pair2<T>::neg_inf;
+#pragma unroll
+		for (int k = 0; k < V; k++) {
+			if (vec_slot<V>(rank, k) < nvec)
+				p = vec_max2<T, false>(p, x[k]);
+		}
+		return pair_max_f32<T>(p);
+	} else {
+		float m = -INFINITY;
+#pragma unroll
+		for (int k = 0; k < V; k++) {
+			if (vec_slot<V>(rank, k) < nvec)
+				m = fmaxf(m, vec_max_f32(x[k]));
+		}
+		return m;
+	}
+}
+
+/* Write this thread's vectors of a held row. */
+template <typename T, int V, bool LOG>
+__device__ __forceinline__ void sm_vec_write(const Vec<T> (&x)[V], T *o, int nvec, int rank,
+                                             const SmRow &r)
+{
+	constexpr int N = Vec<T>::N;
+
+#pragma unroll
+	for (int k = 0; k < V; k++) {
+		int j = vec_slot<V>(rank, k);
+		if (j < nvec)
+			vec_st(o + (int64_t)j * N, sm_vec<T, LOG>(x[k], r));
+	}
+}
 
 template <typename T, int V>
 __global__ void TKC_VEC_BOUNDS(V) softmax_vec(const __grid_constant__ SmArgs a)
 {
 	__shared__ float2 smem[8 * 32 + 1];
-	constexpr bool F = sizeof(T) == 2; /* fast exp for bf16 and f16 (cuda_common.cuh) */
-	constexpr int N = Vec<T>::N;
+	constexpr bool F = sizeof(T) == 2; /* base-2 exponentials for bf16 and f16 (sm_key) */
 	const RowPlace pl = row_place(a.c);
 	const int64_t nrb = (a.rows + blockDim.y - 1) / blockDim.y;
 
@@ -103,99 +252,99 @@ __global__ void TKC_VEC_BOUNDS(V) softmax_vec(const __grid_constant__ SmArgs a)
 
 		vec_row_load<T, V>(x, static_cast<const T *>(a.x) + rr * a.p.stride[1][0], nvec,
 		                   pl.rank);
-		float m = -INFINITY, s = 0.0f;
-#pragma unroll
-		for (int k = 0; k < V; k++) {
-			if (vec_slot<V>(pl.rank, k) >= nvec)
-				continue;
-#pragma unroll
-			for (int i = 0; i < N; i++)
-				m = fmaxf(m, to_f32(x[k].v[i]));
-		}
+		float m = sm_thread_max<T, V>(x, nvec, pl.rank), s = 0.0f;
 		/*
-		 * Up to V = 2 (16 or fewer values a thread) the pair merges' two
-		 * exponentials per step would cost as much as the row's own: reduce
-		 * the max first, then the sum.
+		 * Reduce the max first, then the sum, where the pair merges' two
+		 * exponentials per step would cost as much as the row's own: up to
+		 * V = 2 (16 or fewer values a thread), and for bf16 and f16, whose
+		 * own exponentials are one ex2 each, unless the row spans a
+		 * cluster (the merge saves a round of cluster barriers there).
 		 */
-		if constexpr (V <= 2)
+		const bool max_first = V <= 2 || (F && a.c == 1);
+		if (max_first)
 			m = vec_allreduce(m, reinterpret_cast<float *>(smem), MaxOp(), -INFINITY,
 			                  a.c);
+		const float key = sm_key<F>(m);
 		if (m != -INFINITY) {
 #pragma unroll
 			for (int k = 0; k < V; k++) {
-				if (vec_slot<V>(pl.rank, k) >= nvec)
-					continue;
-#pragma unroll
-				for (int i = 0; i < N; i++)
-					s += m_exp<F>(to_f32(x[k].v[i]) - m);
+				if (vec_slot<V>(pl.rank, k) < nvec)
+					s += sm_vec_sum(x[k], key);
 			}
 		}
-		float2 ms;
-		if constexpr (V <= 2)
-			ms = make_float2(m, vec_allreduce(s, reinterpret_cast<float *>(smem),
-			                                  SumOp(), 0.0f, a.c));
+		float2 ks;
+		if (max_first)
+			ks = make_float2(key, vec_allreduce(s, reinterpret_cast<float *>(smem),
+			                                    SumOp(), 0.0f, a.c));
 		else
-			ms = vec_allreduce(make_float2(m, s), smem, PairOp<F>(),
+			ks = vec_allreduce(make_float2(key, s), smem, PairOp<F>(),
 			                   make_float2(-INFINITY, 0.0f), a.c);
 		vec_launder(x);
-		const float bm = ms.x, lse = m_log<F>(ms.y), inv = 1.0f / ms.y;
+		const SmRow row = sm_row<F>(ks.x, ks.y);
 		T *o = static_cast<T *>(a.out) + rr * a.p.stride[0][0];
-#pragma unroll
-		for (int k = 0; k < V; k++) {
-			int j = vec_slot<V>(pl.rank, k);
-			if (j >= nvec)
-				continue;
-			Vec<T> y;
-#pragma unroll
-			for (int i = 0; i < N; i++) {
-				float c = to_f32(x[k].v[i]) - bm;
-				y.v[i] = from_f32<T>(a.log_form ? c - lse : m_exp<F>(c) * inv);
-			}
-			vec_st(o + (int64_t)j * N, y);
-		}
+		if (a.log_form)
+			sm_vec_write<T, V, true>(x, o, nvec, pl.rank, row);
+		else
+			sm_vec_write<T, V, false>(x, o, nvec, pl.rank, row);
 	}
 }
 
-/* Fold v into a running (max m, sum s of exp(x - m)). */
-__device__ __forceinline__ void online_add(float &m, float &s, float v)
+/* Fold v into a running (max key k, sum s of e^(x - max)). */
+template <bool F> __device__ __forceinline__ void online_add(float &k, float &s, float v)
 {
-	if (v > m) {
-		s = s * expf(m - v) + 1.0f;
-		m = v;
-	} else if (m != -INFINITY) {
-		s += expf(v - m);
+	float vk = sm_key<F>(v);
+
+	if (vk > k) {
+		s = s * sm_rescale<F>(k - vk) + 1.0f;
+		k = vk;
+	} else if (k != -INFINITY) {
+		s += sm_term<F>(v, k);
 	} else if (v != v) {
-		m = v; /* NaN: the row's result is NaN whatever else it holds */
+		k = v; /* NaN: the row's result is NaN whatever else it holds */
 	}
 }
 
 /*
- * Fold a vector of N values into (m, s): one rescale for the vector's max
- * instead of a test per element. A NaN makes vm NaN, so m and s become NaN.
+ * Fold a 16-byte vector into (k, s): one rescale for the vector's max
+ * instead of a test per element. The max starts from the first value, so
+ * a vector of NaN makes vm NaN, and k and s become NaN; a NaN among other
+ * values makes its term, and so s, NaN.
  */
-template <bool F, int N>
-__device__ __forceinline__ void online_add_vec(float &m, float &s, const float (&v)[N])
+template <typename T>
+__device__ __forceinline__ void online_add_vec(float &k, float &s, const Vec<T> &u)
 {
-	float vm = v[0];
-#pragma unroll
-	for (int i = 1; i < N; i++)
-		vm = fmaxf(vm, v[i]);
+	constexpr bool F = sizeof(T) == 2;
+	float vm = vec_max_f32(u);
+
 	if (vm != vm) {
-		m = vm;
+		k = vm;
 		s = vm;
 		return;
 	}
 	if (vm == -INFINITY)
 		return;
-	if (vm > m) {
-		s = m == -INFINITY ? 0.0f : s * m_exp<F>(m - vm);
-		m = vm;
+	float vk = sm_key<F>(vm);
+	if (vk > k) {
+		s = k == -INFINITY ? 0.0f : s * sm_rescale<F>(k - vk);
+		k = vk;
 	}
-	float t = 0.0f;
-#pragma unroll
-	for (int i = 0; i < N; i++)
-		t += m_exp<F>(v[i] - m);
-	s += t;
+	s += sm_vec_sum(u, k);
+}
+
+/* The second pass of a streamed row: its outputs. */
+template <typename T, bool VEC, bool LOG>
+__device__ __forceinline__ void sm_stream_write(const T *x, T *o, int64_t d, const SmRow &row)
+{
+	constexpr bool F = sizeof(T) == 2;
+
+	if constexpr (VEC) {
+		stream_vecs<T>(x, d, [&](const Vec<T> &u, int64_t j) {
+			vec_st(o + j, sm_vec<T, LOG>(u, row));
+		});
+	} else {
+		for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+			o[j] = from_f32<T>(sm_value<F, LOG>(to_f32(x[j]), row));
+	}
 }
 
 /*
@@ -208,49 +357,30 @@ __global__ void __launch_bounds__(kStreamThreads) softmax_stream(const __grid_co
 {
 	__shared__ float smem[32];
 	constexpr bool F = sizeof(T) == 2;
-	constexpr int N = Vec<T>::N;
 
 	for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
 		int64_t off[2];
 		plan_offsets<2>(a.p, r, off);
 		const T *x = static_cast<const T *>(a.x) + off[1];
 		T *o = static_cast<T *>(a.out) + off[0];
-		float m = -INFINITY, s = 0.0f;
+		float k = -INFINITY, s = 0.0f;
 		if constexpr (VEC) {
 			stream_vecs<T>(x, a.d, [&](const Vec<T> &u, int64_t) {
-				float v[N];
-#pragma unroll
-				for (int i = 0; i < N; i++)
-					v[i] = to_f32(u.v[i]);
-				online_add_vec<F, N>(m, s, v);
+				online_add_vec<T>(k, s, u);
 			});
 		} else {
 			for (int64_t j = threadIdx.x; j < a.d; j += blockDim.x)
-				online_add(m, s, to_f32(x[j]));
+				online_add<F>(k, s, to_f32(x[j]));
 		}
 		/* A NaN anywhere makes some thread's s NaN, and so the row's sum. */
-		float bm = block_allreduce(m, smem, MaxOp(), -INFINITY);
-		s = block_allreduce(m == -INFINITY ? 0.0f : s * m_exp<F>(m - bm), smem, SumOp(),
-		                    0.0f);
-		const float lse = m_log<F>(s), inv = 1.0f / s;
-		const bool log_form = a.log_form;
-		if constexpr (VEC) {
-			stream_vecs<T>(x, a.d, [&](const Vec<T> &u, int64_t j) {
-				Vec<T> y;
-#pragma unroll
-				for (int i = 0; i < N; i++) {
-					float c = to_f32(u.v[i]) - bm;
-					y.v[i] =
-					        from_f32<T>(log_form ? c - lse : m_exp<F>(c) * inv);
-				}
-				*reinterpret_cast<Vec<T> *>(o + j) = y;
-			});
-		} else {
-			for (int64_t j = threadIdx.x; j < a.d; j += blockDim.x) {
-				float c = to_f32(x[j]) - bm;
-				o[j] = from_f32<T>(log_form ? c - lse : m_exp<F>(c) * inv);
-			}
-		}
+		float bk = block_allreduce(k, smem, MaxOp(), -INFINITY);
+		s = block_allreduce(k == -INFINITY ? 0.0f : s * sm_rescale<F>(k - bk), smem,
+		                    SumOp(), 0.0f);
+		const SmRow row = sm_row<F>(bk, s);
+		if (a.log_form)
+			sm_stream_write<T, VEC, true>(x, o, a.d, row);
+		else
+			sm_stream_write<T, VEC, false>(x, o, a.d, row);
 	}
 }
 
@@ -264,7 +394,7 @@ template <typename T> __global__ void softmax_column(const __grid_constant__ SmA
 		const T *x = static_cast<const T *>(a.x) + off[1];
 		float m = -INFINITY, s = 0.0f;
 		for (int64_t j = 0; j < a.d; j++)
-			online_add(m, s, to_f32(x[j * a.xs]));
+			online_add<false>(m, s, to_f32(x[j * a.xs]));
 		float lse = logf(s), inv = 1.0f / s;
 		T *o = static_cast<T *>(a.out) + off[0];
 		for (int64_t j = 0; j < a.d; j++) {
