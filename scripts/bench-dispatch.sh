@@ -12,7 +12,9 @@
 # $TILEOPS_MANIFEST, else ./manifest. Results go to
 # $OUT: dispatch.jsonl (one JSON line per measurement), dispatch.log (every
 # program's output and the daemon's log) and dispatch.md (the table).
-# PROCS and KERNELS override 8 and 2000. MPS is always stopped on exit.
+# PROCS and KERNELS override 8 and 2000. The many-process runs vary from run
+# to run, so each is repeated RUNS times (default 5) and the table shows the
+# median (every run is in dispatch.jsonl). MPS is always stopped on exit.
 set -u
 out=${OUT:-/tmp/tileops-out}
 mkdir -p "$out"
@@ -20,6 +22,7 @@ mkdir -p "$out"
 bench_setup_paths
 procs=${PROCS:-8}
 kernels=${KERNELS:-2000}
+runs=${RUNS:-5}
 json=$out/dispatch.jsonl
 log=$out/dispatch.log
 table=$out/dispatch.md
@@ -56,8 +59,10 @@ bench_header
 # ---- through tileopsd --------------------------------------------------------
 if bench_start_daemon; then
 	bench_step "$bin/tileops-bench-dispatch" --address "$addr" --json "$json"
-	bench_step "$bin/tileops-bench-dispatch" --address "$addr" --procs "$procs" \
-		--kernels "$kernels" --json "$json"
+	for _ in $(seq 1 "$runs"); do
+		bench_step "$bin/tileops-bench-dispatch" --address "$addr" --procs "$procs" \
+			--kernels "$kernels" --json "$json"
+	done
 else
 	echo "tileopsd did not become ready" >>"$log"
 	failed=1
@@ -67,8 +72,10 @@ bench_stop_daemon
 # ---- in-process CUDA ---------------------------------------------------------
 base=$bin/tileops-bench-dispatch-baseline
 bench_step "$base" --json "$json"
-bench_step "$base" --procs "$procs" --kernels "$kernels" --label contexts --json "$json"
-bench_step "$base" --streams "$procs" --kernels "$kernels" --json "$json"
+for _ in $(seq 1 "$runs"); do
+	bench_step "$base" --procs "$procs" --kernels "$kernels" --label contexts --json "$json"
+	bench_step "$base" --streams "$procs" --kernels "$kernels" --json "$json"
+done
 
 # ---- the same processes under MPS ------------------------------------------
 mkdir -p "$mps_pipe" "$mps_log"
@@ -77,7 +84,9 @@ if CUDA_MPS_PIPE_DIRECTORY=$mps_pipe CUDA_MPS_LOG_DIRECTORY=$mps_log \
 	mps_up=1
 	# Only these processes may see the MPS pipe: nothing after them uses MPS.
 	export CUDA_MPS_PIPE_DIRECTORY=$mps_pipe CUDA_MPS_LOG_DIRECTORY=$mps_log
-	bench_step "$base" --procs "$procs" --kernels "$kernels" --label mps --json "$json"
+	for _ in $(seq 1 "$runs"); do
+		bench_step "$base" --procs "$procs" --kernels "$kernels" --label mps --json "$json"
+	done
 	unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 	stop_mps
 	echo "---- MPS control log" >>"$log"
@@ -95,10 +104,20 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
 procs, kernels = sys.argv[2], sys.argv[3]
 
 def get(bench, name, kernel=None):
-    for r in rows:
-        if r["bench"] == bench and r["name"] == name and (kernel is None or r["kernel"] == kernel):
-            return r["value"]
-    return None
+    """The median over the runs of one measurement (most are taken once)."""
+    v = sorted(r["value"] for r in rows
+               if r["bench"] == bench and r["name"] == name
+               and (kernel is None or r["kernel"] == kernel))
+    if not v:
+        return None
+    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+
+def spread(bench, name, kernel=None):
+    v = [r["value"] for r in rows
+         if r["bench"] == bench and r["name"] == name
+         and (kernel is None or r["kernel"] == kernel)]
+    return "" if len(v) < 2 else " (median of %d: %.0fk to %.0fk)" % (
+        len(v), min(v) / 1e3, max(v) / 1e3)
 
 def fmt(v, unit=""):
     if v is None:
@@ -162,12 +181,15 @@ print("| 12-op plan run + sync / 12-node graph launch + synchronize, median | %s
           verdict(t_plan and t_plan[0] <= 1.2 * t_plan[1] + 15.0),
           "" if not t_plan else " (%+.2f us over 1.2x)" % (t_plan[0] - 1.2 * t_plan[1])))
 print("| %s processes x %s spin kernels (5 us, 4 blocks): tileopsd vs own contexts "
-      "| %s | %s | >= 5x | %s%s |" % (
-          procs, kernels, fmt(ours_procs, "k/s"), fmt(ctx, "k/s"),
+      "| %s%s | %s%s | >= 5x | %s%s |" % (
+          procs, kernels, fmt(ours_procs, "k/s"),
+          spread("dispatch", "procs_kernels_per_s"), fmt(ctx, "k/s"),
+          spread("dispatch-baseline", "procs_kernels_per_s", "contexts"),
           verdict(t_ctx and t_ctx[0] >= 5 * t_ctx[1]),
           "" if not t_ctx else " (%.2fx)" % (t_ctx[0] / t_ctx[1])))
-print("| same, tileopsd vs MPS | %s | %s | >= 0.8x | %s%s |" % (
+print("| same, tileopsd vs MPS | %s | %s%s | >= 0.8x | %s%s |" % (
     fmt(ours_procs, "k/s"), fmt(mps, "k/s"),
+    spread("dispatch-baseline", "procs_kernels_per_s", "mps"),
     verdict(t_mps and t_mps[0] >= 0.8 * t_mps[1]),
     "" if not t_mps else " (%.2fx)" % (t_mps[0] / t_mps[1])))
 print("| same, %s streams of one context (one process) | | %s | | |" % (

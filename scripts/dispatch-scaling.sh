@@ -1,29 +1,80 @@
 #!/usr/bin/env bash
-# How the 8-process dispatch throughput scales with executor_threads: for
-# each N in $THREADS (default 1 2 4 8), start tileopsd with that many
-# executor threads, run tileops-bench-dispatch --procs 8 --kernels 2000
-# against it (with spin kernels of each length in $NS, default 5000 ns),
-# stop it. GPU machine, binaries from scripts/gpu-pack.sh.
+# How the many-process dispatch throughput depends on the daemon's
+# configuration and the clients' waiting: for each entry of $CONFIGS, start
+# tileopsd with those config keys, run tileops-bench-dispatch --procs 8
+# --kernels 2000 against it $RUNS times (default 3) for each spin-kernel
+# length in $NS (default 5000 ns), stop it. GPU machine, binaries from
+# scripts/gpu-pack.sh.
+#
+# CONFIGS: entries separated by spaces, each a comma-separated list of
+# key=value (config keys, docs/operations.md), env:NAME=value for the
+# clients' environment (TILEOPS_SPIN_US), denv:NAME=value for the daemon's
+# (CUDA_DEVICE_MAX_CONNECTIONS), dcpu:LIST and ccpu:LIST to run the daemon and
+# the clients on those CPUs (taskset -c LIST, e.g. dcpu:0-7), or "default".
+# Example:
+#   CONFIGS="default executor_threads=4 stats_sample=0 env:TILEOPS_SPIN_US=0"
+# Prints one line per run and a median per entry; also to $OUT/scaling.txt
+# when OUT is set.
 set -u
 root=$PWD
 [ -d "$root/.carry/bin" ] || tar -C "$root/.carry" -xJf "$root/.carry/pack.tar.xz"
 export LD_LIBRARY_PATH=$root/.carry/lib
 bin=$root/.carry/bin
 run=/tmp/tileops-scaling
-for n in ${THREADS:-1 2 4 8}; do
+procs=${PROCS:-8}
+report=${OUT:+$OUT/scaling.txt}
+report=${report:-/dev/null}
+# Each run's per-process finish times and each session's executor thread.
+detail=${OUT:+$OUT/scaling-procs.txt}
+detail=${detail:-/dev/null}
+[ -n "${OUT:-}" ] && mkdir -p "$OUT"
+say() { echo "$*" | tee -a "$report"; }
+
+for entry in ${CONFIGS:-executor_threads=1 executor_threads=2 executor_threads=4 default}; do
 	rm -rf "$run" && mkdir -p "$run"
-	printf 'executor_threads = %s\n' "$n" >"$run/conf"
-	"$bin/tileopsd" --backend cuda --config "$run/conf" --listen "ipc://$run/d.sock" \
+	: >"$run/conf"
+	client_env=() daemon_env=() dcpu=() ccpu=()
+	if [ "$entry" != default ]; then
+		IFS=, read -r -a kvs <<<"$entry"
+		for kv in "${kvs[@]}"; do
+			case $kv in
+			env:*) client_env+=("${kv#env:}") ;;
+			denv:*) daemon_env+=("${kv#denv:}") ;;
+			dcpu:*) dcpu=(taskset -c "${kv#dcpu:}") ;;
+			ccpu:*) ccpu=(taskset -c "${kv#ccpu:}") ;;
+			*) printf '%s = %s\n' "${kv%%=*}" "${kv#*=}" >>"$run/conf" ;;
+			esac
+		done
+	fi
+	${dcpu[@]+"${dcpu[@]}"} env ${daemon_env[@]+"${daemon_env[@]}"} \
+		"$bin/tileopsd" --backend cuda --config "$run/conf" --listen "ipc://$run/d.sock" \
 		--stats "ipc://$run/s.sock" --manifest "$root/.carry/manifest" \
 		--ready-file "$run/pid" 2>"$run/log" &
 	daemon=$!
-	for _ in $(seq 1 100); do [ -s "$run/pid" ] && break; sleep 0.1; done
+	for _ in $(seq 1 200); do [ -s "$run/pid" ] && break; sleep 0.1; done
 	for ns in ${NS:-5000}; do
-		rate=$("$bin/tileops-bench-dispatch" --address "ipc://$run/d.sock" --procs 8 \
-			--kernels 2000 --ns "$ns" 2>&1 | grep -o '"procs_kernels_per_s"[^}]*' |
-			grep -o '"value":[0-9.e+]*')
-		echo "executor_threads=$n 8 procs x 2000 spin kernels of $ns ns: $rate kernels/s"
+		rates=() spreads=()
+		for _ in $(seq 1 "${RUNS:-3}"); do
+			o=$(${ccpu[@]+"${ccpu[@]}"} env ${client_env[@]+"${client_env[@]}"} \
+				"$bin/tileops-bench-dispatch" \
+				--address "ipc://$run/d.sock" --procs "$procs" --kernels 2000 \
+				--ns "$ns" 2>&1)
+			val() { echo "$o" | grep -o "\"$1\"[^}]*" | grep -o '"value":[0-9.e+]*' |
+				cut -d: -f2; }
+			r=$(val procs_kernels_per_s)
+			rates+=("${r:-0}")
+			spreads+=("$(val procs_first_done_ms)/$(val procs_wall_ms)ms")
+			echo "$entry ns=$ns: $(echo "$o" | grep proc_done_ms |
+				grep -o '"value":[0-9.e+]*' | cut -d: -f2 | tr '\n' ' ')" >>"$detail"
+		done
+		med=$(printf '%s\n' "${rates[@]}" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
+		say "$entry: $procs procs x 2000 spin kernels of $ns ns: median $med kernels/s" \
+			"(runs: ${rates[*]}; first/last process done: ${spreads[*]})"
 	done
 	kill -TERM "$daemon"
 	wait "$daemon"
+	grep -o "session [0-9]* opened.*executor thread [0-9]*" "$run/log" |
+		sed 's/(pid [0-9]*, uid [0-9]*, //; s/, arena.*executor/ executor/' |
+		tr '\n' ';' >>"$detail"
+	echo >>"$detail"
 done

@@ -6,7 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD:-build-gpu}
 cmake -S . -B "$build" -G Ninja -DTILEOPS_CUDA=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
-ninja -C "$build" -j"$(nproc)"
+# TARGETS (space-separated) builds only those and packs them with what the
+# folder already holds.
+# shellcheck disable=SC2086
+ninja -C "$build" -j"$(nproc)" ${TARGETS:-}
 rm -rf .carry && mkdir -p .carry/bin .carry/lib
 # Every executable the build made: the daemon, tools, examples, tests.
 find "$build" -type f -perm -u+x \( -path '*/daemon/*' -o -path '*/client/*' -o -path '*/tests/*' \

@@ -37,9 +37,13 @@ step() {
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu \
 	--format=csv >>"$summary" 2>&1
 
-for t in "$bin"/test_gpu_*; do
-	[ -x "$t" ] && step "$(basename "$t")" "$t" --jobs=1
-done
+# GPU_KTESTS=0 leaves the kernel tests out (gpu-session.sh's ktests step
+# runs them side by side instead).
+if [ "${GPU_KTESTS:-1}" != 0 ]; then
+	for t in "$bin"/test_gpu_*; do
+		[ -x "$t" ] && step "$(basename "$t")" "$t" --jobs=1
+	done
+fi
 
 run=/tmp/tileops-run
 rm -rf "$run" && mkdir -p "$run"

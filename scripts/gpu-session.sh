@@ -5,6 +5,7 @@
 # the summary and the tables are also copied to $OUT (the device tool brings
 # back at most eight files). STEPS picks a subset:
 #   ktests tests bench dispatch layer torch tune gemm membound decode prefill
+#   scaling ncu
 set -u
 root=$PWD
 out=${OUT:-/tmp/tileops-out}
@@ -77,6 +78,21 @@ has gemm && bench_step gemm bench-gemm.sh "${LIMIT_GEMM:-300}"
 has decode && bench_step decode bench-decode.sh "${LIMIT_DECODE:-200}"
 has prefill && bench_step prefill bench-prefill.sh "${LIMIT_PREFILL:-300}"
 has membound && bench_step membound bench-membound.sh "${LIMIT_MEMBOUND:-300}"
+# scaling: the many-process dispatch rate under each daemon configuration
+# of $CONFIGS (scripts/dispatch-scaling.sh).
+if has scaling; then
+	OUT=$res/scaling timeout "${LIMIT_SCALING:-240}" bash "$root/scripts/dispatch-scaling.sh" \
+		>/dev/null 2>&1
+	echo "dispatch-scaling.sh rc=$?" >>"$out/summary.txt"
+	cp "$res/scaling/scaling.txt" "$res/scaling/scaling-procs.txt" "$out/" 2>/dev/null
+fi
+# ncu: Nsight Compute profiles of the kernels short of their targets
+# (scripts/profile-ncu.sh; PROFILES picks them).
+if has ncu; then
+	OUT=$res/ncu timeout "${LIMIT_NCU:-400}" bash "$root/scripts/profile-ncu.sh" \
+		>"$res/ncu.stdout" 2>&1
+	echo "profile-ncu.sh rc=$?" >>"$out/summary.txt"
+fi
 if has torch; then
 	# From this call's bench, or carried from an earlier call's results.
 	if [ ! -f "$res/bench/tileops.json" ] && [ -d "$root/.carry/bench" ]; then

@@ -387,6 +387,7 @@ static int run_procs(const struct options *o)
 	if (bench_procs_run(PROG, o->procs, 1, sizeof(res[0]), proc_main, (void *)o, res, &t0) < 0)
 		return -1;
 	end = t0;
+	double first = -1.0;
 	for (int i = 0; i < o->procs; i++) {
 		if (!res[i].ok) {
 			fprintf(stderr,
@@ -394,12 +395,22 @@ static int run_procs(const struct options *o)
 			return -1;
 		}
 		end = res[i].end_us > end ? res[i].end_us : end;
+		first = first < 0 || res[i].end_us < first ? res[i].end_us : first;
+	}
+	for (int i = 0; i < o->procs; i++) {
+		char who[32];
+		snprintf(who, sizeof(who), "process %d", i);
+		bench_report("proc_done_ms", who, "once", (res[i].end_us - t0) / 1e3, "ms",
+		             (long)o->kernels);
 	}
 	bench_report_backend(res[0].backend);
 	double total = (double)o->procs * (double)o->kernels;
 	bench_report("procs_kernels_per_s", "spin", "total", total / ((end - t0) / 1e6),
 	             "kernels/s", (long)total);
 	bench_report("procs_wall_ms", "spin", "once", (end - t0) / 1e3, "ms", (long)total);
+	/* How evenly the processes were served: the first one's finish beside the last's. */
+	bench_report("procs_first_done_ms", "spin", "once", (first - t0) / 1e3, "ms",
+	             (long)total);
 	return 0;
 }
 

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Nsight Compute profiles of the kernels whose targets are not met, on the
+# GPU machine, from the packed binaries (.carry/, scripts/gpu-pack.sh).
+# Each profile runs a bench under ncu, restricted to one kernel family and
+# a few launches, with the sections that say where the time goes: speed of
+# light, memory workload, compute pipes, occupancy, launch statistics, warp
+# states and schedulers. The clocks are left alone (--clock-control none).
+#
+# PROFILES picks a subset (default: all):
+#   gemm-decode  our GEMM and cuBLASLt on m128 n2112 k7168 (DeepSeek q_a+kv_a)
+#   gemm-m1      our GEMM on 1 x 4096 x 14336 (Llama 8B down_proj, M = 1)
+#   gemm-large   our GEMM and cuBLASLt on 4096 x 2112 x 7168
+#   prefill      attention_prefill, d128 B4 H32 S4096 non-causal
+#   softmax      softmax of 32768 x 8192 bf16, then of 128 x 128256 bf16
+#   norm         rms_norm of 4096 x 7168 bf16 (DeepSeek-V3 hidden)
+#   fp8          quant_fp8_per_token of 4096 x 7168 bf16
+# Each writes $OUT/ncu-NAME.txt (the details page) and a log.
+set -u
+out=${OUT:-/tmp/tileops-out}
+mkdir -p "$out"
+. "$PWD/scripts/bench-lib.sh"
+bench_setup_paths
+export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/usr/local/cuda/lib64
+ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+log=$out/ncu.log
+: >"$log"
+bench_header
+tune=$root/deploy/gemm-tune-h200.txt
+profiles=${PROFILES:-gemm-decode gemm-m1 gemm-large prefill softmax norm fp8}
+sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis
+	--section ComputeWorkloadAnalysis --section Occupancy --section LaunchStats
+	--section WarpStateStats --section SchedulerStats)
+
+# profile NAME KERNEL_REGEX SKIP COUNT -- COMMAND...
+profile() {
+	local name=$1 regex=$2 skip=$3 count=$4
+	shift 5
+	echo "==== $name: -k regex:$regex -s $skip -c $count $*" >>"$log"
+	timeout "${NCU_LIMIT:-120}" "$ncu" --clock-control none --target-processes all \
+		-k "regex:$regex" -s "$skip" -c "$count" "${sections[@]}" \
+		--print-units base "$@" >"$out/ncu-$name.txt" 2>>"$log"
+	echo "==== rc=$?" >>"$log"
+}
+
+has() { case " $profiles " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
+gemm=("$bin/tileops-bench-gemm" --manifest "$manifest" --tune "$tune" --no-sass --reps 5)
+ours='gemm_sm90|smallm|splitk'
+cublas='nvjet|xmma|cutlass'
+if has gemm-decode; then
+	profile gemm-decode "$ours" 0 3 -- "${gemm[@]}" --filter "q_a + kv_a proj decode"
+	profile gemm-decode-cublas "$cublas" 0 8 -- "${gemm[@]}" --filter "q_a + kv_a proj decode"
+fi
+if has gemm-m1; then
+	profile gemm-m1 "$ours" 0 3 -- "${gemm[@]}" --filter "down_proj decode m1"
+	profile gemm-m1-cublas "$cublas" 0 6 -- "${gemm[@]}" --filter "down_proj decode m1"
+fi
+if has gemm-large; then
+	profile gemm-large "$ours" 0 1 -- "${gemm[@]}" --filter "q_a + kv_a proj prefill"
+	profile gemm-large-cublas "$cublas" 0 6 -- "${gemm[@]}" --filter "q_a + kv_a proj prefill"
+fi
+if has prefill; then
+	profile prefill 'prefill_kernel' 2 1 -- \
+		"$bin/tileops-bench-prefill" --quick --variants d --runs 10
+fi
+# tileops-bench: the copy and the empty kernels come first; -s skips the
+# first warm-up calls of the one workload left by --op and --workload.
+membound() {
+	local name=$1 regex=$2 op=$3 workload=$4
+	profile "$name" "$regex" 2 1 -- "$bin/tileops-bench" --op "$op" --workload "$workload" \
+		--runs 5
+}
+if has softmax; then
+	membound softmax softmax_vec softmax "wide rows"
+	membound softmax-logits softmax_vec softmax "logits decode"
+fi
+has norm && membound norm norm_vec rms_norm "deepseek-v3 hidden"
+has fp8 && membound fp8 quant_token quant_fp8_per_token "deepseek-v3 activations"
+
+ls -la "$out" >>"$log"
