@@ -36,8 +36,8 @@
  * about 1 / S of a tile's time instead of a whole one. With fewer tiles than
  * SMs (decode, M <= 128) every tile is split this way. Each CTA of a split
  * tile writes its f32 partial sums to the workspace and counts in on the
- * tile's counter; the last to arrive adds the others' partials and runs the
- * epilogue. No CTA waits for another, and every CTA has at most one split
+ * tile's counter; the last to arrive sums the partials in K order (so the
+ * bits do not depend on which came last) and runs the epilogue. No CTA waits for another, and every CTA has at most one split
  * unit, so each owns one partial slot. The counters are cleared by one
  * small memset per launch.
  *
@@ -433,8 +433,11 @@ __device__ __forceinline__ float4 *part_slot(const Sm90Args &p, int v, int strea
 
 /*
  * Split unit v's K range is done: publish this warpgroup's partial sums and
- * count in; the last of the tile's S units to arrive adds the others'
- * partials to its accumulators and returns true (it runs the epilogue).
+ * count in; the last of the tile's S units to arrive sums all S partials,
+ * its own read back too, in K order, and returns true (it runs the
+ * epilogue). The order does not depend on which unit came last, so a
+ * product gives the same bits every time (a plan replay equals the op run
+ * alone).
  * The 128 threads of one consumer warpgroup; word is a shared word of its
  * own, free until the epilogue.
  */
@@ -464,9 +467,13 @@ __device__ __forceinline__ bool split_reduce(const Sm90Args &p, float (&acc)[MI]
 	if (*word == 0)
 		return false;
 	__threadfence(); /* the other partials are visible from here on */
+#pragma unroll
+	for (int mi = 0; mi < MI; mi++) {
+#pragma unroll
+		for (int i = 0; i < NR; i++)
+			acc[mi][i] = 0.0f;
+	}
 	for (int o = lead; o < lead + p.split; o++) {
-		if (o == v)
-			continue;
 		const float4 *src = part_slot<MI, NR>(p, o, stream);
 #pragma unroll
 		for (int mi = 0; mi < MI; mi++) {

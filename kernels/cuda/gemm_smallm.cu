@@ -32,7 +32,8 @@
  *   epilogue (alpha, bias, residual, one rounding) for them. No workspace.
  * - cluster 0 or 1: each CTA writes its partial tile to the workspace and
  *   bumps a per-tile counter; the CTA that arrives last sums the partials
- *   and runs the epilogue, so no second kernel runs. The counters are
+ *   in K order (the same bits whichever came last) and runs the epilogue,
+ *   so no second kernel runs. The counters are
  *   cleared with one small memset per launch. Workspace: 256-byte-aligned
  *   counters (batch * n_tiles u32), then batch * split_k * M * N f32
  *   partial sums. Without workspace this form cannot split.
@@ -247,16 +248,15 @@ __device__ __forceinline__ void finish_tile(const SmallmArgs &g, float *tile, in
 	if (!last)
 		return;
 	__threadfence(); /* the other CTAs' partials are visible from here on */
+	/* In K order whichever CTA came last, so every run gives the same bits. */
 	for (int e = tid; e < rows * TN; e += kThreads) {
 		int m = e / TN, n = e % TN;
 		if (n >= cols)
 			continue;
-		float v = tile[m * ld + n];
+		float v = 0.0f;
 		const float *p = part + (int64_t)m * g.n + n0 + n;
-		for (int o = 0; o < g.split; o++) {
-			if (o != s)
-				v += __ldcg(p + o * mn);
-		}
+		for (int o = 0; o < g.split; o++)
+			v += o == s ? tile[m * ld + n] : __ldcg(p + o * mn);
 		store_out<T>(g, bz, m, n0 + n, v);
 	}
 }

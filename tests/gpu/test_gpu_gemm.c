@@ -427,3 +427,48 @@ Test(gpu_gemm_smallm, declines_what_it_cannot_serve)
 	p.dtype = TK_F32;
 	cr_expect_eq(tk_gemm_smallm_candidates(&p, cfg, 4), 0, "f32");
 }
+
+/*
+ * The small-M configurations that split K through the workspace add the
+ * partial sums in K order whichever CTA finishes last: twenty runs of each
+ * give the bits of the first.
+ */
+Test(gpu_gemm_smallm, workspace_splits_give_the_same_bits_on_every_run)
+{
+	gcase g = { TK_BF16, 0, 16, 520, 7168, 1, 0, 0, 0, 1.0, 0 };
+	tk_gemm_config cfgs[512];
+	cudaStream_t s;
+	void *ws = NULL;
+	gdata d;
+
+	gpu_require();
+	data_init(&d, &g);
+	cr_assert_eq(cudaMalloc(&ws, TK_WORKSPACE_BYTES), cudaSuccess);
+	cr_assert_eq(cudaStreamCreate(&s), cudaSuccess);
+	tk_gemm_problem p = problem_of(&d, &g, ws, TK_WORKSPACE_BYTES);
+	int n = tk_gemm_smallm_candidates(&p, cfgs, 512), tried = 0;
+	unsigned char *first = malloc(d.out_bytes), *got = malloc(d.out_bytes);
+	cr_assert(first != NULL && got != NULL);
+	for (int i = 0; i < n; i++) {
+		if (cfgs[i].split_k <= 1 || cfgs[i].cluster > 1)
+			continue;
+		char how[96];
+		tk_gemm_config_str(&cfgs[i], how, sizeof(how));
+		for (int k = 0; k < 20; k++) {
+			cr_assert_eq(tk_gemm_launch(&p, &cfgs[i], s), TK_OK, "%s", how);
+			sync_ok(s, how);
+			cr_assert_eq(cudaMemcpy(k ? got : first, d.dc.out[0].data, d.out_bytes,
+			                        cudaMemcpyDeviceToHost),
+			             cudaSuccess);
+			cr_assert(k == 0 || memcmp(first, got, d.out_bytes) == 0,
+			          "%s: run %d differs from the first in its bits", how, k + 1);
+		}
+		tried++;
+	}
+	cr_assert_gt(tried, 0, "workspace splits were offered for m 16 n 520 k 7168");
+	free(first);
+	free(got);
+	cudaStreamDestroy(s);
+	cudaFree(ws);
+	data_free(&d, &g);
+}

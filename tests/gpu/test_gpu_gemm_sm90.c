@@ -471,3 +471,43 @@ Test(gemm_sm90, split_k_without_workspace_is_refused_as_unsupported)
 	cr_assert_eq(cudaGetLastError(), cudaSuccess);
 	run_free(&r);
 }
+
+/*
+ * The split tiles' partial sums are added in K order whichever CTA finishes
+ * last, so a split product gives the same bits on every run (a plan's
+ * replay equals the same op run alone). Thirty runs of each split the
+ * family offers, and of a forced 4-way split, against the first.
+ */
+Test(gemm_sm90, split_k_gives_the_same_bits_on_every_run)
+{
+	struct sm90_run r;
+	tk_gemm_config cfgs[MAX_CFGS];
+
+	gpu_require();
+	run_setup(&r, &CASES[9], TK_BF16, 1);
+	run_reference(&r);
+	int n = tk_gemm_sm90_candidates(&r.p, cfgs, MAX_CFGS);
+	cr_assert(n > 0 && n < MAX_CFGS);
+	cfgs[n] = cfgs[0];
+	cfgs[n++].split_k = 4;
+	uint16_t *first = malloc(r.nc * 2), *got = malloc(r.nc * 2);
+	cr_assert(first != NULL && got != NULL);
+	int tried = 0;
+	for (int i = 0; i < n; i++) {
+		if (cfgs[i].split_k <= 1)
+			continue;
+		char name[96];
+		config_name(&cfgs[i], name, sizeof(name));
+		cr_assert_lt(run_config(&r, &cfgs[i], first), 2e-2, "%s: wrong result", name);
+		for (int k = 0; k < 30; k++) {
+			run_config(&r, &cfgs[i], got);
+			cr_assert(memcmp(first, got, r.nc * 2) == 0,
+			          "%s: run %d differs from the first in its bits", name, k + 2);
+		}
+		tried++;
+	}
+	cr_assert_gt(tried, 1, "splits were run");
+	free(first);
+	free(got);
+	run_free(&r);
+}
