@@ -64,8 +64,10 @@ for entry in ${CONFIGS:-executor_threads=1 executor_threads=2 executor_threads=4
 			r=$(val procs_kernels_per_s)
 			rates+=("${r:-0}")
 			spreads+=("$(val procs_first_done_ms)/$(val procs_wall_ms)ms")
-			echo "$entry ns=$ns: $(echo "$o" | grep proc_done_ms |
-				grep -o '"value":[0-9.e+]*' | cut -d: -f2 | tr '\n' ' ')" >>"$detail"
+			for what in start done; do
+				echo "$entry ns=$ns $what: $(echo "$o" | grep "proc_${what}_ms" |
+					grep -o '"value":[0-9.e+]*' | cut -d: -f2 | tr '\n' ' ')"
+			done >>"$detail"
 		done
 		med=$(printf '%s\n' "${rates[@]}" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
 		say "$entry: $procs procs x 2000 spin kernels of $ns ns: median $med kernels/s" \

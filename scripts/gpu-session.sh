@@ -15,6 +15,10 @@ steps=${STEPS:-tests bench dispatch torch}
 if [ -f "$root/.carry/pack.tar.xz" ] && [ ! -d "$root/.carry/bin" ]; then
 	tar -C "$root/.carry" -xJf "$root/.carry/pack.tar.xz"
 fi
+# Binaries rebuilt after the pack was made replace the packed ones.
+if [ -d "$root/.carry/override" ]; then
+	cp "$root/.carry/override/"* "$root/.carry/bin/"
+fi
 export LD_LIBRARY_PATH=$root/.carry/lib:/usr/local/cuda/lib64
 bin=$root/.carry/bin
 export TILEOPS_MANIFEST=$root/.carry/manifest

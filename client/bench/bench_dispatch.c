@@ -315,7 +315,7 @@ out:
 /* What one process reports back through the result pipe. */
 struct proc_result {
 	int ok;
-	double end_us;
+	double start_us, end_us; /* after the start signal; after the last sync */
 	char backend[16];
 };
 
@@ -363,6 +363,7 @@ static int proc_main(bench_proc *p, int idx, void *arg)
 
 	int prepared = proc_prepare(o, idx, &c, t, &op, params, x) == 0;
 	bench_proc_start(p);
+	r.start_us = bench_now_us();
 	if (prepared && submit_many(c, &op, o->kernels) == 0) {
 		r.end_us = bench_now_us();
 		/* Block b writes element b % n: the first min(blocks, n) are written. */
@@ -400,6 +401,8 @@ static int run_procs(const struct options *o)
 	for (int i = 0; i < o->procs; i++) {
 		char who[32];
 		snprintf(who, sizeof(who), "process %d", i);
+		bench_report("proc_start_ms", who, "once", (res[i].start_us - t0) / 1e3, "ms",
+		             (long)o->kernels);
 		bench_report("proc_done_ms", who, "once", (res[i].end_us - t0) / 1e3, "ms",
 		             (long)o->kernels);
 	}
