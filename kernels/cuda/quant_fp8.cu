@@ -348,7 +348,7 @@ tk_status quant_run(QArgs &a, const tk_iter &it, bool per_token, cudaStream_t s)
 	launch_begin();
 	if (per_token) {
 		if (vec_rows_fit(a.d, sizeof(T), it.ndim, a.vec)) {
-			VecShape sh = vec_shape(a.d / Vec<T>::N);
+			VecShape sh = vec_shape(a.d / Vec<T>::N, a.rows);
 			a.c = sh.c;
 			if (TKC_VEC_LAUNCH(quant_token_vec, T, sh, a.rows, s, a) != cudaSuccess)
 				return TK_ERR_LAUNCH;

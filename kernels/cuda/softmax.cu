@@ -415,7 +415,7 @@ template <typename T> tk_status softmax_run(SmArgs &a, const tk_iter &it, bool r
 	}
 	a.vec = tk_row_vec_ok(&it, a.d, sizeof(T), ptrs, 2);
 	if (vec_rows_fit(a.d, sizeof(T), it.ndim, a.vec)) {
-		VecShape sh = vec_shape(a.d / Vec<T>::N);
+		VecShape sh = vec_shape(a.d / Vec<T>::N, a.rows);
 		a.c = sh.c;
 		if (TKC_VEC_LAUNCH(softmax_vec, T, sh, a.rows, s, a) != cudaSuccess)
 			return TK_ERR_LAUNCH;
