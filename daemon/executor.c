@@ -92,11 +92,12 @@ int executor_poll_pending(worker *w)
 /* ---- pacing ------------------------------------------------------------- */
 
 /*
- * Every thread launches into the one device context, and the driver's lock
- * does not take turns: under load one thread can get far fewer launches
- * than the others for a while, and its sessions fall behind everyone
- * else's (measured on an H200 with 8 busy clients: one process in two runs
- * finishing 30% after the rest). So a thread with ring work publishes its
+ * Every thread launches into the one device context, which does not serve
+ * launching threads evenly: under load one thread can get far fewer
+ * launches than the others for a while, and its sessions fall behind
+ * everyone else's (on an H200 with 8 busy clients, in about one run in two
+ * a process finished 30% after the rest; docs/perf.md, "Dispatch"). Pacing
+ * makes such runs rarer, not impossible. A thread with ring work publishes its
  * launch count, and every PACE_EVERY entries looks at the other threads
  * with work: while it is more than `pace` launches ahead of one of them, it
  * waits (at most PACE_WAIT_US), leaving the lock to the one behind. A
