@@ -11,6 +11,8 @@
 #   gemm-m1      our GEMM on 1 x 4096 x 14336 (Llama 8B down_proj, M = 1)
 #   gemm-large   our GEMM and cuBLASLt on 4096 x 2112 x 7168
 #   prefill      attention_prefill, d128 B4 H32 S4096 non-causal
+#   prefill-more the same kernel on d128 causal, d64 B16 H16 S1024 and d256 B4 H16 S4096
+#   bmm          our GEMM and cuBLASLt on the bmm b32 2048x2048x128 (attention scores)
 #   softmax      softmax of 32768 x 8192 bf16, then of 128 x 128256 bf16
 #   norm         rms_norm of 4096 x 7168 bf16 (DeepSeek-V3 hidden)
 #   fp8          quant_fp8_per_token of 4096 x 7168 bf16
@@ -26,7 +28,7 @@ log=$out/ncu.log
 : >"$log"
 bench_header
 tune=$root/deploy/gemm-tune-h200.txt
-profiles=${PROFILES:-gemm-decode gemm-m1 gemm-large prefill softmax norm fp8}
+profiles=${PROFILES:-gemm-decode gemm-m1 gemm-large prefill prefill-more bmm softmax norm fp8}
 sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis
 	--section ComputeWorkloadAnalysis --section Occupancy --section LaunchStats
 	--section WarpStateStats --section SchedulerStats)
@@ -59,9 +61,20 @@ if has gemm-large; then
 	profile gemm-large "$ours" 0 1 -- "${gemm[@]}" --filter "q_a + kv_a proj prefill"
 	profile gemm-large-cublas "$cublas" 0 6 -- "${gemm[@]}" --filter "q_a + kv_a proj prefill"
 fi
+# tileops-bench-prefill --quick runs the six target shapes in order, each
+# 14 launches (1 check, 3 warm-up, 10 timed): -s picks one shape's third.
+prefill=("$bin/tileops-bench-prefill" --quick --variants d --runs 10)
 if has prefill; then
-	profile prefill 'prefill_kernel' 2 1 -- \
-		"$bin/tileops-bench-prefill" --quick --variants d --runs 10
+	profile prefill 'prefill_kernel' 2 1 -- "${prefill[@]}"
+fi
+if has prefill-more; then
+	profile prefill-causal 'prefill_kernel' 16 1 -- "${prefill[@]}"
+	profile prefill-d64 'prefill_kernel' 30 1 -- "${prefill[@]}"
+	profile prefill-d256 'prefill_kernel' 58 1 -- "${prefill[@]}"
+fi
+if has bmm; then
+	profile bmm "$ours" 0 1 -- "${gemm[@]}" --filter "attention scores prefill"
+	profile bmm-cublas "$cublas" 0 4 -- "${gemm[@]}" --filter "attention scores prefill"
 fi
 # tileops-bench: the copy and the empty kernels come first; -s skips the
 # first warm-up calls of the one workload left by --op and --workload.
