@@ -424,7 +424,9 @@ template <typename T> tk_status norm_run(NormArgs &a, const tk_iter &it, cudaStr
 	a.vec = tk_row_vec_ok(&it, a.d, sizeof(T), ptrs, 5);
 	launch_begin();
 	if (vec_rows_fit(a.d, sizeof(T), it.ndim, a.vec)) {
-		VecShape sh = vec_shape(a.d / Vec<T>::N, a.rows, a.res != nullptr);
+		/* The fused forms hold the residual too; layer_norm a second reduction's
+		 * values: both keep the shapes that do not spill (rowops.cuh). */
+		VecShape sh = vec_shape(a.d / Vec<T>::N, a.rows, a.res != nullptr, a.layer != 0);
 		a.c = sh.c;
 		if (norm_vec_launch<T>(sh, a, s) != cudaSuccess)
 			return TK_ERR_LAUNCH;

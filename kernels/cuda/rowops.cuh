@@ -254,26 +254,46 @@ struct VecShape {
  * bytes in flight of 2: measured on an H200, softmax of 32 x 2048 x 2048
  * from 64% to 87% of copy, rms_norm of 2048 x 4096 from 50% to 57%); a few
  * rows, whose time is one row's latency, and the fused norms, which hold
- * the residual too and lose occupancy at V = 4, grow threads first. Past
- * 4096 both are the same. v = 0: too wide (the streaming kernels take it).
+ * the residual too and lose occupancy at V = 4, grow threads first. Rows
+ * past 4096 vectors (vocabulary logits) take 8 vectors a thread before more
+ * blocks per cluster when their clusters fill more than one wave, halving
+ * the waves (each waits on its cluster barriers: 128 x 128256 bf16 softmax
+ * from 44% to 51% of copy), except in the fused norms and layer_norm
+ * (no_v8), which spill at V = 8. v = 0: too wide (the streaming kernels
+ * take it).
  */
 constexpr int64_t kManyRows = 1024;
 
-static inline VecShape vec_shape(int64_t nvec, int64_t rows = kManyRows, bool holds_more = false)
+static inline VecShape vec_shape(int64_t nvec, int64_t rows = kManyRows, bool holds_more = false,
+                                 bool no_v8 = false)
 {
 	static const VecShape deep[] = {
 		{ 1, 32, 8, 1 },  { 2, 32, 8, 1 },  { 4, 32, 8, 1 },  { 4, 64, 4, 1 },
 		{ 4, 128, 2, 1 }, { 4, 256, 1, 1 }, { 4, 512, 1, 1 }, { 4, 512, 1, 2 },
-		{ 4, 512, 1, 4 }, { 4, 512, 1, 8 }, { 8, 512, 1, 8 }, { 8, 1024, 1, 8 },
+		{ 8, 512, 1, 2 }, { 8, 512, 1, 4 }, { 8, 512, 1, 8 }, { 8, 1024, 1, 8 },
 	};
-	static const VecShape wide[] = {
+	static const VecShape few[] = {
 		{ 1, 32, 8, 1 },  { 2, 32, 8, 1 },  { 2, 64, 4, 1 },  { 2, 128, 2, 1 },
 		{ 2, 256, 1, 1 }, { 4, 256, 1, 1 }, { 4, 512, 1, 1 }, { 4, 512, 1, 2 },
 		{ 4, 512, 1, 4 }, { 4, 512, 1, 8 }, { 8, 512, 1, 8 }, { 8, 1024, 1, 8 },
 	};
-	const VecShape *steps = rows >= kManyRows && !holds_more ? deep : wide;
+	static const VecShape fused[] = {
+		{ 1, 32, 8, 1 },  { 2, 32, 8, 1 },  { 2, 64, 4, 1 },  { 2, 128, 2, 1 },
+		{ 2, 256, 1, 1 }, { 4, 256, 1, 1 }, { 4, 512, 1, 1 }, { 4, 512, 1, 2 },
+		{ 4, 512, 1, 4 }, { 4, 512, 1, 8 }, { 8, 512, 1, 8 }, { 8, 1024, 1, 8 },
+	};
+	const VecShape *steps = holds_more ? fused : rows >= kManyRows ? deep : few;
+	/* Wide rows: 8 vectors a thread once 4 would take more than one wave of
+	 * clusters (two 512-thread blocks per SM); a few rows keep more blocks,
+	 * each with less to do (one row of 128256 bf16: 5.1 us in a graph with
+	 * 8 blocks of 4 vectors a thread, 6.8 us with 4 blocks of 8). */
+	if (!holds_more && nvec > 4096)
+		steps = rows * ((nvec + 2047) / 2048) > 2 * (int64_t)sm_count() ? deep : few;
+	if (no_v8 && nvec > 4096)
+		steps = fused;
 	VecShape none = { 0, 0, 0, 0 };
 
+	static_assert(sizeof(deep) == sizeof(few) && sizeof(few) == sizeof(fused), "same lengths");
 	for (size_t i = 0; i < sizeof(deep) / sizeof(deep[0]); i++) {
 		const VecShape &s = steps[i];
 		if ((int64_t)s.v * s.tb * s.c >= nvec)
