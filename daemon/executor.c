@@ -147,9 +147,11 @@ static void pace_leave(worker *w)
 static void pace_step(worker *w)
 {
 	executor *ex = w->ex;
+	pace_slot *me = &ex->pace[w->index];
+	__atomic_store_n(&me->ring_ops, __atomic_load_n(&me->ring_ops, __ATOMIC_RELAXED) + 1,
+	                 __ATOMIC_RELAXED);
 	if (!w->pacing)
 		return;
-	pace_slot *me = &ex->pace[w->index];
 	uint64_t mine = __atomic_load_n(&me->launched, __ATOMIC_RELAXED) + 1;
 	__atomic_store_n(&me->launched, mine, __ATOMIC_RELAXED);
 	if (++w->since_pace < PACE_EVERY)
@@ -164,10 +166,14 @@ static void pace_step(worker *w)
 		while (__atomic_load_n(&o->busy, __ATOMIC_RELAXED) &&
 		       __atomic_load_n(&o->launched, __ATOMIC_RELAXED) + pace < mine) {
 			double now = mono_us();
-			if (deadline == 0.0)
+			if (deadline == 0.0) {
 				deadline = now + PACE_WAIT_US;
-			else if (now >= deadline)
+				__atomic_store_n(&me->waits,
+				                 __atomic_load_n(&me->waits, __ATOMIC_RELAXED) + 1,
+				                 __ATOMIC_RELAXED);
+			} else if (now >= deadline) {
 				return;
+			}
 			for (int k = 0; k < 32; k++)
 				cpu_relax();
 		}
@@ -516,6 +522,19 @@ manifest *executor_swap_manifest(executor *ex, manifest *m)
 	ex->mf = m;
 	pthread_rwlock_unlock(&ex->mf_lock);
 	return old;
+}
+
+void executor_write_threads_json(executor *ex, strbuf *sb)
+{
+	sb_printf(sb, "\"executor\":{");
+	for (int i = 0; i < ex->n_workers; i++) {
+		const pace_slot *p = &ex->pace[i];
+		sb_printf(sb, "%s\"%d\":{\"sessions\":%d,\"ring_ops\":%llu,\"pace_waits\":%llu}",
+		          i ? "," : "", i, ex->workers[i].n_sessions,
+		          (unsigned long long)__atomic_load_n(&p->ring_ops, __ATOMIC_RELAXED),
+		          (unsigned long long)__atomic_load_n(&p->waits, __ATOMIC_RELAXED));
+	}
+	sb_printf(sb, "}");
 }
 
 void executor_write_tenants_json(executor *ex, strbuf *sb)

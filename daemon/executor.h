@@ -113,5 +113,11 @@ void executor_free_reply(job *j);
 
 /* Append "tenants":{...} (the graph cache per tenant). Any thread. */
 void executor_write_tenants_json(executor *ex, strbuf *sb);
+/*
+ * "executor":{"0":{"sessions":N,"ring_ops":N,"pace_waits":N},...}: per
+ * executor thread, its sessions, the ring entries it ran and how often it
+ * waited for a thread behind it (executor_pace). The loop thread only.
+ */
+void executor_write_threads_json(executor *ex, strbuf *sb);
 
 #endif

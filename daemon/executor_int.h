@@ -83,6 +83,8 @@ typedef struct worker {
 typedef struct pace_slot {
 	_Alignas(64) uint64_t launched; /* atomic */
 	int busy;                       /* atomic */
+	uint64_t ring_ops;  /* ring entries run (atomic; for the stats) */
+	uint64_t waits;     /* times it waited for a thread behind (atomic) */
 } pace_slot;
 
 /* The worker running on this thread (NULL elsewhere). */

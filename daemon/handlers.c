@@ -438,6 +438,8 @@ void handle_stats(server *srv, tp_worker *w)
 	          srv->jobs_in_flight);
 	stats_write_ops_json(&srv->st, &sb);
 	sb_printf(&sb, ",");
+	executor_write_threads_json(srv->ex, &sb);
+	sb_printf(&sb, ",");
 	executor_write_tenants_json(srv->ex, &sb);
 	sb_printf(&sb, "}");
 	nng_msg *m = NULL;

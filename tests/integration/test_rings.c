@@ -674,8 +674,59 @@ Test(rings, tightly_paced_executor_threads_serve_every_client_past_a_stuck_one,
 	for (int i = 0; i < 16; i++)
 		pids[i] = th_spawn("chain", 300, -1);
 	wait_clients(pids, 16, 120000);
+	/* The stats count every chain op on some thread's ring. */
+	double ran = 0;
+	for (int i = 0; i < 4; i++) {
+		char path[64];
+		snprintf(path, sizeof(path), "executor.%d.ring_ops", i);
+		ran += th_stat(path);
+	}
+	cr_expect_geq(ran, 16 * 300, "the threads' ring_ops add up to %g of 4800 chain ops", ran);
 	th_raw_close(&x.raw);
 	daemon2_stop(&paced);
+}
+
+static daemon2 spread;
+
+static double thread_sessions(int i)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "executor.%d.sessions", i);
+	return th_stat(path);
+}
+
+/*
+ * A new session goes to the executor thread with the fewest sessions: after
+ * two of four sessions on four threads close, the next two fill exactly the
+ * two threads left empty, whatever their ids.
+ */
+Test(rings, new_sessions_go_to_the_executor_threads_with_the_fewest,
+     .fini = daemon2_kill_running)
+{
+	tileops_client *c[6];
+
+	daemon2_start(&spread, "executor_threads = 4\n");
+	daemon2_use(&spread);
+	for (int i = 0; i < 4; i++)
+		c[i] = th_connect("spread", 0);
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(thread_sessions(i), 1, "thread %d serves %g sessions, expected 1", i,
+		             thread_sessions(i));
+	tileops_close(c[0]);
+	tileops_close(c[2]);
+	th_stat_wait("sessions", 2, 10000);
+	c[4] = th_connect("spread", 0);
+	c[5] = th_connect("spread", 0);
+	for (int i = 0; i < 4; i++)
+		cr_expect_eq(thread_sessions(i), 1,
+		             "after two closed and two opened, thread %d serves %g sessions", i,
+		             thread_sessions(i));
+	tileops_close(c[1]);
+	tileops_close(c[3]);
+	tileops_close(c[4]);
+	tileops_close(c[5]);
+	daemon2_stop(&spread);
 }
 
 /* ---- op and plan-run descriptors ----------------------------------------- */
