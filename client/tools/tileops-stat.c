@@ -359,6 +359,22 @@ static void print_ops(const struct json *ops)
 	free(list);
 }
 
+/* One line per executor thread: how evenly the sessions and the ring ops are spread. */
+static void print_executor(const struct json *ex)
+{
+	const struct json *t;
+
+	if (ex == NULL || ex->type != JSON_OBJECT || ex->child == NULL)
+		return;
+	printf("%-8s %10s %12s %12s\n", "thread", "sessions", "ring ops", "pace waits");
+	for (t = ex->child; t != NULL; t = t->next) {
+		if (t->type == JSON_OBJECT)
+			printf("%-8s %10.0f %12.0f %12.0f\n", t->key, json_num(t, "sessions"),
+			       json_num(t, "ring_ops"), json_num(t, "pace_waits"));
+	}
+	putchar('\n');
+}
+
 static int print_summary(const char *text, size_t len)
 {
 	struct json *doc = json_parse(text, len);
@@ -380,6 +396,7 @@ static int print_summary(const char *text, size_t len)
 	printf(" in use\n");
 	printf("requests %.0f, errors %.0f\n\n", json_num(doc, "requests"),
 	       json_num(doc, "errors"));
+	print_executor(json_get(doc, "executor"));
 	print_ops(json_get(doc, "ops"));
 	json_free(doc);
 	return 0;
