@@ -37,9 +37,10 @@
  * SMs (decode, M <= 128) every tile is split this way. Each CTA of a split
  * tile writes its f32 partial sums to the workspace and counts in on the
  * tile's counter; the last to arrive sums the partials in K order (so the
- * bits do not depend on which came last) and runs the epilogue. No CTA waits for another, and every CTA has at most one split
- * unit, so each owns one partial slot. The counters are cleared by one
- * small memset per launch.
+ * bits do not depend on which came last) and runs the epilogue. No CTA
+ * waits for another, and every CTA has at most one split unit, so each
+ * owns one partial slot. The counters are cleared by one small memset per
+ * launch.
  *
  * Epilogue: each consumer scales its accumulators by alpha, stages them as
  * f32 through a small shared buffer, 32 columns at a time, and stores rows
