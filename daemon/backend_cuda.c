@@ -36,8 +36,8 @@ typedef struct cuda_ipc_map {
 typedef struct cuda_stream {
 	cudaStream_t s;
 	void *ws;
-	int pooled;                 /* one of the streams made at open */
-	struct cuda_stream *next;   /* in the pool's free list */
+	int pooled;               /* one of the streams made at open */
+	struct cuda_stream *next; /* in the pool's free list */
 } cuda_stream;
 
 /*
@@ -157,10 +157,12 @@ static void pool_make(cuda_pool *p, int n)
 	p->all = calloc((size_t)(n > 0 ? n : 1), sizeof(*p->all));
 	for (int i = 0; p->all && i < n; i++) {
 		cuda_stream *st = calloc(1, sizeof(*st));
-		if (!st || cudaStreamCreateWithFlags(&st->s, cudaStreamNonBlocking) != cudaSuccess) {
+		if (!st ||
+		    cudaStreamCreateWithFlags(&st->s, cudaStreamNonBlocking) != cudaSuccess) {
 			free(st);
 			cudaGetLastError();
-			log_warn("made %d of %d pooled streams; later sessions get their own", i, n);
+			log_warn("made %d of %d pooled streams; later sessions get their own", i,
+			         n);
 			break;
 		}
 		st->pooled = 1;

@@ -412,8 +412,7 @@ static int run_procs(const struct options *o)
 	             "kernels/s", (long)total);
 	bench_report("procs_wall_ms", "spin", "once", (end - t0) / 1e3, "ms", (long)total);
 	/* How evenly the processes were served: the first one's finish beside the last's. */
-	bench_report("procs_first_done_ms", "spin", "once", (first - t0) / 1e3, "ms",
-	             (long)total);
+	bench_report("procs_first_done_ms", "spin", "once", (first - t0) / 1e3, "ms", (long)total);
 	return 0;
 }
 

@@ -701,8 +701,7 @@ static double thread_sessions(int i)
  * two of four sessions on four threads close, the next two fill exactly the
  * two threads left empty, whatever their ids.
  */
-Test(rings, new_sessions_go_to_the_executor_threads_with_the_fewest,
-     .fini = daemon2_kill_running)
+Test(rings, new_sessions_go_to_the_executor_threads_with_the_fewest, .fini = daemon2_kill_running)
 {
 	tileops_client *c[6];
 
