@@ -68,6 +68,13 @@ for entry in ${CONFIGS:-executor_threads=1 executor_threads=2 executor_threads=4
 				echo "$entry ns=$ns $what: $(echo "$o" | grep "proc_${what}_ms" |
 					grep -o '"value":[0-9.e+]*' | cut -d: -f2 | tr '\n' ' ')"
 			done >>"$detail"
+			# Each executor thread's ring ops and pacing waits so far
+			# (cumulative over the runs against this daemon).
+			"$bin/tileops-stat" --address "ipc://$run/s.sock" --raw 2>/dev/null |
+				python3 -c 'import json, sys
+ex = json.load(sys.stdin).get("executor", {})
+print("threads (ring ops/pace waits):", " ".join("%s:%d/%d" % (k, v["ring_ops"], v["pace_waits"]) for k, v in sorted(ex.items(), key=lambda kv: int(kv[0]))))' \
+				>>"$detail" 2>/dev/null
 		done
 		med=$(printf '%s\n' "${rates[@]}" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
 		say "$entry: $procs procs x 2000 spin kernels of $ns ns: median $med kernels/s" \
