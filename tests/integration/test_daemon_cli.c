@@ -220,6 +220,11 @@ Test(cli, bad_config_value_exits_1_naming_the_key)
 	expect_run(a, 1, 1, "contexts");
 	write_file(conf, "max_message_bytes = 12Q\n");
 	expect_run(a, 1, 1, "max_message_bytes");
+	/* The driver allows 1 to 32 hardware queues (0: its default). */
+	write_file(conf, "device_queues = 33\n");
+	expect_run(a, 1, 1, "device_queues");
+	write_file(conf, "executor_pace = -1\n");
+	expect_run(a, 1, 1, "executor_pace");
 }
 
 Test(cli, invalid_manifest_path_refuses_to_start)
