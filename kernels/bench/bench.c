@@ -35,6 +35,7 @@
 #include <time.h>
 
 #include "bench.h"
+#include "copy_ceiling.h"
 
 int bench_launch_empty(void *stream);
 
@@ -345,35 +346,6 @@ static int run_direct(const bw_workload *w, const struct options *o, cudaStream_
 	return status ? -1 : 0;
 }
 
-/* Copy bandwidth: cudaMemcpy device to device of 2 GiB, read plus written, median of 10. */
-static double measure_copy(cudaStream_t s)
-{
-	size_t bytes = (size_t)2 << 30;
-	void *a, *b;
-	double t[10];
-	cudaEvent_t e0, e1;
-
-	CK(cudaMalloc(&a, bytes));
-	CK(cudaMalloc(&b, bytes));
-	CK(cudaMemset(a, 0x3c, bytes));
-	CK(cudaEventCreate(&e0));
-	CK(cudaEventCreate(&e1));
-	for (int i = -2; i < 10; i++) {
-		float ms;
-		CK(cudaEventRecord(e0, s));
-		CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s));
-		CK(cudaEventRecord(e1, s));
-		CK(cudaEventSynchronize(e1));
-		CK(cudaEventElapsedTime(&ms, e0, e1));
-		if (i >= 0)
-			t[i] = ms * 1e-3;
-	}
-	cudaEventDestroy(e0);
-	cudaEventDestroy(e1);
-	cudaFree(a);
-	cudaFree(b);
-	return 2.0 * (double)bytes / median(t, 10) / 1e12;
-}
 
 /* ---- output ------------------------------------------------------------------- */
 
@@ -619,7 +591,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	copy_tbps = measure_copy(s);
+	copy_tbps = bench_copy_tbps(s, (size_t)2 << 30); /* 2 GiB */
 	double empty_us = time_back_to_back(empty_once, NULL, s, o.runs);
 	fprintf(stderr, "%s: copy %.3f TB/s, empty kernel %.2f us back to back\n", prop.name,
 	        copy_tbps, empty_us);

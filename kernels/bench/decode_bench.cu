@@ -35,6 +35,7 @@
 #include <string.h>
 #include <vector>
 
+#include "copy_ceiling.h"
 #include "tileops_kernels.h"
 
 #define CK(x)                                                                              \
@@ -147,35 +148,6 @@ double median(std::vector<float> v)
 	return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-/* Copy bandwidth: 1 GiB device to device, bytes read plus written, median of 20. */
-double measure_copy(cudaStream_t s)
-{
-	const size_t bytes = (size_t)1 << 30;
-	void *a, *b;
-	cudaEvent_t e0, e1;
-	std::vector<float> ms;
-
-	CK(cudaMalloc(&a, bytes));
-	CK(cudaMalloc(&b, bytes));
-	fill(a, (int64_t)(bytes / 2), 7);
-	CK(cudaEventCreate(&e0));
-	CK(cudaEventCreate(&e1));
-	for (int i = 0; i < 23; i++) {
-		CK(cudaEventRecord(e0, s));
-		CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s));
-		CK(cudaEventRecord(e1, s));
-		CK(cudaEventSynchronize(e1));
-		float t;
-		CK(cudaEventElapsedTime(&t, e0, e1));
-		if (i >= 3)
-			ms.push_back(t);
-	}
-	CK(cudaEventDestroy(e0));
-	CK(cudaEventDestroy(e1));
-	CK(cudaFree(a));
-	CK(cudaFree(b));
-	return 2.0 * (double)bytes / (median(ms) * 1e-3) / 1e12;
-}
 
 tk_tensor tensor(void *data, tk_dtype dt, int ndim, const int64_t *shape)
 {
@@ -438,7 +410,7 @@ int main(int argc, char **argv)
 	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
 	void *ws;
 	CK(cudaMalloc(&ws, TK_WORKSPACE_BYTES));
-	const double copy = measure_copy(st);
+	const double copy = bench_copy_tbps(st, (size_t)1 << 30);
 	FILE *jf = json ? fopen(json, "a") : nullptr;
 	FILE *mf = md ? fopen(md, "w") : nullptr;
 	if ((json && !jf) || (md && !mf)) {

@@ -38,6 +38,7 @@ extern "C" {
 #include "manifest.h"
 }
 #include "../tune/gemm_workload.h"
+#include "copy_ceiling.h"
 #include "tk_gemm.h"
 
 #define CK(call)                                                                                   \
@@ -511,35 +512,6 @@ double time_cublas(Cublas *cb, int nsets, cudaStream_t s, int reps, int *calls)
 	return time_side(cb, nsets, s, reps, calls);
 }
 
-double copy_tbps(cudaStream_t s)
-{
-	size_t bytes = (size_t)1 << 30;
-	void *a, *b;
-	double t[10];
-	cudaEvent_t e0, e1;
-
-	CK(cudaMalloc(&a, bytes));
-	CK(cudaMalloc(&b, bytes));
-	CK(cudaMemsetAsync(a, 0x5a, bytes, s));
-	CK(cudaEventCreate(&e0));
-	CK(cudaEventCreate(&e1));
-	for (int i = -2; i < 10; i++) {
-		float ms;
-		CK(cudaEventRecord(e0, s));
-		CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s));
-		CK(cudaEventRecord(e1, s));
-		CK(cudaEventSynchronize(e1));
-		CK(cudaEventElapsedTime(&ms, e0, e1));
-		if (i >= 0)
-			t[i] = ms * 1e-3;
-	}
-	qsort(t, 10, sizeof(double), cmp_double);
-	cudaEventDestroy(e0);
-	cudaEventDestroy(e1);
-	CK(cudaFree(a));
-	CK(cudaFree(b));
-	return 2.0 * (double)bytes / (0.5 * (t[4] + t[5])) / 1e12;
-}
 
 double mismatch_tolerance(tk_dtype dt)
 {
@@ -835,7 +807,7 @@ int main(int argc, char **argv)
 		        err[0] ? "; " : "", err);
 	}
 	int hgmma = o.sass ? count_hgmma() : -1;
-	double bw = copy_tbps(s);
+	double bw = bench_copy_tbps(s, (size_t)1 << 30);
 	fprintf(stderr, "%s: copy %.3f TB/s, HGMMA in SASS: %d\n", prop.name, bw, hgmma);
 	Result *r = (Result *)calloc((size_t)n_cases, sizeof(Result));
 	int nr = 0;
