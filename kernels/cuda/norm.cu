@@ -154,9 +154,13 @@ __global__ void TKC_ROW_BOUNDS(E) norm_reg(const __grid_constant__ NormArgs a)
 	}
 }
 
-/* Sums of this thread's vectors of a held row: of x (s), and of (x - mean)^2. */
-template <typename T, int V>
-__device__ __forceinline__ float norm_vec_sum(const Vec<T> (&x)[V], int nvec, int rank)
+/*
+ * Sums over this thread's vectors of a held row: of x (SQ false), or of
+ * (x - shift)^2 (SQ true), in two chains.
+ */
+template <typename T, int V, bool SQ>
+__device__ __forceinline__ float norm_vec_sum(const Vec<T> (&x)[V], int nvec, int rank,
+                                              float shift)
 {
 	float2 s = make_float2(0.0f, 0.0f);
 
@@ -167,29 +171,14 @@ __device__ __forceinline__ float norm_vec_sum(const Vec<T> (&x)[V], int nvec, in
 #pragma unroll
 		for (int i = 0; i < Vec<T>::N / 2; i++) {
 			float2 f = vec_pair(x[k], i);
-			s.x += f.x;
-			s.y += f.y;
-		}
-	}
-	return s.x + s.y;
-}
-
-template <typename T, int V>
-__device__ __forceinline__ float norm_vec_sumsq(const Vec<T> (&x)[V], int nvec, int rank,
-                                                float mean)
-{
-	float2 s = make_float2(0.0f, 0.0f);
-
-#pragma unroll
-	for (int k = 0; k < V; k++) {
-		if (vec_slot<V>(rank, k) >= nvec)
-			continue;
-#pragma unroll
-		for (int i = 0; i < Vec<T>::N / 2; i++) {
-			float2 f = vec_pair(x[k], i);
-			float cx = f.x - mean, cy = f.y - mean;
-			s.x += cx * cx;
-			s.y += cy * cy;
+			if constexpr (SQ) {
+				float cx = f.x - shift, cy = f.y - shift;
+				s.x += cx * cx;
+				s.y += cy * cy;
+			} else {
+				s.x += f.x;
+				s.y += f.y;
+			}
 		}
 	}
 	return s.x + s.y;
@@ -306,11 +295,11 @@ __global__ void __launch_bounds__(V == 8 ? 1024 : (V == 4 ? 512 : 256),
 			vec_row_load<T, V>(wpre, w, nvec, pl.rank);
 		float mean = 0.0f;
 		if constexpr (LAYER) {
-			float sum = norm_vec_sum<T, V>(x, nvec, pl.rank);
+			float sum = norm_vec_sum<T, V, false>(x, nvec, pl.rank, 0.0f);
 			mean = vec_allreduce(sum, smem, SumOp(), 0.0f, a.c) * inv_d;
 			vec_launder(x);
 		}
-		float ss = vec_allreduce(norm_vec_sumsq<T, V>(x, nvec, pl.rank, mean), smem,
+		float ss = vec_allreduce(norm_vec_sum<T, V, true>(x, nvec, pl.rank, mean), smem,
 		                         SumOp(), 0.0f, a.c);
 		const float rstd = rsqrtf(ss * inv_d + a.eps);
 		vec_launder(x);

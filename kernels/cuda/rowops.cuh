@@ -156,29 +156,41 @@ struct MaxOp {
 	}
 };
 
+__device__ __forceinline__ float shfl_xor(float v, int o)
+{
+	return __shfl_xor_sync(0xffffffffu, v, o);
+}
+
+__device__ __forceinline__ float2 shfl_xor(float2 v, int o)
+{
+	return make_float2(__shfl_xor_sync(0xffffffffu, v.x, o),
+	                   __shfl_xor_sync(0xffffffffu, v.y, o));
+}
+
 /*
- * Reduce v over the blockDim.x threads of this row; every one of them gets
- * the result. `smem` holds 32 floats per row of the block. Every thread of
- * the block must reach it (it synchronizes when a row spans warps).
+ * Reduce v (a float, or a float2 pair) over the blockDim.x threads of this
+ * row; every one of them gets the result. `smem` holds 32 P per row of the
+ * block. Every thread of the block must reach it (it synchronizes when a
+ * row spans warps).
  */
-template <typename F>
-__device__ __forceinline__ float row_allreduce(float v, float *smem, F f, float ident)
+template <typename P, typename F>
+__device__ __forceinline__ P row_allreduce(P v, P *smem, F f, P ident)
 {
 #pragma unroll
 	for (int o = 16; o > 0; o >>= 1)
-		v = f(v, __shfl_xor_sync(0xffffffffu, v, o));
-	if (blockDim.x <= 32)
-		return v;
-	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-	float *s = smem + threadIdx.y * 32;
-	__syncthreads(); /* the previous reduction's readers are done */
-	if (lane == 0)
-		s[warp] = v;
-	__syncthreads();
-	v = lane < nw ? s[lane] : ident;
+		v = f(v, shfl_xor(v, o));
+	if (blockDim.x > 32) {
+		int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+		P *s = smem + threadIdx.y * 32;
+		__syncthreads(); /* the previous reduction's readers are done */
+		if (lane == 0)
+			s[warp] = v;
+		__syncthreads();
+		v = lane < nw ? s[lane] : ident;
 #pragma unroll
-	for (int o = 16; o > 0; o >>= 1)
-		v = f(v, __shfl_xor_sync(0xffffffffu, v, o));
+		for (int o = 16; o > 0; o >>= 1)
+			v = f(v, shfl_xor(v, o));
+	}
 	return v;
 }
 
@@ -389,17 +401,6 @@ __device__ __forceinline__ void vec_row_load(Vec<T> (&x)[V], const T *row, int n
 	}
 }
 
-__device__ __forceinline__ float shfl_xor(float v, int o)
-{
-	return __shfl_xor_sync(0xffffffffu, v, o);
-}
-
-__device__ __forceinline__ float2 shfl_xor(float2 v, int o)
-{
-	return make_float2(__shfl_xor_sync(0xffffffffu, v.x, o),
-	                   __shfl_xor_sync(0xffffffffu, v.y, o));
-}
-
 /*
  * Reduce v over a row's threads and, for c > 1, over the blocks of its
  * cluster; every thread of the row gets the same result (each block folds
@@ -410,21 +411,7 @@ __device__ __forceinline__ float2 shfl_xor(float2 v, int o)
 template <typename P, typename F>
 __device__ __forceinline__ P vec_allreduce(P v, P *smem, F f, P ident, int c)
 {
-#pragma unroll
-	for (int o = 16; o > 0; o >>= 1)
-		v = f(v, shfl_xor(v, o));
-	if (blockDim.x > 32) {
-		int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-		P *s = smem + threadIdx.y * 32;
-		__syncthreads(); /* the previous reduction's readers are done */
-		if (lane == 0)
-			s[warp] = v;
-		__syncthreads();
-		v = lane < nw ? s[lane] : ident;
-#pragma unroll
-		for (int o = 16; o > 0; o >>= 1)
-			v = f(v, shfl_xor(v, o));
-	}
+	v = row_allreduce(v, smem, f, ident);
 	if (c > 1) {
 		cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
 		P *slot = smem + 32 * blockDim.y;
