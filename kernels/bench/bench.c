@@ -35,19 +35,9 @@
 #include <time.h>
 
 #include "bench.h"
-#include "copy_ceiling.h"
+#include "bench_cuda.h"
 
 int bench_launch_empty(void *stream);
-
-#define CK(call)                                                                              \
-	do {                                                                                  \
-		cudaError_t e_ = (call);                                                      \
-		if (e_ != cudaSuccess) {                                                      \
-			fprintf(stderr, "tileops-bench: %s:%d: %s: %s\n", __FILE__, __LINE__, \
-			        #call, cudaGetErrorString(e_));                               \
-			exit(1);                                                              \
-		}                                                                             \
-	} while (0)
 
 #define MIB (1024.0 * 1024.0)
 #define GRAPH_CALLS 20

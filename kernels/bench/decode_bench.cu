@@ -35,18 +35,8 @@
 #include <string.h>
 #include <vector>
 
-#include "copy_ceiling.h"
+#include "bench_cuda.h"
 #include "tileops_kernels.h"
-
-#define CK(x)                                                                              \
-	do {                                                                               \
-		cudaError_t e_ = (x);                                                      \
-		if (e_ != cudaSuccess) {                                                   \
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,         \
-			        cudaGetErrorString(e_));                                   \
-			exit(1);                                                           \
-		}                                                                          \
-	} while (0)
 
 namespace
 {

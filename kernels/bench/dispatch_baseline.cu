@@ -45,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_cuda.h"
 #include "bench_common.h"
 #include "cuda/spin.cuh"
 #include "tk_internal.h"
@@ -53,16 +54,6 @@
 #define TINY_N 256
 #define GRAPH_NODES 12
 #define MAX_PROCS BENCH_PROCS_MAX
-
-#define CK(call)                                                                             \
-	do {                                                                                 \
-		cudaError_t e_ = (call);                                                     \
-		if (e_ != cudaSuccess) {                                                     \
-			fprintf(stderr, PROG ": %s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
-			        cudaGetErrorString(e_));                                     \
-			exit(1);                                                             \
-		}                                                                            \
-	} while (0)
 
 namespace
 {

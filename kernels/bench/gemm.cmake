@@ -5,7 +5,7 @@
 # large to carry), hence the rpath.
 if(TILEOPS_HAVE_CUDA)
   add_executable(tileops-bench-gemm ${CMAKE_CURRENT_LIST_DIR}/gemm_bench.cu
-    ${CMAKE_CURRENT_LIST_DIR}/copy_ceiling.c
+    ${CMAKE_CURRENT_LIST_DIR}/bench_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/../tune/gemm_workload.c)
   target_link_libraries(tileops-bench-gemm PRIVATE tileops_kernels tileops_manifest
     CUDA::cudart_static CUDA::cublasLt)

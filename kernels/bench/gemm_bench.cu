@@ -38,18 +38,8 @@ extern "C" {
 #include "manifest.h"
 }
 #include "../tune/gemm_workload.h"
-#include "copy_ceiling.h"
+#include "bench_cuda.h"
 #include "tk_gemm.h"
-
-#define CK(call)                                                                                   \
-	do {                                                                                       \
-		cudaError_t e_ = (call);                                                           \
-		if (e_ != cudaSuccess) {                                                           \
-			fprintf(stderr, "tileops-bench-gemm: %s:%d: %s: %s\n", __FILE__, __LINE__, \
-			        #call, cudaGetErrorString(e_));                                    \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
 
 #define CKB(call)                                                                            \
 	do {                                                                                 \

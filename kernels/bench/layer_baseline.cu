@@ -30,21 +30,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_cuda.h"
 #include "bench_common.h"
 #include "layer_spec.h"
 #include "tk_internal.h"
 
 #define PROG "tileops-bench-layer-baseline"
-
-#define CK(call)                                                                             \
-	do {                                                                                 \
-		cudaError_t e_ = (call);                                                     \
-		if (e_ != cudaSuccess) {                                                     \
-			fprintf(stderr, PROG ": %s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
-			        cudaGetErrorString(e_));                                     \
-			exit(1);                                                             \
-		}                                                                            \
-	} while (0)
 
 namespace
 {

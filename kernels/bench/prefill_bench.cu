@@ -30,6 +30,7 @@
 #include <string.h>
 #include <vector>
 
+#include "bench_cuda.h"
 #include "tileops_kernels.h"
 
 namespace
@@ -65,16 +66,6 @@ const Shape shapes[] = {
 	  TK_BF16, 8 },
 };
 
-#define CHECK(x)                                                                   \
-	do {                                                                       \
-		cudaError_t e_ = (x);                                              \
-		if (e_ != cudaSuccess) {                                           \
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, \
-			        cudaGetErrorString(e_));                           \
-			exit(1);                                                   \
-		}                                                                  \
-	} while (0)
-
 __global__ void fill_random(uint16_t *p, int64_t n, uint64_t seed, bool bf16)
 {
 	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
@@ -105,7 +96,7 @@ tk_tensor tensor(tk_dtype dt, std::initializer_list<int64_t> shape)
 		t.shape[i++] = s;
 	tk_set_contiguous(&t);
 	size_t bytes = (size_t)tk_numel(&t) * tk_dtype_size(dt);
-	CHECK(cudaMalloc(&t.data, bytes ? bytes : 16));
+	CK(cudaMalloc(&t.data, bytes ? bytes : 16));
 	return t;
 }
 
@@ -148,8 +139,8 @@ Result run_shape(const Shape &s, int variant, int runs)
 			cq[b] = (int)(b * s.S);
 			ck[b] = (int)(b * s.Skv);
 		}
-		CHECK(cudaMemcpy(c.in[3].data, cq.data(), cq.size() * 4, cudaMemcpyHostToDevice));
-		CHECK(cudaMemcpy(c.in[4].data, ck.data(), ck.size() * 4, cudaMemcpyHostToDevice));
+		CK(cudaMemcpy(c.in[3].data, cq.data(), cq.size() * 4, cudaMemcpyHostToDevice));
+		CK(cudaMemcpy(c.in[4].data, ck.data(), ck.size() * 4, cudaMemcpyHostToDevice));
 		c.out[0] = tensor(s.dt, { T, s.Hq, s.Dv });
 		c.out[1] = tensor(TK_F32, { s.Hq, T });
 		c.n_in = 5;
@@ -173,29 +164,29 @@ Result run_shape(const Shape &s, int variant, int runs)
 	for (int i = 0; i < 3; i++)
 		fill_random<<<1024, 256>>>((uint16_t *)c.in[i].data, tk_numel(&c.in[i]), 77 + i,
 		                           s.dt == TK_BF16);
-	CHECK(cudaDeviceSynchronize());
+	CK(cudaDeviceSynchronize());
 
 	const tk_kernel_entry *e =
 	        tk_kernel_find(varlen ? "attention_prefill_varlen" : "attention_prefill");
 	if (e != NULL && e->cuda != NULL && e->cuda(&c, NULL) == TK_OK) {
-		CHECK(cudaDeviceSynchronize());
+		CK(cudaDeviceSynchronize());
 		r.supported = true;
 		for (int i = 0; i < 3; i++)
 			e->cuda(&c, NULL);
 		cudaEvent_t a, b;
-		CHECK(cudaEventCreate(&a));
-		CHECK(cudaEventCreate(&b));
+		CK(cudaEventCreate(&a));
+		CK(cudaEventCreate(&b));
 		std::vector<float> ms;
 		for (int i = 0; i < runs; i++) {
-			CHECK(cudaEventRecord(a));
+			CK(cudaEventRecord(a));
 			e->cuda(&c, NULL);
-			CHECK(cudaEventRecord(b));
-			CHECK(cudaEventSynchronize(b));
+			CK(cudaEventRecord(b));
+			CK(cudaEventSynchronize(b));
 			float t = 0;
-			CHECK(cudaEventElapsedTime(&t, a, b));
+			CK(cudaEventElapsedTime(&t, a, b));
 			ms.push_back(t);
 		}
-		CHECK(cudaGetLastError());
+		CK(cudaGetLastError());
 		std::sort(ms.begin(), ms.end());
 		r.ms = ms[ms.size() / 2];
 		r.tflops = flops_of(s) / (r.ms * 1e-3) / 1e12;

@@ -1,0 +1,43 @@
+/*
+ * bench_cuda.h - what the CUDA benches share: CK, for runtime calls that
+ * must succeed, and the ceiling they measure bandwidth against (a
+ * device-to-device cudaMemcpy), so that every bench's % of copy means the
+ * same thing.
+ */
+#ifndef TILEOPS_BENCH_CUDA_H
+#define TILEOPS_BENCH_CUDA_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cuda_runtime_api.h>
+
+/* A CUDA runtime call that must succeed: on failure, where and why, then exit 1. */
+#define CK(call)                                                                   \
+	do {                                                                       \
+		cudaError_t e_ = (call);                                           \
+		if (e_ != cudaSuccess) {                                           \
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
+			        cudaGetErrorString(e_));                           \
+			exit(1);                                                   \
+		}                                                                  \
+	} while (0)
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * TB/s of copying `bytes` device to device on stream s, bytes read plus
+ * written: 2 warm-up copies, then the median of 10, each between CUDA
+ * events. A CUDA error is printed and ends the program (a bench without
+ * its ceiling has nothing to report).
+ */
+double bench_copy_tbps(cudaStream_t s, size_t bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
