@@ -19,6 +19,7 @@
 #include <cuda_runtime.h>
 #include <stdio.h>
 
+#include "kernels/tk_decode_case.h"
 #include "kernels/tk_test_util.h"
 #include "gpu/gpu_util.h"
 
@@ -55,64 +56,6 @@ static void *workspace(void)
 	return ws;
 }
 
-/* A decode problem on the host: q [B, T, Hq, D] ([B, Hq, D] when T is 1). */
-typedef struct dcase {
-	tk_call c;
-	int paged;
-	int64_t B, T, Hq, Hkv, D, cap, pages, ps, maxp;
-} dcase;
-
-static void dcase_make(dcase *x, tk_dtype dt, int paged, int64_t B, int64_t T, int64_t Hq,
-                       int64_t Hkv, int64_t D, int64_t pages, int64_t ps, int64_t maxp,
-                       uint64_t *rng)
-{
-	int64_t qs[4] = { B, T, Hq, D }, q3[3] = { B, Hq, D };
-	int64_t cs[4] = { paged ? pages : B, ps, Hkv, D }, bs[2] = { B, maxp }, ls[1] = { B };
-	int q4 = T != 1;
-
-	memset(x, 0, sizeof(*x));
-	x->paged = paged;
-	x->B = B;
-	x->T = T;
-	x->Hq = Hq;
-	x->Hkv = Hkv;
-	x->D = D;
-	x->pages = paged ? pages : B;
-	x->ps = ps;
-	x->maxp = maxp;
-	x->cap = paged ? maxp * ps : ps;
-	x->c.in[0] = q4 ? tt_tensor(dt, 4, qs, 0) : tt_tensor(dt, 3, q3, 0);
-	x->c.in[1] = tt_tensor(dt, 4, cs, 0);
-	x->c.in[2] = tt_tensor(dt, 4, cs, 0);
-	tt_fill(&x->c.in[0], rng, -2.0, 2.0);
-	tt_fill(&x->c.in[1], rng, -2.0, 2.0);
-	tt_fill(&x->c.in[2], rng, -1.0, 1.0);
-	if (paged)
-		x->c.in[3] = tt_tensor(TK_I32, 2, bs, 0);
-	x->c.in[paged ? 4 : 3] = tt_tensor(TK_I32, 1, ls, 0);
-	x->c.n_in = paged ? 5 : 4;
-	x->c.out[0] = q4 ? tt_tensor(dt, 4, qs, 0) : tt_tensor(dt, 3, q3, 0);
-	x->c.n_out = 1;
-	x->c.params[0] = tt_param_float(0.0);
-	x->c.n_params = 1;
-}
-
-static int32_t *dcase_lens(dcase *x)
-{
-	return x->c.in[x->paged ? 4 : 3].data;
-}
-
-static int32_t *dcase_table(dcase *x)
-{
-	return x->c.in[3].data;
-}
-
-static void dcase_free(dcase *x)
-{
-	for (int i = 0; i < x->c.n_in; i++)
-		tt_free(&x->c.in[i]);
-	tt_free(&x->c.out[0]);
-}
 
 /*
  * A random page table: every sequence's pages drawn from a shuffled list
@@ -201,7 +144,7 @@ Test(gpu_attention_decode, contiguous_matches_cpu_for_gqa_1_4_8_and_mixed_length
 			dcase x;
 			char what[96];
 			dcase_make(&x, di ? TK_F16 : TK_BF16, 0, 4, 1, 2 * groups[gi], 2, 128, 0,
-			           4100, 0, &rng);
+			           4100, 0, 2.0, &rng);
 			memcpy(dcase_lens(&x), mixed_lens, sizeof(mixed_lens));
 			snprintf(what, sizeof(what), "d128 hq %lld hkv 2 lens 1,17,1000,4097",
 			         (long long)x.Hq);
@@ -220,7 +163,7 @@ Test(gpu_attention_decode, head_dims_64_and_256_match_cpu)
 		uint64_t rng = gpu_fresh_seed();
 		dcase x;
 		char what[96];
-		dcase_make(&x, TK_BF16, 0, 4, 1, 8, 2, dims[di], 0, 4097, 0, &rng);
+		dcase_make(&x, TK_BF16, 0, 4, 1, 8, 2, dims[di], 0, 4097, 0, 2.0, &rng);
 		memcpy(dcase_lens(&x), mixed_lens, sizeof(mixed_lens));
 		snprintf(what, sizeof(what), "d%lld gqa 4", (long long)dims[di]);
 		run_case(&x, 1, what);
@@ -238,7 +181,7 @@ Test(gpu_attention_decode, several_new_tokens_are_causal_among_themselves)
 			dcase x;
 			char what[96];
 			dcase_make(&x, di ? TK_F16 : TK_BF16, 0, 4, 4, 2 * groups[gi], 2, 128, 0,
-			           4100, 0, &rng);
+			           4100, 0, 2.0, &rng);
 			memcpy(dcase_lens(&x), mixed_lens, sizeof(mixed_lens));
 			dcase_lens(&x)[0] = 2; /* fewer cached tokens than new ones */
 			snprintf(what, sizeof(what), "T 4 gqa %lld lens 2,17,1000,4097",
@@ -254,7 +197,7 @@ Test(gpu_attention_decode, batch_1_of_65536_tokens_splits_and_matches_cpu)
 	for (int di = 0; di < 2; di++) {
 		uint64_t rng = gpu_fresh_seed();
 		dcase x;
-		dcase_make(&x, di ? TK_F16 : TK_BF16, 0, 1, 1, 32, 8, 128, 0, 65536, 0, &rng);
+		dcase_make(&x, di ? TK_F16 : TK_BF16, 0, 1, 1, 32, 8, 128, 0, 65536, 0, 2.0, &rng);
 		dcase_lens(&x)[0] = 65536;
 		run_case(&x, 1, "b1 kv65536 gqa 4 (split-KV)");
 		run_case(&x, 0, "b1 kv65536 gqa 4");
@@ -301,7 +244,7 @@ Test(gpu_attention_decode, forced_split_counts_and_the_earlier_choices_match_cpu
 			char what[96];
 			/* 18 q rows: merge blocks of 4 or 8 rows end part empty. */
 			dcase_make(&x, di == 1 ? TK_F16 : TK_BF16, 0, 3, 1, 6, 2, dims[di], 0, 1000,
-			           0, &rng);
+			           0, 2.0, &rng);
 			memcpy(dcase_lens(&x), lens, sizeof(lens));
 			decode_env(settings[si][0], settings[si][1], settings[si][2]);
 			snprintf(what, sizeof(what), "d%lld gqa 3 lens 1000,333,0 splits %s%s%s",
@@ -324,7 +267,7 @@ Test(gpu_attention_decode_paged, forced_split_counts_in_pages_of_16_match_cpu)
 		int64_t ps = 16, maxp = 256;
 		dcase x;
 		char what[96];
-		dcase_make(&x, TK_BF16, 1, 2, 1, 32, 8, 128, 2 * maxp + 5, ps, maxp, &rng);
+		dcase_make(&x, TK_BF16, 1, 2, 1, 32, 8, 128, 2 * maxp + 5, ps, maxp, 2.0, &rng);
 		dcase_scatter(&x, &rng, 1);
 		dcase_lens(&x)[0] = 4096;
 		dcase_lens(&x)[1] = 2500;
@@ -349,7 +292,7 @@ Test(gpu_attention_decode_paged, pages_of_16_and_256_scattered_and_shared_match_
 				dcase x;
 				char what[96];
 				dcase_make(&x, di ? TK_F16 : TK_BF16, 1, 4, 1, 2 * groups[gi], 2, 128,
-				           4 * maxp + 3, ps, maxp, &rng);
+				           4 * maxp + 3, ps, maxp, 2.0, &rng);
 				dcase_scatter(&x, &rng, 1);
 				memcpy(dcase_lens(&x), mixed_lens, sizeof(mixed_lens));
 				snprintf(what, sizeof(what), "page %lld gqa %lld lens 1,17,1000,4097",
@@ -366,7 +309,7 @@ Test(gpu_attention_decode_paged, batch_1_of_65536_tokens_in_pages_of_16_matches_
 	uint64_t rng = gpu_fresh_seed();
 	dcase x;
 
-	dcase_make(&x, TK_BF16, 1, 1, 1, 32, 8, 128, 4096, 16, 4096, &rng);
+	dcase_make(&x, TK_BF16, 1, 1, 1, 32, 8, 128, 4096, 16, 4096, 2.0, &rng);
 	dcase_scatter(&x, &rng, 0);
 	dcase_lens(&x)[0] = 65536;
 	run_case(&x, 1, "b1 kv65536 page 16 (split-KV)");
@@ -380,7 +323,7 @@ Test(gpu_attention_decode_paged, bad_lengths_and_page_indices_are_skipped_withou
 	int64_t ps = 16, maxp = 8;
 	dcase x;
 
-	dcase_make(&x, TK_BF16, 1, 4, 2, 8, 2, 128, 20, ps, maxp, &rng);
+	dcase_make(&x, TK_BF16, 1, 4, 2, 8, 2, 128, 20, ps, maxp, 2.0, &rng);
 	dcase_scatter(&x, &rng, 0);
 	int32_t *bt = dcase_table(&x);
 	bt[0 * maxp + 1] = -1;
@@ -397,7 +340,7 @@ Test(gpu_attention_decode_paged, bad_lengths_and_page_indices_are_skipped_withou
 	run_case(&x, 0, "page indices -1, num_pages, 2^30, INT32_MIN; lens 100, max, -7");
 	dcase_free(&x);
 
-	dcase_make(&x, TK_F16, 0, 3, 1, 8, 8, 64, 0, 50, 0, &rng);
+	dcase_make(&x, TK_F16, 0, 3, 1, 8, 8, 64, 0, 50, 0, 2.0, &rng);
 	dcase_lens(&x)[0] = -1;
 	dcase_lens(&x)[1] = 0;
 	dcase_lens(&x)[2] = 1 << 30;
@@ -436,7 +379,7 @@ Test(gpu_kv_cache_append, append_with_skipped_slots_then_decode_matches_cpu)
 		uint64_t rng = gpu_fresh_seed();
 		int64_t ps = 16, maxp = 8, T = 6;
 		dcase x;
-		dcase_make(&x, TK_BF16, 1, 2, 3, 8, 2, 128, 20, ps, maxp, &rng);
+		dcase_make(&x, TK_BF16, 1, 2, 3, 8, 2, 128, 20, ps, maxp, 2.0, &rng);
 		dcase_scatter(&x, &rng, 0);
 		int32_t *bt = dcase_table(&x);
 		dcase_lens(&x)[0] = 40;

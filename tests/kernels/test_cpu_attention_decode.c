@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 
+#include "kernels/tk_decode_case.h"
 #include "kernels/tk_test_util.h"
 
 static const tk_kernel_entry *entry(const char *op)
@@ -20,62 +21,6 @@ static const tk_kernel_entry *entry(const char *op)
 	return e;
 }
 
-/* A decode problem: q [B, T, Hq, D] (or [B, Hq, D] when q3), cache, lengths. */
-typedef struct dcase {
-	tk_call c;
-	int paged, q3;
-	int64_t B, T, Hq, Hkv, D, cap;
-} dcase;
-
-static void dcase_make(dcase *x, tk_dtype dt, int paged, int64_t B, int64_t T, int64_t Hq,
-                       int64_t Hkv, int64_t D, int64_t pages, int64_t page_size,
-                       int64_t max_pages, uint64_t *rng)
-{
-	int64_t qs[4] = { B, T, Hq, D }, q3s[3] = { B, Hq, D };
-	int64_t cs[4] = { paged ? pages : B, page_size, Hkv, D };
-	int64_t bs[2] = { B, max_pages }, ls[1] = { B };
-
-	memset(x, 0, sizeof(*x));
-	x->paged = paged;
-	x->q3 = T == 1;
-	x->B = B;
-	x->T = T;
-	x->Hq = Hq;
-	x->Hkv = Hkv;
-	x->D = D;
-	x->cap = paged ? max_pages * page_size : page_size;
-	x->c.in[0] = x->q3 ? tt_tensor(dt, 3, q3s, 0) : tt_tensor(dt, 4, qs, 0);
-	x->c.in[1] = tt_tensor(dt, 4, cs, 0);
-	x->c.in[2] = tt_tensor(dt, 4, cs, 0);
-	tt_fill(&x->c.in[0], rng, -1.0, 1.0);
-	tt_fill(&x->c.in[1], rng, -1.0, 1.0);
-	tt_fill(&x->c.in[2], rng, -1.0, 1.0);
-	if (paged)
-		x->c.in[3] = tt_tensor(TK_I32, 2, bs, 0);
-	x->c.in[paged ? 4 : 3] = tt_tensor(TK_I32, 1, ls, 0);
-	x->c.n_in = paged ? 5 : 4;
-	x->c.out[0] = x->q3 ? tt_tensor(dt, 3, q3s, 0) : tt_tensor(dt, 4, qs, 0);
-	x->c.n_out = 1;
-	x->c.params[0] = tt_param_float(0.0);
-	x->c.n_params = 1;
-}
-
-static int32_t *dcase_lens(dcase *x)
-{
-	return x->c.in[x->paged ? 4 : 3].data;
-}
-
-static int32_t *dcase_table(dcase *x)
-{
-	return x->c.in[3].data;
-}
-
-static void dcase_free(dcase *x)
-{
-	for (int i = 0; i < x->c.n_in; i++)
-		tt_free(&x->c.in[i]);
-	tt_free(&x->c.out[0]);
-}
 
 /* Logical index of q / out element (b, t, hq, d). */
 static int64_t q_index(const dcase *x, int64_t b, int64_t t, int64_t hq, int64_t d)
@@ -177,7 +122,7 @@ Test(attention_decode, gqa_groups_of_1_4_and_8_match_the_naive_softmax)
 		for (int gi = 0; gi < 3; gi++) {
 			dcase x;
 			dcase_make(&x, di ? TK_F16 : TK_BF16, 0, 3, 1, 2 * groups[gi], 2, 64, 0, 40,
-			           0, &rng);
+			           0, 1.0, &rng);
 			int32_t *len = dcase_lens(&x);
 			len[0] = 1;
 			len[1] = 17;
@@ -193,7 +138,7 @@ Test(attention_decode, several_new_tokens_are_causal_among_themselves)
 	uint64_t rng = 0x7ab1;
 	dcase x;
 
-	dcase_make(&x, TK_BF16, 0, 2, 4, 8, 2, 32, 0, 24, 0, &rng);
+	dcase_make(&x, TK_BF16, 0, 2, 4, 8, 2, 32, 0, 24, 0, 1.0, &rng);
 	dcase_lens(&x)[0] = 24;
 	dcase_lens(&x)[1] = 9;
 	check_decode(&x, "T 4, lengths 24 and 9");
@@ -212,7 +157,7 @@ Test(attention_decode, length_zero_and_negative_give_zeros_and_long_lengths_clam
 	uint64_t rng = 0x3;
 	dcase x;
 
-	dcase_make(&x, TK_F16, 0, 3, 1, 4, 4, 16, 0, 20, 0, &rng);
+	dcase_make(&x, TK_F16, 0, 3, 1, 4, 4, 16, 0, 20, 0, 1.0, &rng);
 	dcase_lens(&x)[0] = 0;
 	dcase_lens(&x)[1] = -5;
 	dcase_lens(&x)[2] = 1 << 30;
@@ -228,7 +173,7 @@ Test(attention_decode, an_explicit_scale_replaces_one_over_sqrt_d)
 	uint64_t rng = 0x99;
 	dcase x;
 
-	dcase_make(&x, TK_BF16, 0, 1, 1, 2, 1, 16, 0, 30, 0, &rng);
+	dcase_make(&x, TK_BF16, 0, 1, 1, 2, 1, 16, 0, 30, 0, 1.0, &rng);
 	dcase_lens(&x)[0] = 30;
 	x.c.params[0] = tt_param_float(0.7);
 	check_decode(&x, "scale 0.7");
@@ -241,7 +186,7 @@ Test(attention_decode_paged, scattered_and_shared_pages_match_the_naive_softmax)
 	dcase x;
 
 	/* 10 pages of 4 slots, 3 sequences of up to 5 pages. */
-	dcase_make(&x, TK_BF16, 1, 3, 1, 8, 2, 32, 10, 4, 5, &rng);
+	dcase_make(&x, TK_BF16, 1, 3, 1, 8, 2, 32, 10, 4, 5, 1.0, &rng);
 	static const int32_t table[3][5] = {
 		{ 7, 2, 9, 0, 5 },
 		{ 7, 3, 1, -1, -1 }, /* shares page 7 with sequence 0 */
@@ -260,7 +205,7 @@ Test(attention_decode_paged, pages_out_of_range_are_skipped_not_read)
 	uint64_t rng = 0xfeed;
 	dcase x;
 
-	dcase_make(&x, TK_F16, 1, 2, 2, 4, 1, 16, 6, 8, 4, &rng);
+	dcase_make(&x, TK_F16, 1, 2, 2, 4, 1, 16, 6, 8, 4, 1.0, &rng);
 	static const int32_t table[2][4] = {
 		{ 1, 600, 3, -7 }, /* two pages out of range */
 		{ 99, -1, 100000, 6 }, /* page 6 == num_pages is out of range too */
@@ -279,8 +224,8 @@ Test(attention_decode_paged, identity_pages_give_the_contiguous_result)
 	dcase c, p;
 	int64_t ps = 16;
 
-	dcase_make(&c, TK_BF16, 0, 2, 2, 8, 2, 64, 0, 64, 0, &rng);
-	dcase_make(&p, TK_BF16, 1, 2, 2, 8, 2, 64, 8, ps, 4, &rng);
+	dcase_make(&c, TK_BF16, 0, 2, 2, 8, 2, 64, 0, 64, 0, 1.0, &rng);
+	dcase_make(&p, TK_BF16, 1, 2, 2, 8, 2, 64, 8, ps, 4, 1.0, &rng);
 	/* The same bytes: sequence b's 64 entries are pages 4b .. 4b + 3. */
 	memcpy(p.c.in[0].data, c.c.in[0].data, tt_span_bytes(&c.c.in[0]));
 	memcpy(p.c.in[1].data, c.c.in[1].data, tt_span_bytes(&c.c.in[1]));
@@ -349,7 +294,7 @@ Test(kv_cache_append, then_decode_sees_the_appended_tokens)
 	dcase x;
 
 	/* Sequence 0 holds 5 tokens in pages 2, 0; append 2 more at positions 5 and 6. */
-	dcase_make(&x, TK_F16, 1, 1, 2, 4, 2, 16, 4, 4, 2, &rng);
+	dcase_make(&x, TK_F16, 1, 1, 2, 4, 2, 16, 4, 4, 2, 1.0, &rng);
 	dcase_table(&x)[0] = 2;
 	dcase_table(&x)[1] = 0;
 	dcase_lens(&x)[0] = 7;
@@ -385,7 +330,7 @@ Test(attention_decode, mismatched_shapes_are_refused)
 	uint64_t rng = 0x5;
 	dcase x;
 
-	dcase_make(&x, TK_BF16, 0, 2, 1, 6, 4, 16, 0, 8, 0, &rng); /* 6 % 4 != 0 */
+	dcase_make(&x, TK_BF16, 0, 2, 1, 6, 4, 16, 0, 8, 0, 1.0, &rng); /* 6 % 4 != 0 */
 	cr_expect_eq(entry("attention_decode")->cpu(&x.c), TK_ERR_UNSUPPORTED);
 	dcase_free(&x);
 }
