@@ -198,48 +198,6 @@ static void free_sets(tk_call *c, int sets)
 
 /* ---- timing ----------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(double), cmp_double);
-	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* Median time in microseconds of `runs` replays of a graph, each timed alone. */
-static double time_graph(cudaGraphExec_t ge, cudaStream_t s, int runs)
-{
-	cudaEvent_t *ev = malloc(sizeof(cudaEvent_t) * 2 * (size_t)runs);
-	double *t = malloc(sizeof(double) * (size_t)runs);
-
-	for (int i = 0; i < 3; i++)
-		CK(cudaGraphLaunch(ge, s));
-	for (int i = 0; i < 2 * runs; i++)
-		CK(cudaEventCreate(&ev[i]));
-	for (int i = 0; i < runs; i++) {
-		CK(cudaEventRecord(ev[2 * i], s));
-		CK(cudaGraphLaunch(ge, s));
-		CK(cudaEventRecord(ev[2 * i + 1], s));
-	}
-	CK(cudaStreamSynchronize(s));
-	for (int i = 0; i < runs; i++) {
-		float ms;
-		CK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
-		t[i] = ms * 1e3;
-	}
-	for (int i = 0; i < 2 * runs; i++)
-		cudaEventDestroy(ev[i]);
-	double m = median(t, runs);
-	free(ev);
-	free(t);
-	return m;
-}
-
 /* Per-call time of GRAPH_CALLS launches of fn(arg) captured back to back. */
 static double time_back_to_back(int (*fn)(void *arg, cudaStream_t s), void *arg, cudaStream_t s,
                                 int runs)
@@ -257,7 +215,7 @@ static double time_back_to_back(int (*fn)(void *arg, cudaStream_t s), void *arg,
 		return NAN;
 	}
 	CK(cudaGraphInstantiate(&ge, g, 0));
-	double us = time_graph(ge, s, runs) / GRAPH_CALLS;
+	double us = bench_graph_replay_us(ge, s, 3, runs) / GRAPH_CALLS;
 	cudaGraphExecDestroy(ge);
 	cudaGraphDestroy(g);
 	return us;
@@ -318,7 +276,7 @@ static int run_direct(const bw_workload *w, const struct options *o, cudaStream_
 			CK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
 			t[i] = ms * 1e3;
 		}
-		r->median_us = median(t, runs);
+		r->median_us = bench_median(t, runs);
 		r->graph_us = NAN;
 		if (sb < 32.0 * MIB) {
 			struct call_arg a = { e, &c[0] };

@@ -4,13 +4,6 @@
 #define RUNS 10
 #define WARMUP 2
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
 double bench_copy_tbps(cudaStream_t s, size_t bytes)
 {
 	void *a = NULL, *b = NULL;
@@ -32,10 +25,41 @@ double bench_copy_tbps(cudaStream_t s, size_t bytes)
 		if (i >= 0)
 			t[i] = ms * 1e-3;
 	}
-	qsort(t, RUNS, sizeof(double), cmp_double);
 	cudaEventDestroy(e0);
 	cudaEventDestroy(e1);
 	CK(cudaFree(a));
 	CK(cudaFree(b));
-	return 2.0 * (double)bytes / (0.5 * (t[RUNS / 2 - 1] + t[RUNS / 2])) / 1e12;
+	return 2.0 * (double)bytes / bench_median(t, RUNS) / 1e12;
+}
+
+double bench_graph_replay_us(cudaGraphExec_t ge, cudaStream_t s, int warmup, int runs)
+{
+	cudaEvent_t *ev = malloc(sizeof(cudaEvent_t) * 2 * (size_t)runs);
+	double *t = malloc(sizeof(double) * (size_t)runs);
+
+	if (ev == NULL || t == NULL) {
+		fprintf(stderr, "graph timing: out of host memory\n");
+		exit(1);
+	}
+	for (int i = 0; i < warmup; i++)
+		CK(cudaGraphLaunch(ge, s));
+	for (int i = 0; i < 2 * runs; i++)
+		CK(cudaEventCreate(&ev[i]));
+	for (int i = 0; i < runs; i++) {
+		CK(cudaEventRecord(ev[2 * i], s));
+		CK(cudaGraphLaunch(ge, s));
+		CK(cudaEventRecord(ev[2 * i + 1], s));
+	}
+	CK(cudaStreamSynchronize(s));
+	for (int i = 0; i < runs; i++) {
+		float ms;
+		CK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
+		t[i] = ms * 1e3;
+	}
+	for (int i = 0; i < 2 * runs; i++)
+		cudaEventDestroy(ev[i]);
+	double m = bench_median(t, runs);
+	free(ev);
+	free(t);
+	return m;
 }

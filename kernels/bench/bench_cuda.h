@@ -13,6 +13,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "bench_common.h" /* bench_median */
+
 /* A CUDA runtime call that must succeed: on failure, where and why, then exit 1. */
 #define CK(call)                                                                   \
 	do {                                                                       \
@@ -35,6 +37,12 @@ extern "C" {
  * its ceiling has nothing to report).
  */
 double bench_copy_tbps(cudaStream_t s, size_t bytes);
+
+/*
+ * Median time in microseconds of one replay of ge on s: `warmup` untimed
+ * replays, then `runs` replays, each between its own CUDA events.
+ */
+double bench_graph_replay_us(cudaGraphExec_t ge, cudaStream_t s, int warmup, int runs);
 
 #ifdef __cplusplus
 }

@@ -7,7 +7,7 @@ if(TILEOPS_HAVE_CUDA)
   add_executable(tileops-bench-gemm ${CMAKE_CURRENT_LIST_DIR}/gemm_bench.cu
     ${CMAKE_CURRENT_LIST_DIR}/bench_cuda.c
     ${CMAKE_CURRENT_LIST_DIR}/../tune/gemm_workload.c)
-  target_link_libraries(tileops-bench-gemm PRIVATE tileops_kernels tileops_manifest
+  target_link_libraries(tileops-bench-gemm PRIVATE tileops_kernels tileops_manifest tileops_bench_common
     CUDA::cudart_static CUDA::cublasLt)
   target_compile_options(tileops-bench-gemm PRIVATE
     "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall;${TILEOPS_CUDA_WERROR}>")

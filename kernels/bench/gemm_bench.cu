@@ -397,13 +397,6 @@ struct Cublas : Side {
 
 /* ---- timing --------------------------------------------------------------- */
 
-int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
 /* One call alone, in us (after one untimed call); negative if refused. */
 double time_one(Side *side, cudaStream_t s)
 {
@@ -454,28 +447,7 @@ double time_side(Side *side, int nsets, cudaStream_t s, int reps, int *calls_out
 		return -1.0;
 	}
 	CK(cudaGraphInstantiate(&ge, g, 0));
-	cudaEvent_t *ev = (cudaEvent_t *)malloc(sizeof(cudaEvent_t) * 2 * (size_t)reps);
-	double *t = (double *)malloc(sizeof(double) * (size_t)reps);
-	for (int i = 0; i < 2 * reps; i++)
-		CK(cudaEventCreate(&ev[i]));
-	CK(cudaGraphLaunch(ge, s));
-	for (int i = 0; i < reps; i++) {
-		CK(cudaEventRecord(ev[2 * i], s));
-		CK(cudaGraphLaunch(ge, s));
-		CK(cudaEventRecord(ev[2 * i + 1], s));
-	}
-	CK(cudaStreamSynchronize(s));
-	for (int i = 0; i < reps; i++) {
-		float ms;
-		CK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
-		t[i] = ms * 1e3 / calls;
-	}
-	qsort(t, (size_t)reps, sizeof(double), cmp_double);
-	double med = t[reps / 2];
-	for (int i = 0; i < 2 * reps; i++)
-		cudaEventDestroy(ev[i]);
-	free(ev);
-	free(t);
+	double med = bench_graph_replay_us(ge, s, 1, reps) / calls;
 	cudaGraphExecDestroy(ge);
 	cudaGraphDestroy(g);
 	*calls_out = calls;
