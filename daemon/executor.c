@@ -183,38 +183,30 @@ static void pace_step(worker *w)
 /* ---- the rings ---------------------------------------------------------- */
 
 /*
- * Whether some ring has an entry this thread can take now: one waiting and
- * a completion entry free for it (a client that stops reaping has no work
- * here, so its thread never holds the others back through the pacing).
+ * One pass over the ring sessions, round robin, a batch from each. The
+ * thread counts as busy for the pacing from its first entry taken until a
+ * pass finds none it can take: an entry waiting with a completion entry free
+ * for it (a client that stops reaping has no work here, so its thread never
+ * holds the others back).
  */
-static int rings_have_work(worker *w)
-{
-	for (session *s = w->rings; s; s = s->ring_next) {
-		if (ring_available(&s->ring, &s->arena) > 0 &&
-		    ring_cq_room(&s->ring, &s->arena) > 0)
-			return 1;
-	}
-	return 0;
-}
-
-/* One pass over the ring sessions, round robin, a batch from each. */
 static int poll_rings(worker *w)
 {
 	executor *ex = w->ex;
 	int worked = 0;
 	session *start = w->rr_next ? w->rr_next : w->rings;
 	session *s = start;
-	if (!s || !rings_have_work(w)) {
+	if (!s) {
 		pace_leave(w);
 		return 0;
 	}
-	pace_join(w);
 	do {
 		uint64_t avail = ring_available(&s->ring, &s->arena);
 		uint32_t room = avail ? ring_cq_room(&s->ring, &s->arena) : 0;
 		uint64_t n = avail < room ? avail : room;
 		if (n > (uint64_t)ex->cfg.ring_batch)
 			n = (uint64_t)ex->cfg.ring_batch;
+		if (n > 0)
+			pace_join(w);
 		for (uint64_t i = 0; i < n; i++) {
 			tileops_sqe e;
 			if (ring_take(&s->ring, &s->arena, &e) != 0)
@@ -226,6 +218,8 @@ static int poll_rings(worker *w)
 		s = s->ring_next ? s->ring_next : w->rings;
 	} while (s != start);
 	w->rr_next = start->ring_next;
+	if (!worked)
+		pace_leave(w);
 	return worked;
 }
 
