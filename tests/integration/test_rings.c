@@ -674,14 +674,19 @@ Test(rings, tightly_paced_executor_threads_serve_every_client_past_a_stuck_one,
 	for (int i = 0; i < 16; i++)
 		pids[i] = th_spawn("chain", 300, -1);
 	wait_clients(pids, 16, 120000);
-	/* The stats count every chain op on some thread's ring. */
-	double ran = 0;
+	/* The stats count every chain op on some thread's ring, and with four
+	 * threads serving sixteen clients some thread got more than two
+	 * launches ahead of another and waited. */
+	double ran = 0, waits = 0;
 	for (int i = 0; i < 4; i++) {
 		char path[64];
 		snprintf(path, sizeof(path), "executor.%d.ring_ops", i);
 		ran += th_stat(path);
+		snprintf(path, sizeof(path), "executor.%d.pace_waits", i);
+		waits += th_stat(path);
 	}
 	cr_expect_geq(ran, 16 * 300, "the threads' ring_ops add up to %g of 4800 chain ops", ran);
+	cr_expect_gt(waits, 0, "no thread ever waited for one behind it (executor_pace = 2)");
 	th_raw_close(&x.raw);
 	daemon2_stop(&paced);
 }
