@@ -92,6 +92,12 @@ struct backend {
 	int is_gpu;
 	backend_timing_fn timing_cb;
 	void *timing_ctx;
+	/* Executor threads with work right now (atomic; executor.c keeps it).
+	 * The CUDA backend releases freed memory and closed sessions' pinned
+	 * arenas in the background while it is 0 (arena_detach may take an
+	 * arena's mapping over for that), since those calls stall every
+	 * launching thread. */
+	int active_threads;
 	void *impl;
 };
 

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
 
 #include "backend.h"
 #include "log.h"
@@ -53,11 +55,42 @@ typedef struct cuda_pool {
 	int n;
 } cuda_pool;
 
+/*
+ * Releases put off: cudaFree and cudaHostUnregister wait for the whole
+ * device and hold the driver's locks meanwhile, so every other thread's
+ * launches stall for as long (on an H200 with 8 clients launching, each
+ * session that closed cost the others 1 to 2 ms per release, and the last
+ * client finished up to 10 ms late: docs/perf.md, "Dispatch"). A
+ * background thread does them while no executor thread has work
+ * (be->active_threads), one at a time, or once one has waited
+ * DEFER_MAX_US (then one every DEFER_GAP_US, busy or not), or at once when
+ * an allocation runs short.
+ */
+typedef enum { DEFER_DEVICE, DEFER_ARENA } defer_kind;
+
+typedef struct cuda_deferred {
+	defer_kind kind;
+	void *ptr;      /* device memory, or a pinned arena mapping */
+	size_t size;    /* the arena mapping's size */
+	uint64_t since; /* when it was put off (now_us) */
+	struct cuda_deferred *next;
+} cuda_deferred;
+
+#define DEFER_MAX_US 200000u
+#define DEFER_GAP_US 5000u
+
 typedef struct cuda_impl {
 	int device;
 	pthread_mutex_t ipc_mu; /* the executor threads share the IPC mappings */
 	cuda_ipc_map *ipc;
 	cuda_pool pool;
+	/* The releases put off, oldest first, and the thread that does them. */
+	pthread_mutex_t defer_mu;
+	pthread_cond_t defer_cv;
+	cuda_deferred *deferred, *deferred_tail;
+	int deferred_any; /* atomic: the list is not empty */
+	pthread_t reaper;
+	int reaper_running, reaper_stop;
 } cuda_impl;
 
 /*
@@ -70,6 +103,9 @@ typedef struct cuda_graph {
 	void *ws;
 } cuda_graph;
 
+/* Fence events each thread keeps made. */
+#define CUDA_FENCE_POOL 32
+
 /* What each executor thread keeps for its own launches. */
 typedef struct cuda_thread {
 	/* Launched ops whose device time is not collected yet, oldest first. */
@@ -78,6 +114,9 @@ typedef struct cuda_thread {
 	void *bounce;        /* pinned staging for arenas that could not be pinned */
 	int capturing;       /* a plan is being captured: launches are not timed */
 	void *capture_ws;    /* workspace made during the capture, for its graph */
+	/* Fence events to reuse (made at thread start, like the timing events). */
+	cudaEvent_t fences[CUDA_FENCE_POOL];
+	int n_fences;
 } cuda_thread;
 
 static _Thread_local cuda_thread *cuda_tls;
@@ -88,6 +127,122 @@ static tileops_status cuda_fail(cudaError_t e, const char *what, char *err, size
 	if (e == cudaErrorMemoryAllocation)
 		return TILEOPS_ERR_OUT_OF_MEMORY;
 	return TILEOPS_ERR_BACKEND;
+}
+
+/* CLOCK_MONOTONIC in microseconds, never 0. */
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u + 1u;
+}
+
+static void release_one(const cuda_deferred *d)
+{
+	if (d->kind == DEFER_DEVICE) {
+		/* Waits for work in flight that may still use the memory. */
+		cudaFree(d->ptr);
+	} else {
+		cudaHostUnregister(d->ptr);
+		munmap(d->ptr, d->size);
+	}
+}
+
+/* Put a release off; done at once if there is no memory to remember it. */
+static void defer(cuda_impl *im, defer_kind kind, void *ptr, size_t size)
+{
+	cuda_deferred *d = malloc(sizeof(*d));
+	if (!d || !im->reaper_running) {
+		release_one(&(cuda_deferred){kind, ptr, size, 0, NULL});
+		free(d);
+		return;
+	}
+	*d = (cuda_deferred){kind, ptr, size, now_us(), NULL};
+	pthread_mutex_lock(&im->defer_mu);
+	if (im->deferred_tail)
+		im->deferred_tail->next = d;
+	else
+		im->deferred = d;
+	im->deferred_tail = d;
+	__atomic_store_n(&im->deferred_any, 1, __ATOMIC_RELAXED);
+	pthread_cond_signal(&im->defer_cv);
+	pthread_mutex_unlock(&im->defer_mu);
+}
+
+/* The oldest release put off, taken off the list (defer_mu held). */
+static cuda_deferred *take_oldest(cuda_impl *im)
+{
+	cuda_deferred *d = im->deferred;
+	if (d) {
+		im->deferred = d->next;
+		if (!im->deferred)
+			im->deferred_tail = NULL;
+		__atomic_store_n(&im->deferred_any, im->deferred != NULL, __ATOMIC_RELAXED);
+	}
+	return d;
+}
+
+/* Every release put off, now, on the calling thread. */
+static void release_all(cuda_impl *im)
+{
+	for (;;) {
+		pthread_mutex_lock(&im->defer_mu);
+		cuda_deferred *d = take_oldest(im);
+		pthread_mutex_unlock(&im->defer_mu);
+		if (!d)
+			return;
+		release_one(d);
+		free(d);
+	}
+}
+
+static void wait_us(cuda_impl *im, uint64_t us)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += (long)(us % 1000000u) * 1000;
+	ts.tv_sec += (time_t)(us / 1000000u) + ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	pthread_cond_timedwait(&im->defer_cv, &im->defer_mu, &ts);
+}
+
+typedef struct reaper_arg {
+	backend *be;
+	cuda_impl *im;
+} reaper_arg;
+
+static void *reaper_main(void *arg)
+{
+	reaper_arg a = *(reaper_arg *)arg;
+	cuda_impl *im = a.im;
+	free(arg);
+	pthread_setname_np(pthread_self(), "tileops-release");
+	cudaSetDevice(im->device);
+	uint64_t last_forced = 0;
+	pthread_mutex_lock(&im->defer_mu);
+	while (!im->reaper_stop) {
+		if (!im->deferred) {
+			pthread_cond_wait(&im->defer_cv, &im->defer_mu);
+			continue;
+		}
+		uint64_t now = now_us();
+		int quiet = __atomic_load_n(&a.be->active_threads, __ATOMIC_RELAXED) == 0;
+		int overdue = now - im->deferred->since >= DEFER_MAX_US &&
+		              now - last_forced >= DEFER_GAP_US;
+		if (!quiet && !overdue) {
+			wait_us(im, 1000);
+			continue;
+		}
+		if (!quiet)
+			last_forced = now;
+		cuda_deferred *d = take_oldest(im);
+		pthread_mutex_unlock(&im->defer_mu);
+		release_one(d);
+		free(d);
+		pthread_mutex_lock(&im->defer_mu);
+	}
+	pthread_mutex_unlock(&im->defer_mu);
+	return NULL;
 }
 
 int backend_cuda_available(void)
@@ -116,6 +271,12 @@ static tileops_status cuda_thread_init(backend *be, char *err, size_t errlen)
 		    (e = cudaEventCreate(&t->stop)) != cudaSuccess)
 			return cuda_fail(e, "cudaEventCreate", err, errlen);
 	}
+	for (; cuda_tls->n_fences < CUDA_FENCE_POOL; cuda_tls->n_fences++) {
+		e = cudaEventCreateWithFlags(&cuda_tls->fences[cuda_tls->n_fences],
+		                             cudaEventDisableTiming);
+		if (e != cudaSuccess)
+			return cuda_fail(e, "cudaEventCreate", err, errlen);
+	}
 	return TILEOPS_OK;
 }
 
@@ -136,6 +297,8 @@ static void cuda_thread_fini(backend *be)
 	}
 	if (t->bounce)
 		cudaFreeHost(t->bounce);
+	while (t->n_fences > 0)
+		cudaEventDestroy(t->fences[--t->n_fences]);
 	free(t);
 	cuda_tls = NULL;
 }
@@ -204,6 +367,18 @@ static void pool_give(cuda_pool *p, cuda_stream *st)
 static void cuda_destroy(backend *be)
 {
 	cuda_impl *im = be->impl;
+	cudaSetDevice(im->device);
+	if (im->reaper_running) {
+		pthread_mutex_lock(&im->defer_mu);
+		im->reaper_stop = 1;
+		pthread_cond_signal(&im->defer_cv);
+		pthread_mutex_unlock(&im->defer_mu);
+		pthread_join(im->reaper, NULL);
+		im->reaper_running = 0;
+	}
+	release_all(im);
+	pthread_cond_destroy(&im->defer_cv);
+	pthread_mutex_destroy(&im->defer_mu);
 	pool_destroy(&im->pool);
 	while (im->ipc) {
 		cuda_ipc_map *m = im->ipc;
@@ -249,7 +424,7 @@ static void cuda_stream_destroy(backend *be, void *stream)
 	cudaStreamSynchronize(st->s);
 	cuda_collect(be);
 	if (st->ws)
-		cudaFree(st->ws);
+		defer(be->impl, DEFER_DEVICE, st->ws, 0);
 	st->ws = NULL;
 	if (st->pooled) {
 		pool_give(&((cuda_impl *)be->impl)->pool, st);
@@ -275,8 +450,13 @@ static void cuda_arena_attach(backend *be, arena *a)
 
 static void cuda_arena_detach(backend *be, arena *a)
 {
-	if (a->pinned)
-		cudaHostUnregister(a->base);
+	if (!a->pinned)
+		return;
+	/* The mapping goes with the pinning: unmapped only once unregistered,
+	 * so its addresses cannot be reused by another arena before. */
+	defer(be->impl, DEFER_ARENA, a->base, a->size);
+	a->base = NULL;
+	a->size = 0;
 	a->pinned = 0;
 }
 
@@ -285,6 +465,13 @@ static tileops_status cuda_alloc(backend *be, size_t bytes, void **ptr, char *er
 {
 	void *p = NULL;
 	cudaError_t e = cudaMalloc(&p, bytes ? bytes : 256);
+	if (e == cudaErrorMemoryAllocation &&
+	    __atomic_load_n(&((cuda_impl *)be->impl)->deferred_any, __ATOMIC_RELAXED)) {
+		/* Memory freed but not yet released: release it and try again. */
+		cudaGetLastError();
+		release_all(be->impl);
+		e = cudaMalloc(&p, bytes ? bytes : 256);
+	}
 	if (e != cudaSuccess) {
 		cudaGetLastError();
 		snprintf(err, errlen, "device memory exhausted allocating %zu bytes (%s)", bytes,
@@ -297,8 +484,8 @@ static tileops_status cuda_alloc(backend *be, size_t bytes, void **ptr, char *er
 
 static void cuda_free(backend *be, void *stream, void *ptr)
 {
-	/* cudaFree waits for work in flight that may still use the memory. */
-	cudaFree(ptr);
+	(void)stream;
+	defer(be->impl, DEFER_DEVICE, ptr, 0);
 }
 
 static tileops_status cuda_bounce(backend *be, char *err, size_t errlen)
@@ -468,13 +655,21 @@ static tileops_status cuda_sync(backend *be, void *stream, char *err, size_t err
 	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "device error", err, errlen);
 }
 
+static void cuda_fence_free(backend *be, void *fence);
+
 static tileops_status cuda_fence_create(backend *be, void *stream, void **fence, char *err,
                                         size_t errlen)
 {
+	cuda_thread *t = cuda_tls;
 	cudaEvent_t ev;
-	cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-	if (e == cudaSuccess)
-		e = cudaEventRecord(ev, cs(stream));
+	cudaError_t e = cudaSuccess;
+	/* From the thread's pool: making an event stalls every thread's launches. */
+	if (t && t->n_fences > 0)
+		ev = t->fences[--t->n_fences];
+	else
+		e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+	if (e == cudaSuccess && (e = cudaEventRecord(ev, cs(stream))) != cudaSuccess)
+		cuda_fence_free(be, ev);
 	if (e != cudaSuccess)
 		return cuda_fail(e, "cudaEventRecord", err, errlen);
 	*fence = ev;
@@ -491,7 +686,12 @@ static tileops_status cuda_fence_query(backend *be, void *fence, char *err, size
 
 static void cuda_fence_free(backend *be, void *fence)
 {
-	if (fence)
+	cuda_thread *t = cuda_tls;
+	if (!fence)
+		return;
+	if (t && t->n_fences < CUDA_FENCE_POOL)
+		t->fences[t->n_fences++] = (cudaEvent_t)fence;
+	else
 		cudaEventDestroy((cudaEvent_t)fence);
 }
 
@@ -592,9 +792,9 @@ static void cuda_graph_destroy(backend *be, void *graph)
 	if (!g)
 		return;
 	cudaGraphExecDestroy(g->exec);
-	/* cudaFree waits for replays in flight that may still use it. */
+	/* Released later: cudaFree waits for replays in flight that may still use it. */
 	if (g->ws)
-		cudaFree(g->ws);
+		defer(be->impl, DEFER_DEVICE, g->ws, 0);
 	free(g);
 }
 
@@ -740,6 +940,17 @@ backend *backend_cuda_open(const backend_options *opt, char *err, size_t errlen)
 	}
 	im->device = device;
 	pthread_mutex_init(&im->ipc_mu, NULL);
+	pthread_mutex_init(&im->defer_mu, NULL);
+	pthread_cond_init(&im->defer_cv, NULL);
+	reaper_arg *ra = malloc(sizeof(*ra));
+	if (ra) {
+		*ra = (reaper_arg){be, im};
+		im->reaper_running = pthread_create(&im->reaper, NULL, reaper_main, ra) == 0;
+		if (!im->reaper_running)
+			free(ra);
+	}
+	if (!im->reaper_running)
+		log_warn("cannot start the release thread: memory is released at once");
 	pool_make(&im->pool, opt->queues);
 	const char *q = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
 	log_info("device %d: %d pooled streams, CUDA_DEVICE_MAX_CONNECTIONS=%s", device,

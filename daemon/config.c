@@ -188,6 +188,48 @@ static int add_tenant(config *cfg, const char *value, char *err, size_t errlen)
 	return 0;
 }
 
+/* "0-7", "0,2,4-6": each CPU once, in order; at most CONFIG_CPUS_MAX. */
+static int set_cpus(config *cfg, const char *key, const char *value, char *err, size_t errlen)
+{
+	int n = 0;
+	const char *p = value;
+	unsigned char seen[CONFIG_CPUS_MAX] = {0};
+	while (*p) {
+		char *end;
+		errno = 0;
+		long lo = strtol(p, &end, 10), hi = lo;
+		if (end == p || errno || lo < 0 || lo >= CONFIG_CPUS_MAX)
+			goto bad;
+		p = end;
+		if (*p == '-') {
+			hi = strtol(++p, &end, 10);
+			if (end == p || errno || hi < lo || hi >= CONFIG_CPUS_MAX)
+				goto bad;
+			p = end;
+		}
+		for (long c = lo; c <= hi; c++) {
+			if (seen[c]) {
+				snprintf(err, errlen, "%s: CPU %ld is listed twice in '%s'", key, c, value);
+				return -1;
+			}
+			seen[c] = 1;
+			cfg->executor_cpus[n++] = (int)c;
+		}
+		if (*p == ',' && p[1] != '\0')
+			p++;
+		else if (*p != '\0')
+			goto bad;
+	}
+	if (n == 0)
+		goto bad;
+	cfg->n_executor_cpus = n;
+	return 0;
+bad:
+	snprintf(err, errlen, "%s: '%s' is not a CPU list like 0-7 or 0,2,4-6 (CPUs below %d)",
+	         key, value, CONFIG_CPUS_MAX);
+	return -1;
+}
+
 typedef struct size_key {
 	const char *key;
 	size_t offset;
@@ -286,6 +328,8 @@ int config_set(config *cfg, const char *key, const char *value, char *err, size_
 		return set_group(&cfg->admin_gid, key, value, err, errlen);
 	if (strcmp(key, "tenant") == 0)
 		return add_tenant(cfg, value, err, errlen);
+	if (strcmp(key, "executor_cpus") == 0)
+		return set_cpus(cfg, key, value, err, errlen);
 	for (size_t i = 0; i < sizeof(size_keys) / sizeof(size_keys[0]); i++) {
 		if (strcmp(key, size_keys[i].key) != 0)
 			continue;

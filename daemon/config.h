@@ -30,6 +30,8 @@ typedef enum gemm_tune_mode {
 
 #define CONFIG_GEMM_TUNE_CACHE "/var/lib/tileops/gemm-tune.txt"
 
+#define CONFIG_CPUS_MAX 256
+
 typedef struct config {
 	char listen[CONFIG_PATH_MAX];
 	char stats_listen[CONFIG_PATH_MAX];
@@ -56,6 +58,10 @@ typedef struct config {
 	int executor_pace; /* launches one busy executor thread may lead another by */
 	int device_queues; /* CUDA hardware work queues and pooled streams (0: none) */
 	int executor_threads; /* 0: 8 on the GPU, 1 on the CPU */
+	/* executor_cpus: executor thread i runs on cpus[i % n_cpus] (n_cpus 0:
+	 * wherever the kernel puts it). */
+	int executor_cpus[CONFIG_CPUS_MAX];
+	int n_executor_cpus;
 	gid_t admin_gid;  /* (gid_t)-1: none */
 	tenant_quota default_quota; /* each session's own tenant */
 	tenant_config tenants[TENANTS_MAX];

@@ -395,15 +395,19 @@ static tileops_status exec_op(executor *ex, session *s, const Tileops__OpRun *m,
 	prepared_op p;
 	tileops_status st = exec_prepare_op(ex, s, NULL, m, &p, err, errlen);
 	/* Device time for the stats comes from a sample of the ops (every one
-	 * on the CPU, where timing is free), and from every op that asks. */
+	 * on the CPU, where timing is free), and from every op that asks. Each
+	 * thread counts its own launches: one counter shared by all of them
+	 * would bounce between their cores on every op. */
+	uint64_t n = exec_worker ? exec_worker->launches++ : 0;
 	int sampled = timed != NULL || !ex->be->is_gpu ||
-	              (ex->cfg.stats_sample > 0 &&
-	               __atomic_fetch_add(&ex->launches, 1, __ATOMIC_RELAXED) %
-	                               (uint64_t)ex->cfg.stats_sample ==
-	                       0);
-	if (st == TILEOPS_OK)
+	              (ex->cfg.stats_sample > 0 && n % (uint64_t)ex->cfg.stats_sample == 0);
+	if (st == TILEOPS_OK) {
+		double t0 = exec_now_us();
 		st = ex->be->ops->launch(ex->be, s->stream, p.kernel, &p.call, sampled, p.slot, timed,
 		                         err, errlen);
+		if (exec_worker)
+			executor_count_launch(exec_worker, exec_now_us() - t0);
+	}
 	stats_op_count(ex->cfg.st, p.slot, st != TILEOPS_OK, sampled, p.cost.flops, p.cost.bytes);
 	return st;
 }

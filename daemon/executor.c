@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,11 +43,41 @@ struct waitv {
 	uint32_t reserved;
 };
 
-static double mono_us(void)
+double exec_now_us(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static void count(uint64_t *c)
+{
+	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
+
+/* Doubles written by one thread and read by the stats: whole 8-byte
+ * stores and loads, torn by neither. */
+static void add_us(double *sum, double us)
+{
+	double v;
+	__atomic_load(sum, &v, __ATOMIC_RELAXED);
+	v += us;
+	__atomic_store(sum, &v, __ATOMIC_RELAXED);
+}
+
+static double load_us(const double *sum)
+{
+	double v;
+	__atomic_load(sum, &v, __ATOMIC_RELAXED);
+	return v;
+}
+
+void executor_count_launch(worker *w, double us)
+{
+	pace_slot *me = &w->ex->pace[w->index];
+	add_us(&me->launch_us, us);
+	if (us >= SLOW_OP_US)
+		count(&me->slow_launches);
 }
 
 void executor_hand_back(executor *ex, job *j)
@@ -148,8 +179,7 @@ static void pace_step(worker *w)
 {
 	executor *ex = w->ex;
 	pace_slot *me = &ex->pace[w->index];
-	__atomic_store_n(&me->ring_ops, __atomic_load_n(&me->ring_ops, __ATOMIC_RELAXED) + 1,
-	                 __ATOMIC_RELAXED);
+	count(&me->ring_ops);
 	if (!w->pacing)
 		return;
 	uint64_t mine = __atomic_load_n(&me->launched, __ATOMIC_RELAXED) + 1;
@@ -165,12 +195,10 @@ static void pace_step(worker *w)
 			continue;
 		while (__atomic_load_n(&o->busy, __ATOMIC_RELAXED) &&
 		       __atomic_load_n(&o->launched, __ATOMIC_RELAXED) + pace < mine) {
-			double now = mono_us();
+			double now = exec_now_us();
 			if (deadline == 0.0) {
 				deadline = now + PACE_WAIT_US;
-				__atomic_store_n(&me->waits,
-				                 __atomic_load_n(&me->waits, __ATOMIC_RELAXED) + 1,
-				                 __ATOMIC_RELAXED);
+				count(&me->waits);
 			} else if (now >= deadline) {
 				return;
 			}
@@ -205,16 +233,25 @@ static int poll_rings(worker *w)
 		uint64_t n = avail < room ? avail : room;
 		if (n > (uint64_t)ex->cfg.ring_batch)
 			n = (uint64_t)ex->cfg.ring_batch;
-		if (n > 0)
+		if (n > 0) {
 			pace_join(w);
+			ring_hold(&s->ring);
+		}
 		for (uint64_t i = 0; i < n; i++) {
 			tileops_sqe e;
+			double t0 = exec_now_us();
 			if (ring_take(&s->ring, &s->arena, &e) != 0)
 				break;
 			exec_sqe(w, s, &e);
+			double us = exec_now_us() - t0;
+			add_us(&ex->pace[w->index].op_us, us);
+			if (us >= SLOW_OP_US)
+				count(&ex->pace[w->index].slow_ops);
 			pace_step(w);
 			worked = 1;
 		}
+		if (n > 0)
+			ring_publish(&s->ring, &s->arena);
 		s = s->ring_next ? s->ring_next : w->rings;
 	} while (s != start);
 	w->rr_next = start->ring_next;
@@ -269,6 +306,7 @@ static void worker_sleep(worker *w)
 	for (session *s = w->rings; s && !busy; s = s->ring_next)
 		busy = ring_available(&s->ring, &s->arena) > 0;
 	if (!busy) {
+		count(&w->ex->pace[w->index].sleeps);
 		/* The timeout bounds what a client that clears its flag or breaks its
 		 * bell can cost others; with more rings than one wait can watch, it
 		 * is the polling rate. */
@@ -319,7 +357,7 @@ static int worker_pass(worker *w, int *stopping)
 		j = next;
 	}
 	worked |= poll_rings(w);
-	double now = mono_us();
+	double now = exec_now_us();
 	/* A ring op waiting for its device time is answered as soon as it has one. */
 	if (ex->be->ops->collect_timings && (w->timed_owed > 0 || now >= w->next_collect_us)) {
 		ex->be->ops->collect_timings(ex->be);
@@ -344,7 +382,27 @@ static void *worker_main(void *arg)
 	executor *ex = w->ex;
 	exec_worker = w;
 	stats_set_thread_shard(w->index);
-	tileops_status st = ex->be->ops->thread_init(ex->be, w->init_msg, sizeof(w->init_msg));
+	char name[16];
+	snprintf(name, sizeof(name), "tileops-exec%d", w->index);
+	pthread_setname_np(pthread_self(), name);
+	tileops_status st = TILEOPS_OK;
+	if (ex->cfg.n_cpus > 0) {
+		/* Its own CPU, so client processes and the other threads do not
+		 * take turns with it (docs/threading.md). */
+		int cpu = ex->cfg.cpus[w->index % ex->cfg.n_cpus];
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET(cpu, &set);
+		int e = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+		if (e != 0) {
+			snprintf(w->init_msg, sizeof(w->init_msg),
+			         "executor_cpus: cannot run executor thread %d on CPU %d: %s", w->index,
+			         cpu, strerror(e));
+			st = TILEOPS_ERR_INVALID_ARGUMENT;
+		}
+	}
+	if (st == TILEOPS_OK)
+		st = ex->be->ops->thread_init(ex->be, w->init_msg, sizeof(w->init_msg));
 	pthread_mutex_lock(&ex->start_mu);
 	w->init_status = st;
 	w->started = 1;
@@ -352,11 +410,17 @@ static void *worker_main(void *arg)
 	pthread_mutex_unlock(&ex->start_mu);
 	if (st != TILEOPS_OK)
 		return NULL;
-	double last_work = mono_us();
+	double last_work = exec_now_us();
 	for (;;) {
 		int stopping;
 		int worked = worker_pass(w, &stopping);
-		double now = mono_us();
+		double now = exec_now_us();
+		/* The backend releases what stalls launches while no thread has
+		 * work (backend.h). */
+		if (worked != w->active) {
+			w->active = worked;
+			__atomic_add_fetch(&ex->be->active_threads, worked ? 1 : -1, __ATOMIC_RELAXED);
+		}
 		if (worked) {
 			last_work = now;
 			continue;
@@ -368,7 +432,7 @@ static void *worker_main(void *arg)
 		if (owed || now - last_work < (double)ex->cfg.spin_us)
 			continue;
 		worker_sleep(w);
-		last_work = mono_us();
+		last_work = exec_now_us();
 	}
 	if (ex->be->ops->thread_fini)
 		ex->be->ops->thread_fini(ex->be);
@@ -523,10 +587,17 @@ void executor_write_threads_json(executor *ex, strbuf *sb)
 	sb_printf(sb, "\"executor\":{");
 	for (int i = 0; i < ex->n_workers; i++) {
 		const pace_slot *p = &ex->pace[i];
-		sb_printf(sb, "%s\"%d\":{\"sessions\":%d,\"ring_ops\":%llu,\"pace_waits\":%llu}",
+		sb_printf(sb,
+		          "%s\"%d\":{\"sessions\":%d,\"ring_ops\":%llu,\"pace_waits\":%llu,"
+		          "\"slow_ops\":%llu,\"slow_launches\":%llu,\"sleeps\":%llu,"
+		          "\"ring_op_us\":%.0f,\"launch_us\":%.0f}",
 		          i ? "," : "", i, ex->workers[i].n_sessions,
 		          (unsigned long long)__atomic_load_n(&p->ring_ops, __ATOMIC_RELAXED),
-		          (unsigned long long)__atomic_load_n(&p->waits, __ATOMIC_RELAXED));
+		          (unsigned long long)__atomic_load_n(&p->waits, __ATOMIC_RELAXED),
+		          (unsigned long long)__atomic_load_n(&p->slow_ops, __ATOMIC_RELAXED),
+		          (unsigned long long)__atomic_load_n(&p->slow_launches, __ATOMIC_RELAXED),
+		          (unsigned long long)__atomic_load_n(&p->sleeps, __ATOMIC_RELAXED),
+		          load_us(&p->op_us), load_us(&p->launch_us));
 	}
 	sb_printf(sb, "}");
 }

@@ -71,6 +71,8 @@ typedef struct worker {
 	/* The loop thread only: sessions given to this thread and not reaped. */
 	int n_sessions;
 
+	uint64_t launches;  /* ops launched, for the stats' timing sample */
+	int active;         /* its last pass had work (counted in be->active_threads) */
 	int pacing;         /* this thread's pace slot says it has ring work */
 	unsigned since_pace; /* ring entries run since the last look at the others */
 } worker;
@@ -85,7 +87,15 @@ typedef struct pace_slot {
 	int busy;                       /* atomic */
 	uint64_t ring_ops;  /* ring entries run (atomic; for the stats) */
 	uint64_t waits;     /* times it waited for a thread behind (atomic) */
+	uint64_t slow_ops;  /* ring entries that took SLOW_OP_US or more to run (atomic) */
+	uint64_t slow_launches; /* of which the launch call itself took that long (atomic) */
+	uint64_t sleeps;    /* times it slept for want of work (atomic) */
+	double op_us;       /* time running ring entries, summed (written by its thread only) */
+	double launch_us;   /* of which in the backend's launch calls */
 } pace_slot;
+
+/* A ring entry (or a launch) this long is counted as slow in the stats. */
+#define SLOW_OP_US 1000.0
 
 /* The worker running on this thread (NULL elsewhere). */
 extern _Thread_local worker *exec_worker;
@@ -104,7 +114,6 @@ struct executor {
 	manifest *mf;
 
 	uint64_t next_handle; /* atomic */
-	uint64_t launches;    /* atomic */
 
 	/* The graph cache: tenants, their plans' graphs and the shared plans.
 	 * Every plan.c entry point holds cache_mu; the loop reads the tenants
@@ -166,6 +175,10 @@ void exec_timed(void *ctx, int slot, void *arg, double us);
 
 /* executor.c */
 void executor_hand_back(executor *ex, job *j);
+/* CLOCK_MONOTONIC in microseconds. */
+double exec_now_us(void);
+/* A launch call of this thread took `us` (exec.c). */
+void executor_count_launch(worker *w, double us);
 /* Answer every owed completion of w whose fence has passed; 1 if any was. */
 int executor_poll_pending(worker *w);
 

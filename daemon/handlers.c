@@ -427,14 +427,15 @@ void handle_stats(server *srv, tp_worker *w)
 	sb_json_string(&sb, srv->be->name);
 	sb_printf(&sb, ",\"device\":");
 	sb_json_string(&sb, srv->be->device);
+	uint64_t requests, errors;
+	stats_requests(&srv->st, &requests, &errors);
 	sb_printf(&sb,
 	          ",\"ready\":%s,\"stopping\":%s,\"sessions\":%d,\"tensors\":%zu,"
 	          "\"bytes_in_use\":%zu,\"requests\":%llu,\"errors\":%llu,"
 	          "\"jobs_in_flight\":%zu,",
 	          srv->ready && !srv->stopping ? "true" : "false", srv->stopping ? "true" : "false",
 	          srv->n_sessions, tensors, bytes,
-	          (unsigned long long)__atomic_load_n(&srv->st.requests, __ATOMIC_RELAXED),
-	          (unsigned long long)__atomic_load_n(&srv->st.errors, __ATOMIC_RELAXED),
+	          (unsigned long long)requests, (unsigned long long)errors,
 	          srv->jobs_in_flight);
 	stats_write_ops_json(&srv->st, &sb);
 	sb_printf(&sb, ",");

@@ -62,6 +62,8 @@ int ring_setup(ring *r, const arena *a, char *err, size_t errlen)
 	r->sq_off = h.sq_offset;
 	r->cq_off = h.cq_offset;
 	r->data_off = h.data_offset;
+	r->holding = 0;
+	r->published = 0;
 	/* Start from zero whatever the client left there. */
 	if (arena_store_u64(a, HDR(sq_head), 0) || arena_store_u64(a, HDR(cq_tail), 0) ||
 	    arena_store_u32(a, HDR(daemon_sleeping), 0)) {
@@ -115,7 +117,16 @@ uint32_t ring_cq_room(ring *r, const arena *a)
 int ring_take(ring *r, const arena *a, tileops_sqe *out)
 {
 	size_t off = r->sq_off + (size_t)(r->sq_head & (r->entries - 1)) * TILEOPS_SQE_BYTES;
-	if (arena_copy_in(a, off, out, sizeof(*out)) != 0) {
+	size_t head = offsetof(tileops_sqe, payload);
+	/* The header, then only the payload bytes it says are used (an op
+	 * descriptor is a few hundred of the entry's 1024): each byte is still
+	 * read once, and a length past the payload is the caller's to reject. */
+	if (arena_copy_in(a, off, out, head) != 0) {
+		ring_break(r, "the arena no longer backs the submission ring");
+		return -1;
+	}
+	size_t len = out->length < sizeof(out->payload) ? out->length : sizeof(out->payload);
+	if (len && arena_copy_in(a, off + head, out->payload, len) != 0) {
 		ring_break(r, "the arena no longer backs the submission ring");
 		return -1;
 	}
@@ -126,6 +137,12 @@ int ring_take(ring *r, const arena *a, tileops_sqe *out)
 		ring_break(r, "the arena no longer backs the ring header");
 		return -1;
 	}
+	/* The next entry is probably written already: start bringing its first
+	 * lines over from the client's core while this one is launched. */
+	size_t next = r->sq_off + (size_t)(r->sq_head & (r->entries - 1)) * TILEOPS_SQE_BYTES;
+	if (arena_range_ok(a, next, 256))
+		for (size_t l = 0; l < 256; l += 64)
+			__builtin_prefetch((const char *)a->base + next + l, 0, 3);
 	return 0;
 }
 
@@ -148,17 +165,39 @@ int ring_post(ring *r, const arena *a, uint64_t tag, int status, double gpu_us,
 	memcpy(c.message, message ? message : "", n);
 	c.message[n] = '\0';
 	size_t off = r->cq_off + (size_t)(r->cq_tail & (r->entries - 1)) * TILEOPS_CQE_BYTES;
-	uint32_t waiting = 0;
-	if (arena_copy_out(a, off, &c, offsetof(tileops_cqe, message) + n + 1) != 0 ||
-	    arena_store_u64(a, HDR(cq_tail), r->cq_tail + 1) != 0 ||
-	    arena_load_u32(a, HDR(client_waiting), &waiting) != 0) {
+	if (arena_copy_out(a, off, &c, offsetof(tileops_cqe, message) + n + 1) != 0) {
 		ring_break(r, "the arena no longer backs the completion ring");
 		return -1;
 	}
 	r->cq_tail++;
+	/* The next slot's line, for writing, while the next op is launched. */
+	size_t next = r->cq_off + (size_t)(r->cq_tail & (r->entries - 1)) * TILEOPS_CQE_BYTES;
+	if (arena_range_ok(a, next, 64))
+		__builtin_prefetch((const char *)a->base + next, 1, 3);
+	if (!r->holding)
+		ring_publish(r, a);
+	return r->broken ? -1 : 0;
+}
+
+void ring_hold(ring *r)
+{
+	r->holding = 1;
+}
+
+void ring_publish(ring *r, const arena *a)
+{
+	r->holding = 0;
+	if (r->broken || r->published == r->cq_tail)
+		return;
+	uint32_t waiting = 0;
+	if (arena_store_u64(a, HDR(cq_tail), r->cq_tail) != 0 ||
+	    arena_load_u32(a, HDR(client_waiting), &waiting) != 0) {
+		ring_break(r, "the arena no longer backs the completion ring");
+		return;
+	}
+	r->published = r->cq_tail;
 	if (waiting)
 		r->wake_owed = 1;
-	return 0;
 }
 
 void ring_wake(ring *r, const arena *a)

@@ -400,6 +400,8 @@ int server_start(server *srv, char *err, size_t errlen)
 		.stats_sample = srv->cfg.stats_sample,
 		.pace = srv->cfg.executor_pace,
 		.threads = threads,
+		.cpus = srv->cfg.executor_cpus,
+		.n_cpus = srv->cfg.n_executor_cpus,
 		.default_quota = srv->cfg.default_quota,
 		.tenants = srv->cfg.tenants,
 		.n_tenants = srv->cfg.n_tenants,

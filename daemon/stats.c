@@ -90,9 +90,23 @@ void stats_op_count(stats *st, int slot, int failed, int timed, double flops, do
 
 void stats_count_request(stats *st, int failed)
 {
-	__atomic_fetch_add(&st->requests, 1, __ATOMIC_RELAXED);
+	/* Each thread's own line: a shared counter would bounce between the
+	 * executor threads on every op. */
+	stats_shard *sh = my_shard(st);
+	__atomic_fetch_add(&sh->requests, 1, __ATOMIC_RELAXED);
 	if (failed)
-		__atomic_fetch_add(&st->errors, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&sh->errors, 1, __ATOMIC_RELAXED);
+}
+
+void stats_requests(stats *st, uint64_t *requests, uint64_t *errors)
+{
+	uint64_t r = 0, e = 0;
+	for (int k = 0; k < st->n_shards; k++) {
+		r += __atomic_load_n(&st->shards[k].requests, __ATOMIC_RELAXED);
+		e += __atomic_load_n(&st->shards[k].errors, __ATOMIC_RELAXED);
+	}
+	*requests = r;
+	*errors = e;
 }
 
 void stats_op_time(stats *st, int slot, double us)

@@ -30,6 +30,8 @@ typedef struct op_counters {
 typedef struct stats_shard {
 	pthread_mutex_t mu;
 	op_counters ops[STATS_MAX_OPS];
+	uint64_t requests; /* answered requests (atomic: the loop counts into shard 0 too) */
+	uint64_t errors;   /* of which failed (atomic) */
 } stats_shard;
 
 typedef struct stats {
@@ -38,8 +40,6 @@ typedef struct stats {
 	int n_ops;          /* atomic: names below it are final */
 	int n_shards;
 	stats_shard *shards;
-	uint64_t requests;  /* atomic */
-	uint64_t errors;    /* atomic */
 } stats;
 
 /* n_shards: one per thread that counts (executor threads), at least 1. */
@@ -55,6 +55,8 @@ void stats_op_count(stats *st, int slot, int failed, int timed, double flops, do
 void stats_op_time(stats *st, int slot, double us);
 /* One answered request (either plane); `failed` when its status was not OK. */
 void stats_count_request(stats *st, int failed);
+/* Answered requests and failures so far, summed over the shards. */
+void stats_requests(stats *st, uint64_t *requests, uint64_t *errors);
 
 /* A growing text buffer for JSON. */
 typedef struct strbuf {

@@ -9,8 +9,9 @@
 # CONFIGS: entries separated by spaces, each a comma-separated list of
 # key=value (config keys, docs/operations.md), env:NAME=value for the
 # clients' environment (TILEOPS_SPIN_US), denv:NAME=value for the daemon's
-# (CUDA_DEVICE_MAX_CONNECTIONS), dcpu:LIST and ccpu:LIST to run the daemon and
-# the clients on those CPUs (taskset -c LIST, e.g. dcpu:0-7), or "default".
+# (CUDA_DEVICE_MAX_CONNECTIONS), carg:ARG for an argument of the clients
+# (carg:--reap=32), dcpu:LIST and ccpu:LIST to run the daemon and the clients
+# on those CPUs (taskset -c LIST, e.g. dcpu:0-7), or "default".
 # Example:
 #   CONFIGS="default executor_threads=4 stats_sample=0 env:TILEOPS_SPIN_US=0"
 # Prints one line per run and a median per entry; also to $OUT/scaling.txt
@@ -20,6 +21,8 @@ root=$PWD
 [ -d "$root/.carry/bin" ] || tar -C "$root/.carry" -xJf "$root/.carry/pack.tar.xz"
 export LD_LIBRARY_PATH=$root/.carry/lib
 bin=$root/.carry/bin
+# TILEOPSD: another daemon binary to sweep (default: the packed one).
+daemon_bin=${TILEOPSD:-$bin/tileopsd}
 run=/tmp/tileops-scaling
 procs=${PROCS:-8}
 report=${OUT:+$OUT/scaling.txt}
@@ -33,13 +36,14 @@ say() { echo "$*" | tee -a "$report"; }
 for entry in ${CONFIGS:-executor_threads=1 executor_threads=2 executor_threads=4 default}; do
 	rm -rf "$run" && mkdir -p "$run"
 	: >"$run/conf"
-	client_env=() daemon_env=() dcpu=() ccpu=()
+	client_env=() daemon_env=() client_args=() dcpu=() ccpu=()
 	if [ "$entry" != default ]; then
 		IFS=, read -r -a kvs <<<"$entry"
 		for kv in "${kvs[@]}"; do
 			case $kv in
 			env:*) client_env+=("${kv#env:}") ;;
 			denv:*) daemon_env+=("${kv#denv:}") ;;
+			carg:*) client_args+=("${kv#carg:}") ;;
 			dcpu:*) dcpu=(taskset -c "${kv#dcpu:}") ;;
 			ccpu:*) ccpu=(taskset -c "${kv#ccpu:}") ;;
 			*) printf '%s = %s\n' "${kv%%=*}" "${kv#*=}" >>"$run/conf" ;;
@@ -47,7 +51,7 @@ for entry in ${CONFIGS:-executor_threads=1 executor_threads=2 executor_threads=4
 		done
 	fi
 	${dcpu[@]+"${dcpu[@]}"} env ${daemon_env[@]+"${daemon_env[@]}"} \
-		"$bin/tileopsd" --backend cuda --config "$run/conf" --listen "ipc://$run/d.sock" \
+		"$daemon_bin" --backend cuda --config "$run/conf" --listen "ipc://$run/d.sock" \
 		--stats "ipc://$run/s.sock" --manifest "$root/.carry/manifest" \
 		--ready-file "$run/pid" 2>"$run/log" &
 	daemon=$!
@@ -58,7 +62,7 @@ for entry in ${CONFIGS:-executor_threads=1 executor_threads=2 executor_threads=4
 			o=$(${ccpu[@]+"${ccpu[@]}"} env ${client_env[@]+"${client_env[@]}"} \
 				"$bin/tileops-bench-dispatch" \
 				--address "ipc://$run/d.sock" --procs "$procs" --kernels 2000 \
-				--ns "$ns" 2>&1)
+				--ns "$ns" ${client_args[@]+"${client_args[@]}"} 2>&1)
 			val() { echo "$o" | grep -o "\"$1\"[^}]*" | grep -o '"value":[0-9.e+]*' |
 				cut -d: -f2; }
 			r=$(val procs_kernels_per_s)
@@ -68,13 +72,24 @@ for entry in ${CONFIGS:-executor_threads=1 executor_threads=2 executor_threads=4
 				echo "$entry ns=$ns $what: $(echo "$o" | grep "proc_${what}_ms" |
 					grep -o '"value":[0-9.e+]*' | cut -d: -f2 | tr '\n' ' ')"
 			done >>"$detail"
+			# With carg:--progress: when each tenth of each process's ops completed.
+			echo "$o" | grep '^progress' >>"$detail"
 			# Each executor thread's ring ops and pacing waits so far
 			# (cumulative over the runs against this daemon).
 			"$bin/tileops-stat" --address "ipc://$run/s.sock" --raw 2>/dev/null |
 				python3 -c 'import json, sys
 ex = json.load(sys.stdin).get("executor", {})
-print("threads (ring ops/pace waits):", " ".join("%s:%d/%d" % (k, v["ring_ops"], v["pace_waits"]) for k, v in sorted(ex.items(), key=lambda kv: int(kv[0]))))' \
+print("threads (ring ops/pace waits/slow ops/slow launches/sleeps/us per op/us per launch):", " ".join("%s:%d/%d/%d/%d/%d/%.2f/%.2f" % (k, v["ring_ops"], v["pace_waits"], v.get("slow_ops", 0), v.get("slow_launches", 0), v.get("sleeps", 0), v.get("ring_op_us", 0) / max(v["ring_ops"], 1), v.get("launch_us", 0) / max(v["ring_ops"], 1)) for k, v in sorted(ex.items(), key=lambda kv: int(kv[0]))))' \
 				>>"$detail" 2>/dev/null
+			# How often the kernel took each executor thread off its CPU
+			# (cumulative: involuntary/voluntary context switches).
+			for t in /proc/"$daemon"/task/*; do
+				case $(cat "$t/comm" 2>/dev/null) in tileops-exec*) ;; *) continue ;; esac
+				printf '%s:%s/%s ' "$(cat "$t/comm")" \
+					"$(awk '/^nonvoluntary_ctxt_switches/{print $2}' "$t/status")" \
+					"$(awk '/^voluntary_ctxt_switches/{print $2}' "$t/status")"
+			done | sed 's/^/switches (involuntary\/voluntary): /' >>"$detail"
+			echo >>"$detail"
 		done
 		med=$(printf '%s\n' "${rates[@]}" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
 		say "$entry: $procs procs x 2000 spin kernels of $ns ns: median $med kernels/s" \

@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench_client.h"
 #include "bench_common.h"
@@ -50,8 +51,8 @@
 
 struct options {
 	const char *address, *json;
-	long n, reps, kernels, ns, blocks;
-	int procs;
+	long n, reps, kernels, ns, blocks, reap, linger_ms;
+	int procs, progress;
 };
 
 /* ---- a window of outstanding completions ---------------------------------- */
@@ -59,7 +60,11 @@ struct options {
 struct window {
 	tileops_completion *cp[WINDOW];
 	int head, count;
+	int reap; /* completions freed each time the window is full */
 	long failed;
+	/* --progress: when each tenth of the ops had completed. */
+	long popped, tenth;
+	double t0, *marks;
 };
 
 /* Wait for the oldest completion, count it if it failed, and free it. */
@@ -73,6 +78,8 @@ static void window_pop(struct window *w)
 	tileops_completion_free(cp);
 	w->head = (w->head + 1) % WINDOW;
 	w->count--;
+	if (w->marks && ++w->popped % w->tenth == 0 && w->popped / w->tenth <= 10)
+		w->marks[w->popped / w->tenth - 1] = (bench_now_us() - w->t0) / 1e3;
 }
 
 static int window_submit(struct window *w, tileops_client *c, const tileops_op *op)
@@ -80,8 +87,13 @@ static int window_submit(struct window *w, tileops_client *c, const tileops_op *
 	tileops_completion *cp;
 	tileops_status st;
 
-	if (w->count == WINDOW)
-		window_pop(w);
+	if (w->count == WINDOW) {
+		/* Wait for the reap-th oldest first (ring ops finish in order), so
+		 * a full window costs one wait, not one per op. */
+		tileops_completion_wait(w->cp[(w->head + w->reap - 1) % WINDOW], -1);
+		for (int i = 0; i < w->reap; i++)
+			window_pop(w);
+	}
 	if ((st = tileops_op_submit(c, op, &cp)) != TILEOPS_OK)
 		return bench_fail("tileops_op_submit", st);
 	w->cp[(w->head + w->count) % WINDOW] = cp;
@@ -89,10 +101,13 @@ static int window_submit(struct window *w, tileops_client *c, const tileops_op *
 	return 0;
 }
 
-/* Submit `n` copies of op, wait for every completion, then sync. */
-static int submit_many(tileops_client *c, const tileops_op *op, long n)
+/* Submit `n` copies of op, wait for every completion, then sync; marks
+ * (when not NULL) gets the milliseconds at which each tenth had completed. */
+static int submit_many(tileops_client *c, const tileops_op *op, long n, long reap,
+                       double *marks)
 {
-	struct window w = { .head = 0 };
+	struct window w = { .head = 0, .reap = (int)reap, .marks = n >= 10 ? marks : NULL,
+		            .tenth = n / 10, .t0 = bench_now_us() };
 	tileops_status st;
 	int rc = 0;
 
@@ -138,12 +153,13 @@ static int vector_check(tileops_client *c, tileops_tensor t, const float *want, 
 
 /* ---- one client ----------------------------------------------------------- */
 
-static int bench_async(tileops_client *c, const tileops_op *op, long n, double *per_op)
+static int bench_async(tileops_client *c, const tileops_op *op, long n, long reap,
+                       double *per_op)
 {
-	if (submit_many(c, op, n < 1000 ? n : 1000) < 0)
+	if (submit_many(c, op, n < 1000 ? n : 1000, reap, NULL) < 0)
 		return -1;
 	double t0 = bench_now_us();
-	if (submit_many(c, op, n) < 0)
+	if (submit_many(c, op, n, reap, NULL) < 0)
 		return -1;
 	*per_op = (bench_now_us() - t0) / (double)n;
 	bench_report("async_per_op_us", "add256", "mean", *per_op, "us", n);
@@ -293,7 +309,7 @@ static int run_single(const struct options *o)
 	if (vector_create(c, TINY_N, a, &t[0]) < 0 || vector_create(c, TINY_N, b, &t[1]) < 0 ||
 	    vector_create(c, TINY_N, poison, &t[2]) < 0)
 		goto out;
-	if (bench_async(c, &op, o->n, &async_op) < 0 ||
+	if (bench_async(c, &op, o->n, o->reap, &async_op) < 0 ||
 	    vector_check(c, t[2], sum, TINY_N, "async add") < 0)
 		goto out;
 	if (bench_sync(c, &op, o->reps, &gpu, &sync_med, &run_med) < 0 ||
@@ -316,6 +332,7 @@ out:
 struct proc_result {
 	int ok;
 	double start_us, end_us; /* after the start signal; after the last sync */
+	double marks[10];        /* --progress */
 	char backend[16];
 };
 
@@ -343,7 +360,7 @@ static int proc_prepare(const struct options *o, int idx, tileops_client **c, ti
 		            .n_outputs = 1,
 		            .params = params,
 		            .n_params = 2 };
-	if (submit_many(*c, op, 10) < 0)
+	if (submit_many(*c, op, 10, 1, NULL) < 0)
 		return -1;
 	/* Poisoned, so the check after the timed ops sees their writes. */
 	tileops_status st = tileops_tensor_write(*c, t[1], 0, poison, sizeof(poison));
@@ -364,8 +381,12 @@ static int proc_main(bench_proc *p, int idx, void *arg)
 	int prepared = proc_prepare(o, idx, &c, t, &op, params, x) == 0;
 	bench_proc_start(p);
 	r.start_us = bench_now_us();
-	if (prepared && submit_many(c, &op, o->kernels) == 0) {
+	if (prepared && submit_many(c, &op, o->kernels, o->reap, o->progress ? r.marks : NULL) == 0) {
 		r.end_us = bench_now_us();
+		/* --linger-ms: read back, free and close only after the others
+		 * are likely done too. */
+		if (o->linger_ms > 0)
+			usleep((useconds_t)(o->linger_ms * 1000));
 		/* Block b writes element b % n: the first min(blocks, n) are written. */
 		for (int i = 0; i < SPIN_N; i++)
 			want[i] = x[i] + 1.0f;
@@ -405,6 +426,12 @@ static int run_procs(const struct options *o)
 		             (long)o->kernels);
 		bench_report("proc_done_ms", who, "once", (res[i].end_us - t0) / 1e3, "ms",
 		             (long)o->kernels);
+		if (o->progress) {
+			fprintf(stderr, "progress %s (ms at each tenth of its ops):", who);
+			for (int k = 0; k < 10; k++)
+				fprintf(stderr, " %.2f", res[i].marks[k] + (res[i].start_us - t0) / 1e3);
+			fprintf(stderr, "\n");
+		}
 	}
 	bench_report_backend(res[0].backend);
 	double total = (double)o->procs * (double)o->kernels;
@@ -421,9 +448,10 @@ static int run_procs(const struct options *o)
 static void usage(FILE *f)
 {
 	fprintf(f,
-	        "usage: " PROG " [--address ADDR] [--n N] [--reps R] [--json FILE]\n"
-	        "       " PROG " --procs P [--kernels K] [--ns NS] [--blocks B] [--address ADDR]\n"
-	        "                [--json FILE]\n"
+	        "usage: " PROG " [--address ADDR] [--n N] [--reps R] [--reap C] [--json FILE]\n"
+	        "       " PROG " --procs P [--kernels K] [--ns NS] [--blocks B] [--reap C]\n"
+	        "                [--progress] [--linger-ms MS]\n"
+	        "                [--address ADDR] [--json FILE]\n"
 	        "Dispatch figures through tileopsd (see docs/perf.md).\n");
 }
 
@@ -438,6 +466,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "ns", required_argument, NULL, 't' },
 		{ "blocks", required_argument, NULL, 'b' },
 		{ "json", required_argument, NULL, 'j' },
+		{ "reap", required_argument, NULL, 'R' },
+		{ "progress", no_argument, NULL, 'g' },
+		{ "linger-ms", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -472,6 +503,15 @@ static int parse_args(int argc, char **argv, struct options *o)
 			bad = bench_parse_long(optarg, 1, BENCH_PROCS_MAX, &v);
 			o->procs = (int)v;
 			break;
+		case 'R':
+			bad = bench_parse_long(optarg, 1, WINDOW, &o->reap);
+			break;
+		case 'g':
+			o->progress = 1;
+			break;
+		case 'L':
+			bad = bench_parse_long(optarg, 0, 60000, &o->linger_ms);
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -494,7 +534,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 
 int main(int argc, char **argv)
 {
-	struct options o = { .n = 20000, .reps = 2000, .kernels = 2000, .ns = 5000, .blocks = 4 };
+	struct options o = {
+		.n = 20000, .reps = 2000, .kernels = 2000, .ns = 5000, .blocks = 4, .reap = 1
+	};
 	char title[64];
 	int rc;
 

@@ -5,7 +5,7 @@
  *
  *   tileops-bench-dispatch-baseline [--n N] [--reps R] [--json FILE]
  *   tileops-bench-dispatch-baseline --procs P [--kernels K] [--label NAME]
- *   tileops-bench-dispatch-baseline --streams P [--kernels K]
+ *   tileops-bench-dispatch-baseline --streams P [--pool N] [--trace] [--kernels K]
  *   common: [--ns NS] [--blocks B] [--json FILE]
  *
  * Single-thread mode (the default), one host thread and one stream, a tiny
@@ -31,7 +31,12 @@
  * process waits on, closed once all are ready) to the end of the last
  * process's synchronize; the figure is P * K / that time. --streams P is
  * the same with P host threads of one process, each on its own stream of
- * one context: what a single owner of the GPU can reach.
+ * one context: what a single owner of the GPU can reach. With --pool N the
+ * N streams are made first, as tileopsd's stream pool is, and thread i
+ * runs on the i-th. --trace adds, per thread, when its launches returned and
+ * when its stream's kernels ran (each kernel stamps the device timer), and
+ * which of the streams share a hardware work queue (a short kernel queued
+ * behind another stream's long one waits for it).
  *
  * Every measurement is one JSON line (to --json FILE, else stdout); a
  * markdown table of all of them ends the output. Exit status 0 only when
@@ -60,7 +65,7 @@ namespace
 
 struct options {
 	long n = 20000, reps = 2000, kernels = 2000, ns = 5000, blocks = 4;
-	int procs = 0, streams = 0;
+	int procs = 0, streams = 0, pool = 0, trace = 0;
 	const char *label = "contexts";
 	const char *json = NULL;
 };
@@ -77,6 +82,20 @@ __global__ void add256(const float *a, const float *b, float *out)
 __global__ void spin_kernel(const float *x, float *out, int64_t n, uint64_t ns)
 {
 	tkc::spin_block(x, out, n, ns);
+}
+
+/* The spin kernel that also writes when its first block started and ended
+ * (the device's nanosecond timer) to stamp[0] and stamp[1]: --trace. */
+__global__ void spin_stamp_kernel(const float *x, float *out, int64_t n, uint64_t ns,
+                                  uint64_t *stamp)
+{
+	uint64_t t0 = tkc::global_ns();
+
+	tkc::spin_block(x, out, n, ns);
+	if (blockIdx.x == 0 && threadIdx.x == 0) {
+		stamp[0] = t0;
+		stamp[1] = tkc::global_ns();
+	}
 }
 
 struct tiny {
@@ -281,8 +300,13 @@ struct launcher_result {
 
 struct spin_ctx {
 	cudaStream_t stream;
+	bool own_stream;
 	float *x, *out;
 	float hx[SPIN_N];
+	/* --trace: each kernel's device start and end, each launch's return. */
+	uint64_t *stamps;
+	double *launched_us;
+	double launches_done_us;
 };
 
 /* A stream and buffers, and a few kernels run so nothing is cold. */
@@ -292,7 +316,17 @@ bool spin_setup(spin_ctx *s, const options *o, char *err, size_t len)
 
 	for (int i = 0; i < SPIN_N; i++)
 		s->hx[i] = (float)(i + 1) * 0.5f;
-	if ((e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess ||
+	s->stamps = NULL;
+	s->launched_us = NULL;
+	if (o->trace &&
+	    ((s->launched_us = static_cast<double *>(calloc((size_t)o->kernels, sizeof(double)))) ==
+	             NULL ||
+	     cudaMalloc(&s->stamps, (size_t)o->kernels * 2 * sizeof(uint64_t)) != cudaSuccess)) {
+		snprintf(err, len, "set-up: no memory for the trace");
+		return false;
+	}
+	if ((s->own_stream &&
+	     (e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess) ||
 	    (e = cudaMalloc(&s->x, sizeof(s->hx))) != cudaSuccess ||
 	    (e = cudaMalloc(&s->out, sizeof(s->hx))) != cudaSuccess ||
 	    (e = cudaMemcpy(s->x, s->hx, sizeof(s->hx), cudaMemcpyHostToDevice)) != cudaSuccess) {
@@ -317,9 +351,17 @@ void spin_run(spin_ctx *s, const options *o, launcher_result *r)
 	float got[SPIN_N];
 	cudaError_t e;
 
-	for (long k = 0; k < o->kernels; k++)
-		spin_kernel<<<(unsigned)o->blocks, tkc::kSpinThreads, 0, s->stream>>>(
-		        s->x, s->out, SPIN_N, (uint64_t)o->ns);
+	for (long k = 0; k < o->kernels; k++) {
+		if (s->stamps) {
+			spin_stamp_kernel<<<(unsigned)o->blocks, tkc::kSpinThreads, 0, s->stream>>>(
+			        s->x, s->out, SPIN_N, (uint64_t)o->ns, s->stamps + 2 * k);
+			s->launched_us[k] = bench_now_us();
+		} else {
+			spin_kernel<<<(unsigned)o->blocks, tkc::kSpinThreads, 0, s->stream>>>(
+			        s->x, s->out, SPIN_N, (uint64_t)o->ns);
+		}
+	}
+	s->launches_done_us = bench_now_us();
 	e = cudaStreamSynchronize(s->stream);
 	r->end_us = bench_now_us();
 	if (e == cudaSuccess)
@@ -350,6 +392,7 @@ int child_main(bench_proc *p, int idx, void *arg)
 
 	(void)idx;
 	memset(&r, 0, sizeof(r));
+	s.own_stream = true;
 	if ((e = cudaSetDevice(0)) != cudaSuccess || (e = cudaFree(0)) != cudaSuccess)
 		snprintf(r.error, sizeof(r.error), "context: %s", cudaGetErrorString(e));
 	else if (spin_setup(&s, o, r.error, sizeof(r.error)))
@@ -425,20 +468,127 @@ void *thread_main(void *p)
 	return NULL;
 }
 
+/* ---- --trace: where each stream's time went ------------------------------ */
+
+/*
+ * The offset between the device's nanosecond timer and bench_now_us: the
+ * least (device start - host time before the launch) over a few launch and
+ * synchronize round trips, so a device time minus it is at most the launch
+ * latency (a few microseconds) early.
+ */
+double timer_offset_us(cudaStream_t st, uint64_t *stamp)
+{
+	double best = 0.0;
+
+	for (int i = 0; i < 50; i++) {
+		uint64_t got[2];
+		double h0 = bench_now_us();
+		spin_stamp_kernel<<<1, tkc::kSpinThreads, 0, st>>>(NULL, NULL, 0, 0, stamp);
+		CK(cudaStreamSynchronize(st));
+		CK(cudaMemcpy(got, stamp, sizeof(got), cudaMemcpyDeviceToHost));
+		double d = (double)got[0] / 1e3 - h0;
+		if (i == 0 || d < best)
+			best = d;
+	}
+	return best;
+}
+
+/*
+ * Which streams share a hardware queue: on stream a a long kernel then a
+ * short one, then on stream b a short one. On a queue of its own b's kernel
+ * starts while a's long one runs; behind a's second kernel in a shared
+ * queue it waits for the long one to end. Prints each stream's partners.
+ */
+void trace_queues(const cudaStream_t *st, int n, uint64_t *stamp)
+{
+	printf("trace: queue sharing among %d streams (stream: the streams it waits behind)\n", n);
+	for (int a = 0; a < n; a++) {
+		char line[512];
+		int len = snprintf(line, sizeof(line), "trace:   %2d:", a);
+		int shared = 0;
+		for (int b = 0; b < n; b++) {
+			uint64_t got[6];
+			if (b == a)
+				continue;
+			spin_stamp_kernel<<<1, tkc::kSpinThreads, 0, st[a]>>>(NULL, NULL, 0, 100000,
+			                                                      stamp);
+			spin_stamp_kernel<<<1, tkc::kSpinThreads, 0, st[a]>>>(NULL, NULL, 0, 0,
+			                                                      stamp + 2);
+			spin_stamp_kernel<<<1, tkc::kSpinThreads, 0, st[b]>>>(NULL, NULL, 0, 0,
+			                                                      stamp + 4);
+			CK(cudaDeviceSynchronize());
+			CK(cudaMemcpy(got, stamp, sizeof(got), cudaMemcpyDeviceToHost));
+			if (got[4] + 1000 >= got[1] && len < (int)sizeof(line) - 8) {
+				len += snprintf(line + len, sizeof(line) - (size_t)len, " %d", b);
+				shared++;
+			}
+		}
+		printf("%s%s\n", line, shared ? "" : " none");
+	}
+}
+
+/* Per thread: when its launches returned and its stream ran, from t0. */
+void trace_streams(const options *o, const thread_arg *args, int n, double t0, double offset)
+{
+	size_t k = (size_t)o->kernels;
+	uint64_t *st = static_cast<uint64_t *>(malloc(k * 2 * sizeof(uint64_t)));
+
+	if (st == NULL) {
+		fprintf(stderr, PROG ": out of memory for the trace\n");
+		exit(1);
+	}
+	printf("trace: per thread, ms from the start: launches done, synchronize done, "
+	       "its stream's first kernel start and last kernel end; us per kernel on the "
+	       "device; kernels that started over 2 us after the one before ended, and those "
+	       "whose launch returned after the one before ended (the device waited on the "
+	       "host); kernels still queued when the launches were done\n");
+	for (int i = 0; i < n; i++) {
+		const spin_ctx *s = &args[i].s;
+		CK(cudaMemcpy(st, s->stamps, k * 2 * sizeof(uint64_t), cudaMemcpyDeviceToHost));
+		double first = (double)st[0] / 1e3 - offset, last = (double)st[2 * k - 1] / 1e3 - offset;
+		long gaps = 0, starved = 0, queued = 0;
+		for (size_t j = 1; j < k; j++) {
+			double prev_end = (double)st[2 * j - 1] / 1e3 - offset;
+			if ((double)st[2 * j] / 1e3 - offset > prev_end + 2.0)
+				gaps++;
+			if (s->launched_us[j] > prev_end + 2.0)
+				starved++;
+		}
+		for (size_t j = 0; j < k; j++)
+			if ((double)st[2 * j] / 1e3 - offset > s->launches_done_us)
+				queued++;
+		printf("trace: thread %2d: launched %7.2f  synced %7.2f  device %7.2f .. %7.2f  "
+		       "%5.2f us/kernel  gaps %5ld  host-starved %5ld  queued at end %5ld\n",
+		       i, (s->launches_done_us - t0) / 1e3, (args[i].r.end_us - t0) / 1e3,
+		       (first - t0) / 1e3, (last - t0) / 1e3, (last - first) / (double)(k - 1), gaps,
+		       starved, queued);
+	}
+	free(st);
+}
+
 int run_streams(const options *o)
 {
 	static thread_arg args[MAX_PROCS];
+	static cudaStream_t pool[64];
 	pthread_t th[MAX_PROCS];
 	launcher_result res[MAX_PROCS];
 	pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 	pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 	int ready = 0, go = 0;
+	uint64_t *probe = NULL;
 
 	CK(cudaSetDevice(0));
 	CK(cudaFree(0));
+	/* --pool N: the streams are made here first, as tileopsd's stream pool
+	 * is, and thread i takes stream i. */
+	for (int i = 0; i < o->pool; i++)
+		CK(cudaStreamCreateWithFlags(&pool[i], cudaStreamNonBlocking));
 	for (int i = 0; i < o->streams; i++) {
 		memset(&args[i].r, 0, sizeof(args[i].r));
 		args[i].o = o;
+		args[i].s.own_stream = o->pool == 0;
+		if (o->pool > 0)
+			args[i].s.stream = pool[i];
 		args[i].mu = &mu;
 		args[i].cv = &cv;
 		args[i].ready = &ready;
@@ -451,6 +601,11 @@ int run_streams(const options *o)
 	pthread_mutex_lock(&mu);
 	while (ready < o->streams)
 		pthread_cond_wait(&cv, &mu);
+	double offset = 0.0;
+	if (o->trace) {
+		CK(cudaMalloc(&probe, 6 * sizeof(uint64_t)));
+		offset = timer_offset_us(args[0].s.stream, probe);
+	}
 	double t0 = bench_now_us();
 	go = 1;
 	pthread_cond_broadcast(&cv);
@@ -459,7 +614,15 @@ int run_streams(const options *o)
 		pthread_join(th[i], NULL);
 		res[i] = args[i].r;
 	}
-	return finish_many(o, "thread", o->streams, t0, res);
+	int rc = finish_many(o, "thread", o->streams, t0, res);
+	if (o->trace && rc == 0) {
+		cudaStream_t used[MAX_PROCS];
+		trace_streams(o, args, o->streams, t0, offset);
+		for (int i = 0; i < o->streams; i++)
+			used[i] = args[i].s.stream;
+		trace_queues(o->pool > 0 ? pool : used, o->pool > 0 ? o->pool : o->streams, probe);
+	}
+	return rc;
 }
 
 /* ---- command line -------------------------------------------------------- */
@@ -468,7 +631,7 @@ void usage(FILE *f)
 {
 	fprintf(f, "usage: " PROG " [--n N] [--reps R] [--json FILE]\n"
 	           "       " PROG " --procs P [--kernels K] [--ns NS] [--blocks B] [--label NAME]\n"
-	           "       " PROG " --streams P [--kernels K] [--ns NS] [--blocks B]\n"
+	           "       " PROG " --streams P [--pool N] [--trace] [--kernels K] [--ns NS] [--blocks B]\n"
 	           "In-process CUDA dispatch figures (see the comment at the top of\n"
 	           "kernels/bench/dispatch_baseline.cu and docs/perf.md).\n");
 }
@@ -484,6 +647,8 @@ bool parse_args(int argc, char **argv, options *o)
 		{ "ns", required_argument, NULL, 't' },
 		{ "blocks", required_argument, NULL, 'b' },
 		{ "label", required_argument, NULL, 'l' },
+		{ "pool", required_argument, NULL, 'P' },
+		{ "trace", no_argument, NULL, 'T' },
 		{ "json", required_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -520,6 +685,13 @@ bool parse_args(int argc, char **argv, options *o)
 		case 'l':
 			o->label = optarg;
 			break;
+		case 'P':
+			ok = !bench_parse_long(optarg, 1, 64, &v);
+			o->pool = (int)v;
+			break;
+		case 'T':
+			o->trace = 1;
+			break;
 		case 'j':
 			o->json = optarg;
 			break;
@@ -536,7 +708,8 @@ bool parse_args(int argc, char **argv, options *o)
 			return false;
 		}
 	}
-	if (optind < argc || (o->procs > 0 && o->streams > 0)) {
+	if (optind < argc || (o->procs > 0 && o->streams > 0) ||
+	    ((o->pool > 0 || o->trace) && o->streams == 0) || (o->pool > 0 && o->pool < o->streams)) {
 		usage(stderr);
 		return false;
 	}

@@ -225,6 +225,27 @@ Test(cli, bad_config_value_exits_1_naming_the_key)
 	expect_run(a, 1, 1, "device_queues");
 	write_file(conf, "executor_pace = -1\n");
 	expect_run(a, 1, 1, "executor_pace");
+	write_file(conf, "executor_cpus = 3-1\n");
+	expect_run(a, 1, 1, "executor_cpus");
+	write_file(conf, "executor_cpus = 0,1,0\n");
+	expect_run(a, 1, 1, "CPU 0 is listed twice");
+	write_file(conf, "executor_cpus = 0,\n");
+	expect_run(a, 1, 1, "executor_cpus");
+}
+
+Test(cli, executor_cpus_the_machine_lacks_refuse_to_start)
+{
+	char conf[128], sock[128], stats[128];
+	const char *a[] = { "--backend",  "cpu", "--config",   conf,
+		            "--listen",   sock,  "--stats",    stats,
+		            "--manifest", manifest_path(), NULL };
+
+	path_in_dir(conf, sizeof(conf), "cpus.conf");
+	snprintf(sock, sizeof(sock), "ipc://%s/d.sock", dir);
+	snprintf(stats, sizeof(stats), "ipc://%s/s.sock", dir);
+	/* CPU 255 is below the limit the key accepts but on no test machine. */
+	write_file(conf, "executor_cpus = 255\n");
+	expect_run(a, 1, 1, "cannot run executor thread 0 on CPU 255");
 }
 
 Test(cli, invalid_manifest_path_refuses_to_start)

@@ -9,6 +9,7 @@
  * op's output (ping-pong between two tensors): any reordering or dropped
  * op changes the final value.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -977,4 +978,75 @@ Test(rings, a_packed_request_entry_is_still_accepted_beside_descriptors)
 	}
 	free(packed);
 	th_raw_close(&x.raw);
+}
+
+static daemon2 pinned;
+
+/* The CPUs tileopsd's thread `name` may run on, from /proc ("" if none). */
+static void thread_cpus(pid_t pid, const char *name, char *cpus)
+{
+	char path[300], line[256];
+	DIR *d;
+	struct dirent *e;
+
+	cpus[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	cr_assert((d = opendir(path)), "cannot list %s", path);
+	while (!cpus[0] && (e = readdir(d))) {
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)pid, e->d_name);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		int match = fgets(line, sizeof(line), f) && strcspn(line, "\n") == strlen(name) &&
+		            strncmp(line, name, strlen(name)) == 0;
+		fclose(f);
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/status", (int)pid, e->d_name);
+		if (!match || !(f = fopen(path, "r")))
+			continue;
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line, "Cpus_allowed_list: %63s", cpus) == 1)
+				break;
+		fclose(f);
+	}
+	closedir(d);
+}
+
+/*
+ * executor_cpus pins executor thread i to the i-th CPU listed (cycling), and
+ * the stats say how long each thread spent on ring entries and, of that, in
+ * launch calls.
+ */
+Test(rings, executor_cpus_pin_the_threads_and_the_stats_time_their_ops,
+     .fini = daemon2_kill_running)
+{
+	char cpus[64];
+	pid_t pids[4];
+
+	daemon2_start(&pinned, "executor_threads = 2\nexecutor_cpus = 0\n");
+	daemon2_use(&pinned);
+	for (int i = 0; i < 2; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "tileops-exec%d", i);
+		thread_cpus(pinned.pid, name, cpus);
+		cr_expect_str_eq(cpus, "0", "executor thread %d may run on CPUs '%s', expected '0'",
+		                 i, cpus);
+	}
+	for (int i = 0; i < 4; i++)
+		pids[i] = th_spawn("chain", 200, -1);
+	wait_clients(pids, 4, 60000);
+	double ops = 0, op_us = 0, launch_us = 0;
+	for (int i = 0; i < 2; i++) {
+		char path[64];
+		snprintf(path, sizeof(path), "executor.%d.ring_ops", i);
+		ops += th_stat(path);
+		snprintf(path, sizeof(path), "executor.%d.ring_op_us", i);
+		op_us += th_stat(path);
+		snprintf(path, sizeof(path), "executor.%d.launch_us", i);
+		launch_us += th_stat(path);
+	}
+	cr_expect_geq(ops, 4 * 200, "the threads ran %g ring entries, expected at least 800", ops);
+	cr_expect_gt(op_us, 0, "no time was counted on ring entries");
+	cr_expect_geq(op_us, launch_us, "launch calls (%g us) took longer than the entries (%g us)",
+	              launch_us, op_us);
+	daemon2_stop(&pinned);
 }
