@@ -4,6 +4,7 @@
  *
  *   tileops-bench-dispatch [--address ADDR] [--n N] [--reps R] [--json FILE]
  *   tileops-bench-dispatch --procs P [--kernels K] [--ns NS] [--blocks B]
+ *                          [--reap C] [--progress] [--linger-ms MS]
  *                          [--address ADDR] [--json FILE]
  *
  * One client (the default), a tiny op: `add` of two 256-float vectors.
@@ -27,6 +28,14 @@
  * with at most WINDOW outstanding, and calls tileops_sync. Time runs from
  * the common start to the end of the last process's sync; the figure is
  * P * K over it. What the ops wrote is checked after the timing.
+ *
+ * --reap C: when the window is full, wait for the C-th oldest completion
+ * and free the C oldest, rather than one at a time (C = 1): a client that
+ * waits in batches spins less and leaves the CPUs to the daemon.
+ * --progress prints, per process, when each tenth of its ops had
+ * completed; --linger-ms MS makes each process wait that long after its
+ * sync before it reads back, frees and closes (diagnostics: what the
+ * processes that finish first do to the others).
  *
  * Every measurement is one JSON line (to --json FILE, appended, else
  * stdout); a markdown table of all of them ends the output. Exit status 0

@@ -359,18 +359,28 @@ static void print_ops(const struct json *ops)
 	free(list);
 }
 
-/* One line per executor thread: how evenly the sessions and the ring ops are spread. */
+/*
+ * One line per executor thread: how evenly the sessions and the ring ops are
+ * spread, what an entry costs it and how much of that is the launch call,
+ * and entries that took a millisecond or more (a stalled launch path).
+ */
 static void print_executor(const struct json *ex)
 {
 	const struct json *t;
 
 	if (ex == NULL || ex->type != JSON_OBJECT || ex->child == NULL)
 		return;
-	printf("%-8s %10s %12s %12s\n", "thread", "sessions", "ring ops", "pace waits");
+	printf("%-8s %10s %12s %12s %10s %10s %9s %8s\n", "thread", "sessions", "ring ops",
+	       "pace waits", "us/op", "us/launch", "slow ops", "sleeps");
 	for (t = ex->child; t != NULL; t = t->next) {
-		if (t->type == JSON_OBJECT)
-			printf("%-8s %10.0f %12.0f %12.0f\n", t->key, json_num(t, "sessions"),
-			       json_num(t, "ring_ops"), json_num(t, "pace_waits"));
+		if (t->type != JSON_OBJECT)
+			continue;
+		double ops = json_num(t, "ring_ops");
+		printf("%-8s %10.0f %12.0f %12.0f %10.2f %10.2f %9.0f %8.0f\n", t->key,
+		       json_num(t, "sessions"), ops, json_num(t, "pace_waits"),
+		       ops > 0 ? json_num(t, "ring_op_us") / ops : 0.0,
+		       ops > 0 ? json_num(t, "launch_us") / ops : 0.0, json_num(t, "slow_ops"),
+		       json_num(t, "sleeps"));
 	}
 	putchar('\n');
 }

@@ -188,3 +188,42 @@ Test(sessions, close_of_null_is_a_no_op)
 {
 	tileops_close(NULL);
 }
+
+/*
+ * Device memory a client frees (or leaves behind by closing) is handed back
+ * to the device later, off the launch path (the CUDA backend releases it
+ * in the background): it must still be there for the next client. One
+ * client takes 8 GiB tensors until the device is full and closes; a second
+ * client then gets as many. GPU only: the CPU backend's memory is the
+ * host's.
+ */
+Test(sessions, device_memory_a_closed_session_held_is_there_for_the_next)
+{
+	enum { MAX = 64 };
+	int64_t shape[1] = { (int64_t)1 << 31 }; /* 2^31 f32: 8 GiB */
+	tileops_tensor t[MAX];
+	int first = 0, second = 0;
+
+	if (strcmp(th_expected_backend(), "cuda") != 0)
+		cr_skip_test("the CPU backend's memory is the host's");
+	double bytes = th_stat("bytes_in_use");
+	tileops_client *c = th_connect("fill", 0);
+	while (first < MAX && tileops_tensor_create(c, TILEOPS_F32, 1, shape, &t[first]) ==
+	                              TILEOPS_OK)
+		first++;
+	cr_assert_gt(first, 0, "not one 8 GiB tensor could be made");
+	cr_assert_lt(first, MAX, "%d tensors of 8 GiB and the device is not full", first);
+	/* Half freed one by one, the rest left to the close. */
+	for (int i = 0; i < first / 2; i++)
+		cr_assert_eq(tileops_tensor_free(c, t[i]), TILEOPS_OK);
+	tileops_close(c);
+	/* The close has run once the daemon counts none of its bytes. */
+	expect_stat("bytes_in_use", bytes);
+	c = th_connect("refill", 0);
+	while (second < first && tileops_tensor_create(c, TILEOPS_F32, 1, shape, &t[second]) ==
+	                                 TILEOPS_OK)
+		second++;
+	cr_expect_eq(second, first, "the second client got %d tensors of 8 GiB, the first %d",
+	             second, first);
+	tileops_close(c);
+}
