@@ -10,6 +10,7 @@
 #include "executor_int.h"
 #include "log.h"
 #include "manifest.h"
+#include "opcache.h"
 #include "oplayer.h"
 #include "sqe.h"
 #include "tileops.pb-c.h"
@@ -195,6 +196,7 @@ static tensor *tensor_find(session *s, job *j, uint64_t handle, const char *what
 
 static void tensor_release(executor *ex, session *s, tensor *t)
 {
+	opcache_forget(s, t->handle);
 	if (t->imported)
 		ex->be->ops->ipc_close(ex->be, t->view.data);
 	else
@@ -386,14 +388,14 @@ tileops_status exec_prepare_op(executor *ex, session *s, const plan_view *pv,
 }
 
 /*
- * Validate and launch one op. `timed`, when not NULL, receives the op's
- * device time through the timing callback (it is consumed only on success).
+ * Launch a prepared op (or count its failure, st). `timed`, when not NULL,
+ * receives the op's device time through the timing callback (it is consumed
+ * only on success).
  */
-static tileops_status exec_op(executor *ex, session *s, const Tileops__OpRun *m,
-                              timed_cqe *timed, char *err, size_t errlen)
+static tileops_status exec_run_prepared(executor *ex, session *s, const prepared_op *p,
+                                        tileops_status st, timed_cqe *timed, char *err,
+                                        size_t errlen)
 {
-	prepared_op p;
-	tileops_status st = exec_prepare_op(ex, s, NULL, m, &p, err, errlen);
 	/* Device time for the stats comes from a sample of the ops (every one
 	 * on the CPU, where timing is free), and from every op that asks. Each
 	 * thread counts its own launches: one counter shared by all of them
@@ -403,19 +405,44 @@ static tileops_status exec_op(executor *ex, session *s, const Tileops__OpRun *m,
 	              (ex->cfg.stats_sample > 0 && n % (uint64_t)ex->cfg.stats_sample == 0);
 	if (st == TILEOPS_OK) {
 		double t0 = exec_now_us();
-		st = ex->be->ops->launch(ex->be, s->stream, p.kernel, &p.call, sampled, p.slot, timed,
-		                         err, errlen);
+		st = ex->be->ops->launch(ex->be, s->stream, p->kernel, &p->call, sampled, p->slot,
+		                         timed, err, errlen);
 		if (exec_worker)
 			executor_count_launch(exec_worker, exec_now_us() - t0);
 	}
-	stats_op_count(ex->cfg.st, p.slot, st != TILEOPS_OK, sampled, p.cost.flops, p.cost.bytes);
+	stats_op_count(ex->cfg.st, p->slot, st != TILEOPS_OK, sampled, p->cost.flops,
+	               p->cost.bytes);
 	return st;
+}
+
+/*
+ * Validate and launch one op. With `key` (a ring op descriptor), an op that
+ * checks out is remembered under it (opcache.h).
+ */
+static tileops_status exec_op(executor *ex, session *s, const Tileops__OpRun *m,
+                              const tileops_sqe *key, timed_cqe *timed, char *err,
+                              size_t errlen)
+{
+	prepared_op p;
+	tileops_status st = exec_prepare_op(ex, s, NULL, m, &p, err, errlen);
+	if (st == TILEOPS_OK && key && m->n_inputs + m->n_outputs <= TK_MAX_INPUTS + TK_MAX_OUTPUTS) {
+		uint64_t handles[TK_MAX_INPUTS + TK_MAX_OUTPUTS];
+		memcpy(handles, m->inputs, sizeof(handles[0]) * m->n_inputs);
+		memcpy(handles + m->n_inputs, m->outputs, sizeof(handles[0]) * m->n_outputs);
+		opcache_put(s, key, ex->mf_gen, &p, handles, (int)(m->n_inputs + m->n_outputs));
+	}
+	return exec_run_prepared(ex, s, &p, st, timed, err, errlen);
 }
 
 /* ---- ring entries -------------------------------------------------------- */
 
-/* Run one op from the ring and post (or owe, when timed) its completion. */
-static void sqe_op(worker *w, session *s, const tileops_sqe *e, const Tileops__OpRun *m)
+/*
+ * Run one op from the ring and post (or owe, when timed) its completion:
+ * `hit` when its descriptor was prepared before, else m (decoded), which
+ * `key` (when not NULL) remembers once it checks out.
+ */
+static void sqe_op(worker *w, session *s, const tileops_sqe *e, const Tileops__OpRun *m,
+                   const prepared_op *hit, const tileops_sqe *key)
 {
 	executor *ex = w->ex;
 	char err[256] = "";
@@ -426,7 +453,8 @@ static void sqe_op(worker *w, session *s, const tileops_sqe *e, const Tileops__O
 		session_ref(s);
 		w->timed_owed++; /* the worker keeps polling until it is posted */
 	}
-	tileops_status st = exec_op(ex, s, m, t, err, sizeof(err));
+	tileops_status st = hit ? exec_run_prepared(ex, s, hit, TILEOPS_OK, t, err, sizeof(err))
+	                        : exec_op(ex, s, m, key, t, err, sizeof(err));
 	if (st != TILEOPS_OK || !t)
 		exec_post(ex, s, e->tag, st, -1.0, err);
 	if (st != TILEOPS_OK && t) {
@@ -450,7 +478,7 @@ static void sqe_request(worker *w, session *s, const tileops_sqe *e)
 		return;
 	}
 	if (req->body_case == TILEOPS__REQUEST__BODY_OP_RUN) {
-		sqe_op(w, s, e, req->op_run);
+		sqe_op(w, s, e, req->op_run, NULL, NULL);
 	} else if (req->body_case == TILEOPS__REQUEST__BODY_PLAN_RUN) {
 		tileops_status st = plan_run(ex, s, req->plan_run, err, sizeof(err));
 		exec_post(ex, s, e->tag, st, -1.0, err);
@@ -479,9 +507,15 @@ void exec_sqe(worker *w, session *s, const tileops_sqe *e)
 		sqe_request(w, s, e);
 		return;
 	case TILEOPS_SQE_OP: {
+		const prepared_op *hit = opcache_find(s, e, ex->mf_gen);
+		if (hit) {
+			executor_count_reuse(w);
+			sqe_op(w, s, e, NULL, hit, NULL);
+			return;
+		}
 		sqe_op_run o;
 		if ((st = sqe_decode_op(e, &o, err, sizeof(err))) == TILEOPS_OK)
-			sqe_op(w, s, e, &o.run);
+			sqe_op(w, s, e, &o.run, NULL, e);
 		else
 			exec_post(ex, s, e->tag, st, -1.0, err);
 		return;
@@ -583,6 +617,7 @@ static void exec_close(worker *w, session *s)
 			tensor_release(ex, s, t);
 		}
 	}
+	opcache_free(s);
 	if (s->stream) {
 		/* Destroying the stream waits for its work; then every completion it
 		 * owes can be posted before the arena goes away. */
@@ -640,7 +675,7 @@ static int exec_request(worker *w, session *s, job *j)
 		tensor_export(ex, s, j, req->tensor_export->handle);
 		return 0;
 	case TILEOPS__REQUEST__BODY_OP_RUN:
-		j->status = exec_op(ex, s, req->op_run, NULL, j->msg, sizeof(j->msg));
+		j->status = exec_op(ex, s, req->op_run, NULL, NULL, j->msg, sizeof(j->msg));
 		return 0;
 	case TILEOPS__REQUEST__BODY_SYNC:
 		exec_defer(w, s, j, 0);

@@ -72,6 +72,11 @@ static double load_us(const double *sum)
 	return v;
 }
 
+void executor_count_reuse(worker *w)
+{
+	count(&w->ex->pace[w->index].reused);
+}
+
 void executor_count_launch(worker *w, double us)
 {
 	pace_slot *me = &w->ex->pace[w->index];
@@ -578,6 +583,7 @@ manifest *executor_swap_manifest(executor *ex, manifest *m)
 	pthread_rwlock_wrlock(&ex->mf_lock);
 	manifest *old = ex->mf;
 	ex->mf = m;
+	ex->mf_gen++;
 	pthread_rwlock_unlock(&ex->mf_lock);
 	return old;
 }
@@ -590,13 +596,14 @@ void executor_write_threads_json(executor *ex, strbuf *sb)
 		sb_printf(sb,
 		          "%s\"%d\":{\"sessions\":%d,\"ring_ops\":%llu,\"pace_waits\":%llu,"
 		          "\"slow_ops\":%llu,\"slow_launches\":%llu,\"sleeps\":%llu,"
-		          "\"ring_op_us\":%.0f,\"launch_us\":%.0f}",
+		          "\"reused_ops\":%llu,\"ring_op_us\":%.0f,\"launch_us\":%.0f}",
 		          i ? "," : "", i, ex->workers[i].n_sessions,
 		          (unsigned long long)__atomic_load_n(&p->ring_ops, __ATOMIC_RELAXED),
 		          (unsigned long long)__atomic_load_n(&p->waits, __ATOMIC_RELAXED),
 		          (unsigned long long)__atomic_load_n(&p->slow_ops, __ATOMIC_RELAXED),
 		          (unsigned long long)__atomic_load_n(&p->slow_launches, __ATOMIC_RELAXED),
 		          (unsigned long long)__atomic_load_n(&p->sleeps, __ATOMIC_RELAXED),
+		          (unsigned long long)__atomic_load_n(&p->reused, __ATOMIC_RELAXED),
 		          load_us(&p->op_us), load_us(&p->launch_us));
 	}
 	sb_printf(sb, "}");

@@ -90,6 +90,7 @@ typedef struct pace_slot {
 	uint64_t slow_ops;  /* ring entries that took SLOW_OP_US or more to run (atomic) */
 	uint64_t slow_launches; /* of which the launch call itself took that long (atomic) */
 	uint64_t sleeps;    /* times it slept for want of work (atomic) */
+	uint64_t reused;    /* ring ops launched as prepared before (opcache.h; atomic) */
 	double op_us;       /* time running ring entries, summed (written by its thread only) */
 	double launch_us;   /* of which in the backend's launch calls */
 } pace_slot;
@@ -112,6 +113,7 @@ struct executor {
 	/* Read by every worker during a pass; swapped under the write lock. */
 	pthread_rwlock_t mf_lock;
 	manifest *mf;
+	uint64_t mf_gen; /* bumped with each swap (prepared ops name the one they used) */
 
 	uint64_t next_handle; /* atomic */
 
@@ -179,6 +181,8 @@ void executor_hand_back(executor *ex, job *j);
 double exec_now_us(void);
 /* A launch call of this thread took `us` (exec.c). */
 void executor_count_launch(worker *w, double us);
+/* This thread launched a ring op as prepared before (exec.c). */
+void executor_count_reuse(worker *w);
 /* Answer every owed completion of w whose fence has passed; 1 if any was. */
 int executor_poll_pending(worker *w);
 

@@ -40,6 +40,7 @@ void session_unref(session *s)
 		}
 	}
 	free(s->buckets);
+	free(s->ops);
 	free(s);
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The dispatch bench, on the GPU machine, all in one run: tiny ops and
-# 8 client processes through tileopsd, then the same work in-process with
-# CUDA (one thread; 8 processes with their own contexts; 8 streams of one
-# context), then 8 processes under NVIDIA MPS. Prints one markdown table,
+# The dispatch bench, on the GPU machine, all in one run: tiny ops from one
+# client through tileopsd and in-process, then rounds of the many-process
+# work: 8 client processes through tileopsd, 8 processes with their own
+# CUDA contexts, 8 streams of one context, and 8 processes under NVIDIA MPS,
+# one of each per round. Prints one markdown table,
 # ours beside the in-process figures, with each target met or not
 # (docs/perf.md says what every number measures).
 #
@@ -13,8 +14,9 @@
 # $OUT: dispatch.jsonl (one JSON line per measurement), dispatch.log (every
 # program's output and the daemon's log) and dispatch.md (the table).
 # PROCS and KERNELS override 8 and 2000. The many-process runs vary from run
-# to run, so each is repeated RUNS times (default 5) and the table shows the
-# median (every run is in dispatch.jsonl). MPS is always stopped on exit.
+# to run, so there are RUNS rounds (default 5) and the table shows each
+# side's median (every run is in dispatch.jsonl). MPS is always stopped on
+# exit.
 set -u
 out=${OUT:-/tmp/tileops-out}
 mkdir -p "$out"
@@ -56,45 +58,60 @@ trap 'exit 130' INT TERM
 
 bench_header
 
-# ---- through tileopsd --------------------------------------------------------
+start_mps() {
+	mkdir -p "$mps_pipe" "$mps_log"
+	CUDA_MPS_PIPE_DIRECTORY=$mps_pipe CUDA_MPS_LOG_DIRECTORY=$mps_log \
+		nvidia-cuda-mps-control -d >>"$log" 2>&1 || return 1
+	mps_up=1
+}
+
+# What else runs on the machine (a process left spinning slows every side).
+{
+	echo "load average: $(cat /proc/loadavg)"
+	ps -eo pcpu,pid,comm --sort=-pcpu | head -6
+} >>"$log" 2>&1
+
+# ---- one client: through tileopsd, then in-process ---------------------------
 if bench_start_daemon; then
 	bench_step "$bin/tileops-bench-dispatch" --address "$addr" --json "$json"
-	for _ in $(seq 1 "$runs"); do
-		bench_step "$bin/tileops-bench-dispatch" --address "$addr" --procs "$procs" \
-			--kernels "$kernels" --json "$json"
-	done
 else
 	echo "tileopsd did not become ready" >>"$log"
 	failed=1
 fi
 bench_stop_daemon
-
-# ---- in-process CUDA ---------------------------------------------------------
 base=$bin/tileops-bench-dispatch-baseline
 bench_step "$base" --json "$json"
-for _ in $(seq 1 "$runs"); do
+
+# ---- many processes, in rounds -------------------------------------------------
+# Each round runs every side once, in turn: tileopsd (a fresh daemon), 8
+# processes with their own contexts, 8 streams of one context, then the
+# same processes under MPS, so that whatever changes on the machine over
+# the minute (clocks, other load) falls on every side alike.
+for round in $(seq 1 "$runs"); do
+	echo "---- round $round" >>"$log"
+	if bench_start_daemon; then
+		bench_step "$bin/tileops-bench-dispatch" --address "$addr" --procs "$procs" \
+			--kernels "$kernels" --json "$json"
+	else
+		echo "tileopsd did not become ready" >>"$log"
+		failed=1
+	fi
+	bench_stop_daemon
 	bench_step "$base" --procs "$procs" --kernels "$kernels" --label contexts --json "$json"
 	bench_step "$base" --streams "$procs" --kernels "$kernels" --json "$json"
+	if start_mps; then
+		# Only these processes may see the MPS pipe.
+		CUDA_MPS_PIPE_DIRECTORY=$mps_pipe CUDA_MPS_LOG_DIRECTORY=$mps_log \
+			bench_step "$base" --procs "$procs" --kernels "$kernels" --label mps \
+			--json "$json"
+		stop_mps
+	else
+		echo "nvidia-cuda-mps-control -d failed: no MPS figures" >>"$log"
+		failed=1
+	fi
 done
-
-# ---- the same processes under MPS ------------------------------------------
-mkdir -p "$mps_pipe" "$mps_log"
-if CUDA_MPS_PIPE_DIRECTORY=$mps_pipe CUDA_MPS_LOG_DIRECTORY=$mps_log \
-	nvidia-cuda-mps-control -d >>"$log" 2>&1; then
-	mps_up=1
-	# Only these processes may see the MPS pipe: nothing after them uses MPS.
-	export CUDA_MPS_PIPE_DIRECTORY=$mps_pipe CUDA_MPS_LOG_DIRECTORY=$mps_log
-	for _ in $(seq 1 "$runs"); do
-		bench_step "$base" --procs "$procs" --kernels "$kernels" --label mps --json "$json"
-	done
-	unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-	stop_mps
-	echo "---- MPS control log" >>"$log"
-	tail -n 20 "$mps_log/control.log" >>"$log" 2>/dev/null
-else
-	echo "nvidia-cuda-mps-control -d failed: no MPS figures" >>"$log"
-	failed=1
-fi
+echo "---- MPS control log" >>"$log"
+tail -n 20 "$mps_log/control.log" >>"$log" 2>/dev/null
 
 # ---- the table ------------------------------------------------------------------
 python3 - "$json" "$procs" "$kernels" >"$table" <<'EOF'

@@ -833,6 +833,53 @@ Test(rings, op_and_plan_runs_travel_as_binary_descriptors_with_right_results)
 	tileops_close(c);
 }
 
+/*
+ * The same descriptor again launches what it prepared to the first time
+ * (daemon/opcache.h), but never past a change: once a tensor it names is
+ * freed, the same bytes are refused naming the handle, and a param that
+ * differs is a different op.
+ */
+Test(rings, a_repeated_descriptor_runs_the_same_op_until_a_tensor_it_names_is_freed)
+{
+	tileops_client *c = th_connect("repeat", 0);
+	const int64_t shape[] = { 4 };
+	const float ones[4] = { 1, 1, 1, 1 };
+	tileops_tensor x = th_tensor_f32(c, 1, shape, ones), y = th_tensor_f32(c, 1, shape, ones);
+	tileops_tensor out = th_tensor(c, TILEOPS_F32, 1, shape);
+	tileops_tensor in[2] = { x, y }, chain[2] = { out, y };
+	tileops_param eps1 = { .name = "eps", .kind = TILEOPS_PARAM_FLOAT, .v.f = 1.0 };
+	tileops_param eps_half = { .name = "eps", .kind = TILEOPS_PARAM_FLOAT, .v.f = 0.5 };
+	tileops_op add = { "add", in, 2, &out, 1, NULL, 0 };
+	tileops_op acc = { "add", chain, 2, &out, 1, NULL, 0 };
+	tileops_op norm1 = { "rms_norm", in, 2, &out, 1, &eps1, 1 };
+	tileops_op norm_half = { "rms_norm", in, 2, &out, 1, &eps_half, 1 };
+
+	double reused = th_stat("executor.0.reused_ops");
+	th_run(c, &add);
+	expect_all_f32(c, out, 2.0f, "x + y");
+	/* out += y, a hundred times through the same descriptor. */
+	for (int i = 0; i < 100; i++)
+		th_run(c, &acc);
+	expect_all_f32(c, out, 102.0f, "100 repeats of out += y");
+	/* The test daemon has one executor thread on the CPU backend. */
+	if (strcmp(th_expected_backend(), "cpu") == 0)
+		cr_expect_geq(th_stat("executor.0.reused_ops") - reused, 99,
+		              "the repeats were checked again (%g reused)",
+		              th_stat("executor.0.reused_ops") - reused);
+	th_run(c, &norm1);
+	expect_all_f32(c, out, 0.70710678f, "rms_norm with eps 1");
+	th_run(c, &norm_half);
+	expect_all_f32(c, out, 0.81649658f, "rms_norm with eps 0.5 after eps 1");
+	th_run(c, &norm1);
+	expect_all_f32(c, out, 0.70710678f, "rms_norm with eps 1 again");
+	cr_assert_eq(tileops_tensor_free(c, y), TILEOPS_OK, "%s", tileops_last_error());
+	cr_assert_eq(tileops_op_run(c, &acc), TILEOPS_ERR_UNKNOWN_HANDLE,
+	             "an op naming a freed tensor ran again: %s", tileops_last_error());
+	cr_assert(th_contains(tileops_last_error(), "not a tensor of this session"),
+	          "the refusal does not name the handle: %s", tileops_last_error());
+	tileops_close(c);
+}
+
 Test(rings, an_op_name_too_long_for_a_descriptor_goes_as_a_packed_request)
 {
 	tileops_client *c = th_connect("long-name", 0);

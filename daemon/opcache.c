@@ -1,0 +1,84 @@
+/* opcache.c - a session's recently prepared ring ops (opcache.h). */
+#include "opcache.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define OPCACHE_WAYS 16 /* entries per session, direct-mapped by the key's hash */
+
+typedef struct opcache_entry {
+	int used;
+	uint32_t len;
+	uint64_t hash, gen;
+	int n_handles;
+	uint64_t handles[TK_MAX_INPUTS + TK_MAX_OUTPUTS];
+	uint8_t key[sizeof(((tileops_sqe *)0)->payload)];
+	prepared_op op;
+} opcache_entry;
+
+struct opcache {
+	opcache_entry e[OPCACHE_WAYS];
+};
+
+/* FNV-1a over the descriptor's bytes. */
+static uint64_t key_hash(const uint8_t *p, uint32_t len)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (uint32_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 1099511628211ull;
+	return h;
+}
+
+static int key_fits(const tileops_sqe *e)
+{
+	return e->length > 0 && e->length <= sizeof(e->payload);
+}
+
+const prepared_op *opcache_find(session *s, const tileops_sqe *e, uint64_t gen)
+{
+	if (!s->ops || !key_fits(e))
+		return NULL;
+	uint64_t h = key_hash(e->payload, e->length);
+	const opcache_entry *x = &s->ops->e[h % OPCACHE_WAYS];
+	if (!x->used || x->hash != h || x->len != e->length || x->gen != gen ||
+	    memcmp(x->key, e->payload, e->length) != 0)
+		return NULL;
+	return &x->op;
+}
+
+void opcache_put(session *s, const tileops_sqe *e, uint64_t gen, const prepared_op *p,
+                 const uint64_t *handles, int n_handles)
+{
+	if (!key_fits(e) || n_handles > TK_MAX_INPUTS + TK_MAX_OUTPUTS)
+		return;
+	if (!s->ops && !(s->ops = calloc(1, sizeof(*s->ops))))
+		return; /* no memory: ops are just checked every time */
+	uint64_t h = key_hash(e->payload, e->length);
+	opcache_entry *x = &s->ops->e[h % OPCACHE_WAYS];
+	x->used = 1;
+	x->len = e->length;
+	x->hash = h;
+	x->gen = gen;
+	x->n_handles = n_handles;
+	memcpy(x->handles, handles, sizeof(handles[0]) * (size_t)n_handles);
+	memcpy(x->key, e->payload, e->length);
+	x->op = *p;
+}
+
+void opcache_forget(session *s, uint64_t handle)
+{
+	if (!s->ops)
+		return;
+	for (int i = 0; i < OPCACHE_WAYS; i++) {
+		opcache_entry *x = &s->ops->e[i];
+		for (int k = 0; x->used && k < x->n_handles; k++)
+			if (x->handles[k] == handle)
+				x->used = 0;
+	}
+}
+
+void opcache_free(session *s)
+{
+	free(s->ops);
+	s->ops = NULL;
+}
