@@ -77,10 +77,10 @@ void executor_count_reuse(worker *w)
 	count(&w->ex->pace[w->index].reused);
 }
 
-void executor_count_launch(worker *w, double us)
+void executor_count_launch(worker *w, double us, double weight)
 {
 	pace_slot *me = &w->ex->pace[w->index];
-	add_us(&me->launch_us, us);
+	add_us(&me->launch_us, us * weight);
 	if (us >= SLOW_OP_US)
 		count(&me->slow_launches);
 }
@@ -242,13 +242,15 @@ static int poll_rings(worker *w)
 			pace_join(w);
 			ring_hold(&s->ring);
 		}
+		/* One clock read per entry: each entry's time runs to the next's start. */
+		double t0 = n > 0 ? exec_now_us() : 0.0;
 		for (uint64_t i = 0; i < n; i++) {
 			tileops_sqe e;
-			double t0 = exec_now_us();
 			if (ring_take(&s->ring, &s->arena, &e) != 0)
 				break;
 			exec_sqe(w, s, &e);
-			double us = exec_now_us() - t0;
+			double t1 = exec_now_us(), us = t1 - t0;
+			t0 = t1;
 			add_us(&ex->pace[w->index].op_us, us);
 			if (us >= SLOW_OP_US)
 				count(&ex->pace[w->index].slow_ops);

@@ -88,11 +88,11 @@ typedef struct pace_slot {
 	uint64_t ring_ops;  /* ring entries run (atomic; for the stats) */
 	uint64_t waits;     /* times it waited for a thread behind (atomic) */
 	uint64_t slow_ops;  /* ring entries that took SLOW_OP_US or more to run (atomic) */
-	uint64_t slow_launches; /* of which the launch call itself took that long (atomic) */
+	uint64_t slow_launches; /* launch calls timed (one in LAUNCH_SAMPLE) that took that long */
 	uint64_t sleeps;    /* times it slept for want of work (atomic) */
 	uint64_t reused;    /* ring ops launched as prepared before (opcache.h; atomic) */
 	double op_us;       /* time running ring entries, summed (written by its thread only) */
-	double launch_us;   /* of which in the backend's launch calls */
+	double launch_us;   /* of which in the backend's launch calls (estimated from a sample) */
 } pace_slot;
 
 /* A ring entry (or a launch) this long is counted as slow in the stats. */
@@ -179,8 +179,10 @@ void exec_timed(void *ctx, int slot, void *arg, double us);
 void executor_hand_back(executor *ex, job *j);
 /* CLOCK_MONOTONIC in microseconds. */
 double exec_now_us(void);
-/* A launch call of this thread took `us` (exec.c). */
-void executor_count_launch(worker *w, double us);
+/* A launch call of this thread took `us`, standing for `weight` launches
+ * (exec.c times one in LAUNCH_SAMPLE). */
+void executor_count_launch(worker *w, double us, double weight);
+#define LAUNCH_SAMPLE 8
 /* This thread launched a ring op as prepared before (exec.c). */
 void executor_count_reuse(worker *w);
 /* Answer every owed completion of w whose fence has passed; 1 if any was. */

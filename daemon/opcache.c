@@ -20,13 +20,20 @@ struct opcache {
 	opcache_entry e[OPCACHE_WAYS];
 };
 
-/* FNV-1a over the descriptor's bytes. */
+/* A hash of the descriptor's bytes, a word at a time (multiply and fold). */
 static uint64_t key_hash(const uint8_t *p, uint32_t len)
 {
-	uint64_t h = 1469598103934665603ull;
-	for (uint32_t i = 0; i < len; i++)
-		h = (h ^ p[i]) * 1099511628211ull;
-	return h;
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ len;
+	uint32_t i = 0;
+	for (; i + 8 <= len; i += 8) {
+		uint64_t w;
+		memcpy(&w, p + i, 8);
+		h = (h ^ w) * 0xff51afd7ed558ccdull;
+		h ^= h >> 32;
+	}
+	for (; i < len; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h ^ (h >> 29);
 }
 
 static int key_fits(const tileops_sqe *e)
