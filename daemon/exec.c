@@ -409,7 +409,7 @@ static tileops_status exec_run_prepared(executor *ex, session *s, const prepared
 		double t0 = exec_now_us();
 		st = ex->be->ops->launch(ex->be, s->stream, p->kernel, &p->call, sampled, p->slot,
 		                         timed, err, errlen);
-		executor_count_launch(exec_worker, exec_now_us() - t0, LAUNCH_SAMPLE);
+		executor_count_launch(exec_worker, exec_now_us() - t0);
 	} else if (st == TILEOPS_OK) {
 		st = ex->be->ops->launch(ex->be, s->stream, p->kernel, &p->call, sampled, p->slot,
 		                         timed, err, errlen);

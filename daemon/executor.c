@@ -77,10 +77,11 @@ void executor_count_reuse(worker *w)
 	count(&w->ex->pace[w->index].reused);
 }
 
-void executor_count_launch(worker *w, double us, double weight)
+void executor_count_launch(worker *w, double us)
 {
 	pace_slot *me = &w->ex->pace[w->index];
-	add_us(&me->launch_us, us * weight);
+	add_us(&me->launch_us, us);
+	count(&me->launches_timed);
 	if (us >= SLOW_OP_US)
 		count(&me->slow_launches);
 }
@@ -598,7 +599,8 @@ void executor_write_threads_json(executor *ex, strbuf *sb)
 		sb_printf(sb,
 		          "%s\"%d\":{\"sessions\":%d,\"ring_ops\":%llu,\"pace_waits\":%llu,"
 		          "\"slow_ops\":%llu,\"slow_launches\":%llu,\"sleeps\":%llu,"
-		          "\"reused_ops\":%llu,\"ring_op_us\":%.0f,\"launch_us\":%.0f}",
+		          "\"reused_ops\":%llu,\"ring_op_us\":%.0f,\"launch_us\":%.0f,"
+		          "\"launches_timed\":%llu}",
 		          i ? "," : "", i, ex->workers[i].n_sessions,
 		          (unsigned long long)__atomic_load_n(&p->ring_ops, __ATOMIC_RELAXED),
 		          (unsigned long long)__atomic_load_n(&p->waits, __ATOMIC_RELAXED),
@@ -606,7 +608,8 @@ void executor_write_threads_json(executor *ex, strbuf *sb)
 		          (unsigned long long)__atomic_load_n(&p->slow_launches, __ATOMIC_RELAXED),
 		          (unsigned long long)__atomic_load_n(&p->sleeps, __ATOMIC_RELAXED),
 		          (unsigned long long)__atomic_load_n(&p->reused, __ATOMIC_RELAXED),
-		          load_us(&p->op_us), load_us(&p->launch_us));
+		          load_us(&p->op_us), load_us(&p->launch_us),
+		          (unsigned long long)__atomic_load_n(&p->launches_timed, __ATOMIC_RELAXED));
 	}
 	sb_printf(sb, "}");
 }

@@ -92,7 +92,8 @@ typedef struct pace_slot {
 	uint64_t sleeps;    /* times it slept for want of work (atomic) */
 	uint64_t reused;    /* ring ops launched as prepared before (opcache.h; atomic) */
 	double op_us;       /* time running ring entries, summed (written by its thread only) */
-	double launch_us;   /* of which in the backend's launch calls (estimated from a sample) */
+	double launch_us;   /* time in the launch calls timed (one in LAUNCH_SAMPLE), summed */
+	uint64_t launches_timed; /* how many launch_us covers (atomic) */
 } pace_slot;
 
 /* A ring entry (or a launch) this long is counted as slow in the stats. */
@@ -179,9 +180,8 @@ void exec_timed(void *ctx, int slot, void *arg, double us);
 void executor_hand_back(executor *ex, job *j);
 /* CLOCK_MONOTONIC in microseconds. */
 double exec_now_us(void);
-/* A launch call of this thread took `us`, standing for `weight` launches
- * (exec.c times one in LAUNCH_SAMPLE). */
-void executor_count_launch(worker *w, double us, double weight);
+/* A launch call of this thread took `us` (exec.c times one in LAUNCH_SAMPLE). */
+void executor_count_launch(worker *w, double us);
 #define LAUNCH_SAMPLE 8
 /* This thread launched a ring op as prepared before (exec.c). */
 void executor_count_reuse(worker *w);

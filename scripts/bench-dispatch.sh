@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The dispatch bench, on the GPU machine, all in one run: tiny ops from one
-# client through tileopsd and in-process, then rounds of the many-process
+# The dispatch bench, on the GPU machine, all in one run: rounds of tiny ops
+# from one client through tileopsd and in-process, then rounds of the many-process
 # work: 8 client processes through tileopsd, 8 processes with their own
 # CUDA contexts, 8 streams of one context, and 8 processes under NVIDIA MPS,
 # one of each per round. Prints one markdown table,
@@ -71,16 +71,25 @@ start_mps() {
 	ps -eo pcpu,pid,comm --sort=-pcpu | head -6
 } >>"$log" 2>&1
 
-# ---- one client: through tileopsd, then in-process ---------------------------
-if bench_start_daemon; then
-	bench_step "$bin/tileops-bench-dispatch" --address "$addr" --json "$json"
-else
-	echo "tileopsd did not become ready" >>"$log"
-	failed=1
-fi
-bench_stop_daemon
+# ---- one client: through tileopsd and in-process, in turn ----------------------
+# Three rounds (the table takes each figure's median), the GPU warmed up
+# first by one untimed round of the in-process bench: a device fresh from
+# idle runs its first second at lower clocks, which would fall on
+# whichever side went first.
 base=$bin/tileops-bench-dispatch-baseline
-bench_step "$base" --json "$json"
+"$base" >/dev/null 2>&1
+for round in 1 2 3; do
+	if bench_start_daemon; then
+		bench_step "$bin/tileops-bench-dispatch" --address "$addr" --json "$json"
+		# Each executor thread's cost per op and per launch call.
+		"$bin/tileops-stat" --address "ipc://$run/stats.sock" >>"$log" 2>&1
+	else
+		echo "tileopsd did not become ready" >>"$log"
+		failed=1
+	fi
+	bench_stop_daemon
+	bench_step "$base" --json "$json"
+done
 
 # ---- many processes, in rounds -------------------------------------------------
 # Each round runs every side once, in turn: tileopsd (a fresh daemon), 8

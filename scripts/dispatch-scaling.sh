@@ -79,7 +79,7 @@ for entry in ${CONFIGS:-executor_threads=1 executor_threads=2 executor_threads=4
 			"$bin/tileops-stat" --address "ipc://$run/s.sock" --raw 2>/dev/null |
 				python3 -c 'import json, sys
 ex = json.load(sys.stdin).get("executor", {})
-print("threads (ring ops/pace waits/slow ops/slow launches/sleeps/us per op/us per launch):", " ".join("%s:%d/%d/%d/%d/%d/%.2f/%.2f" % (k, v["ring_ops"], v["pace_waits"], v.get("slow_ops", 0), v.get("slow_launches", 0), v.get("sleeps", 0), v.get("ring_op_us", 0) / max(v["ring_ops"], 1), v.get("launch_us", 0) / max(v["ring_ops"], 1)) for k, v in sorted(ex.items(), key=lambda kv: int(kv[0]))))' \
+print("threads (ring ops/pace waits/slow ops/slow launches/sleeps/us per op/us per launch):", " ".join("%s:%d/%d/%d/%d/%d/%.2f/%.2f" % (k, v["ring_ops"], v["pace_waits"], v.get("slow_ops", 0), v.get("slow_launches", 0), v.get("sleeps", 0), v.get("ring_op_us", 0) / max(v["ring_ops"], 1), v.get("launch_us", 0) / max(v.get("launches_timed", 0), 1)) for k, v in sorted(ex.items(), key=lambda kv: int(kv[0]))))' \
 				>>"$detail" 2>/dev/null
 			# How often the kernel took each executor thread off its CPU
 			# (cumulative: involuntary/voluntary context switches).

@@ -379,7 +379,10 @@ static void print_executor(const struct json *ex)
 		printf("%-8s %10.0f %12.0f %12.0f %10.2f %10.2f %9.0f %8.0f\n", t->key,
 		       json_num(t, "sessions"), ops, json_num(t, "pace_waits"),
 		       ops > 0 ? json_num(t, "ring_op_us") / ops : 0.0,
-		       ops > 0 ? json_num(t, "launch_us") / ops : 0.0, json_num(t, "slow_ops"),
+		       json_num(t, "launches_timed") > 0
+		               ? json_num(t, "launch_us") / json_num(t, "launches_timed")
+		               : 0.0,
+		       json_num(t, "slow_ops"),
 		       json_num(t, "sleeps"));
 	}
 	putchar('\n');
