@@ -15,9 +15,16 @@ steps=${STEPS:-tests bench dispatch torch}
 if [ -f "$root/.carry/pack.tar.xz" ] && [ ! -d "$root/.carry/bin" ]; then
 	tar -C "$root/.carry" -xJf "$root/.carry/pack.tar.xz"
 fi
-# Binaries rebuilt after the pack was made replace the packed ones.
+# Binaries rebuilt after the pack was made replace the packed ones (NAME.xz
+# compressed, the others as they are).
 if [ -d "$root/.carry/override" ]; then
-	cp "$root/.carry/override/"* "$root/.carry/bin/"
+	for f in "$root/.carry/override/"*; do
+		case $f in
+		*.xz) xz -dc "$f" >"$root/.carry/bin/$(basename "$f" .xz)" &&
+			chmod +x "$root/.carry/bin/$(basename "$f" .xz)" ;;
+		*) cp "$f" "$root/.carry/bin/" ;;
+		esac
+	done
 fi
 export LD_LIBRARY_PATH=$root/.carry/lib:/usr/local/cuda/lib64
 bin=$root/.carry/bin
