@@ -66,6 +66,8 @@ static tileops_status cpu_alloc(backend *be, size_t bytes, void **ptr, char *err
 		snprintf(err, errlen, "out of host memory allocating %zu bytes", bytes);
 		return TILEOPS_ERR_OUT_OF_MEMORY;
 	}
+	/* Zeroed: the memory may have held another session's data. */
+	memset(p, 0, n ? n : 64);
 	*ptr = p;
 	return TILEOPS_OK;
 }

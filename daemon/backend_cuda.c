@@ -117,6 +117,7 @@ typedef struct cuda_thread {
 	/* Fence events to reuse (made at thread start, like the timing events). */
 	cudaEvent_t fences[CUDA_FENCE_POOL];
 	int n_fences;
+	cudaStream_t zero; /* where new tensors are zeroed (cuda_alloc) */
 } cuda_thread;
 
 static _Thread_local cuda_thread *cuda_tls;
@@ -277,6 +278,8 @@ static tileops_status cuda_thread_init(backend *be, char *err, size_t errlen)
 		if (e != cudaSuccess)
 			return cuda_fail(e, "cudaEventCreate", err, errlen);
 	}
+	if ((e = cudaStreamCreateWithFlags(&cuda_tls->zero, cudaStreamNonBlocking)) != cudaSuccess)
+		return cuda_fail(e, "cudaStreamCreate", err, errlen);
 	return TILEOPS_OK;
 }
 
@@ -299,6 +302,8 @@ static void cuda_thread_fini(backend *be)
 		cudaFreeHost(t->bounce);
 	while (t->n_fences > 0)
 		cudaEventDestroy(t->fences[--t->n_fences]);
+	if (t->zero)
+		cudaStreamDestroy(t->zero);
 	free(t);
 	cuda_tls = NULL;
 }
@@ -477,6 +482,18 @@ static tileops_status cuda_alloc(backend *be, size_t bytes, void **ptr, char *er
 		snprintf(err, errlen, "device memory exhausted allocating %zu bytes (%s)", bytes,
 		         cudaGetErrorString(e));
 		return TILEOPS_ERR_OUT_OF_MEMORY;
+	}
+	/* Zeroed before anyone learns the address: memory freed in this process
+	 * comes back from cudaMalloc as it was left, and it may have held another
+	 * session's data. */
+	cudaStream_t z = cuda_tls ? cuda_tls->zero : NULL;
+	if (z)
+		e = cudaMemsetAsync(p, 0, bytes ? bytes : 256, z);
+	if (e == cudaSuccess)
+		e = z ? cudaStreamSynchronize(z) : cudaMemset(p, 0, bytes ? bytes : 256);
+	if (e != cudaSuccess) {
+		defer(be->impl, DEFER_DEVICE, p, 0);
+		return cuda_fail(e, "zeroing a new tensor", err, errlen);
 	}
 	*ptr = p;
 	return TILEOPS_OK;

@@ -161,7 +161,8 @@ tileops_status tileops_server_info_get(tileops_client *c, tileops_server_info *o
 
 /*
  * Create a tensor of `dtype` and `shape` (ndim 0..TILEOPS_MAX_DIMS, every
- * extent >= 0), packed row-major. Its contents are undefined until written.
+ * extent >= 0), packed row-major, filled with zero bytes (memory another
+ * session freed never shows through).
  */
 tileops_status tileops_tensor_create(tileops_client *c, tileops_dtype dtype, int ndim,
                                      const int64_t *shape, tileops_tensor *out);

@@ -227,3 +227,43 @@ Test(sessions, device_memory_a_closed_session_held_is_there_for_the_next)
 	             second, first);
 	tileops_close(c);
 }
+
+/*
+ * A new tensor is zero-filled: memory one session wrote and freed never
+ * shows through in another's (or its own) next tensor. The size is small
+ * enough for the CPU backend's heap to hand the same block back.
+ */
+Test(sessions, a_new_tensor_is_zero_whatever_the_memory_held_before)
+{
+	enum { N = 8192 };
+	int64_t shape[1] = { N };
+	float *pattern = malloc(N * sizeof(float));
+
+	cr_assert(pattern);
+	for (int i = 0; i < N; i++)
+		pattern[i] = (float)(i + 1);
+	for (int round = 0; round < 4; round++) {
+		tileops_client *a = th_connect("writer", 0);
+		tileops_tensor t = th_tensor_f32(a, 1, shape, pattern);
+		cr_assert_eq(tileops_tensor_free(a, t), TILEOPS_OK, "%s", tileops_last_error());
+		/* Its own next tensor, then another session's. */
+		t = th_tensor(a, TILEOPS_F32, 1, shape);
+		float *got = th_read_f32(a, t, N);
+		for (int i = 0; i < N; i++)
+			cr_assert_eq(got[i], 0.0f, "round %d: element %d of a new tensor is %g", round,
+			             i, (double)got[i]);
+		free(got);
+		th_write(a, t, pattern, N * sizeof(float));
+		tileops_close(a);
+		tileops_client *b = th_connect("reader", 0);
+		tileops_tensor u = th_tensor(b, TILEOPS_F32, 1, shape);
+		got = th_read_f32(b, u, N);
+		for (int i = 0; i < N; i++)
+			cr_assert_eq(got[i], 0.0f,
+			             "round %d: element %d of another session's new tensor is %g", round,
+			             i, (double)got[i]);
+		free(got);
+		tileops_close(b);
+	}
+	free(pattern);
+}
