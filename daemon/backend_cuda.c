@@ -154,11 +154,11 @@ static void defer(cuda_impl *im, defer_kind kind, void *ptr, size_t size)
 {
 	cuda_deferred *d = malloc(sizeof(*d));
 	if (!d || !im->reaper_running) {
-		release_one(&(cuda_deferred){kind, ptr, size, 0, NULL});
+		release_one(&(cuda_deferred){ kind, ptr, size, 0, NULL });
 		free(d);
 		return;
 	}
-	*d = (cuda_deferred){kind, ptr, size, now_us(), NULL};
+	*d = (cuda_deferred){ kind, ptr, size, now_us(), NULL };
 	pthread_mutex_lock(&im->defer_mu);
 	if (im->deferred_tail)
 		im->deferred_tail->next = d;
@@ -961,7 +961,7 @@ backend *backend_cuda_open(const backend_options *opt, char *err, size_t errlen)
 	pthread_cond_init(&im->defer_cv, NULL);
 	reaper_arg *ra = malloc(sizeof(*ra));
 	if (ra) {
-		*ra = (reaper_arg){be, im};
+		*ra = (reaper_arg){ be, im };
 		im->reaper_running = pthread_create(&im->reaper, NULL, reaper_main, ra) == 0;
 		if (!im->reaper_running)
 			free(ra);

@@ -193,7 +193,7 @@ static int set_cpus(config *cfg, const char *key, const char *value, char *err, 
 {
 	int n = 0;
 	const char *p = value;
-	unsigned char seen[CONFIG_CPUS_MAX] = {0};
+	unsigned char seen[CONFIG_CPUS_MAX] = { 0 };
 	while (*p) {
 		char *end;
 		errno = 0;
@@ -209,7 +209,8 @@ static int set_cpus(config *cfg, const char *key, const char *value, char *err, 
 		}
 		for (long c = lo; c <= hi; c++) {
 			if (seen[c]) {
-				snprintf(err, errlen, "%s: CPU %ld is listed twice in '%s'", key, c, value);
+				snprintf(err, errlen, "%s: CPU %ld is listed twice in '%s'", key, c,
+				         value);
 				return -1;
 			}
 			seen[c] = 1;
@@ -225,8 +226,8 @@ static int set_cpus(config *cfg, const char *key, const char *value, char *err, 
 	cfg->n_executor_cpus = n;
 	return 0;
 bad:
-	snprintf(err, errlen, "%s: '%s' is not a CPU list like 0-7 or 0,2,4-6 (CPUs below %d)",
-	         key, value, CONFIG_CPUS_MAX);
+	snprintf(err, errlen, "%s: '%s' is not a CPU list like 0-7 or 0,2,4-6 (CPUs below %d)", key,
+	         value, CONFIG_CPUS_MAX);
 	return -1;
 }
 

@@ -424,12 +424,12 @@ static tileops_status exec_run_prepared(executor *ex, session *s, const prepared
  * checks out is remembered under it (opcache.h).
  */
 static tileops_status exec_op(executor *ex, session *s, const Tileops__OpRun *m,
-                              const tileops_sqe *key, timed_cqe *timed, char *err,
-                              size_t errlen)
+                              const tileops_sqe *key, timed_cqe *timed, char *err, size_t errlen)
 {
 	prepared_op p;
 	tileops_status st = exec_prepare_op(ex, s, NULL, m, &p, err, errlen);
-	if (st == TILEOPS_OK && key && m->n_inputs + m->n_outputs <= TK_MAX_INPUTS + TK_MAX_OUTPUTS) {
+	if (st == TILEOPS_OK && key &&
+	    m->n_inputs + m->n_outputs <= TK_MAX_INPUTS + TK_MAX_OUTPUTS) {
 		uint64_t handles[TK_MAX_INPUTS + TK_MAX_OUTPUTS];
 		memcpy(handles, m->inputs, sizeof(handles[0]) * m->n_inputs);
 		memcpy(handles + m->n_inputs, m->outputs, sizeof(handles[0]) * m->n_outputs);

@@ -404,8 +404,8 @@ static void *worker_main(void *arg)
 		int e = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 		if (e != 0) {
 			snprintf(w->init_msg, sizeof(w->init_msg),
-			         "executor_cpus: cannot run executor thread %d on CPU %d: %s", w->index,
-			         cpu, strerror(e));
+			         "executor_cpus: cannot run executor thread %d on CPU %d: %s",
+			         w->index, cpu, strerror(e));
 			st = TILEOPS_ERR_INVALID_ARGUMENT;
 		}
 	}
@@ -427,7 +427,8 @@ static void *worker_main(void *arg)
 		 * work (backend.h). */
 		if (worked != w->active) {
 			w->active = worked;
-			__atomic_add_fetch(&ex->be->active_threads, worked ? 1 : -1, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&ex->be->active_threads, worked ? 1 : -1,
+			                   __ATOMIC_RELAXED);
 		}
 		if (worked) {
 			last_work = now;
@@ -596,20 +597,21 @@ void executor_write_threads_json(executor *ex, strbuf *sb)
 	sb_printf(sb, "\"executor\":{");
 	for (int i = 0; i < ex->n_workers; i++) {
 		const pace_slot *p = &ex->pace[i];
-		sb_printf(sb,
-		          "%s\"%d\":{\"sessions\":%d,\"ring_ops\":%llu,\"pace_waits\":%llu,"
-		          "\"slow_ops\":%llu,\"slow_launches\":%llu,\"sleeps\":%llu,"
-		          "\"reused_ops\":%llu,\"ring_op_us\":%.0f,\"launch_us\":%.0f,"
-		          "\"launches_timed\":%llu}",
-		          i ? "," : "", i, ex->workers[i].n_sessions,
-		          (unsigned long long)__atomic_load_n(&p->ring_ops, __ATOMIC_RELAXED),
-		          (unsigned long long)__atomic_load_n(&p->waits, __ATOMIC_RELAXED),
-		          (unsigned long long)__atomic_load_n(&p->slow_ops, __ATOMIC_RELAXED),
-		          (unsigned long long)__atomic_load_n(&p->slow_launches, __ATOMIC_RELAXED),
-		          (unsigned long long)__atomic_load_n(&p->sleeps, __ATOMIC_RELAXED),
-		          (unsigned long long)__atomic_load_n(&p->reused, __ATOMIC_RELAXED),
-		          load_us(&p->op_us), load_us(&p->launch_us),
-		          (unsigned long long)__atomic_load_n(&p->launches_timed, __ATOMIC_RELAXED));
+		sb_printf(
+		        sb,
+		        "%s\"%d\":{\"sessions\":%d,\"ring_ops\":%llu,\"pace_waits\":%llu,"
+		        "\"slow_ops\":%llu,\"slow_launches\":%llu,\"sleeps\":%llu,"
+		        "\"reused_ops\":%llu,\"ring_op_us\":%.0f,\"launch_us\":%.0f,"
+		        "\"launches_timed\":%llu}",
+		        i ? "," : "", i, ex->workers[i].n_sessions,
+		        (unsigned long long)__atomic_load_n(&p->ring_ops, __ATOMIC_RELAXED),
+		        (unsigned long long)__atomic_load_n(&p->waits, __ATOMIC_RELAXED),
+		        (unsigned long long)__atomic_load_n(&p->slow_ops, __ATOMIC_RELAXED),
+		        (unsigned long long)__atomic_load_n(&p->slow_launches, __ATOMIC_RELAXED),
+		        (unsigned long long)__atomic_load_n(&p->sleeps, __ATOMIC_RELAXED),
+		        (unsigned long long)__atomic_load_n(&p->reused, __ATOMIC_RELAXED),
+		        load_us(&p->op_us), load_us(&p->launch_us),
+		        (unsigned long long)__atomic_load_n(&p->launches_timed, __ATOMIC_RELAXED));
 	}
 	sb_printf(sb, "}");
 }

@@ -89,10 +89,10 @@ typedef struct pace_slot {
 	uint64_t waits;     /* times it waited for a thread behind (atomic) */
 	uint64_t slow_ops;  /* ring entries that took SLOW_OP_US or more to run (atomic) */
 	uint64_t slow_launches; /* launch calls timed (one in LAUNCH_SAMPLE) that took that long */
-	uint64_t sleeps;    /* times it slept for want of work (atomic) */
-	uint64_t reused;    /* ring ops launched as prepared before (opcache.h; atomic) */
-	double op_us;       /* time running ring entries, summed (written by its thread only) */
-	double launch_us;   /* time in the launch calls timed (one in LAUNCH_SAMPLE), summed */
+	uint64_t sleeps;        /* times it slept for want of work (atomic) */
+	uint64_t reused;        /* ring ops launched as prepared before (opcache.h; atomic) */
+	double op_us;           /* time running ring entries, summed (written by its thread only) */
+	double launch_us;       /* time in the launch calls timed (one in LAUNCH_SAMPLE), summed */
 	uint64_t launches_timed; /* how many launch_us covers (atomic) */
 } pace_slot;
 

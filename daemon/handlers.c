@@ -434,9 +434,8 @@ void handle_stats(server *srv, tp_worker *w)
 	          "\"bytes_in_use\":%zu,\"requests\":%llu,\"errors\":%llu,"
 	          "\"jobs_in_flight\":%zu,",
 	          srv->ready && !srv->stopping ? "true" : "false", srv->stopping ? "true" : "false",
-	          srv->n_sessions, tensors, bytes,
-	          (unsigned long long)requests, (unsigned long long)errors,
-	          srv->jobs_in_flight);
+	          srv->n_sessions, tensors, bytes, (unsigned long long)requests,
+	          (unsigned long long)errors, srv->jobs_in_flight);
 	stats_write_ops_json(&srv->st, &sb);
 	sb_printf(&sb, ",");
 	executor_write_threads_json(srv->ex, &sb);

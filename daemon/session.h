@@ -72,7 +72,7 @@ typedef struct session {
 	struct tenant *tenant;    /* whose graph cache its plans use */
 	struct plan *plans;
 	struct session *ring_next; /* its executor thread's list of ring sessions */
-	struct opcache *ops;      /* recently prepared ring ops (opcache.h) */
+	struct opcache *ops;       /* recently prepared ring ops (opcache.h) */
 
 	/* Written by the executor, read by the loop for stats (atomic). */
 	size_t n_tensors;

@@ -112,11 +112,13 @@ static int window_submit(struct window *w, tileops_client *c, const tileops_op *
 
 /* Submit `n` copies of op, wait for every completion, then sync; marks
  * (when not NULL) gets the milliseconds at which each tenth had completed. */
-static int submit_many(tileops_client *c, const tileops_op *op, long n, long reap,
-                       double *marks)
+static int submit_many(tileops_client *c, const tileops_op *op, long n, long reap, double *marks)
 {
-	struct window w = { .head = 0, .reap = (int)reap, .marks = n >= 10 ? marks : NULL,
-		            .tenth = n / 10, .t0 = bench_now_us() };
+	struct window w = { .head = 0,
+		            .reap = (int)reap,
+		            .marks = n >= 10 ? marks : NULL,
+		            .tenth = n / 10,
+		            .t0 = bench_now_us() };
 	tileops_status st;
 	int rc = 0;
 
@@ -162,8 +164,7 @@ static int vector_check(tileops_client *c, tileops_tensor t, const float *want, 
 
 /* ---- one client ----------------------------------------------------------- */
 
-static int bench_async(tileops_client *c, const tileops_op *op, long n, long reap,
-                       double *per_op)
+static int bench_async(tileops_client *c, const tileops_op *op, long n, long reap, double *per_op)
 {
 	if (submit_many(c, op, n < 1000 ? n : 1000, reap, NULL) < 0)
 		return -1;
@@ -390,7 +391,8 @@ static int proc_main(bench_proc *p, int idx, void *arg)
 	int prepared = proc_prepare(o, idx, &c, t, &op, params, x) == 0;
 	bench_proc_start(p);
 	r.start_us = bench_now_us();
-	if (prepared && submit_many(c, &op, o->kernels, o->reap, o->progress ? r.marks : NULL) == 0) {
+	if (prepared &&
+	    submit_many(c, &op, o->kernels, o->reap, o->progress ? r.marks : NULL) == 0) {
 		r.end_us = bench_now_us();
 		/* --linger-ms: read back, free and close only after the others
 		 * are likely done too. */
@@ -438,7 +440,8 @@ static int run_procs(const struct options *o)
 		if (o->progress) {
 			fprintf(stderr, "progress %s (ms at each tenth of its ops):", who);
 			for (int k = 0; k < 10; k++)
-				fprintf(stderr, " %.2f", res[i].marks[k] + (res[i].start_us - t0) / 1e3);
+				fprintf(stderr, " %.2f",
+				        res[i].marks[k] + (res[i].start_us - t0) / 1e3);
 			fprintf(stderr, "\n");
 		}
 	}
@@ -456,12 +459,11 @@ static int run_procs(const struct options *o)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-	        "usage: " PROG " [--address ADDR] [--n N] [--reps R] [--reap C] [--json FILE]\n"
-	        "       " PROG " --procs P [--kernels K] [--ns NS] [--blocks B] [--reap C]\n"
-	        "                [--progress] [--linger-ms MS]\n"
-	        "                [--address ADDR] [--json FILE]\n"
-	        "Dispatch figures through tileopsd (see docs/perf.md).\n");
+	fprintf(f, "usage: " PROG " [--address ADDR] [--n N] [--reps R] [--reap C] [--json FILE]\n"
+	           "       " PROG " --procs P [--kernels K] [--ns NS] [--blocks B] [--reap C]\n"
+	           "                [--progress] [--linger-ms MS]\n"
+	           "                [--address ADDR] [--json FILE]\n"
+	           "Dispatch figures through tileopsd (see docs/perf.md).\n");
 }
 
 static int parse_args(int argc, char **argv, struct options *o)

@@ -382,8 +382,7 @@ static void print_executor(const struct json *ex)
 		       json_num(t, "launches_timed") > 0
 		               ? json_num(t, "launch_us") / json_num(t, "launches_timed")
 		               : 0.0,
-		       json_num(t, "slow_ops"),
-		       json_num(t, "sleeps"));
+		       json_num(t, "slow_ops"), json_num(t, "sleeps"));
 	}
 	putchar('\n');
 }

@@ -236,9 +236,9 @@ Test(cli, bad_config_value_exits_1_naming_the_key)
 Test(cli, executor_cpus_the_machine_lacks_refuse_to_start)
 {
 	char conf[128], sock[128], stats[128];
-	const char *a[] = { "--backend",  "cpu", "--config",   conf,
-		            "--listen",   sock,  "--stats",    stats,
-		            "--manifest", manifest_path(), NULL };
+	const char *a[] = { "--backend", "cpu",     "--config", conf,         "--listen",
+		            sock,        "--stats", stats,      "--manifest", manifest_path(),
+		            NULL };
 
 	path_in_dir(conf, sizeof(conf), "cpus.conf");
 	snprintf(sock, sizeof(sock), "ipc://%s/d.sock", dir);

@@ -208,8 +208,8 @@ Test(sessions, device_memory_a_closed_session_held_is_there_for_the_next)
 		cr_skip_test("the CPU backend's memory is the host's");
 	double bytes = th_stat("bytes_in_use");
 	tileops_client *c = th_connect("fill", 0);
-	while (first < MAX && tileops_tensor_create(c, TILEOPS_F32, 1, shape, &t[first]) ==
-	                              TILEOPS_OK)
+	while (first < MAX &&
+	       tileops_tensor_create(c, TILEOPS_F32, 1, shape, &t[first]) == TILEOPS_OK)
 		first++;
 	cr_assert_gt(first, 0, "not one 8 GiB tensor could be made");
 	cr_assert_lt(first, MAX, "%d tensors of 8 GiB and the device is not full", first);
@@ -220,8 +220,8 @@ Test(sessions, device_memory_a_closed_session_held_is_there_for_the_next)
 	/* The close has run once the daemon counts none of its bytes. */
 	expect_stat("bytes_in_use", bytes);
 	c = th_connect("refill", 0);
-	while (second < first && tileops_tensor_create(c, TILEOPS_F32, 1, shape, &t[second]) ==
-	                                 TILEOPS_OK)
+	while (second < first &&
+	       tileops_tensor_create(c, TILEOPS_F32, 1, shape, &t[second]) == TILEOPS_OK)
 		second++;
 	cr_expect_eq(second, first, "the second client got %d tensors of 8 GiB, the first %d",
 	             second, first);
@@ -250,8 +250,8 @@ Test(sessions, a_new_tensor_is_zero_whatever_the_memory_held_before)
 		t = th_tensor(a, TILEOPS_F32, 1, shape);
 		float *got = th_read_f32(a, t, N);
 		for (int i = 0; i < N; i++)
-			cr_assert_eq(got[i], 0.0f, "round %d: element %d of a new tensor is %g", round,
-			             i, (double)got[i]);
+			cr_assert_eq(got[i], 0.0f, "round %d: element %d of a new tensor is %g",
+			             round, i, (double)got[i]);
 		free(got);
 		th_write(a, t, pattern, N * sizeof(float));
 		tileops_close(a);
@@ -260,8 +260,8 @@ Test(sessions, a_new_tensor_is_zero_whatever_the_memory_held_before)
 		got = th_read_f32(b, u, N);
 		for (int i = 0; i < N; i++)
 			cr_assert_eq(got[i], 0.0f,
-			             "round %d: element %d of another session's new tensor is %g", round,
-			             i, (double)got[i]);
+			             "round %d: element %d of another session's new tensor is %g",
+			             round, i, (double)got[i]);
 		free(got);
 		tileops_close(b);
 	}
