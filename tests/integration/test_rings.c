@@ -672,8 +672,10 @@ Test(rings, tightly_paced_executor_threads_serve_every_client_past_a_stuck_one,
 	daemon2_use(&paced);
 	hostile_open(&x);
 	hostile_stall(&x);
+	/* Chains long enough that the four threads are busy together for a
+	 * while, whatever the machine's core count. */
 	for (int i = 0; i < 16; i++)
-		pids[i] = th_spawn("chain", 300, -1);
+		pids[i] = th_spawn("chain", 3000, -1);
 	wait_clients(pids, 16, 120000);
 	/* The stats count every chain op on some thread's ring, and with four
 	 * threads serving sixteen clients some thread got more than two
@@ -686,7 +688,7 @@ Test(rings, tightly_paced_executor_threads_serve_every_client_past_a_stuck_one,
 		snprintf(path, sizeof(path), "executor.%d.pace_waits", i);
 		waits += th_stat(path);
 	}
-	cr_expect_geq(ran, 16 * 300, "the threads' ring_ops add up to %g of 4800 chain ops", ran);
+	cr_expect_geq(ran, 16 * 3000, "the threads' ring_ops add up to %g of 48000 chain ops", ran);
 	cr_expect_gt(waits, 0, "no thread ever waited for one behind it (executor_pace = 2)");
 	th_raw_close(&x.raw);
 	daemon2_stop(&paced);
