@@ -405,14 +405,13 @@ static tileops_status exec_run_prepared(executor *ex, session *s, const prepared
 	              (ex->cfg.stats_sample > 0 && n % (uint64_t)ex->cfg.stats_sample == 0);
 	/* The launch call is timed for the stats in one op of LAUNCH_SAMPLE
 	 * (a clock read costs tens of nanoseconds). */
-	if (st == TILEOPS_OK && exec_worker && n % LAUNCH_SAMPLE == 0) {
-		double t0 = exec_now_us();
+	if (st == TILEOPS_OK) {
+		int clocked = exec_worker && n % LAUNCH_SAMPLE == 0;
+		double t0 = clocked ? exec_now_us() : 0.0;
 		st = ex->be->ops->launch(ex->be, s->stream, p->kernel, &p->call, sampled, p->slot,
 		                         timed, err, errlen);
-		executor_count_launch(exec_worker, exec_now_us() - t0);
-	} else if (st == TILEOPS_OK) {
-		st = ex->be->ops->launch(ex->be, s->stream, p->kernel, &p->call, sampled, p->slot,
-		                         timed, err, errlen);
+		if (clocked)
+			executor_count_launch(exec_worker, exec_now_us() - t0);
 	}
 	stats_op_count(ex->cfg.st, p->slot, st != TILEOPS_OK, sampled, p->cost.flops,
 	               p->cost.bytes);
@@ -420,11 +419,12 @@ static tileops_status exec_run_prepared(executor *ex, session *s, const prepared
 }
 
 /*
- * Validate and launch one op. With `key` (a ring op descriptor), an op that
- * checks out is remembered under it (opcache.h).
+ * Validate and launch one op. With `key` (a ring op descriptor, `hash` its
+ * hash from opcache_find), an op that checks out is remembered under it.
  */
 static tileops_status exec_op(executor *ex, session *s, const Tileops__OpRun *m,
-                              const tileops_sqe *key, timed_cqe *timed, char *err, size_t errlen)
+                              const tileops_sqe *key, uint64_t hash, timed_cqe *timed, char *err,
+                              size_t errlen)
 {
 	prepared_op p;
 	tileops_status st = exec_prepare_op(ex, s, NULL, m, &p, err, errlen);
@@ -433,7 +433,8 @@ static tileops_status exec_op(executor *ex, session *s, const Tileops__OpRun *m,
 		uint64_t handles[TK_MAX_INPUTS + TK_MAX_OUTPUTS];
 		memcpy(handles, m->inputs, sizeof(handles[0]) * m->n_inputs);
 		memcpy(handles + m->n_inputs, m->outputs, sizeof(handles[0]) * m->n_outputs);
-		opcache_put(s, key, ex->mf_gen, &p, handles, (int)(m->n_inputs + m->n_outputs));
+		opcache_put(s, key, hash, ex->mf_gen, &p, handles,
+		            (int)(m->n_inputs + m->n_outputs));
 	}
 	return exec_run_prepared(ex, s, &p, st, timed, err, errlen);
 }
@@ -443,10 +444,10 @@ static tileops_status exec_op(executor *ex, session *s, const Tileops__OpRun *m,
 /*
  * Run one op from the ring and post (or owe, when timed) its completion:
  * `hit` when its descriptor was prepared before, else m (decoded), which
- * `key` (when not NULL) remembers once it checks out.
+ * `key` (when not NULL; `hash` its hash) remembers once it checks out.
  */
 static void sqe_op(worker *w, session *s, const tileops_sqe *e, const Tileops__OpRun *m,
-                   const prepared_op *hit, const tileops_sqe *key)
+                   const prepared_op *hit, const tileops_sqe *key, uint64_t hash)
 {
 	executor *ex = w->ex;
 	char err[256] = "";
@@ -458,7 +459,7 @@ static void sqe_op(worker *w, session *s, const tileops_sqe *e, const Tileops__O
 		w->timed_owed++; /* the worker keeps polling until it is posted */
 	}
 	tileops_status st = hit ? exec_run_prepared(ex, s, hit, TILEOPS_OK, t, err, sizeof(err))
-	                        : exec_op(ex, s, m, key, t, err, sizeof(err));
+	                        : exec_op(ex, s, m, key, hash, t, err, sizeof(err));
 	if (st != TILEOPS_OK || !t)
 		exec_post(ex, s, e->tag, st, -1.0, err);
 	if (st != TILEOPS_OK && t) {
@@ -482,7 +483,7 @@ static void sqe_request(worker *w, session *s, const tileops_sqe *e)
 		return;
 	}
 	if (req->body_case == TILEOPS__REQUEST__BODY_OP_RUN) {
-		sqe_op(w, s, e, req->op_run, NULL, NULL);
+		sqe_op(w, s, e, req->op_run, NULL, NULL, 0);
 	} else if (req->body_case == TILEOPS__REQUEST__BODY_PLAN_RUN) {
 		tileops_status st = plan_run(ex, s, req->plan_run, err, sizeof(err));
 		exec_post(ex, s, e->tag, st, -1.0, err);
@@ -511,15 +512,16 @@ void exec_sqe(worker *w, session *s, const tileops_sqe *e)
 		sqe_request(w, s, e);
 		return;
 	case TILEOPS_SQE_OP: {
-		const prepared_op *hit = opcache_find(s, e, ex->mf_gen);
+		uint64_t hash;
+		const prepared_op *hit = opcache_find(s, e, ex->mf_gen, &hash);
 		if (hit) {
 			executor_count_reuse(w);
-			sqe_op(w, s, e, NULL, hit, NULL);
+			sqe_op(w, s, e, NULL, hit, NULL, 0);
 			return;
 		}
 		sqe_op_run o;
 		if ((st = sqe_decode_op(e, &o, err, sizeof(err))) == TILEOPS_OK)
-			sqe_op(w, s, e, &o.run, NULL, e);
+			sqe_op(w, s, e, &o.run, NULL, e, hash);
 		else
 			exec_post(ex, s, e->tag, st, -1.0, err);
 		return;
@@ -679,7 +681,7 @@ static int exec_request(worker *w, session *s, job *j)
 		tensor_export(ex, s, j, req->tensor_export->handle);
 		return 0;
 	case TILEOPS__REQUEST__BODY_OP_RUN:
-		j->status = exec_op(ex, s, req->op_run, NULL, NULL, j->msg, sizeof(j->msg));
+		j->status = exec_op(ex, s, req->op_run, NULL, 0, NULL, j->msg, sizeof(j->msg));
 		return 0;
 	case TILEOPS__REQUEST__BODY_SYNC:
 		exec_defer(w, s, j, 0);

@@ -41,11 +41,14 @@ static int key_fits(const tileops_sqe *e)
 	return e->length > 0 && e->length <= sizeof(e->payload);
 }
 
-const prepared_op *opcache_find(session *s, const tileops_sqe *e, uint64_t gen)
+const prepared_op *opcache_find(session *s, const tileops_sqe *e, uint64_t gen, uint64_t *hash)
 {
-	if (!s->ops || !key_fits(e))
+	*hash = 0;
+	if (!key_fits(e))
 		return NULL;
-	uint64_t h = key_hash(e->payload, e->length);
+	uint64_t h = *hash = key_hash(e->payload, e->length);
+	if (!s->ops)
+		return NULL;
 	const opcache_entry *x = &s->ops->e[h % OPCACHE_WAYS];
 	if (!x->used || x->hash != h || x->len != e->length || x->gen != gen ||
 	    memcmp(x->key, e->payload, e->length) != 0)
@@ -53,14 +56,13 @@ const prepared_op *opcache_find(session *s, const tileops_sqe *e, uint64_t gen)
 	return &x->op;
 }
 
-void opcache_put(session *s, const tileops_sqe *e, uint64_t gen, const prepared_op *p,
+void opcache_put(session *s, const tileops_sqe *e, uint64_t h, uint64_t gen, const prepared_op *p,
                  const uint64_t *handles, int n_handles)
 {
 	if (!key_fits(e) || n_handles > TK_MAX_INPUTS + TK_MAX_OUTPUTS)
 		return;
 	if (!s->ops && !(s->ops = calloc(1, sizeof(*s->ops))))
 		return; /* no memory: ops are just checked every time */
-	uint64_t h = key_hash(e->payload, e->length);
 	opcache_entry *x = &s->ops->e[h % OPCACHE_WAYS];
 	x->used = 1;
 	x->len = e->length;

@@ -20,11 +20,14 @@
 #include "executor_int.h"
 #include "tileops_ring.h"
 
-/* The prepared op for descriptor e, made under manifest generation `gen`; NULL if none. */
-const prepared_op *opcache_find(session *s, const tileops_sqe *e, uint64_t gen);
-/* Remember p as what descriptor e (which names `handles`) prepares to. */
-void opcache_put(session *s, const tileops_sqe *e, uint64_t gen, const prepared_op *p,
-                 const uint64_t *handles, int n_handles);
+/*
+ * The prepared op for descriptor e, made under manifest generation `gen`;
+ * NULL if none. *hash gets the descriptor's hash, for opcache_put.
+ */
+const prepared_op *opcache_find(session *s, const tileops_sqe *e, uint64_t gen, uint64_t *hash);
+/* Remember p as what descriptor e (hash from opcache_find; it names `handles`) prepares to. */
+void opcache_put(session *s, const tileops_sqe *e, uint64_t hash, uint64_t gen,
+                 const prepared_op *p, const uint64_t *handles, int n_handles);
 /* Forget every entry that names tensor `handle` (it is being freed). */
 void opcache_forget(session *s, uint64_t handle);
 /* Free the table (session end). */

@@ -212,25 +212,27 @@ Test(cli, unknown_config_key_exits_1_naming_key_and_line)
 
 Test(cli, bad_config_value_exits_1_naming_the_key)
 {
+	/* Each line alone, and what the message must say. */
+	static const struct {
+		const char *line, *says;
+	} bad[] = {
+		{ "contexts = many\n", "contexts" },
+		{ "max_message_bytes = 12Q\n", "max_message_bytes" },
+		/* The driver allows 1 to 32 hardware queues (0: its default). */
+		{ "device_queues = 33\n", "device_queues" },
+		{ "executor_pace = -1\n", "executor_pace" },
+		{ "executor_cpus = 3-1\n", "executor_cpus" },
+		{ "executor_cpus = 0,1,0\n", "CPU 0 is listed twice" },
+		{ "executor_cpus = 0,\n", "executor_cpus" },
+	};
 	char conf[128];
 	const char *a[] = { "--config", conf, NULL };
 
 	path_in_dir(conf, sizeof(conf), "value.conf");
-	write_file(conf, "contexts = many\n");
-	expect_run(a, 1, 1, "contexts");
-	write_file(conf, "max_message_bytes = 12Q\n");
-	expect_run(a, 1, 1, "max_message_bytes");
-	/* The driver allows 1 to 32 hardware queues (0: its default). */
-	write_file(conf, "device_queues = 33\n");
-	expect_run(a, 1, 1, "device_queues");
-	write_file(conf, "executor_pace = -1\n");
-	expect_run(a, 1, 1, "executor_pace");
-	write_file(conf, "executor_cpus = 3-1\n");
-	expect_run(a, 1, 1, "executor_cpus");
-	write_file(conf, "executor_cpus = 0,1,0\n");
-	expect_run(a, 1, 1, "CPU 0 is listed twice");
-	write_file(conf, "executor_cpus = 0,\n");
-	expect_run(a, 1, 1, "executor_cpus");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		write_file(conf, bad[i].line);
+		expect_run(a, 1, 1, bad[i].says);
+	}
 }
 
 Test(cli, executor_cpus_the_machine_lacks_refuse_to_start)

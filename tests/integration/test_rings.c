@@ -656,6 +656,19 @@ Test(rings, a_stuck_client_that_never_reaps_does_not_block_others)
 /* Not on the test's stack: the fini stops it if the test failed first. */
 static daemon2 paced;
 
+/* A per-thread stat of the executor ("ring_ops", ...), summed over n threads. */
+static double threads_stat(int n, const char *field)
+{
+	double sum = 0;
+
+	for (int i = 0; i < n; i++) {
+		char path[64];
+		snprintf(path, sizeof(path), "executor.%d.%s", i, field);
+		sum += th_stat(path);
+	}
+	return sum;
+}
+
 /*
  * Four executor threads that may lead each other by only two launches wait
  * on each other all the time: every client still finishes with its chain in
@@ -680,14 +693,7 @@ Test(rings, tightly_paced_executor_threads_serve_every_client_past_a_stuck_one,
 	/* The stats count every chain op on some thread's ring, and with four
 	 * threads serving sixteen clients some thread got more than two
 	 * launches ahead of another and waited. */
-	double ran = 0, waits = 0;
-	for (int i = 0; i < 4; i++) {
-		char path[64];
-		snprintf(path, sizeof(path), "executor.%d.ring_ops", i);
-		ran += th_stat(path);
-		snprintf(path, sizeof(path), "executor.%d.pace_waits", i);
-		waits += th_stat(path);
-	}
+	double ran = threads_stat(4, "ring_ops"), waits = threads_stat(4, "pace_waits");
 	cr_expect_geq(ran, 16 * 3000, "the threads' ring_ops add up to %g of 48000 chain ops", ran);
 	cr_expect_gt(waits, 0, "no thread ever waited for one behind it (executor_pace = 2)");
 	th_raw_close(&x.raw);
@@ -1083,18 +1089,8 @@ Test(rings, executor_cpus_pin_the_threads_and_the_stats_time_their_ops,
 	for (int i = 0; i < 4; i++)
 		pids[i] = th_spawn("chain", 200, -1);
 	wait_clients(pids, 4, 60000);
-	double ops = 0, op_us = 0, launch_us = 0, timed = 0;
-	for (int i = 0; i < 2; i++) {
-		char path[64];
-		snprintf(path, sizeof(path), "executor.%d.ring_ops", i);
-		ops += th_stat(path);
-		snprintf(path, sizeof(path), "executor.%d.ring_op_us", i);
-		op_us += th_stat(path);
-		snprintf(path, sizeof(path), "executor.%d.launch_us", i);
-		launch_us += th_stat(path);
-		snprintf(path, sizeof(path), "executor.%d.launches_timed", i);
-		timed += th_stat(path);
-	}
+	double ops = threads_stat(2, "ring_ops"), op_us = threads_stat(2, "ring_op_us");
+	double launch_us = threads_stat(2, "launch_us"), timed = threads_stat(2, "launches_timed");
 	cr_expect_geq(ops, 4 * 200, "the threads ran %g ring entries, expected at least 800", ops);
 	cr_expect_gt(op_us, 0, "no time was counted on ring entries");
 	/* One launch in eight is timed, per thread (the warm-up ops count too). */
