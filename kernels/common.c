@@ -351,3 +351,16 @@ int tk_have_cuda(void)
 	return 0;
 #endif
 }
+
+#ifndef TILEOPS_HAVE_CUDA
+int tk_cuda_pdl(void)
+{
+	return 0;
+}
+
+int tk_cuda_set_pdl(int on)
+{
+	(void)on;
+	return 0;
+}
+#endif

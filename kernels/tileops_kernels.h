@@ -162,6 +162,19 @@ const tk_kernel_entry *tk_kernel_find(const char *op);
 /* 1 when the CUDA kernels were compiled into this build. */
 int tk_have_cuda(void);
 
+/*
+ * Programmatic dependent launch of the memory-bound CUDA kernels (the
+ * elementwise, row, reduction, rope, pooling and fp8 kernels): each is
+ * launched so that the kernel after it in a stream or graph starts while it
+ * runs and waits on the device for its results, which hides a launch's
+ * latency between dependent small kernels. On unless the environment holds
+ * TILEOPS_PDL=0 when the first kernel is launched. tk_cuda_set_pdl sets it
+ * for the launches that follow and returns the previous setting. Both are
+ * 0 and do nothing in a build without CUDA.
+ */
+int tk_cuda_pdl(void);
+int tk_cuda_set_pdl(int on);
+
 /* Conversions used by the CPU references and tests (round to nearest even). */
 float tk_f16_to_f32(uint16_t h);
 uint16_t tk_f32_to_f16(float f);

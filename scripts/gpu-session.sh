@@ -35,9 +35,11 @@ has() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 # ktests: only the kernel test binaries (test_gpu_*), all at once (they
 # check correctness, not speed, so they may share the GPU), each capped at
 # KTEST_LIMIT seconds; one log each, a line per binary in the summary.
+# KTESTS names a subset (e.g. "test_gpu_kernels test_gpu_ops").
 if has ktests; then
 	mkdir -p "$res/ktests"
-	for t in "$bin"/test_gpu_*; do
+	for t in ${KTESTS:-$(cd "$bin" && echo test_gpu_*)}; do
+		t=$bin/$t
 		n=$(basename "$t")
 		( timeout "${KTEST_LIMIT:-240}" "$t" --jobs=2 >"$res/ktests/$n.log" 2>&1
 		  echo "$n rc=$?" >"$res/ktests/$n.rc" ) &
@@ -56,7 +58,8 @@ fi
 if has bench; then
 	mkdir -p "$res/bench"
 	"$bin/tileops-bench" --list "$res/bench/workloads.json" >/dev/null 2>&1
-	timeout 420 "$bin/tileops-bench" --json "$res/bench/tileops.json" \
+	# shellcheck disable=SC2086
+	timeout 420 "$bin/tileops-bench" ${BENCH_ARGS:-} --json "$res/bench/tileops.json" \
 		>"$res/bench/tileops.md" 2>"$res/bench/tileops.log"
 	echo "tileops-bench rc=$?" >>"$out/summary.txt"
 	cp "$res/bench/tileops.md" "$out/tileops.md"

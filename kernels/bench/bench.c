@@ -11,10 +11,17 @@
  * and copied in; every workload rotates through enough copies of its
  * tensors (at least 4, and at least 256 MiB in all) that the 60 MiB L2
  * does not serve them; after warm-up each call is timed alone with CUDA
- * events and the median of the runs (50 unless --runs) is reported.
+ * events and the median of the runs (50 unless --runs) is reported. A
+ * delay kernel (DELAY_NS) runs before each timed call, so the host has
+ * enqueued the call before the device reaches its first event: the events
+ * time the kernel, not the host's launch path (which would otherwise add
+ * its 3 to 5 us to every call of a small workload).
  * Workloads moving less than 32 MiB are also timed back to back: 20 calls
  * captured in a CUDA graph, the median replay divided by 20, next to a
- * graph of 20 empty kernels timed the same way.
+ * graph of 20 empty kernels timed the same way; once with programmatic
+ * dependent launch as the kernels are launched by default
+ * (tk_cuda_pdl) and once without (graph_nopdl_us), with the empty kernel
+ * timed both ways too.
  *
  *   tileops-bench [--json FILE] [--op SUBSTRING] [--workload SUBSTRING]
  *                 [--runs N] [--list FILE] [--daemon ADDRESS]
@@ -38,10 +45,14 @@
 #include "bench_cuda.h"
 
 int bench_launch_empty(void *stream);
+int bench_launch_empty_pdl(void *stream);
+int bench_launch_delay(void *stream, uint64_t ns);
 
 #define MIB (1024.0 * 1024.0)
 #define GRAPH_CALLS 20
 #define HOST_ELEMS (16 << 20)
+/* Longer than the host takes to record an event and launch any op here. */
+#define DELAY_NS 40000
 
 struct options {
 	const char *json, *filter, *workload, *list, *daemon;
@@ -51,7 +62,7 @@ struct options {
 struct result {
 	const bw_workload *w;
 	int ok, sets, runs;
-	double median_us, graph_us, tbps, tflops, pct;
+	double median_us, graph_us, graph_nopdl_us, tbps, tflops, pct;
 	char error[128];
 	/* through tileopsd (--daemon): ok, us per op back to back, % of copy */
 	int d_ok;
@@ -239,6 +250,12 @@ static int empty_once(void *arg, cudaStream_t s)
 	return bench_launch_empty(s);
 }
 
+static int empty_pdl_once(void *arg, cudaStream_t s)
+{
+	(void)arg;
+	return bench_launch_empty_pdl(s);
+}
+
 static int run_direct(const bw_workload *w, const struct options *o, cudaStream_t s,
                       struct result *r)
 {
@@ -262,6 +279,8 @@ static int run_direct(const bw_workload *w, const struct options *o, cudaStream_
 	for (int i = 0; i < 5 && status == 0; i++)
 		status = e->cuda(&c[i % sets], s) != TK_OK;
 	for (int i = 0; i < runs && status == 0; i++) {
+		if (bench_launch_delay(s, DELAY_NS) != 0)
+			CK(cudaGetLastError());
 		CK(cudaEventRecord(ev[2 * i], s));
 		status = e->cuda(&c[(i + 5) % sets], s) != TK_OK;
 		CK(cudaEventRecord(ev[2 * i + 1], s));
@@ -277,10 +296,14 @@ static int run_direct(const bw_workload *w, const struct options *o, cudaStream_
 			t[i] = ms * 1e3;
 		}
 		r->median_us = bench_median(t, runs);
-		r->graph_us = NAN;
+		r->graph_us = r->graph_nopdl_us = NAN;
 		if (sb < 32.0 * MIB) {
 			struct call_arg a = { e, &c[0] };
+			int pdl = tk_cuda_pdl();
 			r->graph_us = time_back_to_back(call_once, &a, s, runs);
+			tk_cuda_set_pdl(0);
+			r->graph_nopdl_us = time_back_to_back(call_once, &a, s, runs);
+			tk_cuda_set_pdl(pdl);
 		}
 		r->sets = sets;
 		r->runs = runs;
@@ -293,7 +316,6 @@ static int run_direct(const bw_workload *w, const struct options *o, cudaStream_
 	free_sets(c, sets);
 	return status ? -1 : 0;
 }
-
 
 /* ---- output ------------------------------------------------------------------- */
 
@@ -321,15 +343,21 @@ static void daemon_cells(const struct result *r, char *buf, size_t len)
 		snprintf(buf, len, " error: %s | |", r->d_error);
 }
 
-static void print_table(const struct result *r, int n, double empty_us, int daemon)
+/* The empty kernel back to back in a graph: launched plainly, and with PDL. */
+struct floors {
+	double empty_us, empty_pdl_us;
+};
+
+static void print_table(const struct result *r, int n, struct floors fl, int daemon)
 {
 	printf("\ncopy ceiling (cudaMemcpy D2D 2 GiB): %.3f TB/s; empty kernel, back to back in a "
-	       "graph: %.2f us\n\n",
-	       copy_tbps, empty_us);
-	printf("| op | workload | shapes | dtype | direct us | graph us/call | TB/s | TFLOP/s | %% "
-	       "of copy |%s\n",
+	       "graph: %.2f us (%.2f us launched with PDL)\n\n",
+	       copy_tbps, fl.empty_us, fl.empty_pdl_us);
+	printf("| op | workload | shapes | dtype | direct us | graph us/call | without PDL | TB/s "
+	       "| "
+	       "TFLOP/s | %% of copy |%s\n",
 	       daemon ? " via daemon us | daemon % of copy |" : "");
-	printf("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |%s\n",
+	printf("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |%s\n",
 	       daemon ? " ---: | ---: |" : "");
 	for (int i = 0; i < n; i++) {
 		char sh[160];
@@ -338,16 +366,18 @@ static void print_table(const struct result *r, int n, double empty_us, int daem
 		if (daemon)
 			daemon_cells(&r[i], dc, sizeof(dc));
 		if (!r[i].ok) {
-			printf("| %s | %s | %s | %s | error: %s | | | | |%s\n", r[i].w->op,
+			printf("| %s | %s | %s | %s | error: %s | | | | | |%s\n", r[i].w->op,
 			       r[i].w->label, sh, tk_dtype_name(r[i].w->dt), r[i].error, dc);
 			continue;
 		}
-		char g[32] = "";
+		char g[32] = "", gn[32] = "";
 		if (!isnan(r[i].graph_us))
 			snprintf(g, sizeof(g), "%.2f", r[i].graph_us);
-		printf("| %s | %s | %s | %s | %.2f | %s | %.3f | %.3f | %.1f |%s\n", r[i].w->op,
-		       r[i].w->label, sh, tk_dtype_name(r[i].w->dt), r[i].median_us, g, r[i].tbps,
-		       r[i].tflops, r[i].pct, dc);
+		if (!isnan(r[i].graph_nopdl_us))
+			snprintf(gn, sizeof(gn), "%.2f", r[i].graph_nopdl_us);
+		printf("| %s | %s | %s | %s | %.2f | %s | %s | %.3f | %.3f | %.1f |%s\n",
+		       r[i].w->op, r[i].w->label, sh, tk_dtype_name(r[i].w->dt), r[i].median_us, g,
+		       gn, r[i].tbps, r[i].tflops, r[i].pct, dc);
 	}
 }
 
@@ -434,7 +464,7 @@ static void json_num(FILE *f, const char *key, double v)
 		fprintf(f, ", \"%s\": %.6g", key, v);
 }
 
-static int write_json(const char *path, const struct result *r, int n, double empty_us,
+static int write_json(const char *path, const struct result *r, int n, struct floors fl,
                       const char *device, int daemon)
 {
 	FILE *f = fopen(path, "w");
@@ -452,9 +482,9 @@ static int write_json(const char *path, const struct result *r, int n, double em
 	        daemon ? "direct+daemon" : "direct", date);
 	json_str(f, device);
 	fprintf(f,
-	        ", \"copy_tbps\": %.6g, \"empty_graph_us\": %.6g, \"graph_calls\": %d, "
-	        "\"results\": [\n",
-	        copy_tbps, empty_us, GRAPH_CALLS);
+	        ", \"copy_tbps\": %.6g, \"empty_graph_us\": %.6g, \"empty_graph_pdl_us\": %.6g, "
+	        "\"graph_calls\": %d, \"results\": [\n",
+	        copy_tbps, fl.empty_us, fl.empty_pdl_us, GRAPH_CALLS);
 	for (int i = 0; i < n; i++) {
 		fprintf(f, "  {");
 		json_workload(f, r[i].w);
@@ -462,6 +492,7 @@ static int write_json(const char *path, const struct result *r, int n, double em
 		if (r[i].ok) {
 			json_num(f, "median_us", r[i].median_us);
 			json_num(f, "graph_us", r[i].graph_us);
+			json_num(f, "graph_nopdl_us", r[i].graph_nopdl_us);
 			json_num(f, "tbps", r[i].tbps);
 			json_num(f, "tflops", r[i].tflops);
 			json_num(f, "pct_copy", r[i].pct);
@@ -488,8 +519,9 @@ static int write_json(const char *path, const struct result *r, int n, double em
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: tileops-bench [--json FILE] [--op SUBSTRING] [--workload SUBSTRING] "
-	                "[--runs N] [--list FILE] [--daemon ADDRESS]\n");
+	fprintf(stderr,
+	        "usage: tileops-bench [--json FILE] [--op SUBSTRING] [--workload SUBSTRING] "
+	        "[--runs N] [--list FILE] [--daemon ADDRESS]\n");
 	return 2;
 }
 
@@ -540,11 +572,13 @@ int main(int argc, char **argv)
 		}
 	}
 	copy_tbps = bench_copy_tbps(s, (size_t)2 << 30); /* 2 GiB */
-	double empty_us = time_back_to_back(empty_once, NULL, s, o.runs);
-	fprintf(stderr, "%s: copy %.3f TB/s, empty kernel %.2f us back to back\n", prop.name,
-	        copy_tbps, empty_us);
+	struct floors fl = { time_back_to_back(empty_once, NULL, s, o.runs),
+		             time_back_to_back(empty_pdl_once, NULL, s, o.runs) };
+	fprintf(stderr, "%s: copy %.3f TB/s, empty kernel %.2f us back to back (%.2f with PDL)\n",
+	        prop.name, copy_tbps, fl.empty_us, fl.empty_pdl_us);
 	for (int i = 0; i < n; i++) {
-		if (bw_skipped(w[i].op) || (o.filter != NULL && strstr(w[i].op, o.filter) == NULL) ||
+		if (bw_skipped(w[i].op) ||
+		    (o.filter != NULL && strstr(w[i].op, o.filter) == NULL) ||
 		    (o.workload != NULL && strstr(w[i].label, o.workload) == NULL))
 			continue;
 		struct result *x = &r[nr++];
@@ -563,9 +597,9 @@ int main(int argc, char **argv)
 		        tk_dtype_name(w[i].dt), x->ok ? x->median_us : -1.0,
 		        x->d_ok ? x->d_us : -1.0);
 	}
-	print_table(r, nr, empty_us, daemon != NULL);
+	print_table(r, nr, fl, daemon != NULL);
 	bench_daemon_close(daemon);
-	if (o.json != NULL && write_json(o.json, r, nr, empty_us, prop.name, daemon != NULL) != 0)
+	if (o.json != NULL && write_json(o.json, r, nr, fl, prop.name, daemon != NULL) != 0)
 		return 1;
 	free(r);
 	cudaStreamDestroy(s);

@@ -36,23 +36,25 @@ def main():
     tmap = {key(r): r for r in theirs["results"]}
     copy = ours["copy_tbps"]
     empty = ours["empty_graph_us"]
-    lines = ["Copy ceiling %.3f TB/s; empty kernel back to back %.2f us; %s; torch %s." % (
-        copy, empty, ours["device"], theirs.get("torch", "?")), "",
+    empty_pdl = ours.get("empty_graph_pdl_us")
+    lines = ["Copy ceiling %.3f TB/s; empty kernel back to back %.2f us (%s us launched with "
+             "PDL); %s; torch %s." % (copy, empty, fmt(empty_pdl), ours["device"],
+                                      theirs.get("torch", "?")), "",
         "| op | workload | dtype | ours us | TB/s | % copy | eager us | compile us | "
-        "eager/ours | compile/ours | graph us ours | graph us eager |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        "eager/ours | compile/ours | graph us ours | ours without PDL | graph us eager |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     misses = []
     for r in ours["results"]:
         t = tmap.get(key(r), {})
         e, c = t.get("eager", {}), t.get("compile", {})
         us = r.get("median_us")
         eu, cu = e.get("median_us"), c.get("median_us")
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["op"], r["label"], r["dtype"], fmt(us), fmt(r.get("tbps"), "%.3f"),
             fmt(r.get("pct_copy"), "%.1f"), fmt(eu),
             fmt(cu) if cu is not None else (c.get("error", "-")[:30]),
             fmt(eu / us if us and eu else None), fmt(cu / us if us and cu else None),
-            fmt(r.get("graph_us")), fmt(e.get("graph_us"))))
+            fmt(r.get("graph_us")), fmt(r.get("graph_nopdl_us")), fmt(e.get("graph_us"))))
         if not r.get("ok"):
             misses.append("%s %s %s: error %s" % (key(r) + (r.get("error"),)))
             continue

@@ -5,8 +5,12 @@ Reads the workload list that `tileops-bench --list FILE` writes, so both
 programs run the same shapes, dtypes and params, and times each workload
 the way tileops-bench does: random inputs in [0.25, 2) (never zeros),
 enough copies of the tensors to defeat the 60 MiB L2 (at least 4, and
-256 MiB in all), warm-up, then every call timed alone with CUDA events,
-the median reported; workloads moving under 32 MiB also back to back, 20
+256 MiB in all), warm-up, then every call timed alone with CUDA events
+behind a delay kernel (torch.cuda._sleep, about 200 us: the host has
+enqueued the whole call before the device reaches its first event, so the
+events time the device work, not the host's launch path; tileops-bench
+does the same with 40 us, enough for its one launch), the median
+reported; workloads moving under 32 MiB also back to back, 20
 calls captured in a CUDA graph, the median replay over 20.
 
 Each workload runs through PyTorch eager and, unless --no-compile, through
@@ -27,6 +31,8 @@ import torch.nn.functional as F
 
 MIB = 1024.0 * 1024.0
 GRAPH_CALLS = 20
+# Clock cycles of the delay before each timed call (about 200 us at 1.98 GHz).
+DELAY_CYCLES = 400000
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
           "i32": torch.int32, "i64": torch.int64, "u8": torch.uint8}
 
@@ -165,6 +171,7 @@ def time_calls(fn, sets, runs):
           for _ in range(runs)]
     for i in range(runs):
         args = sets[(i + 5) % len(sets)]
+        torch.cuda._sleep(DELAY_CYCLES)
         ev[i][0].record()
         fn(*args)
         ev[i][1].record()

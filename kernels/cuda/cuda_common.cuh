@@ -276,6 +276,54 @@ static inline tk_status launch_status(void)
 	return cudaGetLastError() == cudaSuccess ? TK_OK : TK_ERR_LAUNCH;
 }
 
+/*
+ * Programmatic dependent launch (sm_90). launch_pdl launches a kernel with
+ * the programmatic-serialization attribute (when tk_cuda_pdl() is on): the
+ * kernel may start while the kernel before it in the stream or graph still
+ * runs. Every kernel launched that way calls pdl_enter() before it touches
+ * global memory: griddepcontrol.wait returns once the kernel before it has
+ * completed and its writes are visible (at once when there is none, or it
+ * was not a kernel), so nothing before the wait may read an input or write
+ * an output. griddepcontrol.launch_dependents then lets the next kernel
+ * launch once every block of this one has passed that point; its blocks
+ * wait in turn, at most one grid behind. Kernels that do not call
+ * pdl_enter() must be launched without the attribute.
+ */
+__device__ __forceinline__ void pdl_enter(void)
+{
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+/* Fill at[*n] with the PDL attribute when it is on. */
+static inline void pdl_attr(cudaLaunchAttribute *at, unsigned *n)
+{
+	if (!tk_cuda_pdl())
+		return;
+	at[*n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+	at[*n].val.programmaticStreamSerializationAllowed = 1;
+	(*n)++;
+}
+
+/* kernel<<<grid, block, smem, s>>>(args...), with PDL when it is on. */
+template <typename... P, typename... A>
+static inline cudaError_t launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+                                     cudaStream_t s, A... args)
+{
+	cudaLaunchConfig_t cfg = {};
+	cudaLaunchAttribute at[1];
+	unsigned n = 0;
+
+	pdl_attr(at, &n);
+	cfg.gridDim = grid;
+	cfg.blockDim = block;
+	cfg.dynamicSmemBytes = smem;
+	cfg.stream = s;
+	cfg.attrs = at;
+	cfg.numAttrs = n;
+	return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
 static inline bool aligned16(const void *p)
 {
 	return ((uintptr_t)p & 15) == 0;

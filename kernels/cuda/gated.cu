@@ -38,14 +38,15 @@ struct gelu_mul_op {
 template <typename T, typename Op>
 __global__ void gated_flat(T *out, const T *x, int64_t rows, int64_t d, Plan p, Op op)
 {
+	pdl_enter();
 	int64_t n = rows * d;
 
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += (int64_t)gridDim.x * blockDim.x) {
 		int64_t r = i / d, j = i - r * d, off[2];
 		plan_offsets<2>(p, r, off);
-		out[off[0] + j] = from_f32<T>(op.template f<ew_fast<T>()>(to_f32(x[off[1] + j]),
-		                                                           to_f32(x[off[1] + d + j])));
+		out[off[0] + j] = from_f32<T>(op.template f<ew_fast<T>()>(
+		        to_f32(x[off[1] + j]), to_f32(x[off[1] + d + j])));
 	}
 }
 
@@ -53,8 +54,8 @@ template <typename T, typename Op>
 tk_status gated_general(T *out, const T *x, const tk_iter &it, int64_t d, cudaStream_t s, Op op)
 {
 	launch_begin();
-	gated_flat<T, Op>
-	        <<<grid_for(it.numel * d, 256), 256, 0, s>>>(out, x, it.numel, d, plan_of(it), op);
+	launch_pdl(gated_flat<T, Op>, grid_for(it.numel * d, 256), 256, 0, s, out, x, it.numel, d,
+	           plan_of(it), op);
 	return launch_status();
 }
 
@@ -82,7 +83,7 @@ tk_status gated_run(const tk_call *call, const tk_iter &it, int64_t d, cudaStrea
 	if (it.ndim > 1 || w.units >= ((int64_t)1 << 32))
 		return gated_general<T>(out, x, it, d, s, op);
 	launch_begin();
-	ew_rows<T, 2, Op><<<ew_grid<T>(w), kEwThreads, 0, s>>>(w, out, x, up, op);
+	launch_pdl(ew_rows<T, 2, Op>, ew_grid<T>(w), kEwThreads, 0, s, w, out, x, up, op);
 	return launch_status();
 }
 

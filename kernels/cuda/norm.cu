@@ -110,6 +110,7 @@ __device__ __forceinline__ void norm_write(const NormArgs &a, const float (&v)[E
 template <typename T, int E, bool VEC>
 __global__ void TKC_ROW_BOUNDS(E) norm_reg(const __grid_constant__ NormArgs a)
 {
+	pdl_enter();
 	__shared__ float smem[8 * 32];
 	const int rb = blockDim.y;
 
@@ -159,8 +160,7 @@ __global__ void TKC_ROW_BOUNDS(E) norm_reg(const __grid_constant__ NormArgs a)
  * (x - shift)^2 (SQ true), in two chains.
  */
 template <typename T, int V, bool SQ>
-__device__ __forceinline__ float norm_vec_sum(const Vec<T> (&x)[V], int nvec, int rank,
-                                              float shift)
+__device__ __forceinline__ float norm_vec_sum(const Vec<T> (&x)[V], int nvec, int rank, float shift)
 {
 	float2 s = make_float2(0.0f, 0.0f);
 
@@ -270,6 +270,7 @@ __global__ void __launch_bounds__(V == 8 ? 1024 : (V == 4 ? 512 : 256),
                                   V == 8 ? 1 : (V == 4 ? (FUSED ? 1 : 2) : 4))
         norm_vec(const __grid_constant__ NormArgs a)
 {
+	pdl_enter();
 	__shared__ float smem[8 * 32 + 1];
 	constexpr int N = Vec<T>::N;
 	constexpr bool pre = V <= 4 && !LAYER;
@@ -338,6 +339,7 @@ __global__ void __launch_bounds__(V == 8 ? 1024 : (V == 4 ? 512 : 256),
 template <typename T>
 __global__ void __launch_bounds__(kStreamThreads) norm_stream(const __grid_constant__ NormArgs a)
 {
+	pdl_enter();
 	__shared__ float smem[32];
 	const T *w = static_cast<const T *>(a.w), *b = static_cast<const T *>(a.b);
 
@@ -424,7 +426,7 @@ template <typename T> tk_status norm_run(NormArgs &a, const tk_iter &it, cudaStr
 		TKC_ROW_LAUNCH_SCALAR(norm_reg, T, sh, row_grid(a.rows, sh), s, a);
 	} else {
 		unsigned g = grid_persistent(a.rows, 1, 2);
-		norm_stream<T><<<g, kStreamThreads, 0, s>>>(a);
+		launch_pdl(norm_stream<T>, g, kStreamThreads, 0, s, a);
 	}
 	return launch_status();
 }

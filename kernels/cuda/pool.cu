@@ -42,6 +42,7 @@ template <bool SMALL> __device__ __forceinline__ int64_t split(int64_t &i, int64
 
 template <typename T, bool SMALL> __global__ void pool_kernel(const __grid_constant__ PoolArgs a)
 {
+	pdl_enter();
 	const tk_pool &pl = a.pl;
 	const T *x = static_cast<const T *>(a.x);
 	T *out = static_cast<T *>(a.out);
@@ -122,6 +123,7 @@ __device__ __forceinline__ void load_pair(const T *p, float &a, float &b)
 template <typename T, bool MAX, int NSP, bool PAIRS>
 __global__ void __launch_bounds__(256) pool2x(const __grid_constant__ PoolArgs a)
 {
+	pdl_enter();
 	constexpr int U = 4, R = 1 << (NSP - 1);
 	const tk_pool &pl = a.pl;
 	const T *x = static_cast<const T *>(a.x);
@@ -182,6 +184,7 @@ __global__ void __launch_bounds__(256) pool2x(const __grid_constant__ PoolArgs a
 template <typename T, bool MAX, int NSP>
 __global__ void __launch_bounds__(256) pool2x_vec(const __grid_constant__ PoolArgs a)
 {
+	pdl_enter();
 	constexpr int N = Vec<T>::N, R = 1 << (NSP - 1), U = 4 / R;
 	const tk_pool &pl = a.pl;
 	const T *x = static_cast<const T *>(a.x);
@@ -291,11 +294,12 @@ static void pool2x_launch(const PoolArgs &a, bool pairs, cudaStream_t s)
 
 	if (pool2x_vec_ok(a, sizeof(T))) {
 		int64_t per_block = 256 * (4 >> (NSP - 1)) * Vec<T>::N;
-		pool2x_vec<T, MAX, NSP><<<grid_for(a.total, (int)per_block), 256, 0, s>>>(a);
+		launch_pdl(pool2x_vec<T, MAX, NSP>, grid_for(a.total, (int)per_block), 256, 0, s,
+		           a);
 	} else if (pairs)
-		pool2x<T, MAX, NSP, true><<<g, 256, 0, s>>>(a);
+		launch_pdl(pool2x<T, MAX, NSP, true>, g, 256, 0, s, a);
 	else
-		pool2x<T, MAX, NSP, false><<<g, 256, 0, s>>>(a);
+		launch_pdl(pool2x<T, MAX, NSP, false>, g, 256, 0, s, a);
 }
 
 template <typename T, bool MAX>
@@ -323,9 +327,9 @@ template <typename T> tk_status pool_run(const PoolArgs &a, int nsp, cudaStream_
 		return launch_status();
 	}
 	if (a.total < ((int64_t)1 << 32))
-		pool_kernel<T, true><<<g, 256, 0, s>>>(a);
+		launch_pdl(pool_kernel<T, true>, g, 256, 0, s, a);
 	else
-		pool_kernel<T, false><<<g, 256, 0, s>>>(a);
+		launch_pdl(pool_kernel<T, false>, g, 256, 0, s, a);
 	return launch_status();
 }
 

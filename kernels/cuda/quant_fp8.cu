@@ -129,6 +129,7 @@ template <typename T> struct Amax {
 template <typename T, int E, bool VEC>
 __global__ void TKC_ROW_BOUNDS(E) quant_token_reg(const __grid_constant__ QArgs a)
 {
+	pdl_enter();
 	__shared__ float smem[8 * 32];
 	constexpr int N = Vec<T>::N;
 	const int rb = blockDim.y;
@@ -174,6 +175,7 @@ __global__ void TKC_ROW_BOUNDS(E) quant_token_reg(const __grid_constant__ QArgs 
 template <typename T, int V>
 __global__ void TKC_VEC_BOUNDS(V) quant_token_vec(const __grid_constant__ QArgs a)
 {
+	pdl_enter();
 	__shared__ float smem[8 * 32 + 1];
 	constexpr int N = Vec<T>::N;
 	const RowPlace pl = row_place(a.c);
@@ -215,6 +217,7 @@ template <typename T>
 __global__ void __launch_bounds__(kStreamThreads)
         quant_token_stream(const __grid_constant__ QArgs a)
 {
+	pdl_enter();
 	__shared__ float smem[32];
 
 	for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
@@ -240,6 +243,7 @@ __global__ void __launch_bounds__(kStreamThreads)
 template <typename T, bool VEC, bool AMAX>
 __global__ void quant_tensor(const __grid_constant__ QArgs a)
 {
+	pdl_enter();
 	__shared__ float smem[32];
 	constexpr int N = VEC ? Vec<T>::N : 1;
 	const int64_t upr = (a.d + N - 1) / N;                   /* units per row */
@@ -284,6 +288,7 @@ __global__ void quant_tensor(const __grid_constant__ QArgs a)
 template <typename T, bool AMAX>
 __global__ void __launch_bounds__(256) quant_tensor_vec(const __grid_constant__ QArgs a)
 {
+	pdl_enter();
 	__shared__ float smem[32];
 	constexpr int N = Vec<T>::N, U = 4;
 	const int64_t upr = a.d / N, units = a.rows * upr, tile = (int64_t)blockDim.x * U;
@@ -356,8 +361,8 @@ tk_status quant_run(QArgs &a, const tk_iter &it, bool per_token, cudaStream_t s)
 			RowShape sh = row_shape(a.d);
 			TKC_ROW_LAUNCH_SCALAR(quant_token_reg, T, sh, row_grid(a.rows, sh), s, a);
 		} else {
-			quant_token_stream<T>
-			        <<<grid_persistent(a.rows, 1, 2), kStreamThreads, 0, s>>>(a);
+			launch_pdl(quant_token_stream<T>, grid_persistent(a.rows, 1, 2),
+			           kStreamThreads, 0, s, a);
 		}
 		return launch_status();
 	}
@@ -374,18 +379,18 @@ tk_status quant_run(QArgs &a, const tk_iter &it, bool per_token, cudaStream_t s)
 		if (cudaMemsetAsync(a.scale, 0, sizeof(float), s) != cudaSuccess)
 			return TK_ERR_LAUNCH;
 		if (flat)
-			quant_tensor_vec<T, true><<<gf, threads, 0, s>>>(a);
+			launch_pdl(quant_tensor_vec<T, true>, gf, threads, 0, s, a);
 		else if (a.vec)
-			quant_tensor<T, true, true><<<g, threads, 0, s>>>(a);
+			launch_pdl(quant_tensor<T, true, true>, g, threads, 0, s, a);
 		else
-			quant_tensor<T, false, true><<<g, threads, 0, s>>>(a);
+			launch_pdl(quant_tensor<T, false, true>, g, threads, 0, s, a);
 	}
 	if (flat)
-		quant_tensor_vec<T, false><<<gf, threads, 0, s>>>(a);
+		launch_pdl(quant_tensor_vec<T, false>, gf, threads, 0, s, a);
 	else if (a.vec)
-		quant_tensor<T, true, false><<<g, threads, 0, s>>>(a);
+		launch_pdl(quant_tensor<T, true, false>, g, threads, 0, s, a);
 	else
-		quant_tensor<T, false, false><<<g, threads, 0, s>>>(a);
+		launch_pdl(quant_tensor<T, false, false>, g, threads, 0, s, a);
 	return launch_status();
 }
 

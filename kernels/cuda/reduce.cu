@@ -123,6 +123,7 @@ template <typename T> __device__ void red_write(const RedArgs &a, int64_t oo, Ac
 template <typename T, bool VEC, int K>
 __global__ void __launch_bounds__(1024) reduce_row(const __grid_constant__ RedArgs a)
 {
+	pdl_enter();
 	__shared__ Acc smem[8 * 32];
 	constexpr int N = Vec<T>::N;
 	const int rb = blockDim.y;
@@ -169,6 +170,7 @@ __global__ void __launch_bounds__(1024) reduce_row(const __grid_constant__ RedAr
 
 template <typename T, int K> __global__ void reduce_column(const __grid_constant__ RedArgs a)
 {
+	pdl_enter();
 	const float ident = K == RED_SUM || K == RED_MEAN ? 0.0f : -INFINITY;
 
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.lines;
@@ -198,11 +200,12 @@ static dim3 reduce_block(int64_t len, int n)
 	return dim3(tb, tb >= 256 ? 1 : 256 / tb);
 }
 
-template <typename T, int K> tk_status reduce_run_kind(RedArgs &a, const tk_iter &it, cudaStream_t s)
+template <typename T, int K>
+tk_status reduce_run_kind(RedArgs &a, const tk_iter &it, cudaStream_t s)
 {
 	launch_begin();
 	if (a.xs != 1 && a.len > 1) {
-		reduce_column<T, K><<<grid_for(a.lines, 256), 256, 0, s>>>(a);
+		launch_pdl(reduce_column<T, K>, grid_for(a.lines, 256), 256, 0, s, a);
 		return launch_status();
 	}
 	/* Rows: x's line starts must keep 16-byte alignment for vectors (op 1 of the plan). */
@@ -215,9 +218,9 @@ template <typename T, int K> tk_status reduce_run_kind(RedArgs &a, const tk_iter
 	int64_t nb = (a.lines + blk.y - 1) / blk.y;
 	unsigned g = (unsigned)(nb > 0x7fffffff ? 0x7fffffff : nb);
 	if (vec)
-		reduce_row<T, true, K><<<g, blk, 0, s>>>(a);
+		launch_pdl(reduce_row<T, true, K>, g, blk, 0, s, a);
 	else
-		reduce_row<T, false, K><<<g, blk, 0, s>>>(a);
+		launch_pdl(reduce_row<T, false, K>, g, blk, 0, s, a);
 	return launch_status();
 }
 

@@ -79,6 +79,7 @@ __device__ __forceinline__ void rope_unit(T *x, int c, int half, const float *cs
 template <typename T, bool NEOX, bool VEC>
 __global__ void __launch_bounds__(kRopeThreads) rope_kernel(const __grid_constant__ RopeArgs a)
 {
+	pdl_enter();
 	__shared__ float inv[kMaxHalf], cs[kMaxHalf], sn[kMaxHalf];
 	constexpr int N = VEC ? Vec<T>::N : 1;
 	const int half = a.rd / 2;
@@ -121,9 +122,9 @@ template <typename T, bool NEOX> tk_status rope_run(const RopeArgs &a, bool vec,
 
 	launch_begin();
 	if (vec)
-		rope_kernel<T, NEOX, true><<<g, kRopeThreads, 0, s>>>(a);
+		launch_pdl(rope_kernel<T, NEOX, true>, g, kRopeThreads, 0, s, a);
 	else
-		rope_kernel<T, NEOX, false><<<g, kRopeThreads, 0, s>>>(a);
+		launch_pdl(rope_kernel<T, NEOX, false>, g, kRopeThreads, 0, s, a);
 	return launch_status();
 }
 

@@ -244,10 +244,10 @@ static inline bool row_scalar_fits(int64_t d, int plan_ndim)
 }
 
 /* Launch the scalar KERNEL<T, 8, false> for the row shape (rows up to 4096 wide). */
-#define TKC_ROW_LAUNCH_SCALAR(KERNEL, T, shape, grid, stream, ...)           \
-	do {                                                                 \
-		dim3 blk_((unsigned)(shape).tb, (unsigned)(shape).rb);       \
-		KERNEL<T, 8, false><<<grid, blk_, 0, stream>>>(__VA_ARGS__); \
+#define TKC_ROW_LAUNCH_SCALAR(KERNEL, T, shape, grid, stream, ...)                   \
+	do {                                                                         \
+		dim3 blk_((unsigned)(shape).tb, (unsigned)(shape).rb);               \
+		launch_pdl(KERNEL<T, 8, false>, grid, blk_, 0, stream, __VA_ARGS__); \
 	} while (0)
 
 /* ---- the vector row engine --------------------------------------------- */
@@ -447,19 +447,24 @@ static inline cudaError_t vec_launch(K kernel, VecShape sh, int64_t rows, cudaSt
                                      const A &args)
 {
 	cudaLaunchConfig_t cfg = {};
-	cudaLaunchAttribute at[1];
+	cudaLaunchAttribute at[2];
+	unsigned n = 0;
 	int64_t blocks = (rows + sh.rb - 1) / sh.rb;
 	const int64_t cap = 0x7fffffff / 8; /* a multiple of c blocks stays under 2^31 */
 
 	cfg.gridDim = dim3((unsigned)((blocks > cap ? cap : blocks) * sh.c));
 	cfg.blockDim = dim3((unsigned)sh.tb, (unsigned)sh.rb);
 	cfg.stream = s;
-	at[0].id = cudaLaunchAttributeClusterDimension;
-	at[0].val.clusterDim.x = (unsigned)sh.c;
-	at[0].val.clusterDim.y = 1;
-	at[0].val.clusterDim.z = 1;
+	if (sh.c > 1) {
+		at[n].id = cudaLaunchAttributeClusterDimension;
+		at[n].val.clusterDim.x = (unsigned)sh.c;
+		at[n].val.clusterDim.y = 1;
+		at[n].val.clusterDim.z = 1;
+		n++;
+	}
+	pdl_attr(at, &n);
 	cfg.attrs = at;
-	cfg.numAttrs = sh.c > 1 ? 1 : 0;
+	cfg.numAttrs = n;
 	return cudaLaunchKernelEx(&cfg, kernel, args);
 }
 

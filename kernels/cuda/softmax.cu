@@ -132,6 +132,7 @@ template <typename T> __device__ __forceinline__ float sm_vec_sum(const Vec<T> &
 template <typename T, int E, bool VEC>
 __global__ void TKC_ROW_BOUNDS(E) softmax_reg(const __grid_constant__ SmArgs a)
 {
+	pdl_enter();
 	__shared__ float smem[8 * 32];
 	constexpr bool F = sizeof(T) == 2; /* base-2 exponentials for bf16 and f16 (sm_key) */
 	const int rb = blockDim.y;
@@ -239,6 +240,7 @@ __device__ __forceinline__ void sm_vec_write(const Vec<T> (&x)[V], T *o, int nve
 template <typename T, int V>
 __global__ void TKC_VEC_BOUNDS(V) softmax_vec(const __grid_constant__ SmArgs a)
 {
+	pdl_enter();
 	__shared__ float2 smem[8 * 32 + 1];
 	constexpr bool F = sizeof(T) == 2; /* base-2 exponentials for bf16 and f16 (sm_key) */
 	const RowPlace pl = row_place(a.c);
@@ -355,6 +357,7 @@ __device__ __forceinline__ void sm_stream_write(const T *x, T *o, int64_t d, con
 template <typename T, bool VEC>
 __global__ void __launch_bounds__(kStreamThreads) softmax_stream(const __grid_constant__ SmArgs a)
 {
+	pdl_enter();
 	__shared__ float smem[32];
 	constexpr bool F = sizeof(T) == 2;
 
@@ -387,6 +390,7 @@ __global__ void __launch_bounds__(kStreamThreads) softmax_stream(const __grid_co
 /* log_softmax along a dim other than the last: a thread per line. */
 template <typename T> __global__ void softmax_column(const __grid_constant__ SmArgs a)
 {
+	pdl_enter();
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.rows;
 	     i += (int64_t)gridDim.x * blockDim.x) {
 		int64_t off[2];
@@ -410,7 +414,7 @@ template <typename T> tk_status softmax_run(SmArgs &a, const tk_iter &it, bool r
 
 	launch_begin();
 	if (!rows) {
-		softmax_column<T><<<grid_for(a.rows, 256), 256, 0, s>>>(a);
+		launch_pdl(softmax_column<T>, grid_for(a.rows, 256), 256, 0, s, a);
 		return launch_status();
 	}
 	a.vec = tk_row_vec_ok(&it, a.d, sizeof(T), ptrs, 2);
@@ -423,10 +427,11 @@ template <typename T> tk_status softmax_run(SmArgs &a, const tk_iter &it, bool r
 		RowShape sh = row_shape(a.d);
 		TKC_ROW_LAUNCH_SCALAR(softmax_reg, T, sh, row_grid(a.rows, sh), s, a);
 	} else if (a.vec) {
-		softmax_stream<T, true><<<grid_persistent(a.rows, 1, 2), kStreamThreads, 0, s>>>(a);
+		launch_pdl(softmax_stream<T, true>, grid_persistent(a.rows, 1, 2), kStreamThreads,
+		           0, s, a);
 	} else {
-		softmax_stream<T, false>
-		        <<<grid_persistent(a.rows, 1, 2), kStreamThreads, 0, s>>>(a);
+		launch_pdl(softmax_stream<T, false>, grid_persistent(a.rows, 1, 2), kStreamThreads,
+		           0, s, a);
 	}
 	return launch_status();
 }

@@ -314,6 +314,104 @@ Test(gpu_softmax, matches_cpu_on_odd_widths_strided_rows_and_large_inputs)
 	softmax_case(TK_F32, 4, 333, 0, 1000.0, 0);
 }
 
+/* ---- dependent launches ------------------------------------------------- */
+
+/*
+ * A chain of kernels each reading what the one before wrote, and writing
+ * the buffer the one before read, all enqueued before one synchronize:
+ * with programmatic dependent launch a kernel starts while the one before
+ * it runs, so a kernel that touched memory before its wait would read a
+ * half-written input or overwrite a still-needed one. The chain mixes
+ * one-block and many-block grids, row, elementwise and binary kernels.
+ */
+static void chain_case(int64_t rows, int64_t w, int steps)
+{
+	static const char *const ops[] = { "rms_norm", "silu", "add", "softmax" };
+	uint64_t rng = gpu_fresh_seed();
+	int64_t shape[2] = { rows, w };
+	tk_tensor h[2], x0 = tt_tensor(TK_F32, 2, shape, 0), wt = tt_tensor(TK_F32, 1, &w, 0);
+	void *d[2], *dx0, *dw;
+	size_t bytes = tt_span_bytes(&x0);
+	cudaStream_t stream;
+
+	gpu_require();
+	tt_fill(&x0, &rng, -2.0, 2.0);
+	tt_fill(&wt, &rng, 0.5, 1.5);
+	for (int i = 0; i < 2; i++) {
+		h[i] = tt_tensor(TK_F32, 2, shape, 0);
+		memcpy(h[i].data, x0.data, bytes);
+		d[i] = gpu_to_device(&h[i]);
+	}
+	dx0 = gpu_to_device(&x0);
+	dw = gpu_to_device(&wt);
+	cr_assert_eq(cudaStreamCreate(&stream), cudaSuccess);
+	for (int k = 0; k < steps; k++) {
+		const char *op = ops[k % 4];
+		const tk_kernel_entry *e = tk_kernel_find(op);
+		tk_call hc = { .n_in = 1, .n_out = 1 }, dc;
+		cr_assert_not_null(e);
+		hc.in[0] = h[k % 2];
+		hc.out[0] = h[(k + 1) % 2];
+		if (k % 4 == 0) {
+			hc.n_in = 2;
+			hc.in[1] = wt;
+			hc.n_params = 1;
+			hc.params[0] = tt_param_float(1e-6);
+		} else if (k % 4 == 2) {
+			hc.n_in = 2;
+			hc.in[1] = x0;
+		}
+		dc = hc;
+		dc.in[0].data = d[k % 2];
+		dc.out[0].data = d[(k + 1) % 2];
+		if (hc.n_in == 2)
+			dc.in[1].data = k % 4 == 0 ? dw : dx0;
+		cr_assert_eq(e->cpu(&hc), TK_OK, "%s CPU reference, step %d", op, k);
+		cr_assert_eq(e->cuda(&dc, stream), TK_OK, "%s launch, step %d", op, k);
+	}
+	cudaError_t err = cudaStreamSynchronize(stream);
+	cr_assert_eq(err, cudaSuccess, "chain %ldx%ld: %s", (long)rows, (long)w,
+	             cudaGetErrorString(err));
+	cudaStreamDestroy(stream);
+
+	tk_tensor got = h[steps % 2];
+	int64_t n = tk_numel(&got);
+	double *want = malloc(sizeof(double) * (size_t)n);
+	for (int64_t i = 0; i < n; i++)
+		want[i] = tt_get(&h[steps % 2], i);
+	got.data = malloc(bytes);
+	cr_assert_eq(cudaMemcpy(got.data, d[steps % 2], bytes, cudaMemcpyDeviceToHost),
+	             cudaSuccess);
+	double rel = tt_rel_err(&got, want);
+	log_case("chain", "f32", "dependent launches", rel, 1e-4);
+	cr_expect_leq(rel, 1e-4,
+	              "chain of %d on %ldx%ld (PDL %d): relative error %.3g (seed 0x%llx)", steps,
+	              (long)rows, (long)w, tk_cuda_pdl(), rel, (unsigned long long)gpu_case_seed);
+	free(want);
+	free(got.data);
+	for (int i = 0; i < 2; i++) {
+		tt_free(&h[i]);
+		cudaFree(d[i]);
+	}
+	tt_free(&x0);
+	tt_free(&wt);
+	cudaFree(dx0);
+	cudaFree(dw);
+}
+
+Test(gpu_pdl, chains_of_dependent_kernels_match_cpu_with_and_without_pdl)
+{
+	int was = tk_cuda_set_pdl(1);
+
+	for (int pdl = 1; pdl >= 0; pdl--) {
+		tk_cuda_set_pdl(pdl);
+		chain_case(1, 4096, 40);
+		chain_case(512, 2048, 40);
+		chain_case(3, 100003, 20);
+	}
+	tk_cuda_set_pdl(was);
+}
+
 /* ---- gemm -------------------------------------------------------------- */
 
 static void gemm_case(tk_dtype dt, int64_t m, int64_t n, int64_t k, int trans_b, int bias,
