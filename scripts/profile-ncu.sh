@@ -16,6 +16,7 @@
 #   softmax      softmax of 32768 x 8192 bf16, then of 128 x 128256 bf16
 #   norm         rms_norm of 4096 x 7168 bf16 (DeepSeek-V3 hidden)
 #   fp8          quant_fp8_per_token of 4096 x 7168 bf16
+#   decode       one row: rms_norm of 1 x 4096 bf16, then add of 1 x 4096 bf16
 # Each writes $OUT/ncu-NAME.txt (the details page) and a log.
 set -u
 out=${OUT:-/tmp/tileops-out}
@@ -28,10 +29,10 @@ log=$out/ncu.log
 : >"$log"
 bench_header
 tune=$root/deploy/gemm-tune-h200.txt
-profiles=${PROFILES:-gemm-decode gemm-m1 gemm-large prefill prefill-more bmm softmax norm fp8}
+profiles=${PROFILES:-gemm-decode gemm-m1 gemm-large prefill prefill-more bmm softmax norm fp8 decode}
 sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis
 	--section ComputeWorkloadAnalysis --section Occupancy --section LaunchStats
-	--section WarpStateStats --section SchedulerStats)
+	--section WarpStateStats --section SchedulerStats --section SourceCounters)
 
 # profile NAME KERNEL_REGEX SKIP COUNT -- COMMAND...
 profile() {
@@ -89,5 +90,9 @@ if has softmax; then
 fi
 has norm && membound norm norm_vec rms_norm "deepseek-v3 hidden"
 has fp8 && membound fp8 quant_token quant_fp8_per_token "deepseek-v3 activations"
+if has decode; then
+	membound decode-norm norm_vec rms_norm "llama3.1-8b decode"
+	membound decode-add ew_flat add "llama3.1-8b one token"
+fi
 
 ls -la "$out" >>"$log"

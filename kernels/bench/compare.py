@@ -15,6 +15,11 @@ import argparse
 import json
 
 MIB = 1024.0 * 1024.0
+# Decode-size workloads (one row, e.g. rms_norm of 1 x 4096) move less than this.
+DECODE_BYTES = 1 * MIB
+# PyTorch counts as faster only by more than this factor: two runs of the
+# same kernel on the same workload differ by up to 1 to 2% on the H200.
+TIE = 1.02
 
 
 def key(r):
@@ -63,13 +68,13 @@ def main():
             why = []
             if r["pct_copy"] < 90.0:
                 why.append("%.1f%% of copy" % r["pct_copy"])
-            if eu and eu < us:
+            if eu and eu * TIE < us:
                 why.append("eager faster (%.2f us)" % eu)
-            if cu and cu < us:
+            if cu and cu * TIE < us:
                 why.append("compile faster (%.2f us)" % cu)
             if why:
                 misses.append("%s %s %s: %s" % (key(r) + ("; ".join(why),)))
-        elif r.get("graph_us") is not None and r["graph_us"] > 1.5 * empty:
+        elif moved < DECODE_BYTES and r.get("graph_us") is not None and r["graph_us"] > 1.5 * empty:
             misses.append("%s %s %s: %.2f us back to back, over 1.5x the empty kernel" % (
                 key(r) + (r["graph_us"],)))
     lines += ["", "Targets missed (%d):" % len(misses), ""] + ["- " + m for m in misses]

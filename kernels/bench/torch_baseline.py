@@ -5,8 +5,10 @@ Reads the workload list that `tileops-bench --list FILE` writes, so both
 programs run the same shapes, dtypes and params, and times each workload
 the way tileops-bench does: random inputs in [0.25, 2) (never zeros),
 enough copies of the tensors to defeat the 60 MiB L2 (at least 4, and
-256 MiB in all), warm-up, then every call timed alone with CUDA events
-behind a delay kernel (torch.cuda._sleep, about 200 us: the host has
+256 MiB in all), warm-up, then one call on each copy back to back in a
+CUDA graph, the median replay over the copies (median_us, the figure
+compared), and every call timed alone with CUDA events (single_us) behind
+a delay kernel (torch.cuda._sleep, about 200 us: the host has
 enqueued the whole call before the device reaches its first event, so the
 events time the device work, not the host's launch path; tileops-bench
 does the same with 40 us, enough for its one launch), the median
@@ -203,10 +205,46 @@ def time_graph(fn, args, runs):
     return statistics.median(a.elapsed_time(b) * 1e3 for a, b in ev) / GRAPH_CALLS
 
 
+def time_rotated(fn, sets, runs):
+    """Per-call time of one call on each set, back to back in a CUDA graph
+    (a loop of launches with no synchronization when fn cannot be captured)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for args in sets[:3]:
+            fn(*args)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    try:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for args in sets:
+                fn(*args)
+        run = g.replay
+    except Exception:
+        torch.cuda.synchronize()
+
+        def run():
+            for args in sets:
+                fn(*args)
+    for _ in range(2):
+        run()
+    torch.cuda.synchronize()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+          for _ in range(runs)]
+    for a, b in ev:
+        a.record()
+        run()
+        b.record()
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) * 1e3 for a, b in ev) / len(sets)
+
+
 def measure(fn, w, sets, runs):
     r = {}
     try:
-        us = time_calls(fn, sets, runs)
+        r["single_us"] = time_calls(fn, sets, runs)
+        us = time_rotated(fn, sets, runs)
         r["median_us"] = us
         r["tbps"] = w["bytes"] / (us * 1e-6) / 1e12
         r["tflops"] = w["flops"] / (us * 1e-6) / 1e12

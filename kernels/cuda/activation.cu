@@ -68,22 +68,12 @@ struct hardswish_op {
 	}
 };
 
-/*
- * The tanh form is 0.5 x (1 + tanh(u)) = x sigmoid(2u) exactly, which the
- * fast grade computes that way; the erf form uses 1 + erf without its
- * cancellation for negative x (m_one_plus_erf).
- */
+/* gelu in either form (cuda_common.cuh: m_gelu_erf, m_gelu_tanh). */
 struct gelu_op {
 	int approximate;
 	template <bool F> __device__ float f(float x) const
 	{
-		if (approximate) {
-			float inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-			if (F)
-				return x * tkc::m_sigmoid<true>(2.0f * inner);
-			return 0.5f * x * (1.0f + tanhf(inner));
-		}
-		return 0.5f * x * tkc::m_one_plus_erf<F>(x * 0.7071067811865476f);
+		return approximate ? tkc::m_gelu_tanh<F>(x) : tkc::m_gelu_erf<F>(x);
 	}
 };
 

@@ -16,7 +16,8 @@
  * away (none for packed tensors, which are a single row).
  *
  * Tensors that are all packed with the output's shape (the usual case) take
- * ew_flat instead: one vector a thread and no walk at all.
+ * ew_flat instead: one vector a thread and no walk at all; rows of at
+ * least kEw2dMinUnits vectors take ew_rows2d, a 2-d grid of the same.
  *
  * Functors provide `template <bool FAST> float f(x[, y])`: FAST is set for
  * bf16 and f16 outputs (see m_exp and friends in cuda_common.cuh).
@@ -223,6 +224,43 @@ __global__ void __launch_bounds__(kEwThreads)
 	reinterpret_cast<Vec<T> *>(out)[u] = r;
 }
 
+/*
+ * ew_rows2d: rows of vectors with a row stride per operand (padded rows, a
+ * broadcast bias row, a broadcast column) and at least kEw2dMinUnits
+ * vectors a row. Blocks tile a row (x) and rows (y, looping past
+ * kEw2dMaxRows),
+ * one vector a thread: no division, as ew_flat.
+ */
+constexpr int64_t kEw2dMinUnits = 128;
+/* Rows of blocks at most; each block then takes every kEw2dMaxRows-th row. */
+constexpr int64_t kEw2dMaxRows = 8192;
+
+template <typename T, int NIN, typename Op>
+__global__ void __launch_bounds__(kEwThreads)
+        ew_rows2d(const __grid_constant__ RowWalk<NIN + 1> w, T *out, const T *a, const T *b, Op op)
+{
+	pdl_enter();
+	constexpr int N = Vec<T>::N;
+	const int64_t col = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (col >= w.upr)
+		return;
+	for (int64_t r = blockIdx.y; r < w.rows; r += gridDim.y) {
+		Vec<T> va, vb, v;
+		load_unit(va, a, r * w.rstride[1] + (w.inner[1] ? col * N : 0), w.inner[1]);
+		if constexpr (NIN == 2)
+			load_unit(vb, b, r * w.rstride[2] + (w.inner[2] ? col * N : 0), w.inner[2]);
+#pragma unroll
+		for (int e = 0; e < N; e++) {
+			float y = 0.0f;
+			if constexpr (NIN == 2)
+				y = to_f32(vb.v[e]);
+			v.v[e] = from_f32<T>(ew_apply<NIN, ew_fast<T>()>(op, to_f32(va.v[e]), y));
+		}
+		*reinterpret_cast<Vec<T> *>(out + r * w.rstride[0] + col * N) = v;
+	}
+}
+
 /* Whether walk w can take ew_flat: one packed row of vectors in every operand. */
 template <int NOPS> static inline bool ew_flat_fits(const RowWalk<NOPS> &w)
 {
@@ -305,6 +343,22 @@ template <typename T, int NOPS> static inline unsigned ew_grid(const RowWalk<NOP
 	return (unsigned)((w.units + per_block - 1) / per_block);
 }
 
+/* Launch the kernel for a row walk: ew_rows2d for rows of many vectors, else ew_rows. */
+template <typename T, int NIN, typename Op>
+static inline void ew_walk_launch(const RowWalk<NIN + 1> &w, T *out, const T *a, const T *b,
+                                  cudaStream_t stream, Op op)
+{
+	if (w.vec && w.upr >= kEw2dMinUnits) {
+		unsigned tb = w.upr >= kEwThreads ? kEwThreads : 128;
+		dim3 g((unsigned)((w.upr + tb - 1) / tb),
+		       (unsigned)(w.rows < kEw2dMaxRows ? w.rows : kEw2dMaxRows));
+		launch_pdl(ew_rows2d<T, NIN, Op>, g, tb, 0, stream, w, out, a, b, op);
+	} else {
+		launch_pdl(ew_rows<T, NIN, Op>, ew_grid<T>(w), kEwThreads, 0, stream, w, out, a, b,
+		           op);
+	}
+}
+
 template <typename T, int NIN, typename Op>
 static tk_status ew_run(const tk_call *call, const tk_iter &it, cudaStream_t stream, Op op)
 {
@@ -318,11 +372,10 @@ static tk_status ew_run(const tk_call *call, const tk_iter &it, cudaStream_t str
 	bool rows = row_walk_of<NIN + 1>(it, sizeof(T), ptrs, &w);
 	if (rows && ew_flat_fits(w)) {
 		unsigned g = (unsigned)((w.units + kEwThreads - 1) / kEwThreads);
-		launch_pdl(ew_flat<T, NIN, Op>, g, kEwThreads, 0, stream, out, a, b, (uint32_t)w.units,
-		           op);
+		launch_pdl(ew_flat<T, NIN, Op>, g, kEwThreads, 0, stream, out, a, b,
+		           (uint32_t)w.units, op);
 	} else if (rows) {
-		unsigned g = ew_grid<T>(w);
-		launch_pdl(ew_rows<T, NIN, Op>, g, kEwThreads, 0, stream, w, out, a, b, op);
+		ew_walk_launch<T, NIN>(w, out, a, b, stream, op);
 	} else {
 		unsigned g = grid_for(it.numel, kEwThreads);
 		launch_pdl(ew_general<T, NIN, Op>, g, kEwThreads, 0, stream, out, a, b, it.numel,

@@ -24,13 +24,7 @@ struct gelu_mul_op {
 	int approximate;
 	template <bool F> __device__ float f(float g, float u) const
 	{
-		if (approximate) {
-			float inner = 0.7978845608028654f * (g + 0.044715f * g * g * g);
-			if (F)
-				return g * m_sigmoid<true>(2.0f * inner) * u;
-			return 0.5f * g * (1.0f + tanhf(inner)) * u;
-		}
-		return 0.5f * g * m_one_plus_erf<F>(g * 0.7071067811865476f) * u;
+		return (approximate ? m_gelu_tanh<F>(g) : m_gelu_erf<F>(g)) * u;
 	}
 };
 
@@ -83,7 +77,7 @@ tk_status gated_run(const tk_call *call, const tk_iter &it, int64_t d, cudaStrea
 	if (it.ndim > 1 || w.units >= ((int64_t)1 << 32))
 		return gated_general<T>(out, x, it, d, s, op);
 	launch_begin();
-	launch_pdl(ew_rows<T, 2, Op>, ew_grid<T>(w), kEwThreads, 0, s, w, out, x, up, op);
+	ew_walk_launch<T, 2>(w, out, x, up, s, op);
 	return launch_status();
 }
 

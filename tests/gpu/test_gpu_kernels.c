@@ -172,6 +172,16 @@ Test(gpu_mul, matches_cpu_on_odd_widths_strided_rows_and_broadcasting)
 	binary_op_cases("mul");
 }
 
+Test(gpu_add, rows_past_the_grid_height_and_a_broadcast_row_match_cpu)
+{
+	/* 1024 bf16 a row is 128 vectors: the 2-d kernel, looping over rows past 8192 */
+	int64_t s2[2] = { 9001, 1024 }, s1[1] = { 1024 }, col[2] = { 9001, 1 };
+
+	binary_case("add", TK_BF16, 2, s2, 1, s1, 0);
+	binary_case("add", TK_BF16, 2, s2, 1, s1, 8);
+	binary_case("mul", TK_F32, 2, s2, 2, col, 0);
+}
+
 Test(gpu_add, matches_cpu_when_operands_are_not_16_byte_aligned)
 {
 	int64_t s[1] = { 1001 };
