@@ -248,13 +248,13 @@ static const char *const params_avg3[] = { "kernel_d",  "kernel_h",          "ke
 #define CUDA_FN(fn) NULL
 #endif
 
-#define ENTRY(op, n_in, n_out, params)                                       \
-	{                                                                    \
+#define ENTRY(op, n_in, n_out, params)                                          \
+	{                                                                       \
 #op, n_in, n_out, params, tk_cpu_##op, CUDA_FN(tk_cuda_##op), 0 \
 	}
-/* An op whose CUDA kernel goes faster with workspace (split-K, split-KV). */
-#define ENTRY_WS(op, n_in, n_out, params)                                    \
-	{                                                                    \
+/* An op whose CUDA kernel goes faster with workspace (split-K, split-KV, split rows). */
+#define ENTRY_WS(op, n_in, n_out, params)                                                        \
+	{                                                                                        \
 #op, n_in, n_out, params, tk_cpu_##op, CUDA_FN(tk_cuda_##op), TK_WORKSPACE_BYTES \
 	}
 
@@ -291,7 +291,7 @@ static const tk_kernel_entry kernel_table[] = {
 	ENTRY(layer_norm, 3, 1, params_eps),
 	ENTRY(leaky_relu, 1, 1, params_leaky),
 	ENTRY(log, 1, 1, params_none),
-	ENTRY(log_softmax, 1, 1, params_dim),
+	ENTRY_WS(log_softmax, 1, 1, params_dim),
 	ENTRY(max_pool1d, 1, 1, params_max1),
 	ENTRY(max_pool2d, 1, 1, params_max2),
 	ENTRY(max_pool3d, 1, 1, params_max3),
@@ -313,7 +313,7 @@ static const tk_kernel_entry kernel_table[] = {
 	ENTRY(sigmoid, 1, 1, params_none),
 	ENTRY(silu, 1, 1, params_none),
 	ENTRY(silu_and_mul, 1, 1, params_none),
-	ENTRY(softmax, 1, 1, params_none),
+	ENTRY_WS(softmax, 1, 1, params_none),
 	ENTRY(softplus, 1, 1, params_softplus),
 	ENTRY(spin, 1, 1, params_spin),
 	ENTRY(sqrt, 1, 1, params_none),

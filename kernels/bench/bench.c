@@ -294,6 +294,15 @@ static int run_direct(const bw_workload *w, const struct options *o, cudaStream_
 	}
 	sets = sets < 4 ? 4 : (sets > 1024 ? 1024 : sets);
 	tk_call *c = make_sets(w, sets);
+	void *ws = NULL;
+	/* Workspace as the daemon hands it out: one buffer, calls in stream order. */
+	if (e->workspace > 0) {
+		CK(cudaMalloc(&ws, e->workspace));
+		for (int i = 0; i < sets; i++) {
+			c[i].workspace = ws;
+			c[i].workspace_bytes = e->workspace;
+		}
+	}
 	cudaEvent_t *ev = malloc(sizeof(cudaEvent_t) * 2 * (size_t)runs);
 	double *t = malloc(sizeof(double) * (size_t)runs);
 	int status = 0;
@@ -339,6 +348,7 @@ static int run_direct(const bw_workload *w, const struct options *o, cudaStream_
 	free(ev);
 	free(t);
 	free_sets(c, sets);
+	cudaFree(ws);
 	return status ? -1 : 0;
 }
 

@@ -375,6 +375,23 @@ static inline int sm_count(void)
 }
 
 /* Blocks for `work` items of `per_block` each, at most `per_sm` resident blocks per SM. */
+/* Bytes of L2 of the current device, read once per device (0 when it cannot be read). */
+static inline int64_t l2_bytes(void)
+{
+	static int cached[64];
+	int dev = 0, n = 0;
+
+	if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
+		return 0;
+	if (cached[dev] == 0) {
+		if (cudaDeviceGetAttribute(&n, cudaDevAttrL2CacheSize, dev) != cudaSuccess ||
+		    n <= 0)
+			return 0;
+		cached[dev] = n;
+	}
+	return cached[dev];
+}
+
 static inline unsigned grid_persistent(int64_t work, int64_t per_block, int per_sm)
 {
 	int64_t b = (work + per_block - 1) / per_block;

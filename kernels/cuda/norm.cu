@@ -31,6 +31,7 @@ struct NormArgs {
 	int vec, layer;
 	int c; /* blocks per row (a cluster) of the vector kernel */
 	float eps;
+	float inv_d; /* 1 / d, rounded once on the host */
 };
 
 /*
@@ -266,8 +267,7 @@ __device__ __forceinline__ Vec<T> norm_vec_out(const Vec<T> &x, const Vec<T> &w,
  * get up to 128 registers at V = 4 (they spill under 64).
  */
 template <typename T, int V, bool LAYER, bool FUSED>
-__global__ void __launch_bounds__(V == 8 ? 1024 : (V == 4 ? 512 : 256),
-                                  V == 8 ? 1 : (V == 4 ? (FUSED ? 1 : 2) : 4))
+__global__ void __launch_bounds__(V == 4 ? 512 : 1024, V == 4 ? (FUSED ? 1 : 2) : 1)
         norm_vec(const __grid_constant__ NormArgs a)
 {
 	pdl_enter();
@@ -276,12 +276,11 @@ __global__ void __launch_bounds__(V == 8 ? 1024 : (V == 4 ? 512 : 256),
 	constexpr bool pre = V <= 4 && !LAYER;
 	constexpr int C = V == 8 ? 1 : (LAYER && V == 4 ? 2 : V);
 	const RowPlace pl = row_place(a.c);
-	const int64_t nrb = (a.rows + blockDim.y - 1) / blockDim.y;
 	const T *w = static_cast<const T *>(a.w);
 	const T *b = LAYER ? static_cast<const T *>(a.b) : NULL;
-	const float inv_d = 1.0f / (float)a.d;
+	const float inv_d = a.inv_d;
 
-	for (int64_t rbk = pl.first; rbk < nrb; rbk += pl.step) {
+	for (int64_t rbk = pl.first; rbk * blockDim.y < a.rows; rbk += pl.step) {
 		int64_t r = rbk * blockDim.y + threadIdx.y;
 		int nvec = r < a.rows ? (int)(a.d / N) : 0; /* an idle row loads nothing */
 		int64_t rr = r < a.rows ? r : 0;
@@ -467,6 +466,7 @@ tk_status norm_launch(const tk_call *call, void *stream, int layer, int fused)
 	a.b = b != NULL ? b->data : NULL;
 	a.rows = it.numel;
 	a.d = d;
+	a.inv_d = 1.0f / (float)d;
 	a.p = plan_of(it);
 	a.layer = layer;
 	a.c = 1;

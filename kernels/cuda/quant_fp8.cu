@@ -179,9 +179,8 @@ __global__ void TKC_VEC_BOUNDS(V) quant_token_vec(const __grid_constant__ QArgs 
 	__shared__ float smem[8 * 32 + 1];
 	constexpr int N = Vec<T>::N;
 	const RowPlace pl = row_place(a.c);
-	const int64_t nrb = (a.rows + blockDim.y - 1) / blockDim.y;
 
-	for (int64_t rbk = pl.first; rbk < nrb; rbk += pl.step) {
+	for (int64_t rbk = pl.first; rbk * blockDim.y < a.rows; rbk += pl.step) {
 		int64_t r = rbk * blockDim.y + threadIdx.y;
 		int nvec = r < a.rows ? (int)(a.d / N) : 0;
 		int64_t rr = r < a.rows ? r : 0;

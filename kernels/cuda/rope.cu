@@ -40,41 +40,18 @@ __device__ __forceinline__ float load_any(const void *p, int dt, int64_t i)
 	return static_cast<const float *>(p)[i];
 }
 
-/*
- * A unit's values: for neox one vector from each half of the rotary dims,
- * for gpt-j one vector of interleaved pairs, or (scalar) one pair.
- */
-template <typename T, bool NEOX, bool VEC> struct RopeUnit {
-	Vec<T> a, b;
-	float x1, x2;
-};
-
 template <typename T, bool NEOX, bool VEC>
-__device__ __forceinline__ void rope_load(RopeUnit<T, NEOX, VEC> &u, const T *x, int c, int half)
-{
-	constexpr int N = VEC ? Vec<T>::N : 1;
-
-	if constexpr (VEC) {
-		u.a = *reinterpret_cast<const Vec<T> *>(x + c * N);
-		if constexpr (NEOX)
-			u.b = *reinterpret_cast<const Vec<T> *>(x + half + c * N);
-	} else {
-		u.x1 = to_f32(x[NEOX ? c : 2 * c]);
-		u.x2 = to_f32(x[NEOX ? c + half : 2 * c + 1]);
-	}
-}
-
-template <typename T, bool NEOX, bool VEC>
-__device__ __forceinline__ void rope_store(const RopeUnit<T, NEOX, VEC> &u, T *x, int c, int half,
-                                           const float *cs, const float *sn)
+__device__ __forceinline__ void rope_unit(T *x, int c, int half, const float *cs, const float *sn)
 {
 	constexpr int N = VEC ? Vec<T>::N : 1;
 
 	if constexpr (VEC && NEOX) {
+		Vec<T> a = *reinterpret_cast<const Vec<T> *>(x + c * N);
+		Vec<T> b = *reinterpret_cast<const Vec<T> *>(x + half + c * N);
 		Vec<T> ra, rb;
 #pragma unroll
 		for (int e = 0; e < N; e++) {
-			float x1 = to_f32(u.a.v[e]), x2 = to_f32(u.b.v[e]);
+			float x1 = to_f32(a.v[e]), x2 = to_f32(b.v[e]);
 			float co = cs[c * N + e], si = sn[c * N + e];
 			ra.v[e] = from_f32<T>(x1 * co - x2 * si);
 			rb.v[e] = from_f32<T>(x2 * co + x1 * si);
@@ -82,44 +59,29 @@ __device__ __forceinline__ void rope_store(const RopeUnit<T, NEOX, VEC> &u, T *x
 		*reinterpret_cast<Vec<T> *>(x + c * N) = ra;
 		*reinterpret_cast<Vec<T> *>(x + half + c * N) = rb;
 	} else if constexpr (VEC) {
-		Vec<T> r;
+		Vec<T> a = *reinterpret_cast<const Vec<T> *>(x + c * N), r;
 #pragma unroll
 		for (int e = 0; e < N; e += 2) {
 			int i = (c * N + e) / 2;
-			float x1 = to_f32(u.a.v[e]), x2 = to_f32(u.a.v[e + 1]);
+			float x1 = to_f32(a.v[e]), x2 = to_f32(a.v[e + 1]);
 			r.v[e] = from_f32<T>(x1 * cs[i] - x2 * sn[i]);
 			r.v[e + 1] = from_f32<T>(x2 * cs[i] + x1 * sn[i]);
 		}
 		*reinterpret_cast<Vec<T> *>(x + c * N) = r;
 	} else {
-		x[NEOX ? c : 2 * c] = from_f32<T>(u.x1 * cs[c] - u.x2 * sn[c]);
-		x[NEOX ? c + half : 2 * c + 1] = from_f32<T>(u.x2 * cs[c] + u.x1 * sn[c]);
+		int i1 = NEOX ? c : 2 * c, i2 = NEOX ? c + half : 2 * c + 1;
+		float x1 = to_f32(x[i1]), x2 = to_f32(x[i2]);
+		x[i1] = from_f32<T>(x1 * cs[c] - x2 * sn[c]);
+		x[i2] = from_f32<T>(x2 * cs[c] + x1 * sn[c]);
 	}
 }
 
-/*
- * Units a thread loads before it rotates and stores any: a token's heads
- * are a few units a thread (Llama 70B, 72 heads of 128: 2.25 neox units),
- * and one at a time left one unit's loads in flight between a store and
- * the next load (measured on an H200: 68 to 77% of copy for neox, 61 to 68%
- * for gpt-j).
- */
-template <bool NEOX> constexpr int rope_unroll()
-{
-	return NEOX ? 2 : 4; /* neox units are two vectors: 4 vectors a thread either way */
-}
-
-/* Blocks an SM holds (up to 85 registers a thread: at 64 the bf16 forms spill); the
- * persistent grid is this many an SM. */
-constexpr int kRopeBlocksPerSm = 3;
-
 template <typename T, bool NEOX, bool VEC>
-__global__ void __launch_bounds__(kRopeThreads, kRopeBlocksPerSm)
-        rope_kernel(const __grid_constant__ RopeArgs a)
+__global__ void __launch_bounds__(kRopeThreads) rope_kernel(const __grid_constant__ RopeArgs a)
 {
 	pdl_enter();
 	__shared__ float inv[kMaxHalf], cs[kMaxHalf], sn[kMaxHalf];
-	constexpr int N = VEC ? Vec<T>::N : 1, U = rope_unroll<NEOX>();
+	constexpr int N = VEC ? Vec<T>::N : 1;
 	const int half = a.rd / 2;
 	/* Units per head: vectors of one half (neox) or of the whole span (gpt-j), or pairs. */
 	const int upr = VEC ? (NEOX ? half / N : a.rd / N) : half;
@@ -145,35 +107,18 @@ __global__ void __launch_bounds__(kRopeThreads, kRopeBlocksPerSm)
 			}
 		}
 		__syncthreads();
-		for (int w0 = threadIdx.x; w0 < units; w0 += U * blockDim.x) {
-			RopeUnit<T, NEOX, VEC> u[U];
-			T *xp[U];
-			int cc[U];
-#pragma unroll
-			for (int k = 0; k < U; k++) {
-				int w = w0 + k * (int)blockDim.x;
-				if (w >= units)
-					break;
-				int h = w / upr;
-				cc[k] = w - h * upr;
-				xp[k] = h < a.hq ? static_cast<T *>(a.q) + t * a.qs0 + h * a.qs1
-				                 : static_cast<T *>(a.k) + t * a.ks0 +
-				                           (h - a.hq) * a.ks1;
-				rope_load<T, NEOX, VEC>(u[k], xp[k], cc[k], half);
-			}
-#pragma unroll
-			for (int k = 0; k < U; k++) {
-				if (w0 + k * (int)blockDim.x >= units)
-					break;
-				rope_store<T, NEOX, VEC>(u[k], xp[k], cc[k], half, cs, sn);
-			}
+		for (int w = threadIdx.x; w < units; w += blockDim.x) {
+			int h = w / upr, c = w - h * upr;
+			T *x = h < a.hq ? static_cast<T *>(a.q) + t * a.qs0 + h * a.qs1
+			                : static_cast<T *>(a.k) + t * a.ks0 + (h - a.hq) * a.ks1;
+			rope_unit<T, NEOX, VEC>(x, c, half, cs, sn);
 		}
 	}
 }
 
 template <typename T, bool NEOX> tk_status rope_run(const RopeArgs &a, bool vec, cudaStream_t s)
 {
-	unsigned g = grid_persistent(a.tokens, 1, kRopeBlocksPerSm);
+	unsigned g = grid_persistent(a.tokens, 1, 8);
 
 	launch_begin();
 	if (vec)

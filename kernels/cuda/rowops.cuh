@@ -275,6 +275,16 @@ struct VecShape {
  * take it).
  */
 constexpr int64_t kManyRows = 1024;
+/*
+ * A call of at most this many rows (decode: one token's row) is one row's
+ * latency: the `one` shapes give each thread a single vector and the
+ * block up to 1024 threads, so a warp's chain of dependent instructions
+ * (load, convert, reduce, write) is as short as it can be and four times
+ * as many warps hide each other's latencies (one row of 4096 bf16 was 256
+ * threads of 2 vectors: about 350 instructions a warp at 9 cycles each in
+ * Nsight Compute on an H200).
+ */
+constexpr int64_t kOneRows = 8;
 
 static inline VecShape vec_shape(int64_t nvec, int64_t rows = kManyRows, bool holds_more = false,
                                  bool no_v8 = false)
@@ -289,12 +299,20 @@ static inline VecShape vec_shape(int64_t nvec, int64_t rows = kManyRows, bool ho
 		{ 2, 256, 1, 1 }, { 4, 256, 1, 1 }, { 4, 512, 1, 1 }, { 4, 512, 1, 2 },
 		{ 4, 512, 1, 4 }, { 4, 512, 1, 8 }, { 8, 512, 1, 8 }, { 8, 1024, 1, 8 },
 	};
+	static const VecShape one[] = {
+		{ 1, 32, 8, 1 },  { 1, 64, 4, 1 },   { 1, 128, 2, 1 },  { 1, 256, 1, 1 },
+		{ 1, 512, 1, 1 }, { 1, 1024, 1, 1 }, { 2, 1024, 1, 1 }, { 4, 512, 1, 2 },
+		{ 4, 512, 1, 4 }, { 4, 512, 1, 8 },  { 8, 512, 1, 8 },  { 8, 1024, 1, 8 },
+	};
 	static const VecShape fused[] = {
 		{ 1, 32, 8, 1 },  { 2, 32, 8, 1 },  { 2, 64, 4, 1 },  { 2, 128, 2, 1 },
 		{ 2, 256, 1, 1 }, { 4, 256, 1, 1 }, { 4, 512, 1, 1 }, { 4, 512, 1, 2 },
 		{ 4, 512, 1, 4 }, { 4, 512, 1, 8 }, { 8, 512, 1, 8 }, { 8, 1024, 1, 8 },
 	};
-	const VecShape *steps = holds_more ? fused : rows >= kManyRows ? deep : few;
+	const VecShape *steps = rows <= kOneRows    ? one
+	                        : holds_more        ? fused
+	                        : rows >= kManyRows ? deep
+	                                            : few;
 	/* Wide rows: 8 vectors a thread once 4 would take more than one wave of
 	 * clusters (two 512-thread blocks per SM); a few rows keep more blocks,
 	 * each with less to do (one row of 128256 bf16: 5.1 us in a graph with
@@ -305,7 +323,9 @@ static inline VecShape vec_shape(int64_t nvec, int64_t rows = kManyRows, bool ho
 		steps = fused;
 	VecShape none = { 0, 0, 0, 0 };
 
-	static_assert(sizeof(deep) == sizeof(few) && sizeof(few) == sizeof(fused), "same lengths");
+	static_assert(sizeof(deep) == sizeof(few) && sizeof(few) == sizeof(fused) &&
+	                      sizeof(one) == sizeof(few),
+	              "same lengths");
 	for (size_t i = 0; i < sizeof(deep) / sizeof(deep[0]); i++) {
 		const VecShape &s = steps[i];
 		if ((int64_t)s.v * s.tb * s.c >= nvec)
@@ -433,9 +453,7 @@ __device__ __forceinline__ P vec_allreduce(P v, P *smem, F f, P ident, int c)
  * H200: softmax of 128 x 128256 bf16 at 78 registers, one 512-thread block
  * per SM, reached 23% of copy). V = 8 takes 1024-thread blocks.
  */
-#define TKC_VEC_BOUNDS(V)                                           \
-	__launch_bounds__((V) == 8 ? 1024 : ((V) == 4 ? 512 : 256), \
-	                  (V) == 8 ? 1 : ((V) == 4 ? 2 : 4))
+#define TKC_VEC_BOUNDS(V) __launch_bounds__((V) == 4 ? 512 : 1024, (V) == 4 ? 2 : 1)
 
 /*
  * Launch a vector row kernel over `rows` rows in shape sh: blocks of

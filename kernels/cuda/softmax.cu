@@ -32,7 +32,9 @@ struct SmArgs {
 	int64_t xs, os; /* element strides along the line (column kernel) */
 	Plan p;         /* operands: out, x */
 	int vec, log_form;
-	int c; /* blocks per row (a cluster) of the vector kernel */
+	int c;        /* blocks per row (a cluster) of the vector kernel */
+	float2 *part; /* the split kernels' (max key, sum) per row chunk */
+	int chunks;   /* chunks per row of the split kernels */
 };
 
 /*
@@ -244,9 +246,8 @@ __global__ void TKC_VEC_BOUNDS(V) softmax_vec(const __grid_constant__ SmArgs a)
 	__shared__ float2 smem[8 * 32 + 1];
 	constexpr bool F = sizeof(T) == 2; /* base-2 exponentials for bf16 and f16 (sm_key) */
 	const RowPlace pl = row_place(a.c);
-	const int64_t nrb = (a.rows + blockDim.y - 1) / blockDim.y;
 
-	for (int64_t rbk = pl.first; rbk < nrb; rbk += pl.step) {
+	for (int64_t rbk = pl.first; rbk * blockDim.y < a.rows; rbk += pl.step) {
 		int64_t r = rbk * blockDim.y + threadIdx.y;
 		int nvec = r < a.rows ? (int)(a.d / Vec<T>::N) : 0;
 		int64_t rr = r < a.rows ? r : 0;
@@ -387,6 +388,114 @@ __global__ void __launch_bounds__(kStreamThreads) softmax_stream(const __grid_co
 	}
 }
 
+/*
+ * Wide rows of a tensor that fits in L2 (vocabulary logits: 128 x 128256
+ * bf16 is 31 MiB) in two kernels over a grid of (row chunk, row) blocks of
+ * kSplitThreads threads, V vectors a thread: the first reads each chunk
+ * once and writes its (max key, sum) to the workspace; the second merges a
+ * row's chunks, reads its chunk again, now from L2, and writes. DRAM moves
+ * the row once each way, as in the register kernel, but neither kernel
+ * waits on cluster barriers with a row in its registers: the cluster
+ * kernel ran those logits in about two waves of 8-block clusters at 51 to
+ * 57% of copy.
+ */
+constexpr int kSplitThreads = 256;
+
+template <typename T, int V>
+__global__ void __launch_bounds__(kSplitThreads)
+        softmax_split_stats(const __grid_constant__ SmArgs a)
+{
+	pdl_enter();
+	__shared__ float smem[32];
+	constexpr bool F = sizeof(T) == 2;
+	const int nvec = (int)(a.d / Vec<T>::N);
+	const int base = (int)blockIdx.x * V * kSplitThreads + (int)threadIdx.x;
+	const T *x = static_cast<const T *>(a.x) + (int64_t)blockIdx.y * a.p.stride[1][0];
+	Vec<T> u[V];
+
+#pragma unroll
+	for (int k = 0; k < V; k++) {
+		int j = base + k * kSplitThreads;
+		if (j < nvec)
+			u[k] = vec_ld(x + (int64_t)j * Vec<T>::N);
+	}
+	float key = -INFINITY, sum = 0.0f;
+#pragma unroll
+	for (int k = 0; k < V; k++) {
+		if (base + k * kSplitThreads < nvec)
+			online_add_vec<T>(key, sum, u[k]);
+	}
+	/* A NaN anywhere makes some thread's sum NaN, and so the chunk's. */
+	float bk = block_allreduce(key, smem, MaxOp(), -INFINITY);
+	sum = block_allreduce(key == -INFINITY ? 0.0f : sum * sm_rescale<F>(key - bk), smem,
+	                      SumOp(), 0.0f);
+	if (threadIdx.x == 0)
+		a.part[(int64_t)blockIdx.y * a.chunks + blockIdx.x] = make_float2(bk, sum);
+}
+
+template <typename T, int V, bool LOG>
+__global__ void __launch_bounds__(kSplitThreads)
+        softmax_split_write(const __grid_constant__ SmArgs a)
+{
+	pdl_enter();
+	constexpr bool F = sizeof(T) == 2;
+	constexpr int N = Vec<T>::N;
+	const int nvec = (int)(a.d / N);
+	const int base = (int)blockIdx.x * V * kSplitThreads + (int)threadIdx.x;
+	const float2 *part = a.part + (int64_t)blockIdx.y * a.chunks;
+	const T *x = static_cast<const T *>(a.x) + (int64_t)blockIdx.y * a.p.stride[1][0];
+	T *o = static_cast<T *>(a.out) + (int64_t)blockIdx.y * a.p.stride[0][0];
+	Vec<T> u[V];
+
+#pragma unroll
+	for (int k = 0; k < V; k++) {
+		int j = base + k * kSplitThreads;
+		if (j < nvec)
+			u[k] = vec_ld(x + (int64_t)j * N);
+	}
+	float key = -INFINITY, sum = 0.0f;
+	for (int c = 0; c < a.chunks; c++)
+		key = fmaxf(key, part[c].x);
+	for (int c = 0; c < a.chunks; c++) {
+		float2 p = part[c];
+		if (p.x != -INFINITY)
+			sum += p.y * sm_rescale<F>(p.x - key); /* a NaN chunk makes sum NaN */
+	}
+	const SmRow row = sm_row<F>(key, sum);
+#pragma unroll
+	for (int k = 0; k < V; k++) {
+		int j = base + k * kSplitThreads;
+		if (j < nvec)
+			vec_st(o + (int64_t)j * N, sm_vec<T, LOG>(u[k], row));
+	}
+}
+
+/*
+ * Whether the split kernels take rows of nvec vectors: rows a cluster
+ * would hold (over 4096 vectors), the whole tensor at most half the L2 (so
+ * the second read finds it there), and workspace for the chunks' pairs.
+ */
+static inline bool sm_split_fits(const SmArgs &a, size_t elem, size_t ws_bytes, int64_t nvec,
+                                 int64_t chunks)
+{
+	double bytes = (double)a.rows * (double)a.d * (double)elem;
+
+	return a.vec && nvec > 4096 && a.rows <= 65535 && bytes <= 0.5 * (double)l2_bytes() &&
+	       (double)a.rows * (double)chunks * sizeof(float2) <= (double)ws_bytes;
+}
+
+template <typename T, int V> cudaError_t sm_split_launch(SmArgs &a, cudaStream_t s)
+{
+	dim3 g((unsigned)a.chunks, (unsigned)a.rows);
+	cudaError_t e = launch_pdl(softmax_split_stats<T, V>, g, kSplitThreads, 0, s, a);
+
+	if (e != cudaSuccess)
+		return e;
+	if (a.log_form)
+		return launch_pdl(softmax_split_write<T, V, true>, g, kSplitThreads, 0, s, a);
+	return launch_pdl(softmax_split_write<T, V, false>, g, kSplitThreads, 0, s, a);
+}
+
 /* log_softmax along a dim other than the last: a thread per line. */
 template <typename T> __global__ void softmax_column(const __grid_constant__ SmArgs a)
 {
@@ -408,9 +517,12 @@ template <typename T> __global__ void softmax_column(const __grid_constant__ SmA
 	}
 }
 
-template <typename T> tk_status softmax_run(SmArgs &a, const tk_iter &it, bool rows, cudaStream_t s)
+template <typename T>
+tk_status softmax_run(SmArgs &a, const tk_iter &it, bool rows, void *ws, size_t ws_bytes,
+                      cudaStream_t s)
 {
 	const void *ptrs[2] = { a.out, a.x };
+	const int64_t nvec = a.d / Vec<T>::N;
 
 	launch_begin();
 	if (!rows) {
@@ -418,7 +530,17 @@ template <typename T> tk_status softmax_run(SmArgs &a, const tk_iter &it, bool r
 		return launch_status();
 	}
 	a.vec = tk_row_vec_ok(&it, a.d, sizeof(T), ptrs, 2);
-	if (vec_rows_fit(a.d, sizeof(T), it.ndim, a.vec)) {
+	/* 8 vectors a thread when that still makes two waves of blocks, else 2 */
+	const bool deep = a.rows * ((nvec + 2047) / 2048) >= 2 * (int64_t)sm_count();
+	const int64_t per_chunk = (deep ? 8 : 2) * kSplitThreads;
+	const int64_t chunks = (nvec + per_chunk - 1) / per_chunk;
+	if (ws != NULL && it.ndim == 1 && sm_split_fits(a, sizeof(T), ws_bytes, nvec, chunks)) {
+		a.part = static_cast<float2 *>(ws);
+		a.chunks = (int)chunks;
+		if ((deep ? sm_split_launch<T, 8>(a, s) : sm_split_launch<T, 2>(a, s)) !=
+		    cudaSuccess)
+			return TK_ERR_LAUNCH;
+	} else if (vec_rows_fit(a.d, sizeof(T), it.ndim, a.vec)) {
 		VecShape sh = vec_shape(a.d / Vec<T>::N, a.rows);
 		a.c = sh.c;
 		if (TKC_VEC_LAUNCH(softmax_vec, T, sh, a.rows, s, a) != cudaSuccess)
@@ -484,14 +606,18 @@ tk_status softmax_launch(const tk_call *call, void *stream, int axis_param, int 
 	a.log_form = log_form;
 	a.vec = 0;
 	a.c = 1;
+	a.part = NULL;
+	a.chunks = 0;
 	cudaStream_t s = static_cast<cudaStream_t>(stream);
+	void *ws = call->workspace;
+	size_t wb = call->workspace_bytes;
 	switch (x->dtype) {
 	case TK_F32:
-		return softmax_run<float>(a, it, rows, s);
+		return softmax_run<float>(a, it, rows, ws, wb, s);
 	case TK_F16:
-		return softmax_run<__half>(a, it, rows, s);
+		return softmax_run<__half>(a, it, rows, ws, wb, s);
 	default:
-		return softmax_run<__nv_bfloat16>(a, it, rows, s);
+		return softmax_run<__nv_bfloat16>(a, it, rows, ws, wb, s);
 	}
 }
 

@@ -28,6 +28,12 @@ static double gemm_tol_of(tk_dtype dt)
 	return dt == TK_F32 ? 1e-5 : dt == TK_F16 ? 2e-3 : 2e-2;
 }
 
+/*
+ * Whether compare_op hands the launcher workspace when its entry declares
+ * some, as tileopsd does (1), or leaves it out (0): both paths must agree.
+ */
+static int with_workspace = 1;
+
 static void log_case(const char *op, const char *dt, const char *what, double rel, double tol)
 {
 	const char *path = getenv("TILEOPS_TEST_LOG");
@@ -77,12 +83,18 @@ static void compare_op(const char *op, tk_call *hc, double tol, const char *what
 	tt_poison(&hc->out[0]);
 	dc.out[0].data = gpu_to_device(&hc->out[0]);
 
+	if (with_workspace && e->workspace > 0) {
+		cr_assert_eq(cudaMalloc(&dc.workspace, e->workspace), cudaSuccess);
+		dc.workspace_bytes = e->workspace;
+	}
+
 	cr_assert_eq(e->cpu(hc), TK_OK, "%s CPU reference refused %s", op, what);
 	cr_assert_eq(cudaStreamCreate(&stream), cudaSuccess);
 	cr_assert_eq(e->cuda(&dc, stream), TK_OK, "%s CUDA launcher refused %s", op, what);
 	cudaError_t err = cudaStreamSynchronize(stream);
 	cr_assert_eq(err, cudaSuccess, "%s %s: %s", op, what, cudaGetErrorString(err));
 	cudaStreamDestroy(stream);
+	cudaFree(dc.workspace);
 
 	got.data = malloc(bytes ? bytes : 1);
 	if (bytes)
@@ -322,6 +334,22 @@ Test(gpu_softmax, matches_cpu_on_odd_widths_strided_rows_and_large_inputs)
 	softmax_case(TK_F32, 9, 17, 0, 0.0, 1);
 	softmax_case(TK_F32, 9, 4097, 0, 0.0, 1);
 	softmax_case(TK_F32, 4, 333, 0, 1000.0, 0);
+}
+
+Test(gpu_softmax, wide_rows_match_cpu_with_and_without_workspace)
+{
+	/* With workspace, rows over 4096 vectors of a tensor that fits half the L2 take the
+	 * split kernels (2 vectors a thread for a few rows, 8 for many); without, the
+	 * cluster kernel. Masked and shifted rows, odd chunk counts, every dtype. */
+	for (with_workspace = 1; with_workspace >= 0; with_workspace--) {
+		for (size_t k = 0; k < 3; k++) {
+			tk_dtype dt = tt_float_dtypes[k];
+			softmax_case(dt, 1, 128256, 0, 0.0, 0);
+			softmax_case(dt, 3, 40000, 0, 30.0, 1);
+			softmax_case(dt, 100, 65536 + 64, 8, -20.0, 0);
+		}
+	}
+	with_workspace = 1;
 }
 
 /* ---- dependent launches ------------------------------------------------- */

@@ -82,12 +82,19 @@ static void compare_call(const char *op, tk_call *hc, const char *what)
 	for (int i = 0; i < hc->n_out; i++)
 		dc.out[i].data = gpu_to_device(&hc->out[i]);
 
+	/* Workspace as tileopsd hands it to the ops that declare it. */
+	if (e->workspace > 0) {
+		cr_assert_eq(cudaMalloc(&dc.workspace, e->workspace), cudaSuccess);
+		dc.workspace_bytes = e->workspace;
+	}
+
 	cr_assert_eq(e->cpu(hc), TK_OK, "%s CPU reference refused %s", op, what);
 	cr_assert_eq(cudaStreamCreate(&stream), cudaSuccess);
 	cr_assert_eq(e->cuda(&dc, stream), TK_OK, "%s CUDA launcher refused %s", op, what);
 	cudaError_t err = cudaStreamSynchronize(stream);
 	cr_assert_eq(err, cudaSuccess, "%s %s: %s", op, what, cudaGetErrorString(err));
 	cudaStreamDestroy(stream);
+	cudaFree(dc.workspace);
 
 	for (int w = 0; w < nw; w++) {
 		int s = slot_of(hc, written[w]);
