@@ -65,6 +65,7 @@ struct result {
 	const bw_workload *w;
 	int ok, sets, runs;
 	double median_us, single_us, graph_us, graph_nopdl_us, tbps, tflops, pct;
+	double median_nopdl_us; /* back to back without PDL, workloads under 64 MiB */
 	char error[128];
 	/* through tileopsd (--daemon): ok, us per op back to back, % of copy */
 	int d_ok;
@@ -330,6 +331,12 @@ static int run_direct(const bw_workload *w, const struct options *o, cudaStream_
 		}
 		r->single_us = bench_median(t, runs);
 		r->median_us = time_rotated(e, c, sets, s, runs);
+		r->median_nopdl_us = NAN;
+		if (sb < 64.0 * MIB) {
+			int pdl = tk_cuda_set_pdl(0);
+			r->median_nopdl_us = time_rotated(e, c, sets, s, runs);
+			tk_cuda_set_pdl(pdl);
+		}
 		r->graph_us = r->graph_nopdl_us = NAN;
 		if (sb < 32.0 * MIB) {
 			struct call_arg a = { e, &c[0] };
@@ -526,6 +533,7 @@ static int write_json(const char *path, const struct result *r, int n, struct fl
 		if (r[i].ok) {
 			json_num(f, "median_us", r[i].median_us);
 			json_num(f, "single_us", r[i].single_us);
+			json_num(f, "median_nopdl_us", r[i].median_nopdl_us);
 			json_num(f, "graph_us", r[i].graph_us);
 			json_num(f, "graph_nopdl_us", r[i].graph_nopdl_us);
 			json_num(f, "tbps", r[i].tbps);

@@ -24,21 +24,21 @@ __device__ __forceinline__ float softplus_of(float x, float beta, float threshol
 }
 
 struct sigmoid_op {
-	template <bool F> __device__ float f(float x) const
+	template <int F> __device__ float f(float x) const
 	{
 		return tkc::m_sigmoid<F>(x);
 	}
 };
 
 struct relu_op {
-	template <bool F> __device__ float f(float x) const
+	template <int F> __device__ float f(float x) const
 	{
 		return x > 0.0f || x != x ? x : 0.0f;
 	}
 };
 
 struct silu_op {
-	template <bool F> __device__ float f(float x) const
+	template <int F> __device__ float f(float x) const
 	{
 		return m_div<F>(x, 1.0f + m_exp<F>(-x));
 	}
@@ -50,7 +50,7 @@ struct silu_op {
  * above 20 softplus is x (its threshold) and tanh of it 1 in f32.
  */
 struct mish_op {
-	template <bool F> __device__ float f(float x) const
+	template <int F> __device__ float f(float x) const
 	{
 		if (!F)
 			return x * tanhf(softplus_of(x, 1.0f, 20.0f));
@@ -62,7 +62,7 @@ struct mish_op {
 };
 
 struct hardswish_op {
-	template <bool F> __device__ float f(float x) const
+	template <int F> __device__ float f(float x) const
 	{
 		float r = x * fminf(fmaxf(x + 3.0f, 0.0f), 6.0f);
 		return F ? r * (1.0f / 6.0f) : r / 6.0f; /* the fast grade: no division */
@@ -72,7 +72,7 @@ struct hardswish_op {
 /* gelu in either form (cuda_common.cuh: m_gelu_erf, m_gelu_tanh). */
 struct gelu_op {
 	int approximate;
-	template <bool F> __device__ float f(float x) const
+	template <int F> __device__ float f(float x) const
 	{
 		return approximate ? tkc::m_gelu_tanh<F>(x) : tkc::m_gelu_erf<F>(x);
 	}
@@ -81,7 +81,7 @@ struct gelu_op {
 /* Fast: log(1 + e^y) as max(y, 0) + log(1 + e^-|y|), the log's argument in [1, 2]. */
 struct softplus_op {
 	float beta, threshold;
-	template <bool F> __device__ float f(float x) const
+	template <int F> __device__ float f(float x) const
 	{
 		if (!F)
 			return softplus_of(x, beta, threshold);
@@ -95,7 +95,7 @@ struct softplus_op {
 
 struct leaky_relu_op {
 	float slope;
-	template <bool F> __device__ float f(float x) const
+	template <int F> __device__ float f(float x) const
 	{
 		return x >= 0.0f ? x : x * slope;
 	}
@@ -104,7 +104,7 @@ struct leaky_relu_op {
 /* NaN passes through, as in PyTorch; fminf/fmaxf alone would drop it. */
 struct clamp_op {
 	float lo, hi;
-	template <bool F> __device__ float f(float x) const
+	template <int F> __device__ float f(float x) const
 	{
 		return x != x ? x : fminf(fmaxf(x, lo), hi);
 	}

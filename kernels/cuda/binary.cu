@@ -10,7 +10,7 @@
 	namespace                                                              \
 	{                                                                      \
 	struct name##_op {                                                     \
-		template <bool F> __device__ float f(float a, float b) const   \
+		template <int F> __device__ float f(float a, float b) const    \
 		{                                                              \
 			return (expr);                                         \
 		}                                                              \

@@ -424,23 +424,32 @@ __device__ __forceinline__ int64_t divmod64(int64_t a, int64_t b, int64_t *r)
  * accurate library functions take 10 to 40 instructions per element).
  * f32 outputs keep the accurate functions, whose error f32 callers can see.
  */
-template <bool FAST> __device__ __forceinline__ float m_exp(float x)
+/*
+ * Math grades of the elementwise functors: exact (f32 outputs: CUDA's
+ * accurate functions) and two fast ones, for f16 outputs (within about
+ * 2e-4 relative of exact, under f16's rounding) and for bf16 outputs
+ * (tanh.approx-based forms, within about 5e-4, under bf16's 2e-3). Every
+ * non-zero grade takes the fast intrinsics.
+ */
+constexpr int kGradeExact = 0, kGradeF16 = 1, kGradeBf16 = 2;
+
+template <int FAST> __device__ __forceinline__ float m_exp(float x)
 {
 	return FAST ? __expf(x) : expf(x);
 }
 
-template <bool FAST> __device__ __forceinline__ float m_log(float x)
+template <int FAST> __device__ __forceinline__ float m_log(float x)
 {
 	return FAST ? __logf(x) : logf(x);
 }
 
 /* a / b; the fast form is a reciprocal and a product (0 for |b| > 2^126). */
-template <bool FAST> __device__ __forceinline__ float m_div(float a, float b)
+template <int FAST> __device__ __forceinline__ float m_div(float a, float b)
 {
 	return FAST ? __fdividef(a, b) : a / b;
 }
 
-template <bool FAST> __device__ __forceinline__ float m_sqrt(float x)
+template <int FAST> __device__ __forceinline__ float m_sqrt(float x)
 {
 	if (!FAST)
 		return sqrtf(x);
@@ -450,17 +459,19 @@ template <bool FAST> __device__ __forceinline__ float m_sqrt(float x)
 }
 
 /* 1 / (1 + exp(-x)): no cancellation at either end. */
-template <bool FAST> __device__ __forceinline__ float m_sigmoid(float x)
+template <int FAST> __device__ __forceinline__ float m_sigmoid(float x)
 {
 	return m_div<FAST>(1.0f, 1.0f + m_exp<FAST>(-x));
 }
 
 /*
  * tanh.approx.f32: one special-function instruction, relative error about
- * 2^-11, below the rounding of a bf16 result and about that of an f16 one.
- * The activations with a tanh or erf in them were bound by instruction
- * issue in bf16 at 16 to 20 instructions an element (erf at 80% of copy,
- * gelu at 72%); the fast grade builds them on this instead.
+ * 2^-11, below the rounding of a bf16 result. The bf16 activations with a
+ * tanh or erf in them were bound by instruction issue at 16 to 20
+ * instructions an element (erf at 80% of copy, gelu at 72%); the bf16 grade
+ * builds them on this instead. It is too coarse for f16 (gelu of a few f16
+ * values came out 1.1e-3 from exact, over the 1e-3 tolerance), whose grade
+ * keeps the forms below.
  */
 __device__ __forceinline__ float tanh_approx(float x)
 {
@@ -470,43 +481,86 @@ __device__ __forceinline__ float tanh_approx(float x)
 	return r;
 }
 
-template <bool FAST> __device__ __forceinline__ float m_tanh(float x)
+/* tanh. f16: 2 sigmoid(2x) - 1, with the odd series near 0 where that cancels. */
+template <int FAST> __device__ __forceinline__ float m_tanh(float x)
 {
-	return FAST ? tanh_approx(x) : tanhf(x);
+	if (FAST == kGradeExact)
+		return tanhf(x);
+	if (FAST == kGradeBf16)
+		return tanh_approx(x);
+	if (fabsf(x) < 0.125f) {
+		float x2 = x * x;
+		return x * fmaf(x2, fmaf(x2, 0.13333333f, -0.33333333f), 1.0f);
+	}
+	return 2.0f * m_sigmoid<kGradeF16>(2.0f * x) - 1.0f;
 }
 
 /*
- * erf. Fast: tanh(z (a + b z^2)), a and b fitted to erf over [0, 6]: within
- * 3.4e-4 of it everywhere (odd, and exactly +-1 far out as erf is in f32).
+ * erfc(|z|) for z >= 0 as t P(t) exp(-z^2), t = 1 / (1 + p z): the
+ * Abramowitz and Stegun 7.1.26 form, absolute error under 1.5e-7.
  */
-template <bool FAST> __device__ __forceinline__ float m_erf(float x)
+__device__ __forceinline__ float m_erfc_pos(float z)
 {
-	if (!FAST)
-		return erff(x);
-	return tanh_approx(x * fmaf(0.10068124f, x * x, 1.1286173f));
+	float t = __fdividef(1.0f, fmaf(0.3275911f, z, 1.0f));
+	float p = fmaf(t, 1.061405429f, -1.453152027f);
+	p = fmaf(t, p, 1.421413741f);
+	p = fmaf(t, p, -0.284496736f);
+	p = fmaf(t, p, 0.254829592f);
+	return t * p * __expf(-z * z);
 }
 
 /*
- * gelu, erf form: x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2. Exact:
- * Phi as erfc(-x / sqrt 2) / 2, with no cancellation for negative x. Fast:
- * the fitted erf above with its argument scaled, so Phi(x) is
+ * erf. f16: 1 - erfc(|x|) with its sign. bf16: tanh(z (a + b z^2)), a and
+ * b fitted to erf over [0, 6]: within 3.4e-4 of it everywhere (odd, and
+ * exactly +-1 far out as erf is in f32).
+ */
+template <int FAST> __device__ __forceinline__ float m_erf(float x)
+{
+	if (FAST == kGradeExact)
+		return erff(x);
+	if (FAST == kGradeBf16)
+		return tanh_approx(x * fmaf(0.10068124f, x * x, 1.1286173f));
+	if (x != x)
+		return x;
+	return copysignf(1.0f - m_erfc_pos(fabsf(x)), x);
+}
+
+/*
+ * gelu, erf form: x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2. Exact and
+ * f16: Phi as erfc(-x / sqrt 2) / 2, with no cancellation for negative x.
+ * bf16: the fitted erf above with its argument scaled, so Phi(x) is
  * (1 + tanh(x (c1 + c2 x^2))) / 2 within 1.7e-4: 0.5 x + 0.5 x t, six
  * instructions.
  */
-template <bool FAST> __device__ __forceinline__ float m_gelu_erf(float x)
+template <int FAST> __device__ __forceinline__ float m_gelu_erf(float x)
 {
-	if (!FAST)
+	if (FAST == kGradeExact)
 		return 0.5f * x * erfcf(x * -0.7071067811865476f);
-	float hx = 0.5f * x;
-	return fmaf(hx, tanh_approx(x * fmaf(0.035596194f, x * x, 0.79805295f)), hx);
+	if (FAST == kGradeBf16) {
+		float hx = 0.5f * x;
+		return fmaf(hx, tanh_approx(x * fmaf(0.035596194f, x * x, 0.79805295f)), hx);
+	}
+	if (x != x)
+		return x;
+	float z = x * 0.7071067811865476f, c = m_erfc_pos(fabsf(z));
+	return 0.5f * x * (z < 0.0f ? c : 2.0f - c);
 }
 
-/* gelu, tanh form: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))). */
-template <bool FAST> __device__ __forceinline__ float m_gelu_tanh(float x)
+/*
+ * gelu, tanh form: 0.5 x (1 + tanh(u)), u = sqrt(2 / pi) (x + 0.044715 x^3).
+ * f16: x sigmoid(2u), the same exactly, without 1 + tanh's cancellation for
+ * negative x. bf16: 0.5 x + 0.5 x tanh.approx(u).
+ */
+template <int FAST> __device__ __forceinline__ float m_gelu_tanh(float x)
 {
-	float inner = 0.7978845608028654f * fmaf(0.044715f * x, x * x, x);
+	float u = 0.7978845608028654f * fmaf(0.044715f * x, x * x, x);
+
+	if (FAST == kGradeExact)
+		return 0.5f * x * (1.0f + tanhf(u));
+	if (FAST == kGradeF16)
+		return x * m_sigmoid<kGradeF16>(2.0f * u);
 	float hx = 0.5f * x;
-	return fmaf(hx, m_tanh<FAST>(inner), hx);
+	return fmaf(hx, tanh_approx(u), hx);
 }
 
 /*

@@ -19,8 +19,9 @@
  * ew_flat instead: one vector a thread and no walk at all; rows of at
  * least kEw2dMinUnits vectors take ew_rows2d, a 2-d grid of the same.
  *
- * Functors provide `template <bool FAST> float f(x[, y])`: FAST is set for
- * bf16 and f16 outputs (see m_exp and friends in cuda_common.cuh).
+ * Functors provide `template <int FAST> float f(x[, y])`: FAST is the math
+ * grade of the output type, non-zero (fast) for bf16 and f16 (see m_exp and
+ * friends in cuda_common.cuh).
  *
  * ew_general covers what is left (deeper broadcasting, an output whose
  * innermost merged dim is strided, more than 2^32 units): one element per
@@ -28,6 +29,8 @@
  */
 #ifndef TILEOPS_ELEMENTWISE_CUH
 #define TILEOPS_ELEMENTWISE_CUH
+
+#include <type_traits>
 
 #include "cuda_common.cuh"
 
@@ -50,10 +53,12 @@ template <typename T> constexpr int ew_unroll()
 	return sizeof(T) == 4 ? 4 : 2;
 }
 
-/* The math grade for an output type: fast for the 16-bit floats. */
-template <typename T> constexpr bool ew_fast()
+/* The math grade for an output type (cuda_common.cuh: kGradeExact and the fast ones). */
+template <typename T> constexpr int ew_fast()
 {
-	return sizeof(T) == 2;
+	return sizeof(T) == 4                   ? kGradeExact
+	       : std::is_same<T, __half>::value ? kGradeF16
+	                                        : kGradeBf16;
 }
 
 /* The walk of ew_rows: NOPS operands, operand 0 the output. */
@@ -86,7 +91,7 @@ __device__ __forceinline__ void walk_unit(const RowWalk<NOPS> &w, int64_t u, int
 		off[op] = (int64_t)row * w.rstride[op] + (w.inner[op] ? (int64_t)col * N : 0);
 }
 
-template <int NIN, bool FAST, typename Op>
+template <int NIN, int FAST, typename Op>
 __device__ __forceinline__ float ew_apply(const Op &op, float a, float b)
 {
 	if constexpr (NIN == 1)

@@ -14,7 +14,7 @@ using namespace tkc;
 
 /* The activations as in activation.cu (fast forms for bf16 and f16), times the up half. */
 struct silu_mul_op {
-	template <bool F> __device__ float f(float g, float u) const
+	template <int F> __device__ float f(float g, float u) const
 	{
 		return m_div<F>(g, 1.0f + m_exp<F>(-g)) * u;
 	}
@@ -22,7 +22,7 @@ struct silu_mul_op {
 
 struct gelu_mul_op {
 	int approximate;
-	template <bool F> __device__ float f(float g, float u) const
+	template <int F> __device__ float f(float g, float u) const
 	{
 		return (approximate ? m_gelu_tanh<F>(g) : m_gelu_erf<F>(g)) * u;
 	}

@@ -6,7 +6,8 @@
  * in double and rounded to f32 exactly as the CPU reference does), then
  * its threads rotate every head of q and k. With aligned heads a thread
  * moves 16-byte vectors: for neox one vector from each half of the
- * rotary dims, for gpt-j one vector of interleaved pairs.
+ * rotary dims, for gpt-j two adjacent vectors of interleaved pairs. A
+ * token's cos/sin cache row is loaded while the token before it rotates.
  * Bytes: 2 * T * (Hq + Hk) * rotary_dim elements (dims past rotary_dim are
  * not touched) plus the cache rows.
  */
@@ -19,6 +20,8 @@ using namespace tkc;
 
 constexpr int kRopeThreads = 256;
 constexpr int kMaxHalf = 512; /* rotary_dim <= 1024 */
+/* Resident blocks an SM (64 registers a thread); the persistent grid is that many. */
+constexpr int kRopeBlocksPerSm = 4;
 
 struct RopeArgs {
 	void *q, *k;
@@ -40,6 +43,29 @@ __device__ __forceinline__ float load_any(const void *p, int dt, int64_t i)
 	return static_cast<const float *>(p)[i];
 }
 
+__device__ __forceinline__ int64_t rope_pos(const RopeArgs &a, int64_t t)
+{
+	return a.pos64 ? static_cast<const int64_t *>(a.pos)[t]
+	               : static_cast<const int32_t *>(a.pos)[t];
+}
+
+/* This thread's cos and sin values of cache row p (none when p is outside the cache). */
+template <int CV>
+__device__ __forceinline__ void rope_cache_load(const RopeArgs &a, int64_t p, int half,
+                                                float (&cs)[CV], float (&sn)[CV])
+{
+	if (p < 0 || p >= a.cache_rows)
+		return;
+#pragma unroll
+	for (int k = 0; k < CV; k++) {
+		int i = (int)threadIdx.x + k * kRopeThreads;
+		if (i < half) {
+			cs[k] = load_any(a.cache, a.cache_dtype, p * a.cache_stride + i);
+			sn[k] = load_any(a.cache, a.cache_dtype, p * a.cache_stride + half + i);
+		}
+	}
+}
+
 template <typename T, bool NEOX, bool VEC>
 __device__ __forceinline__ void rope_unit(T *x, int c, int half, const float *cs, const float *sn)
 {
@@ -59,15 +85,22 @@ __device__ __forceinline__ void rope_unit(T *x, int c, int half, const float *cs
 		*reinterpret_cast<Vec<T> *>(x + c * N) = ra;
 		*reinterpret_cast<Vec<T> *>(x + half + c * N) = rb;
 	} else if constexpr (VEC) {
-		Vec<T> a = *reinterpret_cast<const Vec<T> *>(x + c * N), r;
+		/* two adjacent vectors of interleaved pairs, both loaded before either is used */
+		Vec<T> a[2], r;
 #pragma unroll
-		for (int e = 0; e < N; e += 2) {
-			int i = (c * N + e) / 2;
-			float x1 = to_f32(a.v[e]), x2 = to_f32(a.v[e + 1]);
-			r.v[e] = from_f32<T>(x1 * cs[i] - x2 * sn[i]);
-			r.v[e + 1] = from_f32<T>(x2 * cs[i] + x1 * sn[i]);
+		for (int h = 0; h < 2; h++)
+			a[h] = *reinterpret_cast<const Vec<T> *>(x + (2 * c + h) * N);
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+#pragma unroll
+			for (int e = 0; e < N; e += 2) {
+				int i = ((2 * c + h) * N + e) / 2;
+				float x1 = to_f32(a[h].v[e]), x2 = to_f32(a[h].v[e + 1]);
+				r.v[e] = from_f32<T>(x1 * cs[i] - x2 * sn[i]);
+				r.v[e + 1] = from_f32<T>(x2 * cs[i] + x1 * sn[i]);
+			}
+			*reinterpret_cast<Vec<T> *>(x + (2 * c + h) * N) = r;
 		}
-		*reinterpret_cast<Vec<T> *>(x + c * N) = r;
 	} else {
 		int i1 = NEOX ? c : 2 * c, i2 = NEOX ? c + half : 2 * c + 1;
 		float x1 = to_f32(x[i1]), x2 = to_f32(x[i2]);
@@ -77,40 +110,63 @@ __device__ __forceinline__ void rope_unit(T *x, int c, int half, const float *cs
 }
 
 template <typename T, bool NEOX, bool VEC>
-__global__ void __launch_bounds__(kRopeThreads) rope_kernel(const __grid_constant__ RopeArgs a)
+__global__ void __launch_bounds__(kRopeThreads, kRopeBlocksPerSm)
+        rope_kernel(const __grid_constant__ RopeArgs a)
 {
 	pdl_enter();
 	__shared__ float inv[kMaxHalf], cs[kMaxHalf], sn[kMaxHalf];
 	constexpr int N = VEC ? Vec<T>::N : 1;
 	const int half = a.rd / 2;
-	/* Units per head: vectors of one half (neox) or of the whole span (gpt-j), or pairs. */
-	const int upr = VEC ? (NEOX ? half / N : a.rd / N) : half;
+	/* Units per head: a vector of each half (neox), two vectors of the span (gpt-j), or pairs. */
+	const int upr = VEC ? (NEOX ? half / N : a.rd / (2 * N)) : half;
 	const int units = (int)(a.hq + a.hk) * upr;
 
 	if (!a.has_cache) {
 		for (int i = threadIdx.x; i < half; i += blockDim.x)
 			inv[i] = (float)pow(a.theta, -(double)(2 * i) / (double)a.rd);
 	}
-	for (int64_t t = blockIdx.x; t < a.tokens; t += gridDim.x) {
-		int64_t p = a.pos64 ? static_cast<const int64_t *>(a.pos)[t]
-		                    : static_cast<const int32_t *>(a.pos)[t];
-		if (a.has_cache && (p < 0 || p >= a.cache_rows))
-			continue; /* uniform across the block: nothing to rotate by */
+	/*
+	 * A token's cache row is loaded into registers while the token before it
+	 * rotates (the row's latency was a pause per token before), then goes to
+	 * shared memory between the barriers. kMaxHalf / kRopeThreads values a
+	 * thread at most.
+	 */
+	constexpr int CV = kMaxHalf / kRopeThreads;
+	float ncs[CV], nsn[CV];
+	int64_t t = blockIdx.x, p = t < a.tokens ? rope_pos(a, t) : 0;
+
+	if (a.has_cache && t < a.tokens)
+		rope_cache_load(a, p, half, ncs, nsn);
+	for (; t < a.tokens; t += gridDim.x) {
+		/* uniform across the block: a position outside the cache rotates nothing */
+		const bool valid = !a.has_cache || (p >= 0 && p < a.cache_rows);
 		__syncthreads(); /* the previous token's readers are done with cs/sn (and inv is ready) */
-		for (int i = threadIdx.x; i < half; i += blockDim.x) {
-			if (a.has_cache) {
-				cs[i] = load_any(a.cache, a.cache_dtype, p * a.cache_stride + i);
-				sn[i] = load_any(a.cache, a.cache_dtype,
-				                 p * a.cache_stride + half + i);
-			} else {
-				sincosf((float)p * inv[i], &sn[i], &cs[i]);
+#pragma unroll
+		for (int k = 0; k < CV; k++) {
+			int i = threadIdx.x + k * kRopeThreads;
+			if (i < half && a.has_cache) {
+				cs[i] = ncs[k];
+				sn[i] = nsn[k];
+			} else if (i < half) {
+				float si, co;
+				sincosf((float)p * inv[i], &si, &co);
+				cs[i] = co;
+				sn[i] = si;
 			}
 		}
+		const int64_t cur = t, next = t + gridDim.x;
+		if (next < a.tokens) {
+			p = rope_pos(a, next);
+			if (a.has_cache)
+				rope_cache_load(a, p, half, ncs, nsn);
+		}
 		__syncthreads();
+		if (!valid)
+			continue;
 		for (int w = threadIdx.x; w < units; w += blockDim.x) {
 			int h = w / upr, c = w - h * upr;
-			T *x = h < a.hq ? static_cast<T *>(a.q) + t * a.qs0 + h * a.qs1
-			                : static_cast<T *>(a.k) + t * a.ks0 + (h - a.hq) * a.ks1;
+			T *x = h < a.hq ? static_cast<T *>(a.q) + cur * a.qs0 + h * a.qs1
+			                : static_cast<T *>(a.k) + cur * a.ks0 + (h - a.hq) * a.ks1;
 			rope_unit<T, NEOX, VEC>(x, c, half, cs, sn);
 		}
 	}
@@ -118,7 +174,7 @@ __global__ void __launch_bounds__(kRopeThreads) rope_kernel(const __grid_constan
 
 template <typename T, bool NEOX> tk_status rope_run(const RopeArgs &a, bool vec, cudaStream_t s)
 {
-	unsigned g = grid_persistent(a.tokens, 1, 8);
+	unsigned g = grid_persistent(a.tokens, 1, kRopeBlocksPerSm);
 
 	launch_begin();
 	if (vec)
@@ -178,7 +234,7 @@ template <bool NEOX> tk_status rope_launch(const tk_call *call, void *stream)
 	cudaStream_t s = static_cast<cudaStream_t>(stream);
 	size_t es = tk_dtype_size(q->dtype);
 	int n = (int)(16 / es);
-	bool vec = aligned16(a.q) && aligned16(a.k) && (NEOX ? (a.rd / 2) % n == 0 : a.rd % n == 0);
+	bool vec = aligned16(a.q) && aligned16(a.k) && (a.rd / 2) % n == 0;
 	const int64_t strides[4] = { a.qs0, a.qs1, a.ks0, a.ks1 };
 	for (int i = 0; i < 4; i++) {
 		if ((strides[i] * (int64_t)es) % 16 != 0)

@@ -277,12 +277,13 @@ struct VecShape {
 constexpr int64_t kManyRows = 1024;
 /*
  * A call of at most this many rows (decode: one token's row) is one row's
- * latency: the `one` shapes give each thread a single vector and the
- * block up to 1024 threads, so a warp's chain of dependent instructions
- * (load, convert, reduce, write) is as short as it can be and four times
- * as many warps hide each other's latencies (one row of 4096 bf16 was 256
- * threads of 2 vectors: about 350 instructions a warp at 9 cycles each in
- * Nsight Compute on an H200).
+ * latency: the `one` shapes give each thread a single vector up to 512
+ * threads, so a warp's chain of dependent instructions (load, convert,
+ * reduce, write) is short and twice as many warps hide each other's
+ * latencies (one row of 4096 bf16 was 256 threads of 2 vectors: about 350
+ * instructions a warp at 9 cycles each in Nsight Compute on an H200; 512
+ * threads of one took it from 1.74 to 1.59 us in a graph, but 1024 threads
+ * for 8192 wide made fp8 per token slower, 1.81 to 1.90 us).
  */
 constexpr int64_t kOneRows = 8;
 
@@ -300,9 +301,9 @@ static inline VecShape vec_shape(int64_t nvec, int64_t rows = kManyRows, bool ho
 		{ 4, 512, 1, 4 }, { 4, 512, 1, 8 }, { 8, 512, 1, 8 }, { 8, 1024, 1, 8 },
 	};
 	static const VecShape one[] = {
-		{ 1, 32, 8, 1 },  { 1, 64, 4, 1 },   { 1, 128, 2, 1 },  { 1, 256, 1, 1 },
-		{ 1, 512, 1, 1 }, { 1, 1024, 1, 1 }, { 2, 1024, 1, 1 }, { 4, 512, 1, 2 },
-		{ 4, 512, 1, 4 }, { 4, 512, 1, 8 },  { 8, 512, 1, 8 },  { 8, 1024, 1, 8 },
+		{ 1, 32, 8, 1 },  { 1, 64, 4, 1 },  { 1, 128, 2, 1 }, { 1, 256, 1, 1 },
+		{ 1, 512, 1, 1 }, { 2, 512, 1, 1 }, { 4, 512, 1, 1 }, { 4, 512, 1, 2 },
+		{ 4, 512, 1, 4 }, { 4, 512, 1, 8 }, { 8, 512, 1, 8 }, { 8, 1024, 1, 8 },
 	};
 	static const VecShape fused[] = {
 		{ 1, 32, 8, 1 },  { 2, 32, 8, 1 },  { 2, 64, 4, 1 },  { 2, 128, 2, 1 },
@@ -353,7 +354,13 @@ __device__ __forceinline__ RowPlace row_place(int c)
 {
 	RowPlace p;
 
-	p.rank = c > 1 ? (int)cooperative_groups::this_cluster().block_rank() : 0;
+	if (c == 1) { /* no division on the one-row path, whose time is its latency */
+		p.rank = 0;
+		p.first = blockIdx.x;
+		p.step = gridDim.x;
+		return p;
+	}
+	p.rank = (int)cooperative_groups::this_cluster().block_rank();
 	p.first = blockIdx.x / (unsigned)c;
 	p.step = gridDim.x / (unsigned)c;
 	return p;

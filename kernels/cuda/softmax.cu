@@ -453,15 +453,28 @@ __global__ void __launch_bounds__(kSplitThreads)
 		if (j < nvec)
 			u[k] = vec_ld(x + (int64_t)j * N);
 	}
-	float key = -INFINITY, sum = 0.0f;
-	for (int c = 0; c < a.chunks; c++)
-		key = fmaxf(key, part[c].x);
-	for (int c = 0; c < a.chunks; c++) {
-		float2 p = part[c];
-		if (p.x != -INFINITY)
-			sum += p.y * sm_rescale<F>(p.x - key); /* a NaN chunk makes sum NaN */
+	/*
+	 * The row's (max key, sum) from its chunks' (at most 32): one load a lane
+	 * of the first warp, all in flight together, merged with shuffles.
+	 */
+	__shared__ float2 total;
+	if (threadIdx.x < 32) {
+		float2 p = (int)threadIdx.x < a.chunks ? part[threadIdx.x]
+		                                       : make_float2(-INFINITY, 0.0f);
+		float key = p.x;
+#pragma unroll
+		for (int o = 16; o > 0; o >>= 1)
+			key = fmaxf(key, shfl_xor(key, o));
+		/* a NaN chunk has a NaN sum, which makes the row's NaN */
+		float sum = p.x == -INFINITY ? 0.0f : p.y * sm_rescale<F>(p.x - key);
+#pragma unroll
+		for (int o = 16; o > 0; o >>= 1)
+			sum += shfl_xor(sum, o);
+		if (threadIdx.x == 0)
+			total = make_float2(key, sum);
 	}
-	const SmRow row = sm_row<F>(key, sum);
+	__syncthreads();
+	const SmRow row = sm_row<F>(total.x, total.y);
 #pragma unroll
 	for (int k = 0; k < V; k++) {
 		int j = base + k * kSplitThreads;
@@ -472,15 +485,17 @@ __global__ void __launch_bounds__(kSplitThreads)
 
 /*
  * Whether the split kernels take rows of nvec vectors: rows a cluster
- * would hold (over 4096 vectors), the whole tensor at most half the L2 (so
- * the second read finds it there), and workspace for the chunks' pairs.
+ * would hold (over 4096 vectors), the whole tensor at most three quarters
+ * of the L2 (so the second read finds most of it there: 128 x 128256 bf16
+ * is 31 MiB), and workspace for the chunks' pairs.
  */
 static inline bool sm_split_fits(const SmArgs &a, size_t elem, size_t ws_bytes, int64_t nvec,
                                  int64_t chunks)
 {
 	double bytes = (double)a.rows * (double)a.d * (double)elem;
 
-	return a.vec && nvec > 4096 && a.rows <= 65535 && bytes <= 0.5 * (double)l2_bytes() &&
+	return a.vec && nvec > 4096 && chunks <= 32 && a.rows <= 65535 &&
+	       bytes <= 0.75 * (double)l2_bytes() &&
 	       (double)a.rows * (double)chunks * sizeof(float2) <= (double)ws_bytes;
 }
 
@@ -530,8 +545,10 @@ tk_status softmax_run(SmArgs &a, const tk_iter &it, bool rows, void *ws, size_t 
 		return launch_status();
 	}
 	a.vec = tk_row_vec_ok(&it, a.d, sizeof(T), ptrs, 2);
-	/* 8 vectors a thread when that still makes two waves of blocks, else 2 */
-	const bool deep = a.rows * ((nvec + 2047) / 2048) >= 2 * (int64_t)sm_count();
+	/* 8 vectors a thread when that still makes two waves of blocks or 2 would make more
+	 * than 32 chunks a row (the merge's limit), else 2 */
+	const bool deep = a.rows * ((nvec + 2047) / 2048) >= 2 * (int64_t)sm_count() ||
+	                  nvec > 32 * 2 * kSplitThreads;
 	const int64_t per_chunk = (deep ? 8 : 2) * kSplitThreads;
 	const int64_t chunks = (nvec + per_chunk - 1) / per_chunk;
 	if (ws != NULL && it.ndim == 1 && sm_split_fits(a, sizeof(T), ws_bytes, nvec, chunks)) {

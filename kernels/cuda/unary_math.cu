@@ -10,7 +10,7 @@
 	namespace                                                              \
 	{                                                                      \
 	struct name##_op {                                                     \
-		template <bool F> __device__ float f(float x) const            \
+		template <int F> __device__ float f(float x) const             \
 		{                                                              \
 			return (expr);                                         \
 		}                                                              \

@@ -338,7 +338,7 @@ Test(gpu_softmax, matches_cpu_on_odd_widths_strided_rows_and_large_inputs)
 
 Test(gpu_softmax, wide_rows_match_cpu_with_and_without_workspace)
 {
-	/* With workspace, rows over 4096 vectors of a tensor that fits half the L2 take the
+	/* With workspace, rows over 4096 vectors of a tensor within 3/4 of the L2 take the
 	 * split kernels (2 vectors a thread for a few rows, 8 for many); without, the
 	 * cluster kernel. Masked and shifted rows, odd chunk counts, every dtype. */
 	for (with_workspace = 1; with_workspace >= 0; with_workspace--) {
