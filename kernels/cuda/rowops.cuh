@@ -377,6 +377,35 @@ template <typename T> __device__ __forceinline__ Vec<T> vec_ld(const T *p)
 	return *reinterpret_cast<const Vec<T> *>(p);
 }
 
+/*
+ * Loads with an L2 eviction priority (createpolicy then an ld with
+ * .L2::cache_hint; sm_90 takes the bare .L2::evict_* qualifiers on 256-bit
+ * loads only): a row read twice keeps its lines (evict_last) in the first
+ * pass and releases them (evict_first) in the second, so the outputs
+ * written in between do not push it out.
+ */
+template <bool KEEP> __device__ __forceinline__ uint64_t l2_policy(void)
+{
+	uint64_t pol;
+
+	if (KEEP)
+		asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+	else
+		asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+	return pol;
+}
+
+template <typename T> __device__ __forceinline__ Vec<T> vec_ld_hint(const T *p, uint64_t pol)
+{
+	Vec<T> v;
+	uint32_t *u = reinterpret_cast<uint32_t *>(&v);
+
+	asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+	             : "=r"(u[0]), "=r"(u[1]), "=r"(u[2]), "=r"(u[3])
+	             : "l"(p), "l"(pol));
+	return v;
+}
+
 template <typename T> __device__ __forceinline__ void vec_st(T *p, const Vec<T> &v)
 {
 	*reinterpret_cast<Vec<T> *>(p) = v;

@@ -397,7 +397,9 @@ __global__ void __launch_bounds__(kStreamThreads) softmax_stream(const __grid_co
  * the row once each way, as in the register kernel, but neither kernel
  * waits on cluster barriers with a row in its registers: the cluster
  * kernel ran those logits in about two waves of 8-block clusters at 51 to
- * 57% of copy.
+ * 57% of copy. The first pass marks the row's lines evict-last in L2 and the
+ * second reads them evict-first, so the outputs written in between do not
+ * push the row out before its second read.
  */
 constexpr int kSplitThreads = 256;
 
@@ -411,13 +413,14 @@ __global__ void __launch_bounds__(kSplitThreads)
 	const int nvec = (int)(a.d / Vec<T>::N);
 	const int base = (int)blockIdx.x * V * kSplitThreads + (int)threadIdx.x;
 	const T *x = static_cast<const T *>(a.x) + (int64_t)blockIdx.y * a.p.stride[1][0];
+	const uint64_t pol = l2_policy<true>();
 	Vec<T> u[V];
 
 #pragma unroll
 	for (int k = 0; k < V; k++) {
 		int j = base + k * kSplitThreads;
 		if (j < nvec)
-			u[k] = vec_ld(x + (int64_t)j * Vec<T>::N);
+			u[k] = vec_ld_hint(x + (int64_t)j * Vec<T>::N, pol);
 	}
 	float key = -INFINITY, sum = 0.0f;
 #pragma unroll
@@ -445,13 +448,14 @@ __global__ void __launch_bounds__(kSplitThreads)
 	const float2 *part = a.part + (int64_t)blockIdx.y * a.chunks;
 	const T *x = static_cast<const T *>(a.x) + (int64_t)blockIdx.y * a.p.stride[1][0];
 	T *o = static_cast<T *>(a.out) + (int64_t)blockIdx.y * a.p.stride[0][0];
+	const uint64_t pol = l2_policy<false>();
 	Vec<T> u[V];
 
 #pragma unroll
 	for (int k = 0; k < V; k++) {
 		int j = base + k * kSplitThreads;
 		if (j < nvec)
-			u[k] = vec_ld(x + (int64_t)j * N);
+			u[k] = vec_ld_hint(x + (int64_t)j * N, pol);
 	}
 	/*
 	 * The row's (max key, sum) from its chunks' (at most 32): one load a lane
