@@ -100,6 +100,22 @@ __device__ __forceinline__ float ew_apply(const Op &op, float a, float b)
 		return op.template f<FAST>(a, b);
 }
 
+/* The functor over a vector of each input, element by element. */
+template <typename T, int NIN, typename Op>
+__device__ __forceinline__ Vec<T> ew_vec_apply(const Op &op, const Vec<T> &va, const Vec<T> &vb)
+{
+	Vec<T> r;
+
+#pragma unroll
+	for (int e = 0; e < Vec<T>::N; e++) {
+		float y = 0.0f;
+		if constexpr (NIN == 2)
+			y = to_f32(vb.v[e]);
+		r.v[e] = from_f32<T>(ew_apply<NIN, ew_fast<T>()>(op, to_f32(va.v[e]), y));
+	}
+	return r;
+}
+
 /* Load operand `op`'s unit: a vector, or one value splat when constant along the row. */
 template <typename T>
 __device__ __forceinline__ void load_unit(Vec<T> &v, const T *base, int64_t off, int inner)
@@ -141,16 +157,8 @@ __device__ __forceinline__ void ew_rows_vec(const RowWalk<NIN + 1> &w, T *out, c
 			int64_t u = base + k * kEwThreads + threadIdx.x;
 			if (u >= w.units)
 				continue;
-			Vec<T> r;
-#pragma unroll
-			for (int e = 0; e < N; e++) {
-				float y = 0.0f;
-				if constexpr (NIN == 2)
-					y = to_f32(vb[k].v[e]);
-				r.v[e] = from_f32<T>(
-				        ew_apply<NIN, ew_fast<T>()>(op, to_f32(va[k].v[e]), y));
-			}
-			*reinterpret_cast<Vec<T> *>(out + oo[k]) = r;
+			*reinterpret_cast<Vec<T> *>(out + oo[k]) =
+			        ew_vec_apply<T, NIN>(op, va[k], vb[k]);
 		}
 	}
 }
@@ -216,25 +224,17 @@ __global__ void __launch_bounds__(kEwThreads)
 	if (u >= nvec)
 		return;
 	const Vec<T> va = reinterpret_cast<const Vec<T> *>(a)[u];
-	Vec<T> vb, r;
+	Vec<T> vb;
 	if constexpr (NIN == 2)
 		vb = reinterpret_cast<const Vec<T> *>(b)[u];
-#pragma unroll
-	for (int e = 0; e < Vec<T>::N; e++) {
-		float y = 0.0f;
-		if constexpr (NIN == 2)
-			y = to_f32(vb.v[e]);
-		r.v[e] = from_f32<T>(ew_apply<NIN, ew_fast<T>()>(op, to_f32(va.v[e]), y));
-	}
-	reinterpret_cast<Vec<T> *>(out)[u] = r;
+	reinterpret_cast<Vec<T> *>(out)[u] = ew_vec_apply<T, NIN>(op, va, vb);
 }
 
 /*
  * ew_rows2d: rows of vectors with a row stride per operand (padded rows, a
  * broadcast bias row, a broadcast column) and at least kEw2dMinUnits
  * vectors a row. Blocks tile a row (x) and rows (y, looping past
- * kEw2dMaxRows),
- * one vector a thread: no division, as ew_flat.
+ * kEw2dMaxRows), one vector a thread: no division, as ew_flat.
  */
 constexpr int64_t kEw2dMinUnits = 128;
 /* Rows of blocks at most; each block then takes every kEw2dMaxRows-th row. */
@@ -251,18 +251,12 @@ __global__ void __launch_bounds__(kEwThreads)
 	if (col >= w.upr)
 		return;
 	for (int64_t r = blockIdx.y; r < w.rows; r += gridDim.y) {
-		Vec<T> va, vb, v;
+		Vec<T> va, vb;
 		load_unit(va, a, r * w.rstride[1] + (w.inner[1] ? col * N : 0), w.inner[1]);
 		if constexpr (NIN == 2)
 			load_unit(vb, b, r * w.rstride[2] + (w.inner[2] ? col * N : 0), w.inner[2]);
-#pragma unroll
-		for (int e = 0; e < N; e++) {
-			float y = 0.0f;
-			if constexpr (NIN == 2)
-				y = to_f32(vb.v[e]);
-			v.v[e] = from_f32<T>(ew_apply<NIN, ew_fast<T>()>(op, to_f32(va.v[e]), y));
-		}
-		*reinterpret_cast<Vec<T> *>(out + r * w.rstride[0] + col * N) = v;
+		*reinterpret_cast<Vec<T> *>(out + r * w.rstride[0] + col * N) =
+		        ew_vec_apply<T, NIN>(op, va, vb);
 	}
 }
 
