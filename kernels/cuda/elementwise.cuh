@@ -209,49 +209,25 @@ __global__ void __launch_bounds__(kEwThreads, 4)
 
 /*
  * ew_flat: every operand packed with the output's shape (one row), 16-byte
- * aligned, a whole number of vectors. U vectors a thread, a block apart,
- * all loaded before any is computed; a grid covering the tensor once,
- * 32-bit indices. U = 1 is the shape of the fastest copy-like kernel
- * measured on an H200 for large tensors (94% of copy where ew_rows reached
- * 80 to 83% on the same abs, docs/kernel-notes.md); tensors that U = 4
- * covers in one wave of resident blocks take it, so every load of the
- * call is in flight from the start (32 MiB calls reached 82% with U = 1,
- * each kernel's ramp and drain weighing against an 8 us floor).
+ * aligned, a whole number of vectors. One vector a thread, a grid covering
+ * the tensor once, 32-bit indices: the shape of the fastest copy-like
+ * kernel measured on an H200 (94% of copy where ew_rows reached 80 to 83%
+ * on the same abs, docs/kernel-notes.md).
  */
-template <typename T, int NIN, int U, typename Op>
+template <typename T, int NIN, typename Op>
 __global__ void __launch_bounds__(kEwThreads)
         ew_flat(T *out, const T *a, const T *b, uint32_t nvec, Op op)
 {
 	pdl_enter();
-	const uint32_t u0 = blockIdx.x * (kEwThreads * U) + threadIdx.x;
-	Vec<T> va[U], vb[U];
+	const uint32_t u = blockIdx.x * kEwThreads + threadIdx.x;
 
-#pragma unroll
-	for (int k = 0; k < U; k++) {
-		uint32_t u = u0 + k * kEwThreads;
-		if (u < nvec) {
-			va[k] = reinterpret_cast<const Vec<T> *>(a)[u];
-			if constexpr (NIN == 2)
-				vb[k] = reinterpret_cast<const Vec<T> *>(b)[u];
-		}
-	}
-#pragma unroll
-	for (int k = 0; k < U; k++) {
-		uint32_t u = u0 + k * kEwThreads;
-		if (u < nvec)
-			reinterpret_cast<Vec<T> *>(out)[u] = ew_vec_apply<T, NIN>(op, va[k], vb[k]);
-	}
-}
-
-/* Blocks of `threads` threads of `kernel` an SM holds, read once per kernel. */
-template <typename K> static inline int resident_blocks(K kernel, int threads)
-{
-	static int n = 0;
-
-	if (n == 0 &&
-	    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, 0) != cudaSuccess)
-		n = 1;
-	return n > 0 ? n : 1;
+	if (u >= nvec)
+		return;
+	const Vec<T> va = reinterpret_cast<const Vec<T> *>(a)[u];
+	Vec<T> vb;
+	if constexpr (NIN == 2)
+		vb = reinterpret_cast<const Vec<T> *>(b)[u];
+	reinterpret_cast<Vec<T> *>(out)[u] = ew_vec_apply<T, NIN>(op, va, vb);
 }
 
 /*
@@ -394,16 +370,9 @@ static tk_status ew_run(const tk_call *call, const tk_iter &it, cudaStream_t str
 	launch_begin();
 	bool rows = row_walk_of<NIN + 1>(it, sizeof(T), ptrs, &w);
 	if (rows && ew_flat_fits(w)) {
-		const int64_t g4 = (w.units + 4 * kEwThreads - 1) / (4 * kEwThreads);
-		const auto k4 = ew_flat<T, NIN, 4, Op>;
-		if (g4 <= (int64_t)resident_blocks(k4, kEwThreads) * sm_count()) {
-			launch_pdl(k4, (unsigned)g4, kEwThreads, 0, stream, out, a, b,
-			           (uint32_t)w.units, op);
-		} else {
-			unsigned g = (unsigned)((w.units + kEwThreads - 1) / kEwThreads);
-			launch_pdl(ew_flat<T, NIN, 1, Op>, g, kEwThreads, 0, stream, out, a, b,
-			           (uint32_t)w.units, op);
-		}
+		unsigned g = (unsigned)((w.units + kEwThreads - 1) / kEwThreads);
+		launch_pdl(ew_flat<T, NIN, Op>, g, kEwThreads, 0, stream, out, a, b,
+		           (uint32_t)w.units, op);
 	} else if (rows) {
 		ew_walk_launch<T, NIN>(w, out, a, b, stream, op);
 	} else {

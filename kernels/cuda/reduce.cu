@@ -117,34 +117,6 @@ template <typename T> __device__ void red_write(const RedArgs &a, int64_t oo, Ac
 }
 
 /*
- * The largest of a 16-byte vector's values, NaN when any of them is (packed
- * NaN-propagating maxima for bf16 and f16, one conversion).
- */
-template <typename T> __device__ __forceinline__ float vec_max_nan(const Vec<T> &x)
-{
-	if constexpr (sizeof(T) == 2) {
-		typename Pair2<T>::type m, w;
-		uint32_t u = vec_word(x, 0);
-		memcpy(&m, &u, 4);
-#pragma unroll
-		for (int i = 1; i < 4; i++) {
-			u = vec_word(x, i);
-			memcpy(&w, &u, 4);
-			m = __hmax2_nan(m, w);
-		}
-		memcpy(&u, &m, 4);
-		float2 f = pair_to_f32<T>(u);
-		return max_nan(f.x, f.y);
-	} else {
-		float m = x.v[0];
-#pragma unroll
-		for (int i = 1; i < Vec<T>::N; i++)
-			m = max_nan(m, x.v[i]);
-		return m;
-	}
-}
-
-/*
  * The reduction kind is a template argument, so the per-element step is
  * an add, a max or a compare with no branch on the kind.
  */
@@ -168,17 +140,6 @@ __global__ void __launch_bounds__(1024) reduce_row(const __grid_constant__ RedAr
 		if constexpr (VEC) {
 			stream_vecs<T>(x, len, [&](const Vec<T> &u, int64_t j) {
 				if constexpr (K == RED_ARGMAX) {
-					/*
-					 * A thread's vectors come in order, so a vector can only
-					 * win with a larger maximum, or the first NaN (ties keep
-					 * the earlier index): one packed maximum a vector, and the
-					 * index search only then (it cost about five instructions
-					 * an element: argmax of bf16 rows at 64% of copy).
-					 */
-					float vm = vec_max_nan(u);
-					if (acc.i >= 0 && !(vm > acc.v) &&
-					    !(vm != vm && acc.v == acc.v))
-						return;
 					/* The vector's first maximum (a NaN first), then one merge. */
 					float bv = to_f32(u.v[0]);
 					int bi = 0;
