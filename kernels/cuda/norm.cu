@@ -263,10 +263,8 @@ __device__ __forceinline__ Vec<T> norm_vec_out(const Vec<T> &x, const Vec<T> &w,
  * of a chunk before its first use (C = 2 at V = 4: all four with the bias
  * spilled f32 under 64 registers). At V = 8 the row alone is half of the
  * 64 registers: the residual, weight and bias come a vector at a time
- * (C = 1; more spilled). Weight and bias loaded after the reductions are
- * prefetched into L1 with the row, so those loads wait on L1, not L2. The
- * fused forms, which hold the residual too, get up to 128 registers at
- * V = 4 (they spill under 64).
+ * (C = 1; more spilled). The fused forms, which hold the residual too,
+ * get up to 128 registers at V = 4 (they spill under 64).
  */
 template <typename T, int V, bool LAYER, bool FUSED>
 __global__ void __launch_bounds__(V == 4 ? 512 : 1024, V == 4 ? (FUSED ? 1 : 2) : 1)
@@ -290,11 +288,6 @@ __global__ void __launch_bounds__(V == 4 ? 512 : 1024, V == 4 ? (FUSED ? 1 : 2) 
 
 		vec_row_load<T, V>(x, static_cast<const T *>(a.x) + rr * a.p.stride[1][0], nvec,
 		                   pl.rank);
-		if constexpr (!pre) {
-			vec_row_prefetch<T, V>(w, nvec, pl.rank);
-			if (LAYER && b != NULL)
-				vec_row_prefetch<T, V>(b, nvec, pl.rank);
-		}
 		if constexpr (FUSED)
 			norm_vec_residual<T, V, C>(
 			        x, static_cast<T *>(a.res) + rr * a.p.stride[2][0], nvec, pl.rank);

@@ -378,24 +378,6 @@ template <typename T> __device__ __forceinline__ Vec<T> vec_ld(const T *p)
 }
 
 /*
- * Bring this thread's vectors of a row of nvec vectors into L1 (no
- * registers held): the weight and bias of a norm that loads them only
- * after its reductions then come from L1 instead of an L2 round trip each.
- * Only after pdl_enter(): until then the kernel before may still write them.
- */
-template <typename T, int V>
-__device__ __forceinline__ void vec_row_prefetch(const T *row, int nvec, int rank)
-{
-#pragma unroll
-	for (int k = 0; k < V; k++) {
-		int j = vec_slot<V>(rank, k);
-		if (j < nvec)
-			asm volatile(
-			        "prefetch.global.L1 [%0];" ::"l"(row + (int64_t)j * Vec<T>::N));
-	}
-}
-
-/*
  * Loads with an L2 eviction priority (createpolicy then an ld with
  * .L2::cache_hint; sm_90 takes the bare .L2::evict_* qualifiers on 256-bit
  * loads only): a row read twice keeps its lines (evict_last) in the first
