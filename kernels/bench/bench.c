@@ -20,12 +20,12 @@
  * end of a launch, about 4 us, which is a third of a 32 MiB workload.
  * Workloads under 64 MiB are also timed back to back without programmatic
  * dependent launch (median_nopdl_us). Ops that declare workspace get one
- * buffer for all calls, as tileopsd gives it. Workloads moving less than 32 MiB are also timed back to back: 20 calls
- * captured in a CUDA graph, the median replay divided by 20, next to a
- * graph of 20 empty kernels timed the same way; once with programmatic
- * dependent launch as the kernels are launched by default
- * (tk_cuda_pdl) and once without (graph_nopdl_us), with the empty kernel
- * timed both ways too.
+ * buffer for all calls, as tileopsd gives it. Workloads moving less than
+ * 32 MiB are also timed back to back on one copy: 20 calls captured in a
+ * CUDA graph, the median replay divided by 20, next to a graph of 20 empty
+ * kernels timed the same way; once with programmatic dependent launch as
+ * the kernels are launched by default (tk_cuda_pdl) and once without
+ * (graph_nopdl_us), with the empty kernel timed both ways too.
  *
  *   tileops-bench [--json FILE] [--op SUBSTRING] [--workload SUBSTRING]
  *                 [--runs N] [--list FILE] [--daemon ADDRESS]
