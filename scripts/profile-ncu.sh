@@ -17,6 +17,8 @@
 #   norm         rms_norm of 4096 x 7168 bf16 (DeepSeek-V3 hidden)
 #   fp8          quant_fp8_per_token of 4096 x 7168 bf16
 #   decode       one row: rms_norm of 1 x 4096 bf16, then add of 1 x 4096 bf16
+#   pow          pow of 4096 x 8192 bf16 with a broadcast row (ew_rows2d), then of
+#                4096 x 7168 by a same-shape tensor (ew_flat)
 # Each writes $OUT/ncu-NAME.txt (the details page) and a log.
 set -u
 out=${OUT:-/tmp/tileops-out}
@@ -29,7 +31,7 @@ log=$out/ncu.log
 : >"$log"
 bench_header
 tune=$root/deploy/gemm-tune-h200.txt
-profiles=${PROFILES:-gemm-decode gemm-m1 gemm-large prefill prefill-more bmm softmax norm fp8 decode}
+profiles=${PROFILES:-gemm-decode gemm-m1 gemm-large prefill prefill-more bmm softmax norm fp8 decode pow}
 sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis
 	--section ComputeWorkloadAnalysis --section Occupancy --section LaunchStats
 	--section WarpStateStats --section SchedulerStats --section SourceCounters)
@@ -92,6 +94,10 @@ if has softmax; then
 fi
 has norm && membound norm norm_vec rms_norm "deepseek-v3 hidden"
 has fp8 && membound fp8 quant_token quant_fp8_per_token "deepseek-v3 activations"
+if has pow; then
+	membound pow-broadcast ew_rows2d pow "bias broadcast"
+	membound pow-flat ew_flat pow "deepseek-v3 residual"
+fi
 if has decode; then
 	membound decode-norm norm_vec rms_norm "llama3.1-8b decode"
 	membound decode-add ew_flat add "llama3.1-8b one token"
