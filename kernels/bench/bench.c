@@ -214,32 +214,60 @@ static void free_sets(tk_call *c, int sets)
 
 /* ---- timing ----------------------------------------------------------------- */
 
-/* Per-call time of GRAPH_CALLS launches of fn(arg) captured back to back. */
-static double time_back_to_back(int (*fn)(void *arg, cudaStream_t s), void *arg, cudaStream_t s,
-                                int runs)
+/*
+ * Per-call time of what enqueue(arg, s) launches (`calls` calls), captured
+ * in one CUDA graph: the median replay over `calls`. NaN when a launcher
+ * refused its call.
+ */
+static double time_graph(int (*enqueue)(void *arg, cudaStream_t s), void *arg, int calls,
+                         cudaStream_t s, int runs)
 {
 	cudaGraph_t g;
 	cudaGraphExec_t ge;
-	int bad = 0;
 
 	CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-	for (int i = 0; i < GRAPH_CALLS; i++)
-		bad |= fn(arg, s);
+	int bad = enqueue(arg, s);
 	CK(cudaStreamEndCapture(s, &g));
 	if (bad) {
 		cudaGraphDestroy(g);
 		return NAN;
 	}
 	CK(cudaGraphInstantiate(&ge, g, 0));
-	double us = bench_graph_replay_us(ge, s, 3, runs) / GRAPH_CALLS;
+	double us = bench_graph_replay_us(ge, s, 3, runs) / calls;
 	cudaGraphExecDestroy(ge);
 	cudaGraphDestroy(g);
 	return us;
 }
 
+/* GRAPH_CALLS launches of fn(arg). */
+struct repeat_arg {
+	int (*fn)(void *arg, cudaStream_t s);
+	void *arg;
+};
+
+static int enqueue_repeat(void *arg, cudaStream_t s)
+{
+	struct repeat_arg *r = arg;
+	int bad = 0;
+
+	for (int i = 0; i < GRAPH_CALLS; i++)
+		bad |= r->fn(r->arg, s);
+	return bad;
+}
+
+/* Per-call time of GRAPH_CALLS launches of fn(arg) back to back. */
+static double time_back_to_back(int (*fn)(void *arg, cudaStream_t s), void *arg, cudaStream_t s,
+                                int runs)
+{
+	struct repeat_arg r = { fn, arg };
+
+	return time_graph(enqueue_repeat, &r, GRAPH_CALLS, s, runs);
+}
+
 struct call_arg {
 	const tk_kernel_entry *e;
 	tk_call *c;
+	int sets;
 };
 
 static int call_once(void *arg, cudaStream_t s)
@@ -249,26 +277,23 @@ static int call_once(void *arg, cudaStream_t s)
 	return a->e->cuda(a->c, s) != TK_OK;
 }
 
-/* Per-call time of one call on each of the `sets` copies, back to back in a graph. */
-static double time_rotated(const tk_kernel_entry *e, tk_call *c, int sets, cudaStream_t s, int runs)
+/* One call on each of the `sets` copies. */
+static int enqueue_rotated(void *arg, cudaStream_t s)
 {
-	cudaGraph_t g;
-	cudaGraphExec_t ge;
+	struct call_arg *a = arg;
 	int bad = 0;
 
-	CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-	for (int i = 0; i < sets; i++)
-		bad |= e->cuda(&c[i], s) != TK_OK;
-	CK(cudaStreamEndCapture(s, &g));
-	if (bad) {
-		cudaGraphDestroy(g);
-		return NAN;
-	}
-	CK(cudaGraphInstantiate(&ge, g, 0));
-	double us = bench_graph_replay_us(ge, s, 2, runs) / sets;
-	cudaGraphExecDestroy(ge);
-	cudaGraphDestroy(g);
-	return us;
+	for (int i = 0; i < a->sets; i++)
+		bad |= a->e->cuda(&a->c[i], s) != TK_OK;
+	return bad;
+}
+
+/* Per-call time of one call on each of the `sets` copies, back to back. */
+static double time_rotated(const tk_kernel_entry *e, tk_call *c, int sets, cudaStream_t s, int runs)
+{
+	struct call_arg a = { e, c, sets };
+
+	return time_graph(enqueue_rotated, &a, sets, s, runs);
 }
 
 static int empty_once(void *arg, cudaStream_t s)
@@ -341,7 +366,7 @@ static int run_direct(const bw_workload *w, const struct options *o, cudaStream_
 		}
 		r->graph_us = r->graph_nopdl_us = NAN;
 		if (sb < 32.0 * MIB) {
-			struct call_arg a = { e, &c[0] };
+			struct call_arg a = { e, &c[0], 1 };
 			int pdl = tk_cuda_pdl();
 			r->graph_us = time_back_to_back(call_once, &a, s, runs);
 			tk_cuda_set_pdl(0);

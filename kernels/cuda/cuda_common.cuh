@@ -354,44 +354,43 @@ static inline bool rows_vectorizable(const tk_iter &it, int64_t width, const voi
 }
 
 /*
- * Multiprocessors of the current device, read once per device: grids are
- * sized from it so a persistent grid fills the chip without oversubscribing.
+ * An attribute of the current device, read once per device into cache
+ * (64 entries); fallback when it cannot be read or is not positive.
+ */
+static inline int device_attr(cudaDeviceAttr attr, int *cache, int fallback)
+{
+	int dev = 0, n = 0;
+
+	if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
+		return fallback;
+	if (cache[dev] == 0) {
+		if (cudaDeviceGetAttribute(&n, attr, dev) != cudaSuccess || n <= 0)
+			return fallback;
+		cache[dev] = n;
+	}
+	return cache[dev];
+}
+
+/*
+ * Multiprocessors of the current device: grids are sized from it so a
+ * persistent grid fills the chip without oversubscribing.
  */
 static inline int sm_count(void)
 {
 	static int cached[64];
-	int dev = 0, n = 0;
 
-	if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
-		return 132;
-	if (cached[dev] == 0) {
-		if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) !=
-		            cudaSuccess ||
-		    n <= 0)
-			n = 132;
-		cached[dev] = n;
-	}
-	return cached[dev];
+	return device_attr(cudaDevAttrMultiProcessorCount, cached, 132);
 }
 
-/* Blocks for `work` items of `per_block` each, at most `per_sm` resident blocks per SM. */
-/* Bytes of L2 of the current device, read once per device (0 when it cannot be read). */
+/* Bytes of L2 of the current device (0 when it cannot be read). */
 static inline int64_t l2_bytes(void)
 {
 	static int cached[64];
-	int dev = 0, n = 0;
 
-	if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
-		return 0;
-	if (cached[dev] == 0) {
-		if (cudaDeviceGetAttribute(&n, cudaDevAttrL2CacheSize, dev) != cudaSuccess ||
-		    n <= 0)
-			return 0;
-		cached[dev] = n;
-	}
-	return cached[dev];
+	return device_attr(cudaDevAttrL2CacheSize, cached, 0);
 }
 
+/* Blocks for `work` items of `per_block` each, at most `per_sm` resident blocks per SM. */
 static inline unsigned grid_persistent(int64_t work, int64_t per_block, int per_sm)
 {
 	int64_t b = (work + per_block - 1) / per_block;

@@ -406,6 +406,19 @@ __global__ void __launch_bounds__(kStreamThreads) softmax_stream(const __grid_co
  */
 constexpr int kSplitThreads = 256;
 
+/* This thread's V vectors of its row chunk, a block apart, with L2 policy pol. */
+template <typename T, int V>
+__device__ __forceinline__ void split_load(Vec<T> (&u)[V], const T *x, int base, int nvec,
+                                           uint64_t pol)
+{
+#pragma unroll
+	for (int k = 0; k < V; k++) {
+		int j = base + k * kSplitThreads;
+		if (j < nvec)
+			u[k] = vec_ld_hint(x + (int64_t)j * Vec<T>::N, pol);
+	}
+}
+
 template <typename T, int V>
 __global__ void __launch_bounds__(kSplitThreads)
         softmax_split_stats(const __grid_constant__ SmArgs a)
@@ -416,15 +429,9 @@ __global__ void __launch_bounds__(kSplitThreads)
 	const int nvec = (int)(a.d / Vec<T>::N);
 	const int base = (int)blockIdx.x * V * kSplitThreads + (int)threadIdx.x;
 	const T *x = static_cast<const T *>(a.x) + (int64_t)blockIdx.y * a.p.stride[1][0];
-	const uint64_t pol = l2_policy<true>();
 	Vec<T> u[V];
 
-#pragma unroll
-	for (int k = 0; k < V; k++) {
-		int j = base + k * kSplitThreads;
-		if (j < nvec)
-			u[k] = vec_ld_hint(x + (int64_t)j * Vec<T>::N, pol);
-	}
+	split_load<T, V>(u, x, base, nvec, l2_policy<true>());
 	float key = -INFINITY, sum = 0.0f;
 #pragma unroll
 	for (int k = 0; k < V; k++) {
@@ -451,15 +458,9 @@ __global__ void __launch_bounds__(kSplitThreads)
 	const float2 *part = a.part + (int64_t)blockIdx.y * a.chunks;
 	const T *x = static_cast<const T *>(a.x) + (int64_t)blockIdx.y * a.p.stride[1][0];
 	T *o = static_cast<T *>(a.out) + (int64_t)blockIdx.y * a.p.stride[0][0];
-	const uint64_t pol = l2_policy<false>();
 	Vec<T> u[V];
 
-#pragma unroll
-	for (int k = 0; k < V; k++) {
-		int j = base + k * kSplitThreads;
-		if (j < nvec)
-			u[k] = vec_ld_hint(x + (int64_t)j * N, pol);
-	}
+	split_load<T, V>(u, x, base, nvec, l2_policy<false>());
 	/*
 	 * The row's (max key, sum) from its chunks' (at most 32): one load a lane
 	 * of the first warp, all in flight together, merged with shuffles.
