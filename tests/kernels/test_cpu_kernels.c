@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
 
 #include "kernels/tk_op_cases.h"
 
@@ -51,6 +52,39 @@ static const tk_kernel_entry *entry(const char *op)
 }
 
 /* ---- dtype and tensor helpers ----------------------------------------- */
+
+/*
+ * The programmatic-dependent-launch switch (tileops_kernels.h): on unless
+ * TILEOPS_PDL=0 when first read, set from code after. Each Criterion test
+ * runs in a process of its own, so each reads the environment afresh. A
+ * build without CUDA reports 0 and ignores the setter.
+ */
+Test(launch, pdl_is_on_by_default_and_set_returns_the_previous_setting)
+{
+	unsetenv("TILEOPS_PDL");
+	if (!tk_have_cuda()) {
+		cr_expect_eq(tk_cuda_pdl(), 0);
+		cr_expect_eq(tk_cuda_set_pdl(1), 0);
+		cr_expect_eq(tk_cuda_pdl(), 0);
+		return;
+	}
+	cr_expect_eq(tk_cuda_pdl(), 1);
+	cr_expect_eq(tk_cuda_set_pdl(0), 1);
+	cr_expect_eq(tk_cuda_pdl(), 0);
+	cr_expect_eq(tk_cuda_set_pdl(1), 0);
+	cr_expect_eq(tk_cuda_pdl(), 1);
+}
+
+Test(launch, tileops_pdl_0_in_the_environment_turns_it_off)
+{
+	setenv("TILEOPS_PDL", "0", 1);
+	cr_expect_eq(tk_cuda_pdl(), 0);
+	if (tk_have_cuda()) {
+		cr_expect_eq(tk_cuda_set_pdl(1), 0);
+		cr_expect_eq(tk_cuda_pdl(), 1);
+	}
+	unsetenv("TILEOPS_PDL");
+}
 
 Test(dtype, sizes_and_names_round_trip_through_parse)
 {
@@ -202,7 +236,7 @@ Test(table, lists_every_op_with_its_arity_and_params_in_order)
 	expect_entry("attention_decode_paged", 5, 1, scale);
 	expect_entry("kv_cache_append", 5, 0, none);
 	cr_expect_eq(tk_kernel_find("gemm")->workspace, TK_WORKSPACE_BYTES,
-		     "gemm can use workspace for split-K");
+	             "gemm can use workspace for split-K");
 	cr_expect_eq(tk_kernel_find("add")->workspace, 0);
 }
 
