@@ -24,7 +24,8 @@
 #define LINE_MAX_LEN 512
 #define FIELD_MAX (1 << 20)
 
-static const char *const kind_names[TK_GEMM_KIND_COUNT] = { "simple", "sm90", "smallm" };
+static const char *const kind_names[TK_GEMM_KIND_COUNT] = { "simple", "sm90", "smallm",
+                                                                        "decode" };
 static const char header_word[] = "tileops-gemm-tune";
 static const int format_version = 1;
 
@@ -357,8 +358,8 @@ static int parse_entry(char *s, tune_entry *e, char *why, size_t whylen)
 	}
 	if (tk_gemm_config_parse(cfg, &e->cfg) != 0) {
 		snprintf(why, whylen,
-		         "config '%.60s' is not 'KIND mM nN kK sS cC skS' (KIND simple, sm90 or "
-		         "smallm)",
+		         "config '%.60s' is not 'KIND mM nN kK sS cC skS' (KIND simple, sm90, "
+		         "smallm or decode)",
 		         cfg);
 		return -1;
 	}

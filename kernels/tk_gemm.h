@@ -16,6 +16,7 @@
 #define TILEOPS_TK_GEMM_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "tileops_kernels.h"
@@ -42,6 +43,7 @@ typedef enum tk_gemm_kind {
 	TK_GEMM_SIMPLE = 0, /* tiled WMMA / SIMT: any dtype, any shape */
 	TK_GEMM_SM90 = 1,   /* TMA + wgmma, warp-specialized, persistent */
 	TK_GEMM_SMALLM = 2, /* M <= 128: weight streaming, split-K */
+	TK_GEMM_DECODE = 3, /* M <= 128: TMA + wgmma weight streaming, cluster split-K */
 	TK_GEMM_KIND_COUNT
 } tk_gemm_kind;
 
@@ -160,6 +162,12 @@ int tk_gemm_table_count(void);
  * of x are not finite. Both enqueue on stream; compare synchronizes it.
  */
 tk_status tk_gemm_device_id(char *buf, size_t len);
+/*
+ * tk_gemm_tune_trace: from now on tk_gemm_tune_sets also writes every
+ * candidate's time to f ("shape class | config | us", "refused" when it
+ * did not run), to see what the winner beat; NULL stops it.
+ */
+void tk_gemm_tune_trace(FILE *f);
 tk_status tk_gemm_tune_problem(const tk_gemm_problem *p, void *stream, tk_gemm_config *best,
                                double *us);
 tk_status tk_gemm_tune_sets(const tk_gemm_problem *sets, int n, void *stream, double budget_ms,

@@ -50,7 +50,7 @@ profile() {
 has() { case " $profiles " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 gemm=("$bin/tileops-bench-gemm" --manifest "$manifest" --tune "$tune" --no-sass --reps 5)
-ours='gemm_sm90|smallm|splitk'
+ours='gemm_sm90|smallm|splitk|gemm_decode'
 cublas='nvjet|xmma|cutlass'
 if has gemm-decode; then
 	profile gemm-decode "$ours" 0 3 -- "${gemm[@]}" --filter "q_a + kv_a proj decode"

@@ -22,6 +22,7 @@ rm -f "$cache"
 [ -n "${TUNE_FROM:-}" ] && cp "$TUNE_FROM" "$cache"
 
 bench_step timeout 235 "$bin/tileops-tune" --manifest "$manifest" --out "$cache" \
+	--trace "$out/gemm-tune-trace.txt" \
 	--budget-ms "${BUDGET_MS:-10}" --time-limit-s "${TIME_LIMIT:-200}"
 tail -n 5 "$log"
 echo "cache: $cache ($(grep -c '|' "$cache" 2>/dev/null || echo 0) entries)"

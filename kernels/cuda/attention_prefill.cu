@@ -47,6 +47,7 @@
 
 #include "attention_prefill.cuh"
 #include "cuda_common.cuh"
+#include "tma_map.cuh"
 
 namespace
 {
@@ -613,21 +614,6 @@ template <typename T> __global__ void fill_empty(T *out, int64_t n_out, float *l
 
 /* ---- host side ------------------------------------------------------------ */
 
-/* cuTensorMapEncodeTiled from the driver the runtime loaded (no libcuda link). */
-PFN_cuTensorMapEncodeTiled_v12000 encode_fn(void)
-{
-	static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-		void *p = NULL;
-		cudaDriverEntryPointQueryResult q;
-		if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
-		                                     cudaEnableDefault, &q) != cudaSuccess ||
-		    q != cudaDriverEntryPointSuccess)
-			p = NULL;
-		return (PFN_cuTensorMapEncodeTiled_v12000)p;
-	}();
-	return fn;
-}
-
 /*
  * A 4-d map over [batch][len][heads][64-column blocks of D] with boxes of
  * `rows` tokens by 64 columns of one head, 128-byte swizzled. Strides are
@@ -636,7 +622,7 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn(void)
 bool make_map(CUtensorMap *m, const void *ptr, bool bf16, int64_t d, int64_t heads, int64_t len,
               int64_t batch, int64_t s_head, int64_t s_len, int64_t s_batch, int rows)
 {
-	PFN_cuTensorMapEncodeTiled_v12000 enc = encode_fn();
+	PFN_cuTensorMapEncodeTiled_v12000 enc = tk_sm90::encode_fn();
 	cuuint64_t dims[4] = { (cuuint64_t)d, (cuuint64_t)heads, (cuuint64_t)len,
 		               (cuuint64_t)batch };
 	cuuint64_t strides[3];

@@ -377,6 +377,7 @@ extern "C" int tk_gemm_candidates(const tk_gemm_problem *p, tk_gemm_config *out,
 	n += tk_gemm_simple_candidates(p, out, max);
 	n += tk_gemm_sm90_candidates(p, out + (n < max ? n : max), n < max ? max - n : 0);
 	n += tk_gemm_smallm_candidates(p, out + (n < max ? n : max), n < max ? max - n : 0);
+	n += tk_gemm_decode_candidates(p, out + (n < max ? n : max), n < max ? max - n : 0);
 	return n;
 }
 
@@ -390,6 +391,8 @@ extern "C" tk_status tk_gemm_launch(const tk_gemm_problem *p, const tk_gemm_conf
 		return tk_gemm_sm90_launch(p, cfg, stream);
 	case TK_GEMM_SMALLM:
 		return tk_gemm_smallm_launch(p, cfg, stream);
+	case TK_GEMM_DECODE:
+		return tk_gemm_decode_launch(p, cfg, stream);
 	default:
 		return TK_ERR_UNSUPPORTED;
 	}

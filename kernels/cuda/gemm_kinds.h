@@ -32,6 +32,12 @@ int tk_gemm_smallm_candidates(const tk_gemm_problem *p, tk_gemm_config *out, int
 tk_status tk_gemm_smallm_launch(const tk_gemm_problem *p, const tk_gemm_config *cfg,
                                 void *stream);
 
+/* M <= 128, TMA + wgmma weight streaming, split-K in a cluster: f16, bf16.
+ * gemm_decode.cu */
+int tk_gemm_decode_candidates(const tk_gemm_problem *p, tk_gemm_config *out, int max);
+tk_status tk_gemm_decode_launch(const tk_gemm_problem *p, const tk_gemm_config *cfg,
+                                void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -65,6 +65,7 @@
 
 #include "gemm_kinds.h"
 #include "sm90.cuh"
+#include "tma_map.cuh"
 
 using namespace tk_sm90;
 
@@ -653,49 +654,6 @@ constexpr int N_SHAPES = (int)(sizeof(SHAPES) / sizeof(SHAPES[0]));
 constexpr int MAX_SPLIT = 16;
 /* Split variants offered per shape (good_splits). */
 constexpr int SPLITS_PER_SHAPE = 2;
-
-/*
- * cuTensorMapEncodeTiled, looked up once through the runtime: the daemon
- * links the static runtime only, never the driver library.
- */
-PFN_cuTensorMapEncodeTiled_v12000 encode_fn(void)
-{
-	static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-		void *f = nullptr;
-		cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-		if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000,
-		                                     cudaEnableDefault, &q) != cudaSuccess ||
-		    q != cudaDriverEntryPointSuccess) {
-			(void)cudaGetLastError();
-			f = nullptr;
-		}
-		return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-	}();
-	return fn;
-}
-
-/*
- * A 3-D map over rows of `inner` contiguous elements (pitch ld), `outer`
- * rows per matrix, `batch` matrices `bstride` elements apart; boxes of
- * box_inner x box_outer with the 128-byte swizzle wgmma reads.
- */
-bool make_map(CUtensorMap *map, tk_dtype dt, const void *ptr, int64_t inner, int64_t outer,
-              int64_t batch, int64_t ld, int64_t bstride, int box_inner, int box_outer,
-              CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B)
-{
-	PFN_cuTensorMapEncodeTiled_v12000 encode = encode_fn();
-	if (encode == nullptr)
-		return false;
-	cuuint64_t dims[3] = { (cuuint64_t)inner, (cuuint64_t)outer, (cuuint64_t)batch };
-	cuuint64_t strides[2] = { (cuuint64_t)ld * 2, (cuuint64_t)(batch > 1 ? bstride : ld) * 2 };
-	cuuint32_t box[3] = { (cuuint32_t)box_inner, (cuuint32_t)box_outer, 1 };
-	cuuint32_t estr[3] = { 1, 1, 1 };
-	CUtensorMapDataType ty =
-	        dt == TK_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-	return encode(map, ty, 3, const_cast<void *>(ptr), dims, strides, box, estr,
-	              CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-	              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
 
 bool aligned16(const void *p)
 {

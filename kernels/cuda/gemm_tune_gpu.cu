@@ -379,6 +379,14 @@ extern "C" tk_status tk_gemm_compare(const tk_gemm_problem *p, const void *x, co
 	return TK_OK;
 }
 
+/* Where tk_gemm_tune_sets writes every candidate's time (tileops-tune --trace). */
+FILE *trace_file;
+
+extern "C" void tk_gemm_tune_trace(FILE *f)
+{
+	trace_file = f;
+}
+
 extern "C" tk_status tk_gemm_tune_sets(const tk_gemm_problem *sets, int n, void *stream,
                                        double budget_ms, tk_gemm_config *best, double *us,
                                        char *err, size_t errlen)
@@ -417,6 +425,14 @@ extern "C" tk_status tk_gemm_tune_sets(const tk_gemm_problem *sets, int n, void 
 		if (st != TK_OK) {
 			set_err(err, errlen, cls, "a candidate faulted on the device");
 			goto out;
+		}
+		for (int i = 0; i < nc && trace_file != NULL; i++) {
+			char how[96];
+			tk_gemm_config_str(&cand[i], how, sizeof(how));
+			if (t[i] > 0.0)
+				fprintf(trace_file, "%s | %s | %.3f\n", cls, how, t[i]);
+			else
+				fprintf(trace_file, "%s | %s | refused\n", cls, how);
 		}
 		int ran = order_by_time(t, nc, idx);
 		int at = ran > 0 ? first_correct(&sets[0], cand, idx, ran, s) : -1;

@@ -237,15 +237,18 @@ template <int N> __device__ __forceinline__ void acc_fence(float (&d)[N])
  * text as rows of twelve joined by SEP (the descriptor forms join the rows
  * with ",", the others with ", ": the PTX each emits stays as it was).
  */
-#define TK_ACC8(i)                                                                                \
+#define TK_ACC_AT(i)                                                                              \
 	"+f"(d[(i) + 0]), "+f"(d[(i) + 1]), "+f"(d[(i) + 2]), "+f"(d[(i) + 3]), "+f"(d[(i) + 4]), \
 	        "+f"(d[(i) + 5]), "+f"(d[(i) + 6]), "+f"(d[(i) + 7])
-#define TK_ACC32 TK_ACC8(0), TK_ACC8(8), TK_ACC8(16), TK_ACC8(24)
-#define TK_ACC40 TK_ACC32, TK_ACC8(32)
-#define TK_ACC64 TK_ACC32, TK_ACC8(32), TK_ACC8(40), TK_ACC8(48), TK_ACC8(56)
-#define TK_ACC88 TK_ACC64, TK_ACC8(64), TK_ACC8(72), TK_ACC8(80)
-#define TK_ACC96 TK_ACC88, TK_ACC8(88)
-#define TK_ACC128 TK_ACC96, TK_ACC8(96), TK_ACC8(104), TK_ACC8(112), TK_ACC8(120)
+#define TK_ACC4 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+#define TK_ACC8 TK_ACC_AT(0)
+#define TK_ACC16 TK_ACC_AT(0), TK_ACC_AT(8)
+#define TK_ACC32 TK_ACC_AT(0), TK_ACC_AT(8), TK_ACC_AT(16), TK_ACC_AT(24)
+#define TK_ACC40 TK_ACC32, TK_ACC_AT(32)
+#define TK_ACC64 TK_ACC32, TK_ACC_AT(32), TK_ACC_AT(40), TK_ACC_AT(48), TK_ACC_AT(56)
+#define TK_ACC88 TK_ACC64, TK_ACC_AT(64), TK_ACC_AT(72), TK_ACC_AT(80)
+#define TK_ACC96 TK_ACC88, TK_ACC_AT(88)
+#define TK_ACC128 TK_ACC96, TK_ACC_AT(96), TK_ACC_AT(104), TK_ACC_AT(112), TK_ACC_AT(120)
 
 #define TK_R0 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11"
 #define TK_R1 "%12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23"
@@ -257,6 +260,9 @@ template <int N> __device__ __forceinline__ void acc_fence(float (&d)[N])
 #define TK_R7 "%84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
 #define TK_R8 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107"
 #define TK_R9 "%108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119"
+#define TK_REGS4(SEP) "%0, %1, %2, %3"
+#define TK_REGS8(SEP) "%0, %1, %2, %3, %4, %5, %6, %7"
+#define TK_REGS16(SEP) TK_R0 SEP "%12, %13, %14, %15"
 #define TK_REGS32(SEP) TK_R0 SEP TK_R1 SEP "%24, %25, %26, %27, %28, %29, %30, %31"
 #define TK_REGS40(SEP) TK_R0 SEP TK_R1 SEP TK_R2 SEP "%36, %37, %38, %39"
 #define TK_REGS64(SEP) TK_R0 SEP TK_R1 SEP TK_R2 SEP TK_R3 SEP TK_R4 SEP "%60, %61, %62, %63"
@@ -287,6 +293,12 @@ template <int N> __device__ __forceinline__ void acc_fence(float (&d)[N])
 		             : "l"(da), "l"(db), "n"(TRANS_B));                                 \
 	}
 
+TK_MMA_DESC(8, f16, 4, 4, 5, 6)
+TK_MMA_DESC(8, bf16, 4, 4, 5, 6)
+TK_MMA_DESC(16, f16, 8, 8, 9, 10)
+TK_MMA_DESC(16, bf16, 8, 8, 9, 10)
+TK_MMA_DESC(32, f16, 16, 16, 17, 18)
+TK_MMA_DESC(32, bf16, 16, 16, 17, 18)
 TK_MMA_DESC(64, f16, 32, 32, 33, 34)
 TK_MMA_DESC(64, bf16, 32, 32, 33, 34)
 TK_MMA_DESC(128, f16, 64, 64, 65, 66)
@@ -369,6 +381,9 @@ TK_MMA_RS(256, 128, 128, 129, 130, 131, 132, 133)
 #undef TK_REGS64
 #undef TK_REGS40
 #undef TK_REGS32
+#undef TK_REGS16
+#undef TK_REGS8
+#undef TK_REGS4
 #undef TK_R9
 #undef TK_R8
 #undef TK_R7
@@ -385,7 +400,10 @@ TK_MMA_RS(256, 128, 128, 129, 130, 131, 132, 133)
 #undef TK_ACC64
 #undef TK_ACC40
 #undef TK_ACC32
+#undef TK_ACC16
 #undef TK_ACC8
+#undef TK_ACC4
+#undef TK_ACC_AT
 
 } /* namespace tk_sm90 */
 

@@ -14,6 +14,7 @@
  * an existing --out file for this GPU are kept unless measured again.
  */
 #include <cuda_runtime.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,7 @@ typedef struct job {
 } job;
 
 struct options {
-	const char *manifest, *out, *op;
+	const char *manifest, *out, *op, *trace;
 	double budget_ms, time_limit_s;
 	int list;
 };
@@ -294,11 +295,12 @@ static int usage(void)
 	fprintf(stderr,
 	        "usage: tileops-tune --manifest DIR [--out FILE] [--op gemm|bmm]\n"
 	        "                    [--shape \"M,N,K,nt|nn,DTYPE\"]... [--budget-ms N]\n"
-	        "                    [--time-limit-s N]\n"
+	        "                    [--time-limit-s N] [--trace FILE]\n"
 	        "  --out FILE        the cache file to write (default gemm-tune.txt); its\n"
 	        "                    entries for this GPU are kept unless measured again\n"
 	        "  --budget-ms N     timing per candidate (default 20)\n"
 	        "  --time-limit-s N  start no new shape after N seconds (default 210)\n"
+	        "  --trace FILE      write every candidate's time to FILE\n"
 	        "  --list            print the shape classes it would tune, in order, and exit\n");
 	return 2;
 }
@@ -317,6 +319,8 @@ static int parse_args(int argc, char **argv, struct options *o, job *extra, int 
 			o->manifest = v;
 		else if (!strcmp(argv[i], "--out"))
 			o->out = v;
+		else if (!strcmp(argv[i], "--trace"))
+			o->trace = v;
 		else if (!strcmp(argv[i], "--op") && (!strcmp(v, "gemm") || !strcmp(v, "bmm")))
 			o->op = v;
 		else if (!strcmp(argv[i], "--budget-ms") && atof(v) > 0)
@@ -341,7 +345,7 @@ static int parse_args(int argc, char **argv, struct options *o, job *extra, int 
 
 int main(int argc, char **argv)
 {
-	struct options o = { NULL, "gemm-tune.txt", NULL, 20.0, 210.0, 0 };
+	struct options o = { NULL, "gemm-tune.txt", NULL, NULL, 20.0, 210.0, 0 };
 	job extra[64];
 	int n_extra = 0, tuned = 0, failed = 0, skipped = 0;
 	char gpu[160], err[4096];
@@ -373,6 +377,12 @@ int main(int argc, char **argv)
 	}
 	if (err[0] != '\0')
 		fprintf(stderr, "tileops-tune: %s\n", err);
+	FILE *trace = NULL;
+	if (o.trace != NULL && (trace = fopen(o.trace, "w")) == NULL) {
+		fprintf(stderr, "tileops-tune: cannot write %s: %s\n", o.trace, strerror(errno));
+		return 1;
+	}
+	tk_gemm_tune_trace(trace);
 	printf("tileops-tune: gpu=%s, %d shape classes, %d kept from %s\n", gpu, n_jobs,
 	       tk_gemm_table_count(), o.out);
 	double t0 = now_s();
@@ -394,6 +404,9 @@ int main(int argc, char **argv)
 		else
 			failed++;
 	}
+	tk_gemm_tune_trace(NULL);
+	if (trace != NULL)
+		fclose(trace);
 	if (tk_gemm_table_save(o.out, err, sizeof(err)) != TK_OK) {
 		fprintf(stderr, "tileops-tune: %s\n", err);
 		return 1;

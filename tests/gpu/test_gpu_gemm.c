@@ -351,7 +351,10 @@ static tk_gemm_problem problem_of(const gdata *d, const gcase *g, void *ws, size
 	return p;
 }
 
-static void smallm_sweep(const gcase *g)
+typedef int (*candidates_fn)(const tk_gemm_problem *, tk_gemm_config *, int);
+
+/* Every configuration a family offers for g's problem matches the CPU. */
+static void family_sweep(const gcase *g, candidates_fn family, const char *name)
 {
 	tk_gemm_config cfgs[512];
 	tk_gemm_problem p;
@@ -365,9 +368,9 @@ static void smallm_sweep(const gcase *g)
 	cr_assert_eq(cudaMalloc(&ws, TK_WORKSPACE_BYTES), cudaSuccess);
 	cr_assert_eq(cudaStreamCreate(&s), cudaSuccess);
 	p = problem_of(&d, g, ws, TK_WORKSPACE_BYTES);
-	n = tk_gemm_smallm_candidates(&p, cfgs, 512);
-	cr_assert_gt(n, 0, "the small-M family declined m %ld n %ld k %ld", (long)g->m, (long)g->n,
-	             (long)g->k);
+	n = family(&p, cfgs, 512);
+	cr_assert_gt(n, 0, "the %s family declined m %ld n %ld k %ld", name, (long)g->m,
+	             (long)g->n, (long)g->k);
 	cr_assert_leq(n, 512);
 	for (int i = 0; i < n; i++) {
 		char how[96];
@@ -381,6 +384,11 @@ static void smallm_sweep(const gcase *g)
 	cudaStreamDestroy(s);
 	cudaFree(ws);
 	data_free(&d, g);
+}
+
+static void smallm_sweep(const gcase *g)
+{
+	family_sweep(g, tk_gemm_smallm_candidates, "small-M");
 }
 
 Test(gpu_gemm_smallm, every_configuration_matches_cpu)
@@ -426,6 +434,69 @@ Test(gpu_gemm_smallm, declines_what_it_cannot_serve)
 	p.k = 64;
 	p.dtype = TK_F32;
 	cr_expect_eq(tk_gemm_smallm_candidates(&p, cfg, 4), 0, "f32");
+}
+
+/* ---- the decode family (TMA + wgmma, cluster split-K) ------------------- */
+
+/*
+ * Every configuration of the decode family, on each token tile (M = 1, 7,
+ * 9, 20, 33, 100, 128), N and K not multiples of the tiles (the copy engine
+ * fills past them), K up to 16384, bias and residual, alpha, batches with
+ * shared and per-batch weights.
+ */
+Test(gpu_gemm_decode, every_configuration_matches_cpu)
+{
+	static const int64_t ms[] = { 1, 7, 9, 20, 33, 100, 128 };
+
+	for (int t = 0; t < 2; t++) {
+		for (size_t i = 0; i < sizeof(ms) / sizeof(ms[0]); i++) {
+			gcase a = { half_types[t], 0, ms[i], 200, 1000, 1, 1, 1, 0, 0.5, 0 };
+			family_sweep(&a, tk_gemm_decode_candidates, "decode");
+		}
+		gcase b = { half_types[t], 0, 3, 72, 16384, 1, 0, 1, 1, 1.0, 0 };
+		gcase c = { half_types[t], 2, 9, 200, 512, 1, 0, 0, 0, 1.0, 8 };
+		gcase d = { half_types[t], 0, 16, 4100, 2056, 1, 1, 0, 0, 1.0, 0 };
+		family_sweep(&b, tk_gemm_decode_candidates, "decode");
+		family_sweep(&c, tk_gemm_decode_candidates, "decode");
+		family_sweep(&d, tk_gemm_decode_candidates, "decode");
+	}
+}
+
+Test(gpu_gemm_decode, declines_what_it_cannot_serve)
+{
+	tk_gemm_problem p;
+	tk_gemm_config cfg[4];
+
+	gpu_require();
+	memset(&p, 0, sizeof(p));
+	p.dtype = TK_BF16;
+	p.trans_b = 1;
+	p.batch = 1;
+	p.m = 16;
+	p.n = 64;
+	p.k = 64;
+	p.lda = p.ldb = p.ldc = 64;
+	p.a = p.b = p.c = (void *)(uintptr_t)4096;
+	cr_expect_gt(tk_gemm_decode_candidates(&p, cfg, 4), 0, "an aligned decode shape");
+	p.m = 129;
+	cr_expect_eq(tk_gemm_decode_candidates(&p, cfg, 4), 0, "M above 128");
+	p.m = 16;
+	p.trans_b = 0;
+	cr_expect_eq(tk_gemm_decode_candidates(&p, cfg, 4), 0, "b stored [K, N]");
+	p.trans_b = 1;
+	p.lda = 60;
+	p.k = 60;
+	cr_expect_eq(tk_gemm_decode_candidates(&p, cfg, 4), 0, "a row pitch not 16 bytes");
+	p.lda = p.k = 64;
+	p.b = (void *)(uintptr_t)4098;
+	cr_expect_eq(tk_gemm_decode_candidates(&p, cfg, 4), 0, "b not 16-byte aligned");
+	p.b = (void *)(uintptr_t)4096;
+	p.dtype = TK_F32;
+	cr_expect_eq(tk_gemm_decode_candidates(&p, cfg, 4), 0, "f32");
+	p.dtype = TK_BF16;
+	tk_gemm_config bad = cfg[0];
+	bad.split_k = bad.cluster = 9;
+	cr_expect_eq(tk_gemm_launch(&p, &bad, NULL), TK_ERR_UNSUPPORTED, "a split of 9");
 }
 
 /*

@@ -61,6 +61,11 @@ Test(gemm_tune, a_config_string_parses_back_to_the_same_config)
 	cr_assert_str_eq(s, "smallm m16 n64 k256 s3 c0 sk8");
 	cr_assert_eq(tk_gemm_config_parse(s, &out), 0);
 	cr_assert_eq(memcmp(&in, &out, sizeof(in)), 0);
+	in = cfg_of(TK_GEMM_DECODE, 8, 128, 64, 12, 4, 4);
+	tk_gemm_config_str(&in, s, sizeof(s));
+	cr_assert_str_eq(s, "decode m8 n128 k64 s12 c4 sk4");
+	cr_assert_eq(tk_gemm_config_parse(s, &out), 0);
+	cr_assert_eq(memcmp(&in, &out, sizeof(in)), 0);
 	cr_assert_eq(tk_gemm_config_parse("simple m64 n64 k32 s1 c0 sk0", &out), 0);
 	cr_assert_eq(out.kind, TK_GEMM_SIMPLE);
 }

@@ -1,0 +1,652 @@
+/*
+ * gemm_decode.cu - the decode GEMM family for Hopper (sm_90a): M = 1..128
+ * tokens against weights stored [N, K] (trans_b, as nn.Linear keeps them),
+ * f16 and bf16 in, f32 accumulation, output rounded once. Its time is what
+ * it takes to read the weights once, so everything here serves that
+ * stream.
+ *
+ * The product is computed transposed, c^T = b a^T: BN weight rows are the
+ * wgmma's M side (one or two m64 blocks) and the tokens its N side, M
+ * rounded up to NT = 8, 16, 32, 64 or 128 (the copy engine fills the rows
+ * past M with zeros). Every CTA holds every token, so each weight byte is
+ * read from memory exactly once.
+ *
+ * A CTA is one consumer warpgroup and one producer warp. The producer's
+ * first lane streams [BN x 64] weight tiles and [NT x 64] activation tiles
+ * into a ring of `stages` shared-memory slots with bulk tensor copies (TMA,
+ * 128-byte swizzle), each slot completed on a "full" mbarrier and handed
+ * back on an "empty" one; the consumers multiply straight from the slots
+ * with wgmma, one slot's products in flight while they wait for the next.
+ * Nothing but the one thread touches the weights on their way in, so the
+ * SM's issue slots are free and a deep ring (up to 200 KB) keeps enough
+ * bytes in flight for the SM's share of the memory bandwidth.
+ *
+ * Split-K across a cluster: the `split` CTAs of a weight tile form one
+ * thread block cluster (split <= 8, the portable size), each walking a
+ * contiguous range of K, starting at a different place of it per tile (the
+ * sum does not care) so that the CTAs reading at one moment do not all read
+ * one column of every row. Each CTA leaves its [NT x BN] f32 partial in its
+ * own shared memory; after a cluster barrier, CTA r sums every split-th
+ * 8-row group of the tile over its peers' shared memory (distributed shared
+ * memory), in rank order so the bits do not depend on timing, and writes c
+ * (alpha, bias, residual; residual may alias c: each element is read and
+ * written by one thread). A second barrier keeps the partials alive until
+ * every peer has read them. No workspace and no second kernel.
+ */
+#include <cooperative_groups.h>
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <string.h>
+#include <type_traits>
+
+#include "cuda_common.cuh"
+#include "gemm_kinds.h"
+#include "sm90.cuh"
+#include "tma_map.cuh"
+
+namespace
+{
+
+using namespace tk_sm90;
+
+constexpr int BK = 64;           /* k per slot: one 128-byte swizzle row */
+constexpr int THREADS = 160;     /* one consumer warpgroup, one producer warp */
+constexpr int MAX_SPLIT = 8;     /* the portable cluster size */
+constexpr int MAX_STAGES = 16;
+constexpr int SMEM_SLACK = 1024; /* the ring is aligned up to the swizzle period */
+
+struct DecodeArgs {
+	void *c;
+	const void *bias, *res;
+	long long ldc, ldr, stride_c, stride_r;
+	int m, n;
+	int ktiles;              /* k tiles of 64 in K */
+	int split;               /* CTAs of a cluster along K */
+	int k_per;               /* k tiles per CTA (the last may have fewer) */
+	int stages;              /* ring slots */
+	int a_batched, b_batched; /* 0: one matrix shared by every batch */
+	int vec;                 /* c, residual and bias allow 16-byte access */
+	float alpha;
+};
+
+/*
+ * Shared memory of a CTA: the ring of slots ([BN x 64] weights, then
+ * [NT x 64] activations, each a multiple of the 1024-byte swizzle period),
+ * which the output tile reuses, then the mbarriers. The tile is
+ * [NT][BN + 4] f32: the pad keeps the fragment stores free of bank
+ * conflicts.
+ */
+__host__ __device__ constexpr int slot_bytes(int bn, int nt)
+{
+	return (bn + nt) * BK * 2;
+}
+
+__host__ __device__ constexpr int tile_ld(int bn)
+{
+	return bn + 4;
+}
+
+__host__ __device__ constexpr int ring_region(int bn, int nt, int stages)
+{
+	return stages * slot_bytes(bn, nt) > nt * tile_ld(bn) * 4 ? stages * slot_bytes(bn, nt)
+	                                                          : nt * tile_ld(bn) * 4;
+}
+
+template <typename T, int NT>
+__device__ __forceinline__ void mma(float (&d)[NT / 2], uint64_t da, uint64_t db)
+{
+	constexpr bool BF = std::is_same<T, __nv_bfloat16>::value;
+	if constexpr (NT == 8) {
+		if constexpr (BF)
+			wgmma_m64n8k16_bf16<0>(d, da, db);
+		else
+			wgmma_m64n8k16_f16<0>(d, da, db);
+	} else if constexpr (NT == 16) {
+		if constexpr (BF)
+			wgmma_m64n16k16_bf16<0>(d, da, db);
+		else
+			wgmma_m64n16k16_f16<0>(d, da, db);
+	} else if constexpr (NT == 32) {
+		if constexpr (BF)
+			wgmma_m64n32k16_bf16<0>(d, da, db);
+		else
+			wgmma_m64n32k16_f16<0>(d, da, db);
+	} else if constexpr (NT == 64) {
+		if constexpr (BF)
+			wgmma_m64n64k16_bf16<0>(d, da, db);
+		else
+			wgmma_m64n64k16_f16<0>(d, da, db);
+	} else {
+		if constexpr (BF)
+			wgmma_m64n128k16_bf16<0>(d, da, db);
+		else
+			wgmma_m64n128k16_f16<0>(d, da, db);
+	}
+}
+
+template <typename T> struct alignas(16) Vec8 {
+	T v[8];
+};
+
+/*
+ * c[t, n0 .. n0 + 7] = alpha * x + bias + residual, x the sums of token t
+ * and those 8 weight rows; columns past N are not written.
+ */
+template <typename T>
+__device__ __forceinline__ void store8(const DecodeArgs &p, float (&x)[8], int bz, int t, int n0)
+{
+	T *c = static_cast<T *>(p.c) + (size_t)bz * p.stride_c + (size_t)t * p.ldc;
+	const T *bias = static_cast<const T *>(p.bias);
+	const T *res = p.res ? static_cast<const T *>(p.res) + (size_t)bz * p.stride_r +
+	                               (size_t)t * p.ldr
+	                     : nullptr;
+#pragma unroll
+	for (int e = 0; e < 8; e++)
+		x[e] *= p.alpha;
+	if (p.vec && n0 + 8 <= p.n) {
+		if (bias != nullptr) {
+			Vec8<T> bv = *reinterpret_cast<const Vec8<T> *>(bias + n0);
+#pragma unroll
+			for (int e = 0; e < 8; e++)
+				x[e] += tkc::to_f32(bv.v[e]);
+		}
+		if (res != nullptr) {
+			Vec8<T> rv = *reinterpret_cast<const Vec8<T> *>(res + n0);
+#pragma unroll
+			for (int e = 0; e < 8; e++)
+				x[e] += tkc::to_f32(rv.v[e]);
+		}
+		Vec8<T> out;
+#pragma unroll
+		for (int e = 0; e < 8; e++)
+			out.v[e] = tkc::from_f32<T>(x[e]);
+		*reinterpret_cast<Vec8<T> *>(c + n0) = out;
+		return;
+	}
+#pragma unroll
+	for (int e = 0; e < 8; e++) {
+		if (n0 + e >= p.n)
+			break;
+		float y = x[e];
+		if (bias != nullptr)
+			y += tkc::to_f32(bias[n0 + e]);
+		if (res != nullptr)
+			y += tkc::to_f32(res[n0 + e]);
+		c[n0 + e] = tkc::from_f32<T>(y);
+	}
+}
+
+template <typename T, int BN, int NT>
+__global__ void __launch_bounds__(THREADS, 1)
+        gemm_decode_kernel(const __grid_constant__ CUtensorMap map_w,
+                           const __grid_constant__ CUtensorMap map_x, const DecodeArgs p)
+{
+	constexpr int W_BYTES = BN * BK * 2, SLOT = slot_bytes(BN, NT), LD = tile_ld(BN);
+	constexpr int MI = BN / 64; /* m64 blocks of weight rows */
+	constexpr int NR = NT / 2;  /* accumulators per thread per block */
+	extern __shared__ uint8_t smem_raw[];
+	uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
+	                                            ~uintptr_t(1023));
+	const uint32_t base = smem_addr(smem);
+	const int stages = p.stages;
+	const uint32_t full = base + ring_region(BN, NT, stages), empty = full + 8 * stages;
+	const int rank = (int)(blockIdx.x % (unsigned)p.split);
+	const int tile = (int)(blockIdx.x / (unsigned)p.split), bz = (int)blockIdx.y;
+	const int kt0 = rank * p.k_per;
+	const int nkt = min(p.k_per, p.ktiles - kt0);
+	const int rot = nkt > 0 ? (int)((unsigned)(tile + 3 * bz) % (unsigned)nkt) : 0;
+
+	if (threadIdx.x == 128) {
+		for (int s = 0; s < stages; s++) {
+			mbar_init(full + 8 * s, 1);
+			mbar_init(empty + 8 * s, 4); /* one arrival per consumer warp */
+		}
+		fence_mbar_init();
+		fence_proxy_async();
+	}
+	__syncthreads();
+
+	if (threadIdx.x >= 128) {
+		/* The producer: one lane walks this CTA's K range. */
+		if (threadIdx.x == 128) {
+			tma_prefetch_map(&map_w);
+			tma_prefetch_map(&map_x);
+			const int zw = p.b_batched ? bz : 0, zx = p.a_batched ? bz : 0;
+			int s = 0;
+			uint32_t phase = 0;
+			for (int t = 0; t < nkt; t++) {
+				int kt = kt0 + (t + rot < nkt ? t + rot : t + rot - nkt);
+				uint32_t sw = base + s * SLOT, sx = sw + W_BYTES;
+				mbar_wait(empty + 8 * s, phase ^ 1);
+				mbar_arrive_expect_tx(full + 8 * s, SLOT);
+				tma_load_3d(sw, &map_w, full + 8 * s, kt * BK, tile * BN, zw);
+				tma_load_3d(sx, &map_x, full + 8 * s, kt * BK, 0, zx);
+				if (++s == stages) {
+					s = 0;
+					phase ^= 1;
+				}
+			}
+		}
+	} else {
+		/* The consumers. */
+		const int tid = threadIdx.x;
+		float acc[MI][NR];
+#pragma unroll
+		for (int mi = 0; mi < MI; mi++) {
+#pragma unroll
+			for (int i = 0; i < NR; i++)
+				acc[mi][i] = 0.0f;
+			acc_fence(acc[mi]);
+		}
+		int s = 0, prev = -1;
+		uint32_t phase = 0;
+		for (int t = 0; t < nkt; t++) {
+			uint32_t sw = base + s * SLOT, sx = sw + W_BYTES;
+			mbar_wait(full + 8 * s, phase);
+			wgmma_fence();
+#pragma unroll
+			for (int kk = 0; kk < BK / 16; kk++) {
+				uint64_t db = sw128_desc(sx + kk * 32, 16, 1024);
+#pragma unroll
+				for (int mi = 0; mi < MI; mi++)
+					mma<T, NT>(acc[mi], sw128_desc(sw + mi * 64 * 128 + kk * 32, 16, 1024),
+					           db);
+			}
+			wgmma_commit();
+			/* The previous slot's products are done: hand it back. */
+			wgmma_wait<1>();
+#pragma unroll
+			for (int mi = 0; mi < MI; mi++)
+				acc_fence(acc[mi]);
+			if (prev >= 0 && (tid & 31) == 0)
+				mbar_arrive(empty + 8 * prev);
+			prev = s;
+			if (++s == stages) {
+				s = 0;
+				phase ^= 1;
+			}
+		}
+		wgmma_wait<0>();
+#pragma unroll
+		for (int mi = 0; mi < MI; mi++)
+			acc_fence(acc[mi]);
+		/* Every product has read its slot: the ring becomes the tile. */
+		named_sync(1, 128);
+		float *out = reinterpret_cast<float *>(smem);
+		const int warp = tid >> 5, lane = tid & 31;
+#pragma unroll
+		for (int mi = 0; mi < MI; mi++) {
+			int r = mi * 64 + warp * 16 + (lane >> 2);
+#pragma unroll
+			for (int j = 0; j < NT / 8; j++) {
+				int t = j * 8 + (lane & 3) * 2;
+				out[t * LD + r] = acc[mi][4 * j];
+				out[(t + 1) * LD + r] = acc[mi][4 * j + 1];
+				out[t * LD + r + 8] = acc[mi][4 * j + 2];
+				out[(t + 1) * LD + r + 8] = acc[mi][4 * j + 3];
+			}
+		}
+	}
+
+	/* Sum the split's partial tiles and write c: 8 weight rows of one token
+	 * per thread and step, every thread of the CTA. */
+	namespace cg = cooperative_groups;
+	const float *mine = reinterpret_cast<const float *>(smem);
+	if (p.split > 1)
+		cg::this_cluster().sync(); /* every partial is in its CTA's memory */
+	else
+		__syncthreads();
+	const int rows = min(NT, p.m), groups = BN / 8;
+	for (int u = rank * THREADS + (int)threadIdx.x; u < rows * groups; u += p.split * THREADS) {
+		int t = u / groups, r8 = (u - t * groups) * 8;
+		int n0 = tile * BN + r8;
+		if (n0 >= p.n)
+			continue;
+		float x[8] = { 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f };
+		for (int o = 0; o < p.split; o++) {
+			const float *src = p.split > 1 ? cg::this_cluster().map_shared_rank(mine, o)
+			                               : mine;
+			const float4 *v = reinterpret_cast<const float4 *>(src + t * LD + r8);
+			float4 lo = v[0], hi = v[1];
+			x[0] += lo.x, x[1] += lo.y, x[2] += lo.z, x[3] += lo.w;
+			x[4] += hi.x, x[5] += hi.y, x[6] += hi.z, x[7] += hi.w;
+		}
+		store8<T>(p, x, bz, t, n0);
+	}
+	if (p.split > 1)
+		cg::this_cluster().sync(); /* the peers are done reading this CTA's tile */
+}
+
+/* ---- host side ------------------------------------------------------------ */
+
+typedef void (*decode_fn)(CUtensorMap, CUtensorMap, DecodeArgs);
+
+const int kTokenTiles[] = { 8, 16, 32, 64, 128 };
+const int kRowTiles[] = { 64, 128 };
+
+int token_tile(int64_t m)
+{
+	for (int nt : kTokenTiles)
+		if (m <= nt)
+			return nt;
+	return 0;
+}
+
+template <typename T, int BN, int NT> struct Kern {
+	static const void *fn(void)
+	{
+		return reinterpret_cast<const void *>(gemm_decode_kernel<T, BN, NT>);
+	}
+};
+
+/* The kernel of (dtype, BN, NT), nullptr for none. */
+template <typename T> const void *kernel_t(int bn, int nt)
+{
+	if (bn == 64) {
+		switch (nt) {
+		case 8:
+			return Kern<T, 64, 8>::fn();
+		case 16:
+			return Kern<T, 64, 16>::fn();
+		case 32:
+			return Kern<T, 64, 32>::fn();
+		case 64:
+			return Kern<T, 64, 64>::fn();
+		case 128:
+			return Kern<T, 64, 128>::fn();
+		}
+	} else if (bn == 128) {
+		switch (nt) {
+		case 8:
+			return Kern<T, 128, 8>::fn();
+		case 16:
+			return Kern<T, 128, 16>::fn();
+		case 32:
+			return Kern<T, 128, 32>::fn();
+		case 64:
+			return Kern<T, 128, 64>::fn();
+		case 128:
+			return Kern<T, 128, 128>::fn();
+		}
+	}
+	return nullptr;
+}
+
+const void *kernel_of(tk_dtype dt, int bn, int nt)
+{
+	return dt == TK_BF16 ? kernel_t<__nv_bfloat16>(bn, nt) : kernel_t<__half>(bn, nt);
+}
+
+/* Shared memory of a launch of (bn, nt) with a ring of `stages`. */
+int smem_of(int bn, int nt, int stages)
+{
+	return ring_region(bn, nt, stages) + 16 * stages + SMEM_SLACK;
+}
+
+bool aligned16(const void *p)
+{
+	return ((uintptr_t)p & 15) == 0;
+}
+
+/*
+ * What the family serves: f16 or bf16, weights [N, K], 1 <= M <= 128;
+ * what the copy engine needs (a and b 16-byte aligned, pitches and batch
+ * strides multiples of 16 bytes); a c per batch.
+ */
+bool decode_serves(const tk_gemm_problem *p)
+{
+	const int64_t lim = INT32_MAX - 1024;
+	if (p == nullptr || (p->dtype != TK_F16 && p->dtype != TK_BF16) || !p->trans_b)
+		return false;
+	if (p->m < 1 || p->m > 128 || p->n < 1 || p->k < 1 || p->n > lim || p->k > lim ||
+	    p->batch < 1 || p->batch > 65535)
+		return false;
+	if (p->a == nullptr || p->b == nullptr || p->c == nullptr)
+		return false;
+	if (!aligned16(p->a) || !aligned16(p->b) || p->lda % 8 != 0 || p->ldb % 8 != 0 ||
+	    p->lda < p->k || p->ldb < p->k || p->ldc < p->n)
+		return false;
+	if (p->residual != nullptr && p->ldr < p->n)
+		return false;
+	if (p->lda >= (1ll << 39) || p->ldb >= (1ll << 39))
+		return false;
+	if (p->batch > 1 &&
+	    (p->stride_a % 8 != 0 || p->stride_b % 8 != 0 || p->stride_a < 0 || p->stride_b < 0 ||
+	     p->stride_a >= (1ll << 39) || p->stride_b >= (1ll << 39) || p->stride_c <= 0))
+		return false;
+	/* Tiles times the split in 32 bits (grid x), with the smallest tile. */
+	return (p->n + 63) / 64 * MAX_SPLIT <= INT32_MAX;
+}
+
+int vec_ok(const tk_gemm_problem *p)
+{
+	bool ok = aligned16(p->c) && p->ldc % 8 == 0 && (p->batch == 1 || p->stride_c % 8 == 0);
+	if (p->bias != nullptr)
+		ok = ok && aligned16(p->bias);
+	if (p->residual != nullptr)
+		ok = ok && aligned16(p->residual) && p->ldr % 8 == 0 &&
+		     (p->batch == 1 || p->stride_r % 8 == 0);
+	return ok;
+}
+
+int64_t k_tiles(const tk_gemm_problem *p)
+{
+	return (p->k + BK - 1) / BK;
+}
+
+/* K tiles per CTA for a split; 0 when some CTA of it would get none. */
+int64_t k_per(const tk_gemm_problem *p, int split)
+{
+	int64_t kt = k_tiles(p), per = (kt + split - 1) / split;
+	return (kt + per - 1) / per == split ? per : 0;
+}
+
+/* The largest block the device allows (less room for static shared memory),
+ * and what an SM holds. */
+struct Limits {
+	int sms, smem_block, smem_sm;
+};
+
+Limits limits(void)
+{
+	Limits d = { tkc::sm_count(), 227 * 1024 - 1024, 228 * 1024 };
+	int dev = 0, v = 0;
+	if (cudaGetDevice(&dev) == cudaSuccess) {
+		if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) ==
+		    cudaSuccess)
+			d.smem_block = v - 1024;
+		if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) ==
+		    cudaSuccess)
+			d.smem_sm = v;
+	}
+	return d;
+}
+
+/* The deepest ring within `bytes` of shared memory (at most MAX_STAGES). */
+int stages_within(int bn, int nt, int bytes)
+{
+	int s = MAX_STAGES;
+	while (s > 2 && smem_of(bn, nt, s) > bytes)
+		s--;
+	return smem_of(bn, nt, s) <= bytes ? s : 0;
+}
+
+bool config_ok(const tk_gemm_problem *p, const tk_gemm_config *c, const Limits &d)
+{
+	if (c->kind != TK_GEMM_DECODE || !decode_serves(p) || c->tile_k != BK ||
+	    c->tile_m != token_tile(p->m) || (c->tile_n != 64 && c->tile_n != 128))
+		return false;
+	if (c->split_k < 1 || c->split_k > MAX_SPLIT || c->cluster != c->split_k)
+		return false;
+	if (c->stages < 2 || c->stages > MAX_STAGES ||
+	    smem_of(c->tile_n, c->tile_m, c->stages) > d.smem_block)
+		return false;
+	return k_per(p, c->split_k) > 0;
+}
+
+/*
+ * A model of the time, to order the candidates (the tuner times them): the
+ * weights cross at the memory's bandwidth shared by the SMs that have work,
+ * at most a per-SM ceiling; CTAs that do not fit at once run in waves; a
+ * fixed cost per launch and per cluster reduction.
+ */
+double model_us(const tk_gemm_problem *p, const tk_gemm_config *c, const Limits &d)
+{
+	const double bw = 4.0e12, bw_sm = 60e9;
+	int64_t ctas = (p->n + c->tile_n - 1) / c->tile_n * c->split_k * p->batch;
+	int per_sm_fit = d.smem_sm / (smem_of(c->tile_n, c->tile_m, c->stages) + 1024);
+	if (per_sm_fit < 1)
+		per_sm_fit = 1;
+	int64_t active = ctas < d.sms ? ctas : d.sms;
+	int64_t per_sm = (ctas + d.sms - 1) / d.sms; /* CTAs an SM runs in all */
+	int64_t waves = (per_sm + per_sm_fit - 1) / per_sm_fit;
+	double share = bw / (double)active;
+	if (share > bw_sm)
+		share = bw_sm;
+	double cta_bytes = (double)k_per(p, c->split_k) * BK * 2.0 *
+	                   (c->tile_n + 0.5 * (double)(p->m < c->tile_m ? p->m : c->tile_m));
+	double t = (double)per_sm * cta_bytes / share * 1e6;
+	return t + 2.0 * (double)waves + (c->split_k > 1 ? 0.5 : 0.0);
+}
+
+tk_gemm_config config_of(int nt, int bn, int stages, int split)
+{
+	tk_gemm_config c = {};
+	c.kind = TK_GEMM_DECODE;
+	c.tile_m = nt;
+	c.tile_n = bn;
+	c.tile_k = BK;
+	c.stages = stages;
+	c.cluster = split;
+	c.split_k = split;
+	return c;
+}
+
+} /* namespace */
+
+/*
+ * The search space: weight tiles of 64 and 128 rows, split 1..8 (those that
+ * give every CTA some K), each with the deepest ring that one CTA per SM
+ * allows, and when there are more CTAs than SMs also the deepest that two
+ * allow. The model's best comes first.
+ */
+extern "C" int tk_gemm_decode_candidates(const tk_gemm_problem *p, tk_gemm_config *out, int max)
+{
+	if (!decode_serves(p))
+		return 0;
+	Limits d = limits();
+	if (d.sms <= 0)
+		return 0;
+	int nt = token_tile(p->m), n = 0;
+	tk_gemm_config list[2 * MAX_SPLIT * 2];
+	double cost[2 * MAX_SPLIT * 2];
+	for (int bn : kRowTiles) {
+		int64_t tiles = (p->n + bn - 1) / bn * p->batch;
+		for (int split = 1; split <= MAX_SPLIT; split++) {
+			if (k_per(p, split) == 0 || (split > 1 && tiles * split > 4 * d.sms))
+				continue;
+			int deep = stages_within(bn, nt, d.smem_block);
+			int two = stages_within(bn, nt, d.smem_sm / 2 - 2048);
+			int variants[2] = { deep, tiles * split > d.sms ? two : 0 };
+			for (int v = 0; v < 2; v++) {
+				if (variants[v] < 2 || (v == 1 && variants[1] == deep))
+					continue;
+				tk_gemm_config c = config_of(nt, bn, variants[v], split);
+				if (!config_ok(p, &c, d))
+					continue;
+				list[n] = c;
+				cost[n] = model_us(p, &c, d);
+				n++;
+			}
+		}
+	}
+	/* Cheapest first (a stable insertion sort of at most 64). */
+	for (int i = 1; i < n; i++) {
+		for (int j = i; j > 0 && cost[j] < cost[j - 1] * 0.999; j--) {
+			tk_gemm_config tc = list[j];
+			double t = cost[j];
+			list[j] = list[j - 1];
+			cost[j] = cost[j - 1];
+			list[j - 1] = tc;
+			cost[j - 1] = t;
+		}
+	}
+	for (int i = 0; i < n && i < max; i++)
+		out[i] = list[i];
+	return n;
+}
+
+extern "C" tk_status tk_gemm_decode_launch(const tk_gemm_problem *p, const tk_gemm_config *cfg,
+                                           void *stream)
+{
+	static bool raised[64][2][2][5];
+	Limits d = limits();
+	if (p == nullptr || cfg == nullptr || !config_ok(p, cfg, d))
+		return TK_ERR_UNSUPPORTED;
+	int bn = cfg->tile_n, nt = cfg->tile_m, split = cfg->split_k, dev = 0;
+	const void *fn = kernel_of(p->dtype, bn, nt);
+	if (fn == nullptr || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
+		return TK_ERR_UNSUPPORTED;
+
+	CUtensorMap map_w, map_x;
+	memset(&map_w, 0, sizeof(map_w));
+	memset(&map_x, 0, sizeof(map_x));
+	if (!make_map(&map_w, p->dtype, p->b, p->k, p->n, p->stride_b ? p->batch : 1, p->ldb,
+	              p->stride_b, BK, bn) ||
+	    !make_map(&map_x, p->dtype, p->a, p->k, p->m, p->stride_a ? p->batch : 1, p->lda,
+	              p->stride_a, BK, nt))
+		return TK_ERR_UNSUPPORTED;
+
+	DecodeArgs a = {};
+	a.c = p->c;
+	a.bias = p->bias;
+	a.res = p->residual;
+	a.ldc = p->ldc;
+	a.ldr = p->ldr;
+	a.stride_c = p->batch > 1 ? p->stride_c : 0;
+	a.stride_r = p->batch > 1 ? p->stride_r : 0;
+	a.m = (int)p->m;
+	a.n = (int)p->n;
+	a.ktiles = (int)k_tiles(p);
+	a.split = split;
+	a.k_per = (int)k_per(p, split);
+	a.stages = cfg->stages;
+	a.a_batched = p->batch > 1 && p->stride_a != 0;
+	a.b_batched = p->batch > 1 && p->stride_b != 0;
+	a.vec = vec_ok(p);
+	a.alpha = p->alpha;
+
+	int smem = smem_of(bn, nt, cfg->stages);
+	int ti = 0;
+	while (kTokenTiles[ti] != nt)
+		ti++;
+	bool *set = &raised[dev][p->dtype == TK_BF16][bn == 128][ti];
+	tkc::launch_begin();
+	if (!*set) {
+		/* Once per kernel and device: allow the opt-in shared memory. */
+		if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+		                         d.smem_block) != cudaSuccess)
+			return TK_ERR_LAUNCH;
+		*set = true;
+	}
+	int64_t tiles = (p->n + bn - 1) / bn;
+	cudaLaunchConfig_t lc = {};
+	cudaLaunchAttribute at[1];
+	at[0].id = cudaLaunchAttributeClusterDimension;
+	at[0].val.clusterDim.x = (unsigned)split;
+	at[0].val.clusterDim.y = 1;
+	at[0].val.clusterDim.z = 1;
+	lc.gridDim = dim3((unsigned)(tiles * split), (unsigned)p->batch, 1);
+	lc.blockDim = dim3(THREADS);
+	lc.dynamicSmemBytes = (size_t)smem;
+	lc.stream = static_cast<cudaStream_t>(stream);
+	lc.attrs = at;
+	lc.numAttrs = 1;
+	void *args[] = { &map_w, &map_x, &a };
+	if (cudaLaunchKernelExC(&lc, fn, args) != cudaSuccess)
+		return TK_ERR_LAUNCH;
+	return tkc::launch_status();
+}
