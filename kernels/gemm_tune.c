@@ -25,7 +25,7 @@
 #define FIELD_MAX (1 << 20)
 
 static const char *const kind_names[TK_GEMM_KIND_COUNT] = { "simple", "sm90", "smallm",
-                                                                        "decode" };
+                                                                        "decode", "simt" };
 static const char header_word[] = "tileops-gemm-tune";
 static const int format_version = 1;
 
@@ -359,7 +359,7 @@ static int parse_entry(char *s, tune_entry *e, char *why, size_t whylen)
 	if (tk_gemm_config_parse(cfg, &e->cfg) != 0) {
 		snprintf(why, whylen,
 		         "config '%.60s' is not 'KIND mM nN kK sS cC skS' (KIND simple, sm90, "
-		         "smallm or decode)",
+		         "smallm, decode or simt)",
 		         cfg);
 		return -1;
 	}

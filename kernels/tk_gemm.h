@@ -44,6 +44,7 @@ typedef enum tk_gemm_kind {
 	TK_GEMM_SM90 = 1,   /* TMA + wgmma, warp-specialized, persistent */
 	TK_GEMM_SMALLM = 2, /* M <= 128: weight streaming, split-K */
 	TK_GEMM_DECODE = 3, /* M <= 128: TMA + wgmma weight streaming, cluster split-K */
+	TK_GEMM_SIMT = 4,   /* f32 on the CUDA cores: 128x128 tiles, split-K */
 	TK_GEMM_KIND_COUNT
 } tk_gemm_kind;
 

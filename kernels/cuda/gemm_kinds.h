@@ -38,6 +38,11 @@ int tk_gemm_decode_candidates(const tk_gemm_problem *p, tk_gemm_config *out, int
 tk_status tk_gemm_decode_launch(const tk_gemm_problem *p, const tk_gemm_config *cfg,
                                 void *stream);
 
+/* f32, register-tiled on the CUDA cores, split-K through the workspace.
+ * gemm_simt.cu */
+int tk_gemm_simt_candidates(const tk_gemm_problem *p, tk_gemm_config *out, int max);
+tk_status tk_gemm_simt_launch(const tk_gemm_problem *p, const tk_gemm_config *cfg, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -499,6 +499,68 @@ Test(gpu_gemm_decode, declines_what_it_cannot_serve)
 	cr_expect_eq(tk_gemm_launch(&p, &bad, NULL), TK_ERR_UNSUPPORTED, "a split of 9");
 }
 
+/* ---- the f32 family (CUDA cores, split-K) ------------------------------- */
+
+/*
+ * Every configuration the simt family offers (its splits through the
+ * workspace among them): sizes that are not multiples of the 128 x 128
+ * tile or of the 16-wide K step, both layouts, bias, a residual that is c
+ * itself, alpha, padded rows, batches.
+ */
+Test(gpu_gemm_simt, every_configuration_matches_cpu)
+{
+	gcase cases[] = {
+		{ TK_F32, 0, 128, 6144, 4096, 1, 0, 0, 0, 1.0, 0 },
+		{ TK_F32, 0, 1, 300, 1000, 1, 1, 1, 0, 0.5, 0 },
+		{ TK_F32, 0, 129, 257, 4099, 0, 1, 1, 1, 1.0, 3 },
+		{ TK_F32, 0, 300, 130, 33, 1, 0, 0, 0, 2.0, 5 },
+		{ TK_F32, 3, 70, 200, 600, 0, 0, 0, 0, 1.0, 8 },
+		{ TK_F32, 2, 16, 136, 2048, 1, 1, 0, 0, 1.0, 0 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		family_sweep(&cases[i], tk_gemm_simt_candidates, "simt");
+}
+
+Test(gpu_gemm_simt, splits_give_the_same_bits_on_every_run)
+{
+	gcase g = { TK_F32, 0, 128, 1000, 4096, 1, 0, 0, 0, 1.0, 0 };
+	tk_gemm_config cfgs[16];
+	cudaStream_t s;
+	void *ws = NULL;
+	gdata d;
+
+	gpu_require();
+	data_init(&d, &g);
+	cr_assert_eq(cudaMalloc(&ws, TK_WORKSPACE_BYTES), cudaSuccess);
+	cr_assert_eq(cudaStreamCreate(&s), cudaSuccess);
+	tk_gemm_problem p = problem_of(&d, &g, ws, TK_WORKSPACE_BYTES);
+	int n = tk_gemm_simt_candidates(&p, cfgs, 16), tried = 0;
+	unsigned char *first = malloc(d.out_bytes), *got = malloc(d.out_bytes);
+	cr_assert(first != NULL && got != NULL);
+	for (int i = 0; i < n && i < 16; i++) {
+		if (cfgs[i].split_k <= 1)
+			continue;
+		char how[96];
+		tk_gemm_config_str(&cfgs[i], how, sizeof(how));
+		for (int k = 0; k < 10; k++) {
+			cr_assert_eq(tk_gemm_launch(&p, &cfgs[i], s), TK_OK, "%s", how);
+			sync_ok(s, how);
+			cr_assert_eq(cudaMemcpy(k ? got : first, d.dc.out[0].data, d.out_bytes,
+			                        cudaMemcpyDeviceToHost),
+			             cudaSuccess);
+			cr_assert(k == 0 || memcmp(first, got, d.out_bytes) == 0,
+			          "%s: run %d differs from the first in its bits", how, k + 1);
+		}
+		tried++;
+	}
+	cr_assert_gt(tried, 0, "no split offered for m 128 n 1000 k 4096");
+	free(first);
+	free(got);
+	cudaStreamDestroy(s);
+	cudaFree(ws);
+	data_free(&d, &g);
+}
+
 /*
  * The small-M configurations that split K through the workspace add the
  * partial sums in K order whichever CTA finishes last: twenty runs of each
