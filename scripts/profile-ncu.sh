@@ -10,6 +10,7 @@
 #   gemm-decode  our GEMM and cuBLASLt on m128 n2112 k7168 (DeepSeek q_a+kv_a)
 #   gemm-m1      our GEMM on 1 x 4096 x 14336 (Llama 8B down_proj, M = 1)
 #   gemm-large   our GEMM and cuBLASLt on 4096 x 2112 x 7168
+#   gemm-f32     our f32 GEMM (simt family) on 128 x 6144 x 4096
 #   prefill      attention_prefill, d128 B4 H32 S4096 non-causal
 #   prefill-more the same kernel on d128 causal, d64 B16 H16 S1024 and d256 B4 H16 S4096
 #   bmm          our GEMM and cuBLASLt on the bmm b32 2048x2048x128 (attention scores)
@@ -31,9 +32,9 @@ log=$out/ncu.log
 : >"$log"
 bench_header
 tune=$root/deploy/gemm-tune-h200.txt
-profiles=${PROFILES:-gemm-decode gemm-m1 gemm-large prefill prefill-more bmm softmax norm fp8 decode pow}
+profiles=${PROFILES:-gemm-decode gemm-m1 gemm-large gemm-f32 prefill prefill-more bmm softmax norm fp8 decode pow}
 sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis
-	--section ComputeWorkloadAnalysis --section Occupancy --section LaunchStats
+	--section ComputeWorkloadAnalysis --section InstructionStats --section Occupancy --section LaunchStats
 	--section WarpStateStats --section SchedulerStats --section SourceCounters)
 
 # profile NAME KERNEL_REGEX SKIP COUNT -- COMMAND...
@@ -63,6 +64,9 @@ fi
 if has gemm-large; then
 	profile gemm-large "$ours" 0 1 -- "${gemm[@]}" --filter "q_a + kv_a proj prefill"
 	profile gemm-large-cublas "$cublas" 0 6 -- "${gemm[@]}" --filter "q_a + kv_a proj prefill"
+fi
+if has gemm-f32; then
+	profile gemm-f32 'gemm_simt' 0 1 -- "${gemm[@]}" --filter "qkv_proj decode"
 fi
 # tileops-bench-prefill --quick runs the six target shapes in order, each
 # 14 launches (1 check, 3 warm-up, 10 timed): -s picks one shape's third.

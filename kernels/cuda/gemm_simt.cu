@@ -7,11 +7,13 @@
  * block of it, rows {4 ty .. 4 ty + 3, 64 + 4 ty ..} and the same for
  * columns with tx (16 x 16 threads), so that every shared-memory read is a
  * 16-byte vector that the threads of a warp either share or take from
- * consecutive addresses: 4 vector loads feed 64 fused multiply-adds. K
- * advances 16 at a time through two shared-memory buffers (transposed to
- * [k][m] and [k][n]); the next step's elements are loaded into registers
- * while the current one is multiplied, with bounds checks (zeros past M, N
- * and K), so no alignment is needed.
+ * consecutive addresses: 4 vector loads feed 64 fused multiply-adds, and
+ * the next k's 4 are loaded while those run. K advances 16 at a time
+ * through a ring of shared-memory slots (a and b transposed to [k][m] and
+ * [k][n]) filled by 4-byte asynchronous copies, stages - 1 steps ahead;
+ * past M, N and K the copies write zeros, so any shape and no alignment
+ * work. Two builds: s4 (two CTAs an SM, 128 registers a thread) and s6
+ * (one CTA an SM, deeper ring, more registers).
  *
  * Split-K (split > 1) when the tiles alone leave SMs idle (a 128-row
  * product has N / 128 tiles): each of a tile's split CTAs takes a range of
@@ -24,6 +26,7 @@
 
 #include "cuda_common.cuh"
 #include "gemm_kinds.h"
+#include "sm90.cuh"
 
 namespace
 {
@@ -33,6 +36,22 @@ constexpr int THREADS = 256;
 constexpr int LDS = TM + 4; /* row pitch of the staged tiles, floats */
 constexpr int MAX_SPLIT = 16;
 constexpr int PART_FLOATS = TM * TN;
+constexpr int SLOT_BYTES = 2 * TK * LDS * 4; /* a then b, [TK][LDS] each */
+
+/*
+ * Two builds, told apart by their ring depth: s4 runs two CTAs an SM at
+ * 128 registers a thread; s6 one CTA an SM with the registers to load the
+ * next k's fragments while the current ones are multiplied.
+ */
+constexpr bool build_ok(int stages)
+{
+	return stages == 4 || stages == 6;
+}
+
+constexpr int blocks_of(int stages)
+{
+	return stages == 4 ? 2 : 1;
+}
 
 struct SimtArgs {
 	const float *a, *b, *bias, *res;
@@ -48,9 +67,23 @@ struct SimtArgs {
 	float *part;
 };
 
-/* The 8 a and 8 b elements this thread stages for k step kt. */
-__device__ __forceinline__ void load_step(const SimtArgs &g, const float *a, const float *b, int m0,
-                                          int n0, int kt, float (&ra)[8], float (&rb)[8])
+/* 4 bytes global -> shared; zeros (nothing read) when !valid. */
+__device__ __forceinline__ void cp_async4(uint32_t dst, const float *src, bool valid)
+{
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src),
+	             "r"(valid ? 4 : 0)
+	             : "memory");
+}
+
+/*
+ * Stage k step kt into slot (as, bs: [TK][LDS] each, as shared-window
+ * addresses): 8 elements of a and 8 of b per thread, walking each operand
+ * along its contiguous dim so that a warp's loads coalesce. Past M, N or K
+ * the copies write zeros and read nothing (the source named is then a
+ * valid address of the matrix).
+ */
+__device__ __forceinline__ void issue_step(const SimtArgs &g, const float *a, const float *b,
+                                           int m0, int n0, int kt, uint32_t as, uint32_t bs)
 {
 	const int tid = threadIdx.x;
 #pragma unroll
@@ -58,29 +91,19 @@ __device__ __forceinline__ void load_step(const SimtArgs &g, const float *a, con
 		int e = tid + THREADS * i;
 		int r = e >> 4, kk = e & 15;
 		int gm = m0 + r, gk = kt * TK + kk;
-		ra[i] = gm < g.m && gk < g.k ? __ldg(a + (long long)gm * g.lda + gk) : 0.0f;
+		bool ok = gm < g.m && gk < g.k;
+		cp_async4(as + (kk * LDS + r) * 4, ok ? a + (long long)gm * g.lda + gk : a, ok);
 		if (g.trans_b) {
 			int gn = n0 + r;
-			rb[i] = gn < g.n && gk < g.k ? __ldg(b + (long long)gn * g.ldb + gk) : 0.0f;
+			ok = gn < g.n && gk < g.k;
+			cp_async4(bs + (kk * LDS + r) * 4, ok ? b + (long long)gn * g.ldb + gk : b,
+			          ok);
 		} else {
-			int bk = kt * TK + (e >> 7), gn = n0 + (e & 127);
-			rb[i] = gn < g.n && bk < g.k ? __ldg(b + (long long)bk * g.ldb + gn) : 0.0f;
+			int bk = kt * TK + (e >> 7), bn = e & 127, gn = n0 + bn;
+			ok = gn < g.n && bk < g.k;
+			cp_async4(bs + ((e >> 7) * LDS + bn) * 4,
+			          ok ? b + (long long)bk * g.ldb + gn : b, ok);
 		}
-	}
-}
-
-__device__ __forceinline__ void store_step(const SimtArgs &g, float (*as)[LDS], float (*bs)[LDS],
-                                           const float (&ra)[8], const float (&rb)[8])
-{
-	const int tid = threadIdx.x;
-#pragma unroll
-	for (int i = 0; i < 8; i++) {
-		int e = tid + THREADS * i;
-		as[e & 15][e >> 4] = ra[i];
-		if (g.trans_b)
-			bs[e & 15][e >> 4] = rb[i];
-		else
-			bs[e >> 7][e & 127] = rb[i];
 	}
 }
 
@@ -90,19 +113,19 @@ __device__ __forceinline__ int at8(int t, int i)
 	return (i < 4 ? 4 * t : 64 + 4 * t - 4) + i;
 }
 
-__global__ void __launch_bounds__(THREADS, 2) gemm_simt_kernel(SimtArgs g)
+template <int STAGES>
+__global__ void __launch_bounds__(THREADS, blocks_of(STAGES)) gemm_simt_kernel(SimtArgs g)
 {
-	__shared__ __align__(16) float as[2][TK][LDS];
-	__shared__ __align__(16) float bs[2][TK][LDS];
+	extern __shared__ __align__(16) float smem[]; /* STAGES slots of a, then b */
 	__shared__ unsigned last;
 	const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
 	const int bz = (int)blockIdx.z / g.split, sp = (int)blockIdx.z - bz * g.split;
 	const int m0 = (int)blockIdx.y * TM, n0 = (int)blockIdx.x * TN;
 	const float *a = g.a + bz * g.sa, *b = g.b + bz * g.sb;
 	const int steps = (g.k + TK - 1) / TK;
-	const int kt0 = sp * g.per, kt1 = min(steps, kt0 + g.per);
+	const int kt0 = sp * g.per, n = min(steps, kt0 + g.per) - kt0;
+	const uint32_t base = tk_sm90::smem_addr(smem);
 	float acc[8][8];
-	float ra[8], rb[8];
 
 #pragma unroll
 	for (int i = 0; i < 8; i++) {
@@ -110,24 +133,44 @@ __global__ void __launch_bounds__(THREADS, 2) gemm_simt_kernel(SimtArgs g)
 		for (int j = 0; j < 8; j++)
 			acc[i][j] = 0.0f;
 	}
-	if (kt0 < kt1) {
-		load_step(g, a, b, m0, n0, kt0, ra, rb);
-		store_step(g, as[0], bs[0], ra, rb);
+	/* A ring of STAGES slots: STAGES - 1 steps in flight while one is
+	 * multiplied. */
+#pragma unroll
+	for (int st = 0; st < STAGES - 1; st++) {
+		if (st < n)
+			issue_step(g, a, b, m0, n0, kt0 + st, base + st * SLOT_BYTES,
+			           base + st * SLOT_BYTES + SLOT_BYTES / 2);
+		tk_sm90::cp_async_commit();
 	}
-	__syncthreads();
-	for (int kt = kt0; kt < kt1; kt++) {
-		const int buf = (kt - kt0) & 1;
-		const bool more = kt + 1 < kt1;
-		if (more)
-			load_step(g, a, b, m0, n0, kt + 1, ra, rb);
+	for (int t = 0; t < n; t++) {
+		tk_sm90::cp_async_wait<STAGES - 2>();
+		__syncthreads(); /* step t is in; the slot of step t - 1 is free */
+		int nt = t + STAGES - 1, ns = nt % STAGES;
+		if (nt < n)
+			issue_step(g, a, b, m0, n0, kt0 + nt, base + ns * SLOT_BYTES,
+			           base + ns * SLOT_BYTES + SLOT_BYTES / 2);
+		tk_sm90::cp_async_commit();
+		const float *as = smem + (t % STAGES) * (SLOT_BYTES / 4);
+		const float *bs = as + TK * LDS;
+		float4 fa[2][2], fb[2][2]; /* this k's fragments and the next's */
+		fa[0][0] = *reinterpret_cast<const float4 *>(as + 4 * ty);
+		fa[0][1] = *reinterpret_cast<const float4 *>(as + 64 + 4 * ty);
+		fb[0][0] = *reinterpret_cast<const float4 *>(bs + 4 * tx);
+		fb[0][1] = *reinterpret_cast<const float4 *>(bs + 64 + 4 * tx);
 #pragma unroll
 		for (int kk = 0; kk < TK; kk++) {
-			float4 a0 = *reinterpret_cast<const float4 *>(&as[buf][kk][4 * ty]);
-			float4 a1 = *reinterpret_cast<const float4 *>(&as[buf][kk][64 + 4 * ty]);
-			float4 b0 = *reinterpret_cast<const float4 *>(&bs[buf][kk][4 * tx]);
-			float4 b1 = *reinterpret_cast<const float4 *>(&bs[buf][kk][64 + 4 * tx]);
-			float av[8] = { a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w };
-			float bv[8] = { b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w };
+			const int cur = kk & 1;
+			if (kk + 1 < TK) {
+				const float *an = as + (kk + 1) * LDS, *bn = bs + (kk + 1) * LDS;
+				fa[cur ^ 1][0] = *reinterpret_cast<const float4 *>(an + 4 * ty);
+				fa[cur ^ 1][1] = *reinterpret_cast<const float4 *>(an + 64 + 4 * ty);
+				fb[cur ^ 1][0] = *reinterpret_cast<const float4 *>(bn + 4 * tx);
+				fb[cur ^ 1][1] = *reinterpret_cast<const float4 *>(bn + 64 + 4 * tx);
+			}
+			const float av[8] = { fa[cur][0].x, fa[cur][0].y, fa[cur][0].z, fa[cur][0].w,
+				              fa[cur][1].x, fa[cur][1].y, fa[cur][1].z, fa[cur][1].w };
+			const float bv[8] = { fb[cur][0].x, fb[cur][0].y, fb[cur][0].z, fb[cur][0].w,
+				              fb[cur][1].x, fb[cur][1].y, fb[cur][1].z, fb[cur][1].w };
 #pragma unroll
 			for (int i = 0; i < 8; i++) {
 #pragma unroll
@@ -135,10 +178,8 @@ __global__ void __launch_bounds__(THREADS, 2) gemm_simt_kernel(SimtArgs g)
 					acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
 			}
 		}
-		if (more)
-			store_step(g, as[buf ^ 1], bs[buf ^ 1], ra, rb);
-		__syncthreads();
 	}
+	tk_sm90::cp_async_wait<0>();
 
 	if (g.split > 1) {
 		/* Publish this K range's partial tile; the last of the tile's CTAs
@@ -252,7 +293,7 @@ size_t workspace_for(const tk_gemm_problem *p, int split)
 bool config_ok(const tk_gemm_problem *p, const tk_gemm_config *c)
 {
 	if (c->kind != TK_GEMM_SIMT || !simt_serves(p) || c->tile_m != TM || c->tile_n != TN ||
-	    c->tile_k != TK || c->stages != 2 || c->cluster != 0 || c->split_k < 1 ||
+	    c->tile_k != TK || !build_ok(c->stages) || c->cluster != 0 || c->split_k < 1 ||
 	    c->split_k > MAX_SPLIT || per_of(p, c->split_k) == 0 || p->batch * c->split_k > 65535)
 		return false;
 	return c->split_k == 1 || (p->workspace != nullptr &&
@@ -272,21 +313,24 @@ double split_cost(const tk_gemm_problem *p, int split, int sms)
 	return (double)per_sm / split * (split > 1 ? 1.03 : 1.0);
 }
 
-tk_gemm_config config_of(int split)
+tk_gemm_config config_of(int split, int stages)
 {
 	tk_gemm_config c = {};
 	c.kind = TK_GEMM_SIMT;
 	c.tile_m = TM;
 	c.tile_n = TN;
 	c.tile_k = TK;
-	c.stages = 2;
+	c.stages = stages;
 	c.split_k = split;
 	return c;
 }
 
 } /* namespace */
 
-/* No split, and the three splits the model likes best, cheapest first. */
+/*
+ * The three splits the model likes best and no split, cheapest first, each
+ * in both builds (s4 first).
+ */
 extern "C" int tk_gemm_simt_candidates(const tk_gemm_problem *p, tk_gemm_config *out, int max)
 {
 	if (!simt_serves(p))
@@ -296,7 +340,7 @@ extern "C" int tk_gemm_simt_candidates(const tk_gemm_problem *p, tk_gemm_config 
 	double cost[MAX_SPLIT];
 	int n = 0;
 	for (int s = 1; s <= MAX_SPLIT; s++) {
-		tk_gemm_config c = config_of(s);
+		tk_gemm_config c = config_of(s, 4);
 		if (!config_ok(p, &c))
 			continue;
 		split[n] = s;
@@ -311,24 +355,42 @@ extern "C" int tk_gemm_simt_candidates(const tk_gemm_problem *p, tk_gemm_config 
 		}
 		n++;
 	}
+	/* The best three, then no split if it is not among them. */
+	int pick[4], np = 0;
+	for (int i = 0; i < n && np < 3; i++)
+		pick[np++] = split[i];
+	bool one = false;
+	for (int i = 0; i < np; i++)
+		one = one || pick[i] == 1;
+	if (!one && n > 0)
+		pick[np++] = 1;
 	int w = 0;
-	for (int i = 0; i < n && w < 4; i++) {
-		if (i < 3 || split[i] == 1) {
+	for (int i = 0; i < np; i++) {
+		for (int stages = 4; stages <= 6; stages += 2, w++) {
 			if (w < max)
-				out[w] = config_of(split[i]);
-			w++;
+				out[w] = config_of(pick[i], stages);
 		}
 	}
-	/* No split is always among them. */
-	bool one = false;
-	for (int i = 0; i < w && i < max; i++)
-		one = one || out[i].split_k == 1;
-	if (!one && w < 4) {
-		if (w < max)
-			out[w] = config_of(1);
-		w++;
-	}
 	return w;
+}
+
+template <int STAGES> tk_status launch_build(const SimtArgs &g, dim3 grid, cudaStream_t s)
+{
+	constexpr int bytes = STAGES * SLOT_BYTES;
+	static bool raised[64];
+	int dev = 0;
+	if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
+		return TK_ERR_LAUNCH;
+	if (!raised[dev]) {
+		/* Once per device: the ring is more than the default 48 KiB. */
+		if (cudaFuncSetAttribute(gemm_simt_kernel<STAGES>,
+		                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+		                         bytes) != cudaSuccess)
+			return TK_ERR_LAUNCH;
+		raised[dev] = true;
+	}
+	gemm_simt_kernel<STAGES><<<grid, THREADS, bytes, s>>>(g);
+	return tkc::launch_status();
 }
 
 extern "C" tk_status tk_gemm_simt_launch(const tk_gemm_problem *p, const tk_gemm_config *cfg,
@@ -369,6 +431,5 @@ extern "C" tk_status tk_gemm_simt_launch(const tk_gemm_problem *p, const tk_gemm
 			return TK_ERR_LAUNCH;
 	}
 	dim3 grid((unsigned)g.tiles_n, (unsigned)g.tiles_m, (unsigned)(p->batch * g.split));
-	gemm_simt_kernel<<<grid, THREADS, 0, s>>>(g);
-	return tkc::launch_status();
+	return cfg->stages == 4 ? launch_build<4>(g, grid, s) : launch_build<6>(g, grid, s);
 }

@@ -515,7 +515,7 @@ Test(gpu_gemm_simt, every_configuration_matches_cpu)
 		{ TK_F32, 0, 129, 257, 4099, 0, 1, 1, 1, 1.0, 3 },
 		{ TK_F32, 0, 300, 130, 33, 1, 0, 0, 0, 2.0, 5 },
 		{ TK_F32, 3, 70, 200, 600, 0, 0, 0, 0, 1.0, 8 },
-		{ TK_F32, 2, 16, 136, 2048, 1, 1, 0, 0, 1.0, 0 },
+		{ TK_F32, 2, 16, 136, 2048, 1, 0, 0, 0, 1.0, 0 },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		family_sweep(&cases[i], tk_gemm_simt_candidates, "simt");
