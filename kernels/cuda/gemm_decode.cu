@@ -32,6 +32,14 @@
  * (alpha, bias, residual; residual may alias c: each element is read and
  * written by one thread). A second barrier keeps the partials alive until
  * every peer has read them. No workspace and no second kernel.
+ *
+ * Split-K through the workspace (cluster 0): clusters must fit within a
+ * GPC, so a grid of one large CTA an SM in clusters of 3 or 4 can leave
+ * some CTAs for a second wave. Without a cluster each CTA writes its
+ * partial tile to the workspace and counts in on the tile's counter; the
+ * last to arrive sums the partials in rank order and writes c. Workspace:
+ * 256-byte-aligned counters (one u32 per tile and batch), then NT x BN f32
+ * per CTA.
  */
 #include <cooperative_groups.h>
 #include <cuda.h>
@@ -54,7 +62,8 @@ using namespace tk_sm90;
 
 constexpr int BK = 64;           /* k per slot: one 128-byte swizzle row */
 constexpr int THREADS = 160;     /* one consumer warpgroup, one producer warp */
-constexpr int MAX_SPLIT = 8;     /* the portable cluster size */
+constexpr int MAX_CLUSTER = 8;   /* the portable cluster size */
+constexpr int MAX_SPLIT = 16;    /* through the workspace */
 constexpr int MAX_STAGES = 16;
 constexpr int SMEM_SLACK = 1024; /* the ring is aligned up to the swizzle period */
 
@@ -64,12 +73,16 @@ struct DecodeArgs {
 	long long ldc, ldr, stride_c, stride_r;
 	int m, n;
 	int ktiles;              /* k tiles of 64 in K */
-	int split;               /* CTAs of a cluster along K */
+	int split;               /* CTAs along K */
+	int in_cluster;          /* 1: the split CTAs are a cluster; 0: the workspace */
 	int k_per;               /* k tiles per CTA (the last may have fewer) */
 	int stages;              /* ring slots */
 	int a_batched, b_batched; /* 0: one matrix shared by every batch */
 	int vec;                 /* c, residual and bias allow 16-byte access */
 	float alpha;
+	int tiles;          /* weight tiles of one batch */
+	unsigned *counts;   /* workspace split: a counter per tile and batch */
+	float *part;        /* and NT x BN f32 per CTA */
 };
 
 /*
@@ -291,32 +304,70 @@ __global__ void __launch_bounds__(THREADS, 1)
 		}
 	}
 
-	/* Sum the split's partial tiles and write c: 8 weight rows of one token
-	 * per thread and step, every thread of the CTA. */
+	/*
+	 * Sum the split's partial tiles and write c: 8 weight rows of one token
+	 * per thread and step. In a cluster every CTA takes every split-th
+	 * group, reading its peers' shared memory; through the workspace the
+	 * last CTA of the tile to finish takes them all. Either way the
+	 * partials are added in rank (K) order: the same bits every run.
+	 */
 	namespace cg = cooperative_groups;
 	const float *mine = reinterpret_cast<const float *>(smem);
-	if (p.split > 1)
-		cg::this_cluster().sync(); /* every partial is in its CTA's memory */
-	else
+	const float *part = nullptr; /* the tile's partials in the workspace */
+	int first = rank, step = p.split;
+	__syncthreads(); /* this CTA's tile is in shared memory */
+	if (p.split > 1 && p.in_cluster) {
+		cg::this_cluster().sync(); /* and every peer's */
+	} else if (p.split > 1) {
+		__shared__ unsigned last;
+		const size_t slot = (size_t)NT * BN;
+		const long long t_id = (long long)bz * p.tiles + tile;
+		float *dst = p.part + ((size_t)t_id * p.split + rank) * slot;
+		for (int i = threadIdx.x; i < NT * BN / 4; i += THREADS) {
+			int t = i / (BN / 4), c4 = (i - t * (BN / 4)) * 4;
+			__stcg(reinterpret_cast<float4 *>(dst + t * BN + c4),
+			       *reinterpret_cast<const float4 *>(mine + t * LD + c4));
+		}
+		__threadfence();
 		__syncthreads();
+		if (threadIdx.x == 0)
+			last = atomicAdd(p.counts + t_id, 1u) == (unsigned)p.split - 1;
+		__syncthreads();
+		if (!last)
+			return;
+		__threadfence(); /* the other partials are visible from here on */
+		part = p.part + (size_t)t_id * p.split * slot;
+		first = 0;
+		step = 1;
+	}
 	const int rows = min(NT, p.m), groups = BN / 8;
-	for (int u = rank * THREADS + (int)threadIdx.x; u < rows * groups; u += p.split * THREADS) {
+	for (int u = first * THREADS + (int)threadIdx.x; u < rows * groups; u += step * THREADS) {
 		int t = u / groups, r8 = (u - t * groups) * 8;
 		int n0 = tile * BN + r8;
 		if (n0 >= p.n)
 			continue;
 		float x[8] = { 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f };
 		for (int o = 0; o < p.split; o++) {
-			const float *src = p.split > 1 ? cg::this_cluster().map_shared_rank(mine, o)
-			                               : mine;
-			const float4 *v = reinterpret_cast<const float4 *>(src + t * LD + r8);
-			float4 lo = v[0], hi = v[1];
+			float4 lo, hi;
+			if (part != nullptr) {
+				const float4 *v = reinterpret_cast<const float4 *>(
+				        part + (size_t)o * NT * BN + t * BN + r8);
+				lo = __ldcg(v);
+				hi = __ldcg(v + 1);
+			} else {
+				const float *src = p.split > 1
+				                           ? cg::this_cluster().map_shared_rank(mine, o)
+				                           : mine;
+				const float4 *v = reinterpret_cast<const float4 *>(src + t * LD + r8);
+				lo = v[0];
+				hi = v[1];
+			}
 			x[0] += lo.x, x[1] += lo.y, x[2] += lo.z, x[3] += lo.w;
 			x[4] += hi.x, x[5] += hi.y, x[6] += hi.z, x[7] += hi.w;
 		}
 		store8<T>(p, x, bz, t, n0);
 	}
-	if (p.split > 1)
+	if (p.split > 1 && p.in_cluster)
 		cg::this_cluster().sync(); /* the peers are done reading this CTA's tile */
 }
 
@@ -418,7 +469,7 @@ bool decode_serves(const tk_gemm_problem *p)
 	     p->stride_a >= (1ll << 39) || p->stride_b >= (1ll << 39) || p->stride_c <= 0))
 		return false;
 	/* Tiles times the split in 32 bits (grid x), with the smallest tile. */
-	return (p->n + 63) / 64 * MAX_SPLIT <= INT32_MAX;
+	return (p->n + 63) / 64 * MAX_SPLIT * p->batch <= INT32_MAX;
 }
 
 int vec_ok(const tk_gemm_problem *p)
@@ -430,6 +481,24 @@ int vec_ok(const tk_gemm_problem *p)
 		ok = ok && aligned16(p->residual) && p->ldr % 8 == 0 &&
 		     (p->batch == 1 || p->stride_r % 8 == 0);
 	return ok;
+}
+
+int64_t n_tiles(const tk_gemm_problem *p, int bn)
+{
+	return (p->n + bn - 1) / bn;
+}
+
+/* Workspace a split through it needs: 256-byte-aligned counters (one per
+ * tile and batch), then an NT x BN f32 partial per CTA. */
+size_t counts_bytes(const tk_gemm_problem *p, int bn)
+{
+	return ((size_t)(n_tiles(p, bn) * p->batch) * 4 + 255) / 256 * 256;
+}
+
+size_t workspace_for(const tk_gemm_problem *p, const tk_gemm_config *c)
+{
+	return counts_bytes(p, c->tile_n) + (size_t)(n_tiles(p, c->tile_n) * p->batch) *
+	                                            c->split_k * c->tile_m * c->tile_n * 4;
 }
 
 int64_t k_tiles(const tk_gemm_problem *p)
@@ -479,12 +548,17 @@ bool config_ok(const tk_gemm_problem *p, const tk_gemm_config *c, const Limits &
 	if (c->kind != TK_GEMM_DECODE || !decode_serves(p) || c->tile_k != BK ||
 	    c->tile_m != token_tile(p->m) || (c->tile_n != 64 && c->tile_n != 128))
 		return false;
-	if (c->split_k < 1 || c->split_k > MAX_SPLIT || c->cluster != c->split_k)
+	if (c->split_k < 1 || c->split_k > MAX_SPLIT || k_per(p, c->split_k) == 0)
 		return false;
 	if (c->stages < 2 || c->stages > MAX_STAGES ||
 	    smem_of(c->tile_n, c->tile_m, c->stages) > d.smem_block)
 		return false;
-	return k_per(p, c->split_k) > 0;
+	/* cluster == split_k: the split is a cluster; cluster 0 with a split:
+	 * through the workspace, which must be there and large enough. */
+	if (c->cluster == c->split_k)
+		return c->split_k <= MAX_CLUSTER;
+	return c->cluster == 0 && c->split_k > 1 && p->workspace != nullptr &&
+	       aligned16(p->workspace) && workspace_for(p, c) <= p->workspace_bytes;
 }
 
 /*
@@ -509,10 +583,10 @@ double model_us(const tk_gemm_problem *p, const tk_gemm_config *c, const Limits 
 	double cta_bytes = (double)k_per(p, c->split_k) * BK * 2.0 *
 	                   (c->tile_n + 0.5 * (double)(p->m < c->tile_m ? p->m : c->tile_m));
 	double t = (double)per_sm * cta_bytes / share * 1e6;
-	return t + 2.0 * (double)waves + (c->split_k > 1 ? 0.5 : 0.0);
+	return t + 2.0 * (double)waves + (c->split_k > 1 ? (c->cluster > 1 ? 0.5 : 1.0) : 0.0);
 }
 
-tk_gemm_config config_of(int nt, int bn, int stages, int split)
+tk_gemm_config config_of(int nt, int bn, int stages, int split, bool cluster)
 {
 	tk_gemm_config c = {};
 	c.kind = TK_GEMM_DECODE;
@@ -520,7 +594,7 @@ tk_gemm_config config_of(int nt, int bn, int stages, int split)
 	c.tile_n = bn;
 	c.tile_k = BK;
 	c.stages = stages;
-	c.cluster = split;
+	c.cluster = cluster ? split : 0;
 	c.split_k = split;
 	return c;
 }
@@ -528,10 +602,12 @@ tk_gemm_config config_of(int nt, int bn, int stages, int split)
 } /* namespace */
 
 /*
- * The search space: weight tiles of 64 and 128 rows, split 1..8 (those that
- * give every CTA some K), each with the deepest ring that one CTA per SM
- * allows, and when there are more CTAs than SMs also the deepest that two
- * allow. The model's best comes first.
+ * The search space: weight tiles of 64 and 128 rows, split 1..16 (those that
+ * give every CTA some K, at most 4 CTAs an SM), each with the deepest ring
+ * that one CTA per SM allows, and when there are more CTAs than SMs also the
+ * deepest that two allow; a split runs as a cluster (up to 8) and through
+ * the workspace (clusters must fit in a GPC, which leaves some grids a
+ * second wave). The model's best comes first.
  */
 extern "C" int tk_gemm_decode_candidates(const tk_gemm_problem *p, tk_gemm_config *out, int max)
 {
@@ -541,8 +617,8 @@ extern "C" int tk_gemm_decode_candidates(const tk_gemm_problem *p, tk_gemm_confi
 	if (d.sms <= 0)
 		return 0;
 	int nt = token_tile(p->m), n = 0;
-	tk_gemm_config list[2 * MAX_SPLIT * 2];
-	double cost[2 * MAX_SPLIT * 2];
+	tk_gemm_config list[2 * MAX_SPLIT * 2 * 2];
+	double cost[2 * MAX_SPLIT * 2 * 2];
 	for (int bn : kRowTiles) {
 		int64_t tiles = (p->n + bn - 1) / bn * p->batch;
 		for (int split = 1; split <= MAX_SPLIT; split++) {
@@ -551,10 +627,12 @@ extern "C" int tk_gemm_decode_candidates(const tk_gemm_problem *p, tk_gemm_confi
 			int deep = stages_within(bn, nt, d.smem_block);
 			int two = stages_within(bn, nt, d.smem_sm / 2 - 2048);
 			int variants[2] = { deep, tiles * split > d.sms ? two : 0 };
-			for (int v = 0; v < 2; v++) {
-				if (variants[v] < 2 || (v == 1 && variants[1] == deep))
+			for (int v = 0; v < 4; v++) {
+				/* v: the two rings, in a cluster, then through the workspace */
+				int stages = variants[v & 1];
+				if (stages < 2 || ((v & 1) && stages == deep) || (v >= 2 && split == 1))
 					continue;
-				tk_gemm_config c = config_of(nt, bn, variants[v], split);
+				tk_gemm_config c = config_of(nt, bn, stages, split, v < 2);
 				if (!config_ok(p, &c, d))
 					continue;
 				list[n] = c;
@@ -618,6 +696,8 @@ extern "C" tk_status tk_gemm_decode_launch(const tk_gemm_problem *p, const tk_ge
 	a.b_batched = p->batch > 1 && p->stride_b != 0;
 	a.vec = vec_ok(p);
 	a.alpha = p->alpha;
+	a.in_cluster = cfg->cluster > 1;
+	a.tiles = (int)n_tiles(p, bn);
 
 	int smem = smem_of(bn, nt, cfg->stages);
 	int ti = 0;
@@ -632,17 +712,25 @@ extern "C" tk_status tk_gemm_decode_launch(const tk_gemm_problem *p, const tk_ge
 			return TK_ERR_LAUNCH;
 		*set = true;
 	}
-	int64_t tiles = (p->n + bn - 1) / bn;
+	int64_t tiles = n_tiles(p, bn);
+	cudaStream_t st = static_cast<cudaStream_t>(stream);
+	if (split > 1 && !a.in_cluster) {
+		char *ws = static_cast<char *>(p->workspace);
+		a.counts = reinterpret_cast<unsigned *>(ws);
+		a.part = reinterpret_cast<float *>(ws + counts_bytes(p, bn));
+		if (cudaMemsetAsync(ws, 0, (size_t)(tiles * p->batch) * 4, st) != cudaSuccess)
+			return TK_ERR_LAUNCH;
+	}
 	cudaLaunchConfig_t lc = {};
 	cudaLaunchAttribute at[1];
 	at[0].id = cudaLaunchAttributeClusterDimension;
-	at[0].val.clusterDim.x = (unsigned)split;
+	at[0].val.clusterDim.x = a.in_cluster ? (unsigned)split : 1;
 	at[0].val.clusterDim.y = 1;
 	at[0].val.clusterDim.z = 1;
 	lc.gridDim = dim3((unsigned)(tiles * split), (unsigned)p->batch, 1);
 	lc.blockDim = dim3(THREADS);
 	lc.dynamicSmemBytes = (size_t)smem;
-	lc.stream = static_cast<cudaStream_t>(stream);
+	lc.stream = st;
 	lc.attrs = at;
 	lc.numAttrs = 1;
 	void *args[] = { &map_w, &map_x, &a };

@@ -562,11 +562,11 @@ Test(gpu_gemm_simt, splits_give_the_same_bits_on_every_run)
 }
 
 /*
- * The small-M configurations that split K through the workspace add the
+ * The configurations of a family that split K through the workspace add the
  * partial sums in K order whichever CTA finishes last: twenty runs of each
  * give the bits of the first.
  */
-Test(gpu_gemm_smallm, workspace_splits_give_the_same_bits_on_every_run)
+static void same_bits_sweep(candidates_fn family, const char *name)
 {
 	gcase g = { TK_BF16, 0, 16, 520, 7168, 1, 0, 0, 0, 1.0, 0 };
 	tk_gemm_config cfgs[512];
@@ -579,7 +579,7 @@ Test(gpu_gemm_smallm, workspace_splits_give_the_same_bits_on_every_run)
 	cr_assert_eq(cudaMalloc(&ws, TK_WORKSPACE_BYTES), cudaSuccess);
 	cr_assert_eq(cudaStreamCreate(&s), cudaSuccess);
 	tk_gemm_problem p = problem_of(&d, &g, ws, TK_WORKSPACE_BYTES);
-	int n = tk_gemm_smallm_candidates(&p, cfgs, 512), tried = 0;
+	int n = family(&p, cfgs, 512), tried = 0;
 	unsigned char *first = malloc(d.out_bytes), *got = malloc(d.out_bytes);
 	cr_assert(first != NULL && got != NULL);
 	for (int i = 0; i < n; i++) {
@@ -598,10 +598,21 @@ Test(gpu_gemm_smallm, workspace_splits_give_the_same_bits_on_every_run)
 		}
 		tried++;
 	}
-	cr_assert_gt(tried, 0, "workspace splits were offered for m 16 n 520 k 7168");
+	cr_assert_gt(tried, 0, "the %s family offered no workspace split for m 16 n 520 k 7168",
+	             name);
 	free(first);
 	free(got);
 	cudaStreamDestroy(s);
 	cudaFree(ws);
 	data_free(&d, &g);
+}
+
+Test(gpu_gemm_smallm, workspace_splits_give_the_same_bits_on_every_run)
+{
+	same_bits_sweep(tk_gemm_smallm_candidates, "small-M");
+}
+
+Test(gpu_gemm_decode, workspace_splits_give_the_same_bits_on_every_run)
+{
+	same_bits_sweep(tk_gemm_decode_candidates, "decode");
 }
