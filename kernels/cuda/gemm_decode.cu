@@ -41,6 +41,7 @@
  * 256-byte-aligned counters (one u32 per tile and batch), then NT x BN f32
  * per CTA.
  */
+#include <atomic>
 #include <cooperative_groups.h>
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -660,7 +661,7 @@ extern "C" int tk_gemm_decode_candidates(const tk_gemm_problem *p, tk_gemm_confi
 extern "C" tk_status tk_gemm_decode_launch(const tk_gemm_problem *p, const tk_gemm_config *cfg,
                                            void *stream)
 {
-	static bool raised[64][2][2][5];
+	static std::atomic<bool> raised[64][2][2][5];
 	Limits d = limits();
 	if (p == nullptr || cfg == nullptr || !config_ok(p, cfg, d))
 		return TK_ERR_UNSUPPORTED;
@@ -703,14 +704,15 @@ extern "C" tk_status tk_gemm_decode_launch(const tk_gemm_problem *p, const tk_ge
 	int ti = 0;
 	while (kTokenTiles[ti] != nt)
 		ti++;
-	bool *set = &raised[dev][p->dtype == TK_BF16][bn == 128][ti];
+	std::atomic<bool> *set = &raised[dev][p->dtype == TK_BF16][bn == 128][ti];
 	tkc::launch_begin();
-	if (!*set) {
-		/* Once per kernel and device: allow the opt-in shared memory. */
+	if (!set->load(std::memory_order_acquire)) {
+		/* Once per kernel and device (two threads may both do it:
+		 * harmless): allow the opt-in shared memory. */
 		if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
 		                         d.smem_block) != cudaSuccess)
 			return TK_ERR_LAUNCH;
-		*set = true;
+		set->store(true, std::memory_order_release);
 	}
 	int64_t tiles = n_tiles(p, bn);
 	cudaStream_t st = static_cast<cudaStream_t>(stream);

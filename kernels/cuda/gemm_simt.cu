@@ -22,6 +22,7 @@
  * whichever came last) and runs the epilogue. Workspace: 256-byte-aligned
  * counters (one u32 per tile), then split 64 KiB partial tiles per tile.
  */
+#include <atomic>
 #include <string.h>
 
 #include "cuda_common.cuh"
@@ -40,8 +41,9 @@ constexpr int SLOT_BYTES = 2 * TK * LDS * 4; /* a then b, [TK][LDS] each */
 
 /*
  * Two builds, told apart by their ring depth: s4 runs two CTAs an SM at
- * 128 registers a thread; s6 one CTA an SM with the registers to load the
- * next k's fragments while the current ones are multiplied.
+ * 128 registers a thread; s6 one CTA an SM with six slots and as many
+ * registers as the compiler wants (149). On an H200, s4 measured 15%
+ * faster on 128x6144x4096 (docs/kernel-notes.md); the tuner times both.
  */
 constexpr bool build_ok(int stages)
 {
@@ -377,17 +379,18 @@ extern "C" int tk_gemm_simt_candidates(const tk_gemm_problem *p, tk_gemm_config 
 template <int STAGES> tk_status launch_build(const SimtArgs &g, dim3 grid, cudaStream_t s)
 {
 	constexpr int bytes = STAGES * SLOT_BYTES;
-	static bool raised[64];
+	static std::atomic<bool> raised[64];
 	int dev = 0;
 	if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
 		return TK_ERR_LAUNCH;
-	if (!raised[dev]) {
-		/* Once per device: the ring is more than the default 48 KiB. */
+	if (!raised[dev].load(std::memory_order_acquire)) {
+		/* Once per device (two threads may both do it: harmless): the
+		 * ring is more than the default 48 KiB. */
 		if (cudaFuncSetAttribute(gemm_simt_kernel<STAGES>,
 		                         cudaFuncAttributeMaxDynamicSharedMemorySize,
 		                         bytes) != cudaSuccess)
 			return TK_ERR_LAUNCH;
-		raised[dev] = true;
+		raised[dev].store(true, std::memory_order_release);
 	}
 	gemm_simt_kernel<STAGES><<<grid, THREADS, bytes, s>>>(g);
 	return tkc::launch_status();
