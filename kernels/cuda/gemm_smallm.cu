@@ -44,6 +44,7 @@
 #include <mutex>
 
 #include "cuda_common.cuh"
+#include "gemm_choice.cuh"
 #include "gemm_kinds.h"
 #include "sm90.cuh"
 
@@ -786,57 +787,16 @@ int search(const tk_gemm_problem *p, const DeviceLimits &d, tk_gemm_config *best
 	return count;
 }
 
-/*
- * The model's choice for the shapes seen last: gemm asks for it on every
- * call, and the search visits up to 345 configurations.
- */
-struct ChoiceCache {
-	struct Slot {
-		bool used;
-		int dev, dtype;
-		int64_t batch, m, n, k;
-		size_t ws_bytes;
-		bool ws;
-		tk_gemm_config best;
-		int count;
-	} slot[64];
-	std::mutex lock;
-};
-
-ChoiceCache choice_cache;
+/* The model's choice for the shapes seen last (see gemm_choice.cuh). */
+tk_gemm_choice::Cache choice_cache;
 
 int cached_best(const tk_gemm_problem *p, const DeviceLimits &d, tk_gemm_config *best)
 {
-	int dev = 0;
-	uint64_t h;
-
-	if (cudaGetDevice(&dev) != cudaSuccess)
-		dev = -1;
-	h = (uint64_t)p->m * 0x9e3779b97f4a7c15ULL ^ (uint64_t)p->n * 0xc2b2ae3d27d4eb4fULL ^
-	    (uint64_t)p->k * 0x165667b19e3779f9ULL ^ (uint64_t)p->batch ^
-	    (uint64_t)p->workspace_bytes ^ (uint64_t)dev;
-	ChoiceCache::Slot *s = &choice_cache.slot[(h >> 29) & 63];
-	std::lock_guard<std::mutex> guard(choice_cache.lock);
-	if (s->used && s->dev == dev && s->dtype == (int)p->dtype && s->batch == p->batch &&
-	    s->m == p->m && s->n == p->n && s->k == p->k && s->ws_bytes == p->workspace_bytes &&
-	    s->ws == (p->workspace != nullptr)) {
-		*best = s->best;
-		return s->count;
-	}
-	tk_gemm_config none[1];
-	int count = search(p, d, best, none, 0);
-	s->used = true;
-	s->dev = dev;
-	s->dtype = (int)p->dtype;
-	s->batch = p->batch;
-	s->m = p->m;
-	s->n = p->n;
-	s->k = p->k;
-	s->ws_bytes = p->workspace_bytes;
-	s->ws = p->workspace != nullptr;
-	s->best = *best;
-	s->count = count;
-	return count;
+	return tk_gemm_choice::cached(choice_cache, p, best,
+	                              [&d](const tk_gemm_problem *q, tk_gemm_config *b) {
+		                              tk_gemm_config none[1];
+		                              return search(q, d, b, none, 0);
+	                              });
 }
 
 } /* namespace */
