@@ -53,7 +53,7 @@
 #include <type_traits>
 
 #include "cuda_common.cuh"
-#include "gemm_choice.cuh"
+#include "gemm_common.cuh"
 #include "gemm_kinds.h"
 #include "sm90.cuh"
 #include "tma_map.cuh"
@@ -271,19 +271,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 					mma<T, NT>(acc[mi], sw128_desc(sw + mi * 64 * 128 + kk * 32, 16, 1024),
 					           db);
 			}
-			wgmma_commit();
-			/* The previous slot's products are done: hand it back. */
-			wgmma_wait<1>();
-#pragma unroll
-			for (int mi = 0; mi < MI; mi++)
-				acc_fence(acc[mi]);
-			if (prev >= 0 && (tid & 31) == 0)
-				mbar_arrive(empty + 8 * prev);
-			prev = s;
-			if (++s == stages) {
-				s = 0;
-				phase ^= 1;
-			}
+			slot_issued(acc, empty, prev, s, phase, stages, tid);
 		}
 		wgmma_wait<0>();
 #pragma unroll
@@ -389,44 +377,23 @@ int token_tile(int64_t m)
 	return 0;
 }
 
-template <typename T, int BN, int NT> struct Kern {
-	static const void *fn(void)
-	{
-		return reinterpret_cast<const void *>(gemm_decode_kernel<T, BN, NT>);
-	}
-};
-
 /* The kernel of (dtype, BN, NT), nullptr for none. */
 template <typename T> const void *kernel_t(int bn, int nt)
 {
-	if (bn == 64) {
-		switch (nt) {
-		case 8:
-			return Kern<T, 64, 8>::fn();
-		case 16:
-			return Kern<T, 64, 16>::fn();
-		case 32:
-			return Kern<T, 64, 32>::fn();
-		case 64:
-			return Kern<T, 64, 64>::fn();
-		case 128:
-			return Kern<T, 64, 128>::fn();
-		}
-	} else if (bn == 128) {
-		switch (nt) {
-		case 8:
-			return Kern<T, 128, 8>::fn();
-		case 16:
-			return Kern<T, 128, 16>::fn();
-		case 32:
-			return Kern<T, 128, 32>::fn();
-		case 64:
-			return Kern<T, 128, 64>::fn();
-		case 128:
-			return Kern<T, 128, 128>::fn();
-		}
-	}
-	return nullptr;
+	static const void *const fns[2][5] = {
+		{ (const void *)gemm_decode_kernel<T, 64, 8>, (const void *)gemm_decode_kernel<T, 64, 16>,
+		  (const void *)gemm_decode_kernel<T, 64, 32>, (const void *)gemm_decode_kernel<T, 64, 64>,
+		  (const void *)gemm_decode_kernel<T, 64, 128> },
+		{ (const void *)gemm_decode_kernel<T, 128, 8>,
+		  (const void *)gemm_decode_kernel<T, 128, 16>,
+		  (const void *)gemm_decode_kernel<T, 128, 32>,
+		  (const void *)gemm_decode_kernel<T, 128, 64>,
+		  (const void *)gemm_decode_kernel<T, 128, 128> },
+	};
+	int ti = 0;
+	while (ti < 5 && kTokenTiles[ti] != nt)
+		ti++;
+	return (bn == 64 || bn == 128) && ti < 5 ? fns[bn == 128][ti] : nullptr;
 }
 
 const void *kernel_of(tk_dtype dt, int bn, int nt)
@@ -440,10 +407,6 @@ int smem_of(int bn, int nt, int stages)
 	return ring_region(bn, nt, stages) + 16 * stages + SMEM_SLACK;
 }
 
-bool aligned16(const void *p)
-{
-	return ((uintptr_t)p & 15) == 0;
-}
 
 /*
  * What the family serves: f16 or bf16, weights [N, K], 1 <= M <= 128;
@@ -460,7 +423,7 @@ bool decode_serves(const tk_gemm_problem *p)
 		return false;
 	if (p->a == nullptr || p->b == nullptr || p->c == nullptr)
 		return false;
-	if (!aligned16(p->a) || !aligned16(p->b) || p->lda % 8 != 0 || p->ldb % 8 != 0 ||
+	if (!tkc::aligned16(p->a) || !tkc::aligned16(p->b) || p->lda % 8 != 0 || p->ldb % 8 != 0 ||
 	    p->lda < p->k || p->ldb < p->k || p->ldc < p->n)
 		return false;
 	if (p->residual != nullptr && p->ldr < p->n)
@@ -473,17 +436,6 @@ bool decode_serves(const tk_gemm_problem *p)
 		return false;
 	/* Tiles times the split in 32 bits (grid x), with the smallest tile. */
 	return (p->n + 63) / 64 * MAX_SPLIT * p->batch <= INT32_MAX;
-}
-
-int vec_ok(const tk_gemm_problem *p)
-{
-	bool ok = aligned16(p->c) && p->ldc % 8 == 0 && (p->batch == 1 || p->stride_c % 8 == 0);
-	if (p->bias != nullptr)
-		ok = ok && aligned16(p->bias);
-	if (p->residual != nullptr)
-		ok = ok && aligned16(p->residual) && p->ldr % 8 == 0 &&
-		     (p->batch == 1 || p->stride_r % 8 == 0);
-	return ok;
 }
 
 int64_t n_tiles(const tk_gemm_problem *p, int bn)
@@ -516,26 +468,8 @@ int64_t k_per(const tk_gemm_problem *p, int split)
 	return (kt + per - 1) / per == split ? per : 0;
 }
 
-/* The largest block the device allows (less room for static shared memory),
- * and what an SM holds. */
-struct Limits {
-	int sms, smem_block, smem_sm;
-};
-
-Limits limits(void)
-{
-	Limits d = { tkc::sm_count(), 227 * 1024 - 1024, 228 * 1024 };
-	int dev = 0, v = 0;
-	if (cudaGetDevice(&dev) == cudaSuccess) {
-		if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) ==
-		    cudaSuccess)
-			d.smem_block = v - 1024;
-		if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) ==
-		    cudaSuccess)
-			d.smem_sm = v;
-	}
-	return d;
-}
+using tk_gemm_common::Limits;
+using tk_gemm_common::limits;
 
 /* The deepest ring within `bytes` of shared memory (at most MAX_STAGES). */
 int stages_within(int bn, int nt, int bytes)
@@ -561,7 +495,7 @@ bool config_ok(const tk_gemm_problem *p, const tk_gemm_config *c, const Limits &
 	if (c->cluster == c->split_k)
 		return c->split_k <= MAX_CLUSTER;
 	return c->cluster == 0 && c->split_k > 1 && p->workspace != nullptr &&
-	       aligned16(p->workspace) && workspace_for(p, c) <= p->workspace_bytes;
+	       tkc::aligned16(p->workspace) && workspace_for(p, c) <= p->workspace_bytes;
 }
 
 /* Let a kernel use the opt-in shared memory, once per device and kernel
@@ -725,24 +659,14 @@ int search(const tk_gemm_problem *p, const Limits &d, tk_gemm_config *out, int m
 			}
 		}
 	}
-	/* Cheapest first (a stable insertion sort of at most 64). */
-	for (int i = 1; i < n; i++) {
-		for (int j = i; j > 0 && cost[j] < cost[j - 1] * 0.999; j--) {
-			tk_gemm_config tc = list[j];
-			double t = cost[j];
-			list[j] = list[j - 1];
-			cost[j] = cost[j - 1];
-			list[j - 1] = tc;
-			cost[j - 1] = t;
-		}
-	}
+	tk_gemm_common::sort_by_cost(list, cost, n);
 	for (int i = 0; i < n && i < max; i++)
 		out[i] = list[i];
 	return n;
 }
 
-/* The model's choice for the shapes seen last (see gemm_choice.cuh). */
-tk_gemm_choice::Cache choice_cache;
+/* The model's choice for the shapes seen last (see gemm_common.cuh). */
+tk_gemm_common::Cache choice_cache;
 
 } /* namespace */
 
@@ -756,7 +680,7 @@ extern "C" int tk_gemm_decode_candidates(const tk_gemm_problem *p, tk_gemm_confi
 	if (max == 1) {
 		/* The built-in choice asks on every call: cached per shape. */
 		tk_gemm_config best = {};
-		int count = tk_gemm_choice::cached(choice_cache, p, &best,
+		int count = tk_gemm_common::cached(choice_cache, p, &best,
 		                                   [&d](const tk_gemm_problem *q, tk_gemm_config *b) {
 			                                   return search(q, d, b, 1);
 		                                   });
@@ -803,7 +727,7 @@ extern "C" tk_status tk_gemm_decode_launch(const tk_gemm_problem *p, const tk_ge
 	a.stages = cfg->stages;
 	a.a_batched = p->batch > 1 && p->stride_a != 0;
 	a.b_batched = p->batch > 1 && p->stride_b != 0;
-	a.vec = vec_ok(p);
+	a.vec = tk_gemm_common::vec_ok(p);
 	a.alpha = p->alpha;
 	a.in_cluster = cfg->cluster > 1;
 	a.tiles = (int)n_tiles(p, bn);

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "cuda_common.cuh"
+#include "gemm_common.cuh"
 #include "gemm_kinds.h"
 #include "sm90.cuh"
 
@@ -338,29 +339,21 @@ extern "C" int tk_gemm_simt_candidates(const tk_gemm_problem *p, tk_gemm_config 
 	if (!simt_serves(p))
 		return 0;
 	int sms = tkc::sm_count();
-	int split[MAX_SPLIT];
+	tk_gemm_config list[MAX_SPLIT];
 	double cost[MAX_SPLIT];
 	int n = 0;
 	for (int s = 1; s <= MAX_SPLIT; s++) {
-		tk_gemm_config c = config_of(s, 4);
-		if (!config_ok(p, &c))
+		list[n] = config_of(s, 4);
+		if (!config_ok(p, &list[n]))
 			continue;
-		split[n] = s;
 		cost[n] = split_cost(p, s, sms);
-		for (int j = n; j > 0 && cost[j] < cost[j - 1] * 0.999; j--) {
-			int ts = split[j];
-			double tc = cost[j];
-			split[j] = split[j - 1];
-			cost[j] = cost[j - 1];
-			split[j - 1] = ts;
-			cost[j - 1] = tc;
-		}
 		n++;
 	}
+	tk_gemm_common::sort_by_cost(list, cost, n);
 	/* The best three, then no split if it is not among them. */
 	int pick[4], np = 0;
 	for (int i = 0; i < n && np < 3; i++)
-		pick[np++] = split[i];
+		pick[np++] = list[i].split_k;
 	bool one = false;
 	for (int i = 0; i < np; i++)
 		one = one || pick[i] == 1;

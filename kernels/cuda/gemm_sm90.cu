@@ -63,6 +63,7 @@
 #include <string.h>
 #include <type_traits>
 
+#include "gemm_common.cuh"
 #include "gemm_kinds.h"
 #include "sm90.cuh"
 #include "tma_map.cuh"
@@ -335,19 +336,7 @@ __device__ __forceinline__ int main_loop(float (&acc)[MI][BN / 2], uint32_t base
 				wgmma<T, BN, 1 - TB>(acc[mi], da, db);
 			}
 		}
-		wgmma_commit();
-		/* The products of the previous stage are done: hand it back. */
-		wgmma_wait<1>();
-#pragma unroll
-		for (int mi = 0; mi < MI; mi++)
-			acc_fence(acc[mi]);
-		if (prev >= 0 && (tid & 31) == 0)
-			mbar_arrive(empty + 8 * prev);
-		prev = s;
-		if (++s == STAGES) {
-			s = 0;
-			phase ^= 1;
-		}
+		slot_issued(acc, empty, prev, s, phase, STAGES, tid);
 	}
 	return prev;
 }
@@ -694,18 +683,6 @@ bool sm90_serves(const tk_gemm_problem *p)
 	return tiles <= lim;
 }
 
-/* 1 when every c, residual and bias access can be 16 bytes wide. */
-int sm90_vec_ok(const tk_gemm_problem *p)
-{
-	bool ok = aligned16(p->c) && p->ldc % 8 == 0 && (p->batch == 1 || p->stride_c % 8 == 0);
-	if (p->bias != nullptr)
-		ok = ok && aligned16(p->bias);
-	if (p->residual != nullptr)
-		ok = ok && aligned16(p->residual) && p->ldr % 8 == 0 &&
-		     (p->batch == 1 || p->stride_r % 8 == 0);
-	return ok;
-}
-
 int sm_count(void)
 {
 	static std::atomic<int> cache[64];
@@ -981,7 +958,7 @@ extern "C" tk_status tk_gemm_sm90_launch(const tk_gemm_problem *p, const tk_gemm
 	a.group = group < a.tiles_m ? group : a.tiles_m;
 	a.a_batched = p->batch > 1 && p->stride_a != 0;
 	a.b_batched = p->batch > 1 && p->stride_b != 0;
-	a.vec = sm90_vec_ok(p);
+	a.vec = tk_gemm_common::vec_ok(p);
 	a.alpha = p->alpha;
 	/* Ping-pong tiles store c through the copy engine when the epilogue is
 	 * a plain scale (bias and residual are read by the threads). */

@@ -44,7 +44,7 @@
 #include <mutex>
 
 #include "cuda_common.cuh"
-#include "gemm_choice.cuh"
+#include "gemm_common.cuh"
 #include "gemm_kinds.h"
 #include "sm90.cuh"
 
@@ -565,37 +565,12 @@ size_t smem_bytes(int tn, int tk, int mt, int stages)
 	return pipe > out ? pipe : out;
 }
 
-/*
- * What the device gives: SMs, shared memory per SM, and the dynamic shared
- * memory a block may ask for (the opt-in limit less room for the kernel's
- * own static shared memory).
- */
-struct DeviceLimits {
-	int sms, smem_block, smem_sm;
-};
-
-const int kStaticSmemRoom = 1024;
+/* What the device gives (gemm_common.cuh). */
+using DeviceLimits = tk_gemm_common::Limits;
 
 DeviceLimits device_limits(void)
 {
-	static DeviceLimits cached[64];
-	int dev = 0;
-	DeviceLimits d = { 132, 227 * 1024 - kStaticSmemRoom, 228 * 1024 };
-
-	if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
-		return d;
-	if (cached[dev].sms == 0) {
-		int v;
-		d.sms = sm_count();
-		if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) ==
-		    cudaSuccess)
-			d.smem_block = v - kStaticSmemRoom;
-		if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) ==
-		    cudaSuccess)
-			d.smem_sm = v;
-		cached[dev] = d;
-	}
-	return cached[dev];
+	return tk_gemm_common::limits();
 }
 
 size_t align256(size_t v)
@@ -787,12 +762,12 @@ int search(const tk_gemm_problem *p, const DeviceLimits &d, tk_gemm_config *best
 	return count;
 }
 
-/* The model's choice for the shapes seen last (see gemm_choice.cuh). */
-tk_gemm_choice::Cache choice_cache;
+/* The model's choice for the shapes seen last (see gemm_common.cuh). */
+tk_gemm_common::Cache choice_cache;
 
 int cached_best(const tk_gemm_problem *p, const DeviceLimits &d, tk_gemm_config *best)
 {
-	return tk_gemm_choice::cached(choice_cache, p, best,
+	return tk_gemm_common::cached(choice_cache, p, best,
 	                              [&d](const tk_gemm_problem *q, tk_gemm_config *b) {
 		                              tk_gemm_config none[1];
 		                              return search(q, d, b, none, 0);

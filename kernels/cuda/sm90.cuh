@@ -231,6 +231,32 @@ template <int N> __device__ __forceinline__ void acc_fence(float (&d)[N])
 }
 
 /*
+ * The end of one step of a consumer main loop over a ring of shared-memory
+ * slots: the wgmmas reading slot s are issued. Commit them, wait until the
+ * products of the slot before are done, hand that slot back (one arrival
+ * per warp on its "empty" mbarrier, 8 bytes apart from empty on) and move
+ * the ring on (phase flips at each wrap). prev: the slot still being read,
+ * -1 at the start.
+ */
+template <int MI, int NR>
+__device__ __forceinline__ void slot_issued(float (&acc)[MI][NR], uint32_t empty, int &prev, int &s,
+                                            uint32_t &phase, int stages, int tid)
+{
+	wgmma_commit();
+	wgmma_wait<1>();
+#pragma unroll
+	for (int mi = 0; mi < MI; mi++)
+		acc_fence(acc[mi]);
+	if (prev >= 0 && (tid & 31) == 0)
+		mbar_arrive(empty + 8 * prev);
+	prev = s;
+	if (++s == stages) {
+		s = 0;
+		phase ^= 1;
+	}
+}
+
+/*
  * The wgmma wrappers below differ only in N (the accumulator count is N / 2)
  * and the element type, so their operand lists are spelled once: the
  * accumulator operands eight at a time, and their names in the instruction

@@ -407,12 +407,15 @@ Test(gpu_gemm_smallm, every_configuration_matches_cpu)
 	}
 }
 
-Test(gpu_gemm_smallm, declines_what_it_cannot_serve)
+/*
+ * A bf16 decode problem every decode-capable family serves: 16 x 64 x 64,
+ * weights [N, K], 16-byte aligned (the pointers are never dereferenced: the
+ * declines tests only ask for candidates).
+ */
+static tk_gemm_problem aligned_decode_problem(void)
 {
 	tk_gemm_problem p;
-	tk_gemm_config cfg[4];
 
-	gpu_require();
 	memset(&p, 0, sizeof(p));
 	p.dtype = TK_BF16;
 	p.trans_b = 1;
@@ -422,6 +425,15 @@ Test(gpu_gemm_smallm, declines_what_it_cannot_serve)
 	p.k = 64;
 	p.lda = p.ldb = p.ldc = 64;
 	p.a = p.b = p.c = (void *)(uintptr_t)4096;
+	return p;
+}
+
+Test(gpu_gemm_smallm, declines_what_it_cannot_serve)
+{
+	tk_gemm_problem p = aligned_decode_problem();
+	tk_gemm_config cfg[4];
+
+	gpu_require();
 	cr_expect_gt(tk_gemm_smallm_candidates(&p, cfg, 4), 0, "an aligned decode shape");
 	p.m = 129;
 	cr_expect_eq(tk_gemm_smallm_candidates(&p, cfg, 4), 0, "M above 128");
@@ -464,19 +476,10 @@ Test(gpu_gemm_decode, every_configuration_matches_cpu)
 
 Test(gpu_gemm_decode, declines_what_it_cannot_serve)
 {
-	tk_gemm_problem p;
+	tk_gemm_problem p = aligned_decode_problem();
 	tk_gemm_config cfg[4];
 
 	gpu_require();
-	memset(&p, 0, sizeof(p));
-	p.dtype = TK_BF16;
-	p.trans_b = 1;
-	p.batch = 1;
-	p.m = 16;
-	p.n = 64;
-	p.k = 64;
-	p.lda = p.ldb = p.ldc = 64;
-	p.a = p.b = p.c = (void *)(uintptr_t)4096;
 	cr_expect_gt(tk_gemm_decode_candidates(&p, cfg, 4), 0, "an aligned decode shape");
 	p.m = 129;
 	cr_expect_eq(tk_gemm_decode_candidates(&p, cfg, 4), 0, "M above 128");
@@ -494,9 +497,55 @@ Test(gpu_gemm_decode, declines_what_it_cannot_serve)
 	p.dtype = TK_F32;
 	cr_expect_eq(tk_gemm_decode_candidates(&p, cfg, 4), 0, "f32");
 	p.dtype = TK_BF16;
+	/* K of 72 tiles, which splits 8 and 9 ways evenly: each refusal
+	 * below is for what it names. */
+	p.k = p.lda = p.ldb = 72 * 64;
 	tk_gemm_config bad = cfg[0];
 	bad.split_k = bad.cluster = 9;
-	cr_expect_eq(tk_gemm_launch(&p, &bad, NULL), TK_ERR_UNSUPPORTED, "a split of 9");
+	cr_expect_eq(tk_gemm_launch(&p, &bad, NULL), TK_ERR_UNSUPPORTED, "a cluster of 9");
+	bad.split_k = 8;
+	bad.cluster = 0;
+	cr_expect_eq(tk_gemm_launch(&p, &bad, NULL), TK_ERR_UNSUPPORTED,
+	             "a split through the workspace without one");
+	p.workspace = (void *)(uintptr_t)8192;
+	p.workspace_bytes = 1024;
+	cr_expect_eq(tk_gemm_launch(&p, &bad, NULL), TK_ERR_UNSUPPORTED,
+	             "a split through a workspace too small for it");
+}
+
+/*
+ * With no tuning entry, one bf16 matrix with M <= 32 takes the decode
+ * family, M = 64 does not, and f32 takes the simt family (the dispatcher's
+ * built-in choice, docs/kernels.md).
+ */
+Test(gpu_gemm_decode, the_built_in_choice_takes_it_up_to_m_32)
+{
+	tk_gemm_problem p = aligned_decode_problem();
+	tk_gemm_config cfg;
+
+	gpu_require();
+	tk_gemm_table_clear();
+	p.n = p.ldc = 4096;
+	p.k = p.lda = p.ldb = 4096;
+	for (int64_t m = 1; m <= 32; m *= 2) {
+		p.m = m;
+		tk_gemm_select(&p, &cfg);
+		cr_expect_eq(cfg.kind, TK_GEMM_DECODE, "M = %ld took kind %d", (long)m, cfg.kind);
+	}
+	p.m = 64;
+	tk_gemm_select(&p, &cfg);
+	cr_expect_neq(cfg.kind, TK_GEMM_DECODE, "M = 64");
+	p.m = 16;
+	p.batch = 2;
+	p.stride_a = p.m * p.lda;
+	p.stride_b = p.n * p.ldb;
+	p.stride_c = p.m * p.ldc;
+	tk_gemm_select(&p, &cfg);
+	cr_expect_neq(cfg.kind, TK_GEMM_DECODE, "a batch of 2");
+	p.batch = 1;
+	p.dtype = TK_F32;
+	tk_gemm_select(&p, &cfg);
+	cr_expect_eq(cfg.kind, TK_GEMM_SIMT, "f32 took kind %d", cfg.kind);
 }
 
 /* ---- the f32 family (CUDA cores, split-K) ------------------------------- */
