@@ -6,12 +6,16 @@
  *
  * Along the last dim: threads per row as for the row engine (a warp for
  * narrow rows, up to 1024 threads for the widest), each streaming its
- * share of the row with 16-byte loads, four in flight; then a shuffle and
- * shared-memory reduction and one write per row. Along another dim: a
+ * share of the row with 16-byte loads, four in flight (amax and argmax of
+ * 16-bit rows take each vector's maximum with packed instructions, argmax
+ * finding the element in the best vector once, at the end); then a shuffle
+ * and shared-memory reduction and one write per row. Along another dim: a
  * thread per output, adjacent threads reading adjacent columns, so each
  * step of the line is one coalesced load across the warp.
  * Bytes: numel(x) * elem size + the outputs.
  */
+#include <type_traits>
+
 #include "rowops.cuh"
 
 namespace
@@ -117,6 +121,60 @@ template <typename T> __device__ void red_write(const RedArgs &a, int64_t oo, Ac
 }
 
 /*
+ * The largest of a 16-bit vector's values as f32, a NaN if it holds one:
+ * three packed max instructions over its four pairs and one over the last
+ * pair (half an instruction an element, where widening each element and
+ * comparing it costs four or five).
+ */
+template <typename T> __device__ __forceinline__ float vec_max_nan(const Vec<T> &u)
+{
+	static_assert(sizeof(T) == 2, "16-bit vectors");
+	using T2 = typename std::conditional<std::is_same<T, __half>::value, __half2,
+	                                     __nv_bfloat162>::type;
+	const T2 *p = reinterpret_cast<const T2 *>(u.v);
+	T2 m = __hmax2_nan(__hmax2_nan(p[0], p[1]), __hmax2_nan(p[2], p[3]));
+	return to_f32(__hmax_nan(m.x, m.y));
+}
+
+/*
+ * Argmax over a row's vectors, a thread's share: the maximum of each
+ * vector (vec_max_nan), the thread's best vector kept by the rules of
+ * arg_better (a NaN first, then larger; the thread walks its vectors in
+ * order, so a tie keeps the earlier), and only at the end the first element
+ * of that vector holding the best value, read again.
+ */
+template <typename T> struct ArgVec {
+	float v = -INFINITY;
+	int64_t j = -1; /* the best vector's first element; -1: none yet */
+
+	__device__ __forceinline__ void add(const Vec<T> &u, int64_t at)
+	{
+		float m = vec_max_nan<T>(u);
+		if (j < 0 || (m != m ? v == v : m > v)) {
+			v = m;
+			j = at;
+		}
+	}
+
+	__device__ __forceinline__ Acc result(const T *x) const
+	{
+		Acc a = { v, -1 };
+		if (j < 0)
+			return a;
+		const Vec<T> u = *reinterpret_cast<const Vec<T> *>(x + j);
+		int i = 0;
+		while (i < Vec<T>::N - 1) {
+			float e = to_f32(u.v[i]);
+			if (e == v || (e != e && v != v))
+				break;
+			i++;
+		}
+		a.i = j + i;
+		return a;
+	}
+};
+
+/*
  * The reduction kind is a template argument, so the per-element step is
  * an add, a max or a compare with no branch on the kind.
  */
@@ -137,26 +195,36 @@ __global__ void __launch_bounds__(1024) reduce_row(const __grid_constant__ RedAr
 		if (r < a.lines)
 			plan_offsets<2>(a.p, r, off);
 		const T *x = static_cast<const T *>(a.x) + off[1];
-		if constexpr (VEC) {
+		/* 16-bit rows: a packed max a pair (vec_max_nan); f32 rows gain nothing by it. */
+		constexpr bool PACKED = sizeof(T) == 2;
+		if constexpr (VEC && PACKED && K == RED_ARGMAX) {
+			ArgVec<T> best;
+			stream_vecs<T>(x, len, [&](const Vec<T> &u, int64_t j) { best.add(u, j); });
+			acc = best.result(x);
+		} else if constexpr (VEC && PACKED && K == RED_AMAX) {
+			stream_vecs<T>(x, len, [&](const Vec<T> &u, int64_t) {
+				acc.v = max_nan(acc.v, vec_max_nan<T>(u));
+			});
+		} else if constexpr (VEC && K == RED_ARGMAX) {
 			stream_vecs<T>(x, len, [&](const Vec<T> &u, int64_t j) {
-				if constexpr (K == RED_ARGMAX) {
-					/* The vector's first maximum (a NaN first), then one merge. */
-					float bv = to_f32(u.v[0]);
-					int bi = 0;
+				/* The vector's first maximum (a NaN first), then one merge. */
+				float bv = to_f32(u.v[0]);
+				int bi = 0;
 #pragma unroll
-					for (int i = 1; i < N; i++) {
-						float v = to_f32(u.v[i]);
-						if (v > bv || (v != v && bv == bv)) {
-							bv = v;
-							bi = i;
-						}
+				for (int i = 1; i < N; i++) {
+					float v = to_f32(u.v[i]);
+					if (v > bv || (v != v && bv == bv)) {
+						bv = v;
+						bi = i;
 					}
-					acc_add<K>(acc, bv, j + bi);
-				} else {
-#pragma unroll
-					for (int i = 0; i < N; i++)
-						acc_add<K>(acc, to_f32(u.v[i]), j + i);
 				}
+				acc_add<K>(acc, bv, j + bi);
+			});
+		} else if constexpr (VEC) {
+			stream_vecs<T>(x, len, [&](const Vec<T> &u, int64_t j) {
+#pragma unroll
+				for (int i = 0; i < N; i++)
+					acc_add<K>(acc, to_f32(u.v[i]), j + i);
 			});
 		} else {
 			for (int64_t j = threadIdx.x; j < len; j += blockDim.x)

@@ -452,13 +452,14 @@ Test(gpu_gemm_smallm, declines_what_it_cannot_serve)
 
 /*
  * Every configuration of the decode family, on each token tile (M = 1, 7,
- * 9, 20, 33, 100, 128), N and K not multiples of the tiles (the copy engine
- * fills past them), K up to 16384, bias and residual, alpha, batches with
- * shared and per-batch weights.
+ * 9, 20, 33, 65, 100, 128), N and K not multiples of the tiles (the copy
+ * engine fills past them), K up to 16384, bias and residual (also aliasing
+ * c at M = 128), alpha, batches with shared and per-batch weights (also at
+ * M = 100).
  */
 Test(gpu_gemm_decode, every_configuration_matches_cpu)
 {
-	static const int64_t ms[] = { 1, 7, 9, 20, 33, 100, 128 };
+	static const int64_t ms[] = { 1, 7, 9, 20, 33, 65, 100, 128 };
 
 	for (int t = 0; t < 2; t++) {
 		for (size_t i = 0; i < sizeof(ms) / sizeof(ms[0]); i++) {
@@ -468,9 +469,13 @@ Test(gpu_gemm_decode, every_configuration_matches_cpu)
 		gcase b = { half_types[t], 0, 3, 72, 16384, 1, 0, 1, 1, 1.0, 0 };
 		gcase c = { half_types[t], 2, 9, 200, 512, 1, 0, 0, 0, 1.0, 8 };
 		gcase d = { half_types[t], 0, 16, 4100, 2056, 1, 1, 0, 0, 1.0, 0 };
+		gcase e = { half_types[t], 0, 128, 520, 1000, 1, 1, 1, 1, 1.0, 0 };
+		gcase f = { half_types[t], 2, 100, 330, 704, 1, 0, 0, 0, 0.5, 8 };
 		family_sweep(&b, tk_gemm_decode_candidates, "decode");
 		family_sweep(&c, tk_gemm_decode_candidates, "decode");
 		family_sweep(&d, tk_gemm_decode_candidates, "decode");
+		family_sweep(&e, tk_gemm_decode_candidates, "decode");
+		family_sweep(&f, tk_gemm_decode_candidates, "decode");
 	}
 }
 
@@ -615,9 +620,9 @@ Test(gpu_gemm_simt, splits_give_the_same_bits_on_every_run)
  * partial sums in K order whichever CTA finishes last: twenty runs of each
  * give the bits of the first.
  */
-static void same_bits_sweep(candidates_fn family, const char *name)
+static void same_bits_sweep(candidates_fn family, const char *name, int64_t m)
 {
-	gcase g = { TK_BF16, 0, 16, 520, 7168, 1, 0, 0, 0, 1.0, 0 };
+	gcase g = { TK_BF16, 0, m, 520, 7168, 1, 0, 0, 0, 1.0, 0 };
 	tk_gemm_config cfgs[512];
 	cudaStream_t s;
 	void *ws = NULL;
@@ -647,8 +652,8 @@ static void same_bits_sweep(candidates_fn family, const char *name)
 		}
 		tried++;
 	}
-	cr_assert_gt(tried, 0, "the %s family offered no workspace split for m 16 n 520 k 7168",
-	             name);
+	cr_assert_gt(tried, 0, "the %s family offered no workspace split for m %ld n 520 k 7168",
+	             name, (long)m);
 	free(first);
 	free(got);
 	cudaStreamDestroy(s);
@@ -658,10 +663,11 @@ static void same_bits_sweep(candidates_fn family, const char *name)
 
 Test(gpu_gemm_smallm, workspace_splits_give_the_same_bits_on_every_run)
 {
-	same_bits_sweep(tk_gemm_smallm_candidates, "small-M");
+	same_bits_sweep(tk_gemm_smallm_candidates, "small-M", 16);
 }
 
 Test(gpu_gemm_decode, workspace_splits_give_the_same_bits_on_every_run)
 {
-	same_bits_sweep(tk_gemm_decode_candidates, "decode");
+	same_bits_sweep(tk_gemm_decode_candidates, "decode", 16);
+	same_bits_sweep(tk_gemm_decode_candidates, "decode", 100);
 }

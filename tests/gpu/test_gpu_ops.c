@@ -15,6 +15,7 @@
  */
 #include <criterion/criterion.h>
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -212,6 +213,84 @@ Test(gpu_reduce, sum_mean_amax_argmax_match_cpu_along_either_dim_with_keepdim)
 	row_op_cases("mean", TC_VARIANTS);
 	row_op_cases("amax", TC_VARIANTS);
 	row_op_cases("argmax", TC_VARIANTS);
+}
+
+/*
+ * Row r of x (width w) planted with what decides an argmax: 0 all -inf; 1
+ * two NaNs and a +inf before them (the first NaN wins); 2 a maximum tied
+ * three times, in different vectors; 3 a -0 before a +0 above negative
+ * values (equal: the first wins); 4 the maximum in the last element only;
+ * 5 a tie within one 16-byte vector. Rows 1 and 3 are left out with
+ * `no_nan_or_zero` (amax: a NaN's payload and a zero's sign are not
+ * compared bit for bit).
+ */
+static void plant_row(tk_tensor *x, int64_t r, int64_t w, int kind)
+{
+	int64_t at = r * w, a = w / 3, b = a + w / 3 + 1, v = (w / 16) * 8;
+
+	for (int64_t i = 0; i < w; i++)
+		tt_set(x, at + i, kind == 0 ? -INFINITY : -1.0 - (double)(i % 7) / 8.0);
+	switch (kind) {
+	case 1:
+		tt_set(x, at + (a > 0 ? a - 1 : 0), INFINITY);
+		tt_set(x, at + a, NAN);
+		tt_set(x, at + b % w, NAN);
+		break;
+	case 2:
+		tt_set(x, at + a, 1000.0);
+		tt_set(x, at + b % w, 1000.0);
+		tt_set(x, at + w - 1, 1000.0);
+		break;
+	case 3:
+		tt_set(x, at + a, -0.0);
+		tt_set(x, at + b % w, 0.0);
+		break;
+	case 4:
+		tt_set(x, at + w - 1, 1000.0);
+		break;
+	case 5:
+		tt_set(x, at + (v + 5) % w, 250.0);
+		tt_set(x, at + (v + 3) % w, 250.0);
+		break;
+	}
+}
+
+static void planted_case(const char *op, tk_dtype dt, int64_t w, int no_nan_or_zero)
+{
+	static const int kinds[] = { 0, 1, 2, 3, 4, 5 };
+	uint64_t rng = gpu_fresh_seed();
+	char what[96];
+	tk_call c;
+	int64_t rows = 0;
+
+	cr_assert(tc_build(&c, op, dt, 6, w, 0, 0, &rng), "no case for %s", op);
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		if (no_nan_or_zero && (kinds[k] == 1 || kinds[k] == 3))
+			plant_row(&c.in[0], rows, w, 2);
+		else
+			plant_row(&c.in[0], rows, w, kinds[k]);
+		rows++;
+	}
+	snprintf(what, sizeof(what), "6x%ld planted maxima", (long)w);
+	compare_call(op, &c, what);
+	tc_free(&c);
+}
+
+/*
+ * NaNs, infinities, ties and signed zeros where the maxima are, at widths
+ * that take the vector path (16-byte rows) and the scalar one (odd), up to
+ * the widest row.
+ */
+Test(gpu_reduce, argmax_and_amax_follow_the_nan_and_tie_rules)
+{
+	static const int64_t ws[] = { 8, 24, 4096, 4097, 20000, 262144 };
+
+	for (size_t k = 0; k < 3; k++) {
+		for (size_t i = 0; i < sizeof(ws) / sizeof(ws[0]); i++) {
+			planted_case("argmax", tt_float_dtypes[k], ws[i], 0);
+			planted_case("amax", tt_float_dtypes[k], ws[i], 1);
+		}
+	}
 }
 
 Test(gpu_quant_fp8, per_tensor_and_per_token_codes_and_scales_match_cpu_exactly)
