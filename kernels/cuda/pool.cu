@@ -179,9 +179,12 @@ __global__ void __launch_bounds__(256) pool2x(const __grid_constant__ PoolArgs a
  * outputs of one output row, read as two vectors per window row (the 2N
  * taps) and written as one. U units per thread, so each has 8 loads in
  * flight whatever the number of spatial dims. The taps are folded in the
- * order pool2x uses (row by row, left then right).
+ * order pool2x uses (row by row, left then right). FLAT (one spatial dim,
+ * x and out packed, x exactly twice as wide): output i's taps are x[2i]
+ * and x[2i + 1], so a unit needs no index arithmetic (four 32-bit
+ * divisions a unit otherwise, most of the instructions of a bf16 unit).
  */
-template <typename T, bool MAX, int NSP>
+template <typename T, bool MAX, int NSP, bool FLAT>
 __global__ void __launch_bounds__(256) pool2x_vec(const __grid_constant__ PoolArgs a)
 {
 	pdl_enter();
@@ -199,6 +202,13 @@ __global__ void __launch_bounds__(256) pool2x_vec(const __grid_constant__ PoolAr
 			int64_t i = (base + u * blockDim.x + threadIdx.x) * N, o[3];
 			if (i >= a.total)
 				continue;
+			if constexpr (FLAT) {
+				static_assert(NSP == 1, "one spatial dim");
+				v[u][0] = *reinterpret_cast<const Vec<T> *>(x + 2 * i);
+				v[u][1] = *reinterpret_cast<const Vec<T> *>(x + 2 * i + N);
+				oo[u] = i;
+				continue;
+			}
 			o[2] = split<true>(i, pl.out[2]);
 			o[1] = split<true>(i, pl.out[1]);
 			o[0] = split<true>(i, pl.out[0]);
@@ -265,6 +275,19 @@ static bool pool2x_vec_ok(const PoolArgs &a, size_t es)
 	return true;
 }
 
+/*
+ * Whether pool2x_vec may take a one-dim call as FLAT: x and out packed
+ * (rows of each back to back), x's rows exactly twice out's.
+ */
+static bool pool2x_flat_ok(const PoolArgs &a, int nsp)
+{
+	const tk_pool &pl = a.pl;
+
+	return nsp == 1 && pl.in[2] == 2 * pl.out[2] && pl.xs[4] == 1 && pl.os[4] == 1 &&
+	       (pl.c == 1 || pl.xs[1] == pl.in[2]) && (pl.n == 1 || pl.xs[0] == pl.c * pl.in[2]) &&
+	       (pl.c == 1 || pl.os[1] == pl.out[2]) && (pl.n == 1 || pl.os[0] == pl.c * pl.out[2]);
+}
+
 /* Whether the call is pool2x's case, and whether its taps pair up aligned. */
 static bool pool2x_ok(const PoolArgs &a, int nsp, size_t es, bool *pairs)
 {
@@ -294,8 +317,14 @@ static void pool2x_launch(const PoolArgs &a, bool pairs, cudaStream_t s)
 
 	if (pool2x_vec_ok(a, sizeof(T))) {
 		int64_t per_block = 256 * (4 >> (NSP - 1)) * Vec<T>::N;
-		launch_pdl(pool2x_vec<T, MAX, NSP>, grid_for(a.total, (int)per_block), 256, 0, s,
-		           a);
+		unsigned grid = grid_for(a.total, (int)per_block);
+		if constexpr (NSP == 1) {
+			if (pool2x_flat_ok(a, NSP)) {
+				launch_pdl(pool2x_vec<T, MAX, 1, true>, grid, 256, 0, s, a);
+				return;
+			}
+		}
+		launch_pdl(pool2x_vec<T, MAX, NSP, false>, grid, 256, 0, s, a);
 	} else if (pairs)
 		launch_pdl(pool2x<T, MAX, NSP, true>, g, 256, 0, s, a);
 	else

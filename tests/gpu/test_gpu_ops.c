@@ -322,12 +322,12 @@ Test(gpu_pool, max_and_avg_in_1d_2d_3d_match_cpu_max_exactly)
 {
 	static const char *const ops[] = { "max_pool1d", "max_pool2d", "max_pool3d",
 		                           "avg_pool1d", "avg_pool2d", "avg_pool3d" };
-	static const int64_t ws[] = { 3, 8, 17, 224 };
+	static const int64_t ws[] = { 3, 8, 17, 224, 2048 };
 
 	for (int o = 0; o < 6; o++) {
 		for (size_t k = 0; k < 3; k++) {
 			for (int v = 0; v < TC_VARIANTS; v++) {
-				for (size_t w = 0; w < 4; w++) {
+				for (size_t w = 0; w < sizeof(ws) / sizeof(ws[0]); w++) {
 					op_case(ops[o], tt_float_dtypes[k], 9, ws[w], 0, v);
 					op_case(ops[o], tt_float_dtypes[k], 6, ws[w], 3, v);
 				}
