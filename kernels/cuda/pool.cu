@@ -179,10 +179,12 @@ __global__ void __launch_bounds__(256) pool2x(const __grid_constant__ PoolArgs a
  * outputs of one output row, read as two vectors per window row (the 2N
  * taps) and written as one. U units per thread, so each has 8 loads in
  * flight whatever the number of spatial dims. The taps are folded in the
- * order pool2x uses (row by row, left then right). FLAT (one spatial dim,
- * x and out packed, x exactly twice as wide): output i's taps are x[2i]
- * and x[2i + 1], so a unit needs no index arithmetic (four 32-bit
- * divisions a unit otherwise, most of the instructions of a bf16 unit).
+ * order pool2x uses (row by row, left then right). FLAT (one or two
+ * spatial dims, x and out packed, x exactly twice out along each): in one
+ * dim output i's taps are x[2i] and x[2i + 1], so a unit needs no index
+ * arithmetic; in two, output row R = i / OW reads x rows 2R and 2R + 1,
+ * one division (four 32-bit divisions a unit otherwise, most of the
+ * instructions of a bf16 unit).
  */
 template <typename T, bool MAX, int NSP, bool FLAT>
 __global__ void __launch_bounds__(256) pool2x_vec(const __grid_constant__ PoolArgs a)
@@ -203,10 +205,19 @@ __global__ void __launch_bounds__(256) pool2x_vec(const __grid_constant__ PoolAr
 			if (i >= a.total)
 				continue;
 			if constexpr (FLAT) {
-				static_assert(NSP == 1, "one spatial dim");
-				v[u][0] = *reinterpret_cast<const Vec<T> *>(x + 2 * i);
-				v[u][1] = *reinterpret_cast<const Vec<T> *>(x + 2 * i + N);
+				static_assert(NSP <= 2, "one or two spatial dims");
+				const T *p = x + 2 * i;
 				oo[u] = i;
+				if constexpr (NSP == 2) {
+					int64_t row = i, ow = split<true>(row, pl.out[2]);
+					p = x + 2 * row * pl.in[2] + 2 * ow;
+				}
+#pragma unroll
+				for (int r = 0; r < R; r++) {
+					v[u][2 * r] = *reinterpret_cast<const Vec<T> *>(p + r * pl.in[2]);
+					v[u][2 * r + 1] =
+					        *reinterpret_cast<const Vec<T> *>(p + r * pl.in[2] + N);
+				}
 				continue;
 			}
 			o[2] = split<true>(i, pl.out[2]);
@@ -275,17 +286,36 @@ static bool pool2x_vec_ok(const PoolArgs &a, size_t es)
 	return true;
 }
 
+/* Whether a tensor of dims (n, c, sizes[3 - nsp ..]) with strides st is packed. */
+static bool pool_packed(const tk_pool &pl, const int64_t *sizes, const int64_t *st, int nsp)
+{
+	int64_t want = 1;
+
+	for (int d = 2; d >= 3 - nsp; d--) {
+		if (sizes[d] > 1 && st[2 + d] != want)
+			return false;
+		want *= sizes[d];
+	}
+	if (pl.c > 1 && st[1] != want)
+		return false;
+	return pl.n <= 1 || st[0] == want * pl.c;
+}
+
 /*
- * Whether pool2x_vec may take a one-dim call as FLAT: x and out packed
- * (rows of each back to back), x's rows exactly twice out's.
+ * Whether pool2x_vec may take a call as FLAT: one or two spatial dims, x
+ * and out packed, x exactly twice out along each.
  */
 static bool pool2x_flat_ok(const PoolArgs &a, int nsp)
 {
 	const tk_pool &pl = a.pl;
 
-	return nsp == 1 && pl.in[2] == 2 * pl.out[2] && pl.xs[4] == 1 && pl.os[4] == 1 &&
-	       (pl.c == 1 || pl.xs[1] == pl.in[2]) && (pl.n == 1 || pl.xs[0] == pl.c * pl.in[2]) &&
-	       (pl.c == 1 || pl.os[1] == pl.out[2]) && (pl.n == 1 || pl.os[0] == pl.c * pl.out[2]);
+	if (nsp > 2)
+		return false;
+	for (int d = 3 - nsp; d < 3; d++) {
+		if (pl.in[d] != 2 * pl.out[d])
+			return false;
+	}
+	return pool_packed(pl, pl.in, pl.xs, nsp) && pool_packed(pl, pl.out, pl.os, nsp);
 }
 
 /* Whether the call is pool2x's case, and whether its taps pair up aligned. */
@@ -318,9 +348,9 @@ static void pool2x_launch(const PoolArgs &a, bool pairs, cudaStream_t s)
 	if (pool2x_vec_ok(a, sizeof(T))) {
 		int64_t per_block = 256 * (4 >> (NSP - 1)) * Vec<T>::N;
 		unsigned grid = grid_for(a.total, (int)per_block);
-		if constexpr (NSP == 1) {
+		if constexpr (NSP <= 2) {
 			if (pool2x_flat_ok(a, NSP)) {
-				launch_pdl(pool2x_vec<T, MAX, 1, true>, grid, 256, 0, s, a);
+				launch_pdl(pool2x_vec<T, MAX, NSP, true>, grid, 256, 0, s, a);
 				return;
 			}
 		}

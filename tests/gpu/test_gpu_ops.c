@@ -330,6 +330,8 @@ Test(gpu_pool, max_and_avg_in_1d_2d_3d_match_cpu_max_exactly)
 				for (size_t w = 0; w < sizeof(ws) / sizeof(ws[0]); w++) {
 					op_case(ops[o], tt_float_dtypes[k], 9, ws[w], 0, v);
 					op_case(ops[o], tt_float_dtypes[k], 6, ws[w], 3, v);
+					/* even rows, packed: 2x2 windows of exact halves */
+					op_case(ops[o], tt_float_dtypes[k], 8, ws[w], 0, v);
 				}
 			}
 		}
