@@ -25,6 +25,7 @@ BINARY_OP(add, a + b)
 BINARY_OP(sub, a - b)
 BINARY_OP(mul, a *b)
 BINARY_OP(div, tkc::m_div<F>(a, b))
-BINARY_OP(maximum, tkc::max_nan(a, b))
+/* NaN-propagating and branch-free (a select): a + b is the NaN when either is one. */
+BINARY_OP(maximum, (a != a || b != b) ? a + b : fmaxf(a, b))
 BINARY_OP(minimum, (a != a || b != b) ? a + b : fminf(a, b))
 BINARY_OP(pow, F ? tkc::m_pow_fast(a, b) : powf(a, b))
