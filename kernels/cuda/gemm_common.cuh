@@ -1,7 +1,8 @@
 /*
  * gemm_common.cuh - host code the GEMM families (gemm_sm90.cu,
  * gemm_smallm.cu, gemm_decode.cu, gemm_simt.cu) share: whether c, bias and
- * residual allow 16-byte access, the device's shared-memory limits,
+ * residual allow 16-byte access, the launch arguments the TMA families name
+ * alike, the device's shared-memory limits,
  * ordering candidates by a model's cost, and a cache of a family's own
  * choice per problem shape.
  */
@@ -29,6 +30,29 @@ inline int vec_ok(const tk_gemm_problem *p)
 		ok = ok && tkc::aligned16(p->residual) && p->ldr % 8 == 0 &&
 		     (p->batch == 1 || p->stride_r % 8 == 0);
 	return ok;
+}
+
+/*
+ * The fields of a launch's arguments that the TMA families (sm90, decode)
+ * name alike: the epilogue's c, bias and residual with their pitches and
+ * batch strides, M and N, alpha, 16-byte access, and which of a and b
+ * differ per batch.
+ */
+template <typename A> inline void common_args(A &a, const tk_gemm_problem *p)
+{
+	a.c = p->c;
+	a.bias = p->bias;
+	a.res = p->residual;
+	a.ldc = p->ldc;
+	a.ldr = p->ldr;
+	a.stride_c = p->batch > 1 ? p->stride_c : 0;
+	a.stride_r = p->batch > 1 ? p->stride_r : 0;
+	a.m = (int)p->m;
+	a.n = (int)p->n;
+	a.a_batched = p->batch > 1 && p->stride_a != 0;
+	a.b_batched = p->batch > 1 && p->stride_b != 0;
+	a.vec = vec_ok(p);
+	a.alpha = p->alpha;
 }
 
 /*

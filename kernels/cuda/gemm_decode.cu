@@ -712,23 +712,11 @@ extern "C" tk_status tk_gemm_decode_launch(const tk_gemm_problem *p, const tk_ge
 		return TK_ERR_UNSUPPORTED;
 
 	DecodeArgs a = {};
-	a.c = p->c;
-	a.bias = p->bias;
-	a.res = p->residual;
-	a.ldc = p->ldc;
-	a.ldr = p->ldr;
-	a.stride_c = p->batch > 1 ? p->stride_c : 0;
-	a.stride_r = p->batch > 1 ? p->stride_r : 0;
-	a.m = (int)p->m;
-	a.n = (int)p->n;
+	tk_gemm_common::common_args(a, p);
 	a.ktiles = (int)k_tiles(p);
 	a.split = split;
 	a.k_per = (int)k_per(p, split);
 	a.stages = cfg->stages;
-	a.a_batched = p->batch > 1 && p->stride_a != 0;
-	a.b_batched = p->batch > 1 && p->stride_b != 0;
-	a.vec = tk_gemm_common::vec_ok(p);
-	a.alpha = p->alpha;
 	a.in_cluster = cfg->cluster > 1;
 	a.tiles = (int)n_tiles(p, bn);
 

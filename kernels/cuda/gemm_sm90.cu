@@ -934,15 +934,7 @@ extern "C" tk_status tk_gemm_sm90_launch(const tk_gemm_problem *p, const tk_gemm
 		return TK_ERR_UNSUPPORTED;
 
 	Sm90Args a = {};
-	a.c = p->c;
-	a.bias = p->bias;
-	a.res = p->residual;
-	a.ldc = p->ldc;
-	a.ldr = p->ldr;
-	a.stride_c = p->batch > 1 ? p->stride_c : 0;
-	a.stride_r = p->batch > 1 ? p->stride_r : 0;
-	a.m = (int)p->m;
-	a.n = (int)p->n;
+	tk_gemm_common::common_args(a, p);
 	a.k = (int)p->k;
 	a.tiles_m = pl.tiles_m;
 	a.tiles_n = pl.tiles_n;
@@ -956,10 +948,6 @@ extern "C" tk_status tk_gemm_sm90_launch(const tk_gemm_problem *p, const tk_gemm
 	while ((group + 1) * (group + 1) * sh.bm <= sms * sh.bn)
 		group++;
 	a.group = group < a.tiles_m ? group : a.tiles_m;
-	a.a_batched = p->batch > 1 && p->stride_a != 0;
-	a.b_batched = p->batch > 1 && p->stride_b != 0;
-	a.vec = tk_gemm_common::vec_ok(p);
-	a.alpha = p->alpha;
 	/* Ping-pong tiles store c through the copy engine when the epilogue is
 	 * a plain scale (bias and residual are read by the threads). */
 	a.tma_c = sh.bm == 64 && p->bias == nullptr && p->residual == nullptr && a.vec &&

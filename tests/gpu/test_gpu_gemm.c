@@ -428,24 +428,34 @@ static tk_gemm_problem aligned_decode_problem(void)
 	return p;
 }
 
+/*
+ * What every decode-size family refuses, on the aligned decode problem
+ * (which it must serve, filling cfg): M above 128, b stored [K, N], f32.
+ */
+static void expect_decode_refusals(candidates_fn family, tk_gemm_config *cfg)
+{
+	tk_gemm_problem p = aligned_decode_problem();
+
+	cr_expect_gt(family(&p, cfg, 4), 0, "an aligned decode shape");
+	p.m = 129;
+	cr_expect_eq(family(&p, cfg + 1, 3), 0, "M above 128");
+	p.m = 16;
+	p.trans_b = 0;
+	cr_expect_eq(family(&p, cfg + 1, 3), 0, "b stored [K, N]");
+	p.trans_b = 1;
+	p.dtype = TK_F32;
+	cr_expect_eq(family(&p, cfg + 1, 3), 0, "f32");
+}
+
 Test(gpu_gemm_smallm, declines_what_it_cannot_serve)
 {
 	tk_gemm_problem p = aligned_decode_problem();
 	tk_gemm_config cfg[4];
 
 	gpu_require();
-	cr_expect_gt(tk_gemm_smallm_candidates(&p, cfg, 4), 0, "an aligned decode shape");
-	p.m = 129;
-	cr_expect_eq(tk_gemm_smallm_candidates(&p, cfg, 4), 0, "M above 128");
-	p.m = 16;
-	p.trans_b = 0;
-	cr_expect_eq(tk_gemm_smallm_candidates(&p, cfg, 4), 0, "b stored [K, N]");
-	p.trans_b = 1;
+	expect_decode_refusals(tk_gemm_smallm_candidates, cfg);
 	p.k = 60;
 	cr_expect_eq(tk_gemm_smallm_candidates(&p, cfg, 4), 0, "K not a multiple of 8");
-	p.k = 64;
-	p.dtype = TK_F32;
-	cr_expect_eq(tk_gemm_smallm_candidates(&p, cfg, 4), 0, "f32");
 }
 
 /* ---- the decode family (TMA + wgmma, cluster split-K) ------------------- */
@@ -485,13 +495,7 @@ Test(gpu_gemm_decode, declines_what_it_cannot_serve)
 	tk_gemm_config cfg[4];
 
 	gpu_require();
-	cr_expect_gt(tk_gemm_decode_candidates(&p, cfg, 4), 0, "an aligned decode shape");
-	p.m = 129;
-	cr_expect_eq(tk_gemm_decode_candidates(&p, cfg, 4), 0, "M above 128");
-	p.m = 16;
-	p.trans_b = 0;
-	cr_expect_eq(tk_gemm_decode_candidates(&p, cfg, 4), 0, "b stored [K, N]");
-	p.trans_b = 1;
+	expect_decode_refusals(tk_gemm_decode_candidates, cfg);
 	p.lda = 60;
 	p.k = 60;
 	cr_expect_eq(tk_gemm_decode_candidates(&p, cfg, 4), 0, "a row pitch not 16 bytes");
@@ -499,9 +503,6 @@ Test(gpu_gemm_decode, declines_what_it_cannot_serve)
 	p.b = (void *)(uintptr_t)4098;
 	cr_expect_eq(tk_gemm_decode_candidates(&p, cfg, 4), 0, "b not 16-byte aligned");
 	p.b = (void *)(uintptr_t)4096;
-	p.dtype = TK_F32;
-	cr_expect_eq(tk_gemm_decode_candidates(&p, cfg, 4), 0, "f32");
-	p.dtype = TK_BF16;
 	/* K of 72 tiles, which splits 8 and 9 ways evenly: each refusal
 	 * below is for what it names. */
 	p.k = p.lda = p.ldb = 72 * 64;
