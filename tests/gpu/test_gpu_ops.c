@@ -187,6 +187,68 @@ Test(gpu_binary, every_op_matches_cpu_with_a_broadcast_row)
 		row_op_cases(*op, 2);
 }
 
+/*
+ * maximum and minimum with NaNs planted in both operands (every 7th of a,
+ * every 11th of b; b the shape of a, and b a broadcast row): the CUDA result is NaN exactly where the CPU's is, and
+ * elsewhere the same value (the larger or smaller input, exactly). The
+ * norm-wise comparison of compare_call cannot take NaN outputs.
+ */
+Test(gpu_binary, maximum_and_minimum_propagate_nan_as_the_cpu_does)
+{
+	static const char *const ops[] = { "maximum", "minimum" };
+
+	gpu_require();
+	for (int o = 0; o < 2; o++) {
+		for (size_t k = 0; k < 6; k++) {
+			const tk_kernel_entry *e = tk_kernel_find(ops[o]);
+			uint64_t rng = gpu_fresh_seed();
+			cudaStream_t stream;
+			tk_call c, dc;
+
+			cr_assert_not_null(e);
+			/* variant 0: b the shape of a, padded; 1: b one broadcast row */
+			cr_assert(tc_build(&c, ops[o], tt_float_dtypes[k % 3], 4, 1000, 0, (int)(k / 3),
+			                   &rng));
+			for (int64_t i = 0; i < tk_numel(&c.in[0]); i += 7)
+				tt_set(&c.in[0], i, NAN);
+			for (int64_t i = 0; i < tk_numel(&c.in[1]); i += 11)
+				tt_set(&c.in[1], i, NAN);
+			tt_poison(&c.out[0]);
+			dc = c;
+			for (int i = 0; i < c.n_in; i++)
+				dc.in[i].data = gpu_to_device(&c.in[i]);
+			dc.out[0].data = gpu_to_device(&c.out[0]);
+			cr_assert_eq(e->cpu(&c), TK_OK);
+			cr_assert_eq(cudaStreamCreate(&stream), cudaSuccess);
+			cr_assert_eq(e->cuda(&dc, stream), TK_OK);
+			cr_assert_eq(cudaStreamSynchronize(stream), cudaSuccess);
+			cudaStreamDestroy(stream);
+
+			tk_tensor got = c.out[0];
+			size_t bytes = tt_span_bytes(&got);
+			got.data = malloc(bytes);
+			cr_assert_eq(cudaMemcpy(got.data, dc.out[0].data, bytes,
+			                        cudaMemcpyDeviceToHost),
+			             cudaSuccess);
+			int64_t bad = 0, nans = 0;
+			for (int64_t i = 0; i < tk_numel(&got); i++) {
+				double w = tt_get(&c.out[0], i), g = tt_get(&got, i);
+				nans += isnan(w);
+				bad += isnan(w) ? !isnan(g) : g != w;
+			}
+			cr_expect_gt(nans, 0, "%s: no NaN reached the output", ops[o]);
+			cr_expect_eq(bad, 0, "%s %s: %ld elements differ from the CPU (seed 0x%llx)",
+			             ops[o], tk_dtype_name(got.dtype), (long)bad,
+			             (unsigned long long)gpu_case_seed);
+			free(got.data);
+			for (int i = 0; i < c.n_in; i++)
+				cudaFree(dc.in[i].data);
+			cudaFree(dc.out[0].data);
+			tc_free(&c);
+		}
+	}
+}
+
 Test(gpu_gated, silu_and_gelu_and_mul_match_cpu)
 {
 	row_op_cases("silu_and_mul", 1);
