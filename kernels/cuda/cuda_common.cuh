@@ -11,6 +11,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <mutex>
+
 #include "tk_internal.h"
 
 namespace tkc
@@ -295,6 +297,21 @@ __device__ __forceinline__ void pdl_enter(void)
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
+/*
+ * Ask the L2 for `bytes` at p (16-byte aligned, a multiple of 16) and go
+ * on: the one use a kernel launched with PDL makes of an input before
+ * pdl_enter(). It changes no value any load sees: global memory is
+ * coherent in the L2, so the kernel before writes into the very lines
+ * fetched early, and this kernel's loads come after the wait. What it
+ * gains is time: the blocks that become resident while the kernel before
+ * drains start their first reads then, not after it (the DRAM latency at
+ * the head of every memory-bound kernel back to back).
+ */
+__device__ __forceinline__ void l2_prefetch(const void *p, uint32_t bytes)
+{
+	asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+}
+
 /* Fill at[*n] with the PDL attribute when it is on. */
 static inline void pdl_attr(cudaLaunchAttribute *at, unsigned *n)
 {
@@ -388,6 +405,55 @@ static inline int64_t l2_bytes(void)
 	static int cached[64];
 
 	return device_attr(cudaDevAttrL2CacheSize, cached, 0);
+}
+
+/*
+ * An upper bound of the blocks of `threads` threads resident at once (the
+ * SMs' thread slots): the first blocks a grid starts, the ones that can
+ * start while the kernel before still runs and so the ones that prefetch
+ * (l2_prefetch); later blocks start after the wait and load at once.
+ */
+static inline uint32_t first_wave(int threads)
+{
+	return (uint32_t)sm_count() * (uint32_t)(2048 / (threads < 32 ? 32 : threads));
+}
+
+/*
+ * The same, exact for kernel fn launched with `threads` threads a block
+ * and no dynamic shared memory (its registers may hold fewer blocks an SM
+ * than the thread slots): asked of the runtime once per device, kernel and
+ * block size, first_wave when it cannot say.
+ */
+static inline uint32_t resident_blocks(const void *fn, int threads)
+{
+	struct Entry {
+		const void *fn;
+		int dev, threads;
+		uint32_t blocks;
+	};
+	static Entry cache[256];
+	static int used;
+	static std::mutex lock;
+	int dev = 0, per_sm = 0;
+
+	if (cudaGetDevice(&dev) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return first_wave(threads);
+	}
+	std::lock_guard<std::mutex> guard(lock);
+	for (int i = 0; i < used; i++) {
+		if (cache[i].fn == fn && cache[i].dev == dev && cache[i].threads == threads)
+			return cache[i].blocks;
+	}
+	if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, 0) != cudaSuccess ||
+	    per_sm <= 0) {
+		(void)cudaGetLastError();
+		return first_wave(threads);
+	}
+	uint32_t blocks = (uint32_t)sm_count() * (uint32_t)per_sm;
+	if (used < 256)
+		cache[used++] = { fn, dev, threads, blocks };
+	return blocks;
 }
 
 /* Blocks for `work` items of `per_block` each, at most `per_sm` resident blocks per SM. */

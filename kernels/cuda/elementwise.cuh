@@ -216,10 +216,17 @@ __global__ void __launch_bounds__(kEwThreads, 4)
  */
 template <typename T, int NIN, typename Op>
 __global__ void __launch_bounds__(kEwThreads)
-        ew_flat(T *out, const T *a, const T *b, uint32_t nvec, Op op)
+        ew_flat(T *out, const T *a, const T *b, uint32_t nvec, uint32_t wave, Op op)
 {
+	const uint32_t base = blockIdx.x * kEwThreads, u = base + threadIdx.x;
+
+	/* The first wave's inputs, asked of the L2 before the wait (l2_prefetch). */
+	if (blockIdx.x < wave && threadIdx.x < NIN) {
+		const uint32_t n = nvec - base < kEwThreads ? nvec - base : kEwThreads;
+		l2_prefetch(reinterpret_cast<const Vec<T> *>(threadIdx.x == 0 ? a : b) + base,
+		            n * 16);
+	}
 	pdl_enter();
-	const uint32_t u = blockIdx.x * kEwThreads + threadIdx.x;
 
 	if (u >= nvec)
 		return;
@@ -242,11 +249,21 @@ constexpr int64_t kEw2dMaxRows = 8192;
 
 template <typename T, int NIN, typename Op>
 __global__ void __launch_bounds__(kEwThreads)
-        ew_rows2d(const __grid_constant__ RowWalk<NIN + 1> w, T *out, const T *a, const T *b, Op op)
+        ew_rows2d(const __grid_constant__ RowWalk<NIN + 1> w, T *out, const T *a, const T *b,
+                  uint32_t wave, Op op)
 {
-	pdl_enter();
 	constexpr int N = Vec<T>::N;
-	const int64_t col = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	const int64_t col0 = (int64_t)blockIdx.x * blockDim.x, col = col0 + threadIdx.x;
+
+	/* The first wave's first row of each input that has one (l2_prefetch). */
+	if (blockIdx.y * gridDim.x + blockIdx.x < wave && threadIdx.x < NIN &&
+	    w.inner[threadIdx.x + 1]) {
+		const int op = threadIdx.x + 1;
+		const int64_t left = w.upr - col0;
+		const uint32_t n = (uint32_t)(left < blockDim.x ? left : blockDim.x);
+		l2_prefetch((op == 1 ? a : b) + blockIdx.y * w.rstride[op] + col0 * N, n * 16);
+	}
+	pdl_enter();
 
 	if (col >= w.upr)
 		return;
@@ -351,7 +368,8 @@ static inline void ew_walk_launch(const RowWalk<NIN + 1> &w, T *out, const T *a,
 		unsigned tb = w.upr >= kEwThreads ? kEwThreads : 128;
 		dim3 g((unsigned)((w.upr + tb - 1) / tb),
 		       (unsigned)(w.rows < kEw2dMaxRows ? w.rows : kEw2dMaxRows));
-		launch_pdl(ew_rows2d<T, NIN, Op>, g, tb, 0, stream, w, out, a, b, op);
+		launch_pdl(ew_rows2d<T, NIN, Op>, g, tb, 0, stream, w, out, a, b,
+		           first_wave((int)tb), op);
 	} else {
 		launch_pdl(ew_rows<T, NIN, Op>, ew_grid<T>(w), kEwThreads, 0, stream, w, out, a, b,
 		           op);
@@ -372,7 +390,7 @@ static tk_status ew_run(const tk_call *call, const tk_iter &it, cudaStream_t str
 	if (rows && ew_flat_fits(w)) {
 		unsigned g = (unsigned)((w.units + kEwThreads - 1) / kEwThreads);
 		launch_pdl(ew_flat<T, NIN, Op>, g, kEwThreads, 0, stream, out, a, b,
-		           (uint32_t)w.units, op);
+		           (uint32_t)w.units, first_wave(kEwThreads), op);
 	} else if (rows) {
 		ew_walk_launch<T, NIN>(w, out, a, b, stream, op);
 	} else {

@@ -32,6 +32,7 @@ struct QArgs {
 	Plan p; /* operands: q, x */
 	int vec;
 	int c; /* blocks per row (a cluster) of the vector kernel */
+	uint32_t wave; /* blocks that prefetch their first rows (vec_launch sets it) */
 };
 
 /*
@@ -175,10 +176,13 @@ __global__ void TKC_ROW_BOUNDS(E) quant_token_reg(const __grid_constant__ QArgs 
 template <typename T, int V>
 __global__ void TKC_VEC_BOUNDS(V) quant_token_vec(const __grid_constant__ QArgs a)
 {
+	const RowPlace pl = row_place(a.c);
+
+	vec_row_prefetch<T, V>(static_cast<const T *>(a.x), a.p.stride[1][0], a.rows, a.d, pl,
+	                       a.wave);
 	pdl_enter();
 	__shared__ float smem[8 * 32 + 1];
 	constexpr int N = Vec<T>::N;
-	const RowPlace pl = row_place(a.c);
 
 	for (int64_t rbk = pl.first; rbk * blockDim.y < a.rows; rbk += pl.step) {
 		int64_t r = rbk * blockDim.y + threadIdx.y;
@@ -427,6 +431,7 @@ tk_status quant_launch(const tk_call *call, void *stream, bool per_token)
 	a.d = tk_last_dim(x);
 	a.p = plan_of(it);
 	a.c = 1;
+	a.wave = 0;
 	if (a.rows == 0 || a.d == 0) {
 		/* Nothing to read: a per-tensor scale is still defined (0, or the given one). */
 		if (per_token || tk_numel(x) != 0)

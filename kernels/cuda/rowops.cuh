@@ -366,6 +366,24 @@ __device__ __forceinline__ RowPlace row_place(int c)
 	return p;
 }
 
+/*
+ * Before pdl_enter(), in the first `wave` blocks (first_wave): thread 0 of
+ * each of the block's rows asks the L2 for this block's part of its first
+ * row of x, a row of d elements every rstride (l2_prefetch).
+ */
+template <typename T, int V>
+__device__ __forceinline__ void vec_row_prefetch(const T *x, int64_t rstride, int64_t rows,
+                                                 int64_t d, const RowPlace &pl, uint32_t wave)
+{
+	constexpr int N = Vec<T>::N;
+	const int64_t r = pl.first * blockDim.y + threadIdx.y;
+	const int nvec = (int)(d / N), per = V * (int)blockDim.x, j0 = pl.rank * per;
+
+	if (threadIdx.x != 0 || blockIdx.x >= wave || r >= rows || j0 >= nvec)
+		return;
+	l2_prefetch(x + r * rstride + (int64_t)j0 * N, (uint32_t)(nvec - j0 < per ? nvec - j0 : per) * 16);
+}
+
 /* Index in the row, in vectors, of this thread's k-th vector. */
 template <int V> __device__ __forceinline__ int vec_slot(int rank, int k)
 {
@@ -493,13 +511,15 @@ __device__ __forceinline__ P vec_allreduce(P v, P *smem, F f, P ident, int c)
 
 /*
  * Launch a vector row kernel over `rows` rows in shape sh: blocks of
- * tb x rb threads, c of them per row block in a cluster. Returns the
- * launch's error.
+ * tb x rb threads, c of them per row block in a cluster. args.wave is set
+ * to the blocks that run at once (the ones that prefetch their first rows,
+ * vec_row_prefetch), or 0 without `prefetch`. Returns the launch's error.
  */
 template <typename K, typename A>
-static inline cudaError_t vec_launch(K kernel, VecShape sh, int64_t rows, cudaStream_t s,
-                                     const A &args)
+static inline cudaError_t vec_launch(K kernel, VecShape sh, int64_t rows, cudaStream_t s, A args,
+                                     bool prefetch = true)
 {
+	args.wave = prefetch ? resident_blocks((const void *)kernel, sh.tb * sh.rb) : 0;
 	cudaLaunchConfig_t cfg = {};
 	cudaLaunchAttribute at[2];
 	unsigned n = 0;

@@ -37,6 +37,7 @@ struct SmArgs {
 	int c;        /* blocks per row (a cluster) of the vector kernel */
 	float2 *part; /* the split kernels' (max key, sum) per row chunk */
 	int chunks;   /* chunks per row of the split kernels */
+	uint32_t wave; /* blocks that prefetch their first rows (vec_launch sets it) */
 };
 
 /*
@@ -244,10 +245,13 @@ __device__ __forceinline__ void sm_vec_write(const Vec<T> (&x)[V], T *o, int nve
 template <typename T, int V>
 __global__ void TKC_VEC_BOUNDS(V) softmax_vec(const __grid_constant__ SmArgs a)
 {
+	const RowPlace pl = row_place(a.c);
+
+	vec_row_prefetch<T, V>(static_cast<const T *>(a.x), a.p.stride[1][0], a.rows, a.d, pl,
+	                       a.wave);
 	pdl_enter();
 	__shared__ float2 smem[8 * 32 + 1];
 	constexpr bool F = sizeof(T) == 2; /* base-2 exponentials for bf16 and f16 (sm_key) */
-	const RowPlace pl = row_place(a.c);
 
 	for (int64_t rbk = pl.first; rbk * blockDim.y < a.rows; rbk += pl.step) {
 		int64_t r = rbk * blockDim.y + threadIdx.y;
@@ -633,6 +637,7 @@ tk_status softmax_launch(const tk_call *call, void *stream, int axis_param, int 
 	a.c = 1;
 	a.part = NULL;
 	a.chunks = 0;
+	a.wave = 0;
 	cudaStream_t s = static_cast<cudaStream_t>(stream);
 	void *ws = call->workspace;
 	size_t wb = call->workspace_bytes;

@@ -296,8 +296,8 @@ Test(gpu_rms_norm, matches_cpu_on_odd_widths_and_strided_rows)
 	}
 }
 
-static void softmax_case(tk_dtype dt, int64_t rows, int64_t w, int64_t pad, double shift,
-                         int masked)
+static void softmax_op_case(const char *op, tk_dtype dt, int64_t rows, int64_t w, int64_t pad,
+                            double shift, int masked)
 {
 	uint64_t rng = gpu_fresh_seed();
 	int64_t shape[2] = { rows, w };
@@ -314,8 +314,14 @@ static void softmax_case(tk_dtype dt, int64_t rows, int64_t w, int64_t pad, doub
 	}
 	snprintf(what, sizeof(what), "%ldx%ld pad %ld shift %g%s", (long)rows, (long)w, (long)pad,
 	         shift, masked ? " masked" : "");
-	compare_op("softmax", &c, tol_of(dt), what);
+	compare_op(op, &c, tol_of(dt), what);
 	free_call(&c);
+}
+
+static void softmax_case(tk_dtype dt, int64_t rows, int64_t w, int64_t pad, double shift,
+                         int masked)
+{
+	softmax_op_case("softmax", dt, rows, w, pad, shift, masked);
 }
 
 Test(gpu_softmax, matches_cpu_on_odd_widths_strided_rows_and_large_inputs)
@@ -350,6 +356,21 @@ Test(gpu_softmax, wide_rows_match_cpu_with_and_without_workspace)
 		}
 	}
 	with_workspace = 1;
+}
+
+Test(gpu_softmax, batches_of_vocabulary_rows_match_cpu_in_both_forms)
+{
+	/* Batches of vocabulary rows as the logits of a decode step bring them: the split
+	 * kernels while the tensor fits their share of the L2, the cluster kernels past it
+	 * (130 x 128256 f32); masked (softmax) and shifted rows, padded rows, both forms,
+	 * every dtype. */
+	for (size_t k = 0; k < 3; k++) {
+		tk_dtype dt = tt_float_dtypes[k];
+		softmax_op_case("softmax", dt, 130, 128256, 0, 10.0, 1);
+		softmax_op_case("log_softmax", dt, 130, 128256, 0, -10.0, 0);
+		softmax_op_case("log_softmax", dt, 33, 129280, 8, 0.0, 0);
+		softmax_op_case("softmax", dt, 70, 65536 + 8, 0, 0.0, 0);
+	}
 }
 
 /* ---- dependent launches ------------------------------------------------- */

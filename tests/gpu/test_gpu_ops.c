@@ -168,6 +168,7 @@ static void row_op_cases(const char *op, int variants)
 			op_case(op, dt, 1, 4095, 0, v);   /* one odd row */
 			op_case(op, dt, 3000, 64, 0, v);  /* many narrow rows */
 			op_case(op, dt, 40, 7168, 8, v);  /* aligned padded rows */
+			op_case(op, dt, 1100, 4096, 0, v); /* many rows: the shapes for many */
 			op_case(op, dt, 3, 16384, 0, v);  /* the widest rows held in registers */
 			op_case(op, dt, 2, 20000, 0, v);  /* past them: the streaming kernels */
 			op_case(op, dt, 2, 262144, 0, v); /* the widest supported row */
