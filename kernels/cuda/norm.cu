@@ -31,7 +31,7 @@ struct NormArgs {
 	int vec, layer;
 	int c; /* blocks per row (a cluster) of the vector kernel */
 	float eps;
-	float inv_d; /* 1 / d, rounded once on the host */
+	float inv_d;   /* 1 / d, rounded once on the host */
 	uint32_t wave; /* blocks that prefetch their first rows (vec_launch sets it) */
 };
 
@@ -404,8 +404,9 @@ cudaError_t norm_vec_kind(VecShape sh, const NormArgs &a, cudaStream_t s)
 	const bool pf = a.rows * a.d * (int64_t)sizeof(T) <= kNormPrefetchMax;
 
 	if (a.layer)
-		return a.res != NULL ? vec_launch(norm_vec<T, V, true, true>, sh, a.rows, s, a, pf)
-		                     : vec_launch(norm_vec<T, V, true, false>, sh, a.rows, s, a, pf);
+		return a.res != NULL
+		               ? vec_launch(norm_vec<T, V, true, true>, sh, a.rows, s, a, pf)
+		               : vec_launch(norm_vec<T, V, true, false>, sh, a.rows, s, a, pf);
 	return a.res != NULL ? vec_launch(norm_vec<T, V, false, true>, sh, a.rows, s, a, pf)
 	                     : vec_launch(norm_vec<T, V, false, false>, sh, a.rows, s, a, pf);
 }

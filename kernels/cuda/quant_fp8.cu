@@ -31,7 +31,7 @@ struct QArgs {
 	int64_t rows, d;
 	Plan p; /* operands: q, x */
 	int vec;
-	int c; /* blocks per row (a cluster) of the vector kernel */
+	int c;         /* blocks per row (a cluster) of the vector kernel */
 	uint32_t wave; /* blocks that prefetch their first rows (vec_launch sets it) */
 };
 

@@ -31,7 +31,8 @@ struct RopeArgs {
 	int64_t qs0, qs1, ks0, ks1; /* token and head strides */
 	int64_t cache_rows, cache_stride;
 	int rd, pos64, cache_dtype, has_cache;
-	uint32_t qpf, kpf; /* bytes of a token's q and k heads when packed and all rotated, else 0 */
+	/* bytes of a token's q and k heads when packed and all rotated, else 0 */
+	uint32_t qpf, kpf;
 	double theta;
 };
 

@@ -381,7 +381,8 @@ __device__ __forceinline__ void vec_row_prefetch(const T *x, int64_t rstride, in
 
 	if (threadIdx.x != 0 || blockIdx.x >= wave || r >= rows || j0 >= nvec)
 		return;
-	l2_prefetch(x + r * rstride + (int64_t)j0 * N, (uint32_t)(nvec - j0 < per ? nvec - j0 : per) * 16);
+	l2_prefetch(x + r * rstride + (int64_t)j0 * N,
+	            (uint32_t)(nvec - j0 < per ? nvec - j0 : per) * 16);
 }
 
 /* Index in the row, in vectors, of this thread's k-th vector. */

@@ -34,9 +34,9 @@ struct SmArgs {
 	int64_t xs, os; /* element strides along the line (column kernel) */
 	Plan p;         /* operands: out, x */
 	int vec, log_form;
-	int c;        /* blocks per row (a cluster) of the vector kernel */
-	float2 *part; /* the split kernels' (max key, sum) per row chunk */
-	int chunks;   /* chunks per row of the split kernels */
+	int c;         /* blocks per row (a cluster) of the vector kernel */
+	float2 *part;  /* the split kernels' (max key, sum) per row chunk */
+	int chunks;    /* chunks per row of the split kernels */
 	uint32_t wave; /* blocks that prefetch their first rows (vec_launch sets it) */
 };
 

@@ -179,17 +179,19 @@ static int parse_shape(const char *s, job *j)
 /* ---- one job on the device ---------------------------------------------- */
 
 struct buffers {
-	void *a, *c, *ws;
-	void *b[MAX_SETS];
+	void *ws;
+	void *a[MAX_SETS], *b[MAX_SETS], *c[MAX_SETS];
 	int sets;
 };
 
 static void free_buffers(struct buffers *bf)
 {
-	cudaFree(bf->a);
-	cudaFree(bf->c);
-	for (int i = 0; i < bf->sets; i++)
+	cudaFree(bf->ws);
+	for (int i = 0; i < MAX_SETS; i++) {
+		cudaFree(bf->a[i]);
 		cudaFree(bf->b[i]);
+		cudaFree(bf->c[i]);
+	}
 	memset(bf, 0, sizeof(*bf));
 }
 
@@ -204,26 +206,34 @@ static int alloc_fill(void **p, size_t elems, tk_dtype dt, uint64_t seed, cudaSt
 }
 
 /*
- * Inputs for j: one a and one scratch c, and as many copies of the weights
- * as it takes for the rotation to outgrow the L2.
+ * As many sets of a, b and c as it takes for the rotation to outgrow the
+ * L2, as the bench rotates them: with one a and one c, the activations of
+ * a product could stay in L2 between calls and every call wrote the same
+ * c lines, conditions no caller sees.
  */
 static int make_buffers(const job *j, struct buffers *bf, cudaStream_t s)
 {
 	size_t es = tk_dtype_size(j->dt);
 	size_t a_el = (size_t)(j->batch * j->m * j->k), b_el = (size_t)(j->batch * j->n * j->k);
 	size_t c_el = (size_t)(j->batch * j->m * j->n);
-	double set_bytes = (double)b_el * (double)es;
+	double set_bytes = (double)(a_el + b_el + c_el) * (double)es;
 	int sets = (int)(ROTATE_BYTES / set_bytes) + 1;
 
 	memset(bf, 0, sizeof(*bf));
 	sets = sets > MAX_SETS ? MAX_SETS : sets;
-	if (alloc_fill(&bf->a, a_el, j->dt, 1, s) != 0 ||
-	    cudaMalloc(&bf->c, c_el * es) != cudaSuccess ||
-	    cudaMalloc(&bf->ws, TK_WORKSPACE_BYTES) != cudaSuccess)
+	if (cudaMalloc(&bf->ws, TK_WORKSPACE_BYTES) != cudaSuccess) {
+		bf->ws = NULL;
 		return -1;
-	for (bf->sets = 0; bf->sets < sets; bf->sets++)
-		if (alloc_fill(&bf->b[bf->sets], b_el, j->dt, 100 + (uint64_t)bf->sets, s) != 0)
+	}
+	for (bf->sets = 0; bf->sets < sets; bf->sets++) {
+		int i = bf->sets;
+		if (alloc_fill(&bf->a[i], a_el, j->dt, 1 + (uint64_t)i, s) != 0 ||
+		    alloc_fill(&bf->b[i], b_el, j->dt, 100 + (uint64_t)i, s) != 0 ||
+		    cudaMalloc(&bf->c[i], c_el * es) != cudaSuccess) {
+			bf->c[i] = NULL;
 			return -1;
+		}
+	}
 	return cudaStreamSynchronize(s) == cudaSuccess ? 0 : -1;
 }
 
@@ -236,9 +246,9 @@ static void problem_of(const job *j, const struct buffers *bf, int set, tk_gemm_
 	p->m = j->m;
 	p->n = j->n;
 	p->k = j->k;
-	p->a = bf->a;
+	p->a = bf->a[set];
 	p->b = bf->b[set];
-	p->c = bf->c;
+	p->c = bf->c[set];
 	p->lda = j->k;
 	p->ldb = j->trans_b ? j->k : j->n;
 	p->ldc = j->n;

@@ -164,14 +164,14 @@ static void row_op_cases(const char *op, int variants)
 				op_case(op, dt, 7, widths[w], 0, v);
 				op_case(op, dt, 5, widths[w], 3, v);
 			}
-			op_case(op, dt, 1, 4096, 0, v);   /* decode: one row */
-			op_case(op, dt, 1, 4095, 0, v);   /* one odd row */
-			op_case(op, dt, 3000, 64, 0, v);  /* many narrow rows */
-			op_case(op, dt, 40, 7168, 8, v);  /* aligned padded rows */
+			op_case(op, dt, 1, 4096, 0, v);    /* decode: one row */
+			op_case(op, dt, 1, 4095, 0, v);    /* one odd row */
+			op_case(op, dt, 3000, 64, 0, v);   /* many narrow rows */
+			op_case(op, dt, 40, 7168, 8, v);   /* aligned padded rows */
 			op_case(op, dt, 1100, 4096, 0, v); /* many rows: the shapes for many */
-			op_case(op, dt, 3, 16384, 0, v);  /* the widest rows held in registers */
-			op_case(op, dt, 2, 20000, 0, v);  /* past them: the streaming kernels */
-			op_case(op, dt, 2, 262144, 0, v); /* the widest supported row */
+			op_case(op, dt, 3, 16384, 0, v);   /* the widest rows held in registers */
+			op_case(op, dt, 2, 20000, 0, v);   /* past them: the streaming kernels */
+			op_case(op, dt, 2, 262144, 0, v);  /* the widest supported row */
 		}
 	}
 }
@@ -208,8 +208,8 @@ Test(gpu_binary, maximum_and_minimum_propagate_nan_as_the_cpu_does)
 
 			cr_assert_not_null(e);
 			/* variant 0: b the shape of a, padded; 1: b one broadcast row */
-			cr_assert(tc_build(&c, ops[o], tt_float_dtypes[k % 3], 4, 1000, 0, (int)(k / 3),
-			                   &rng));
+			cr_assert(tc_build(&c, ops[o], tt_float_dtypes[k % 3], 4, 1000, 0,
+			                   (int)(k / 3), &rng));
 			for (int64_t i = 0; i < tk_numel(&c.in[0]); i += 7)
 				tt_set(&c.in[0], i, NAN);
 			for (int64_t i = 0; i < tk_numel(&c.in[1]); i += 11)
@@ -228,9 +228,9 @@ Test(gpu_binary, maximum_and_minimum_propagate_nan_as_the_cpu_does)
 			tk_tensor got = c.out[0];
 			size_t bytes = tt_span_bytes(&got);
 			got.data = malloc(bytes);
-			cr_assert_eq(cudaMemcpy(got.data, dc.out[0].data, bytes,
-			                        cudaMemcpyDeviceToHost),
-			             cudaSuccess);
+			cr_assert_eq(
+			        cudaMemcpy(got.data, dc.out[0].data, bytes, cudaMemcpyDeviceToHost),
+			        cudaSuccess);
 			int64_t bad = 0, nans = 0;
 			for (int64_t i = 0; i < tk_numel(&got); i++) {
 				double w = tt_get(&c.out[0], i), g = tt_get(&got, i);
@@ -238,7 +238,8 @@ Test(gpu_binary, maximum_and_minimum_propagate_nan_as_the_cpu_does)
 				bad += isnan(w) ? !isnan(g) : g != w;
 			}
 			cr_expect_gt(nans, 0, "%s: no NaN reached the output", ops[o]);
-			cr_expect_eq(bad, 0, "%s %s: %ld elements differ from the CPU (seed 0x%llx)",
+			cr_expect_eq(bad, 0,
+			             "%s %s: %ld elements differ from the CPU (seed 0x%llx)",
 			             ops[o], tk_dtype_name(got.dtype), (long)bad,
 			             (unsigned long long)gpu_case_seed);
 			free(got.data);
