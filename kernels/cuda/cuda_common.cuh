@@ -286,10 +286,11 @@ static inline tk_status launch_status(void)
  * global memory: griddepcontrol.wait returns once the kernel before it has
  * completed and its writes are visible (at once when there is none, or it
  * was not a kernel), so nothing before the wait may read an input or write
- * an output. griddepcontrol.launch_dependents then lets the next kernel
- * launch once every block of this one has passed that point; its blocks
- * wait in turn, at most one grid behind. Kernels that do not call
- * pdl_enter() must be launched without the attribute.
+ * an output (l2_prefetch, below, may ask for an input's bytes).
+ * griddepcontrol.launch_dependents then lets the next kernel launch once
+ * every block of this one has passed that point; its blocks wait in turn,
+ * at most one grid behind. Kernels that do not call pdl_enter() must be
+ * launched without the attribute.
  */
 __device__ __forceinline__ void pdl_enter(void)
 {
