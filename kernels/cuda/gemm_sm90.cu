@@ -134,6 +134,11 @@ __device__ __forceinline__ void wgmma(float (&d)[N / 2], uint64_t da, uint64_t d
 			wgmma_m64n128k16_bf16<TB>(d, da, db);
 		else
 			wgmma_m64n128k16_f16<TB>(d, da, db);
+	} else if constexpr (N == 176) {
+		if constexpr (BF)
+			wgmma_m64n176k16_bf16<TB>(d, da, db);
+		else
+			wgmma_m64n176k16_f16<TB>(d, da, db);
 	} else if constexpr (N == 192) {
 		if constexpr (BF)
 			wgmma_m64n192k16_bf16<TB>(d, da, db);
@@ -184,10 +189,11 @@ template <typename T> struct alignas(16) Vec8 {
 };
 
 /*
- * Store 64 x 32 staged f32 values (rows r0.., columns n0..) of one consumer
- * into c, adding bias and residual. 128 threads, 16 elements each.
+ * Store 64 x COLS staged f32 values (rows r0.., columns n0..; COLS 32, or
+ * 16 for the last chunk of a 176-column tile) of one consumer into c,
+ * adding bias and residual. 128 threads, up to 16 elements each.
  */
-template <typename T>
+template <typename T, int COLS>
 __device__ __forceinline__ void store_chunk(const Sm90Args &p, const float *stg, int b, int m0,
                                             int n0, int tid)
 {
@@ -196,7 +202,7 @@ __device__ __forceinline__ void store_chunk(const Sm90Args &p, const float *stg,
 		int idx = tid + 128 * v;
 		int r = idx >> 2, c8 = (idx & 3) * 8;
 		int gm = m0 + r, gn = n0 + c8;
-		if (gm >= p.m || gn >= p.n)
+		if (c8 >= COLS || gm >= p.m || gn >= p.n)
 			continue;
 		float x[8];
 		const float4 *src = reinterpret_cast<const float4 *>(stg + r * STAGE_LD + c8);
@@ -242,13 +248,19 @@ __device__ __forceinline__ void store_chunk(const Sm90Args &p, const float *stg,
 	}
 }
 
-/* Stage columns [32 ch, 32 ch + 32) of one m64 accumulator block, times alpha. */
-template <int NR, int CH>
+/* Columns of chunk CH of an m64 block of NR accumulators a thread: 32, fewer for the last. */
+template <int NR, int CH> constexpr int chunk_cols(void)
+{
+	return NR * 2 - CH * STAGE_COLS < STAGE_COLS ? NR * 2 - CH * STAGE_COLS : STAGE_COLS;
+}
+
+/* Stage columns [32 ch, 32 ch + COLS) of one m64 accumulator block, times alpha. */
+template <int NR, int CH, int COLS>
 __device__ __forceinline__ void stage_chunk(const float (&acc)[NR], float *stg, int row, int colq,
                                             float alpha)
 {
 #pragma unroll
-	for (int jj = 0; jj < 4; jj++) {
+	for (int jj = 0; jj < COLS / 8; jj++) {
 		constexpr int J0 = CH * 4;
 		int j = J0 + jj;
 		float2 top = make_float2(acc[4 * j] * alpha, acc[4 * j + 1] * alpha);
@@ -263,11 +275,13 @@ __device__ __forceinline__ void epilogue_chunks(const Sm90Args &p, const float (
                                                 float *stg, int bar, int b, int m0, int n0, int tid)
 {
 	if constexpr (CH * STAGE_COLS < NR * 2) {
+		constexpr int COLS = chunk_cols<NR, CH>();
 		int warp = tid >> 5, lane = tid & 31;
 		named_sync(bar, 128); /* the previous chunk has been read */
-		stage_chunk<NR, CH>(acc, stg, warp * 16 + (lane >> 2), (lane & 3) * 2, p.alpha);
+		stage_chunk<NR, CH, COLS>(acc, stg, warp * 16 + (lane >> 2), (lane & 3) * 2,
+		                          p.alpha);
 		named_sync(bar, 128);
-		store_chunk<T>(p, stg, b, m0, n0 + CH * STAGE_COLS, tid);
+		store_chunk<T, COLS>(p, stg, b, m0, n0 + CH * STAGE_COLS, tid);
 		epilogue_chunks<T, NR, CH + 1>(p, acc, stg, bar, b, m0, n0, tid);
 	}
 }
@@ -383,6 +397,8 @@ __device__ __forceinline__ void epilogue_tma(const Sm90Args &p, const float (&ac
                                              const CUtensorMap *map_c, uint32_t buf, int bar, int b,
                                              int m0, int n0, int tid)
 {
+	/* the copy engine stores whole 32-column boxes: tiles of whole chunks only */
+	static_assert(NR * 2 % STAGE_COLS == 0, "a partial chunk would spill into the next tile");
 	if constexpr (CH * STAGE_COLS < NR * 2) {
 		uint32_t dst = buf + (CH & 1) * TMA_CHUNK_BYTES;
 		int row = (tid >> 5) * 16 + ((tid & 31) >> 2), colq = (tid & 3) * 2;
@@ -599,10 +615,14 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
 		for (int mi = 0; mi < MI; mi++) {
 			int m0 = tm * BM + (PP ? 0 : wg * ROWS) + mi * 64;
-			if (PP && p.tma_c)
-				epilogue_tma<T, NR, 0>(p, acc[mi], &map_c, smem_addr(stg), 1 + wg,
-				                       b, m0, tn * BN, tid);
-			else
+			bool tma = false;
+			if constexpr (PP) {
+				tma = p.tma_c;
+				if (tma)
+					epilogue_tma<T, NR, 0>(p, acc[mi], &map_c, smem_addr(stg),
+					                       1 + wg, b, m0, tn * BN, tid);
+			}
+			if (!tma)
 				epilogue_chunks<T, NR, 0>(p, acc[mi], stg, 1 + wg, b, m0, tn * BN,
 				                          tid);
 		}
@@ -623,8 +643,11 @@ namespace
  * The search space: tile shapes with the deepest ring that fits each, each
  * also split along K (split_k 2..16) where the tiles alone fill the SMs
  * poorly. n192 divides the N of common projections (2112, 6144) where 128
- * and 256 leave a partly idle last wave of tiles; m64 is the ping-pong
- * schedule (the epilogue overlaps the other warpgroup's main loop).
+ * and 256 leave a partly idle last wave of tiles, and n176 (2112 again,
+ * with 12 tile-columns: 384 tiles of 128 x 176 fill 2.91 waves of 132 SMs
+ * where 352 of 128 x 192 fill 2.67) for a K-major b only (an N-major b
+ * comes in 64-column atoms); m64 is the ping-pong schedule (the epilogue
+ * overlaps the other warpgroup's main loop).
  */
 struct Sm90Shape {
 	int bm, bn, stages;
@@ -637,7 +660,7 @@ struct Sm90Maps {
 
 const Sm90Shape SHAPES[] = {
 	{ 128, 256, 4 }, { 128, 128, 6 }, { 256, 128, 4 }, { 128, 192, 5 },
-	{ 128, 64, 8 },  { 64, 256, 5 },  { 64, 128, 8 },
+	{ 128, 64, 8 },  { 64, 256, 5 },  { 64, 128, 8 },  { 128, 176, 5 },
 };
 constexpr int N_SHAPES = (int)(sizeof(SHAPES) / sizeof(SHAPES[0]));
 constexpr int MAX_SPLIT = 16;
@@ -737,8 +760,13 @@ tk_status launch_shape(int shape, const Sm90Maps &m, const Sm90Args &a, int grid
 		return launch_one<T, 128, 64, 8, TB>(m, a, grid, st);
 	case 5:
 		return launch_one<T, 64, 256, 5, TB>(m, a, grid, st);
-	default:
+	case 6:
 		return launch_one<T, 64, 128, 8, TB>(m, a, grid, st);
+	default:
+		if constexpr (TB == 1)
+			return launch_one<T, 128, 176, 5, TB>(m, a, grid, st);
+		else
+			return TK_ERR_UNSUPPORTED;
 	}
 }
 
@@ -846,9 +874,17 @@ tk_gemm_config config_of(int shape, int split)
 }
 
 /* Append shape's split variants to out (up to max); returns the new count. */
+/* Whether shape's tiles take p's b: an N-major b comes in 64-column atoms. */
+bool shape_takes(const tk_gemm_problem *p, int shape)
+{
+	return p->trans_b || SHAPES[shape].bn % 64 == 0;
+}
+
 int add_splits(const tk_gemm_problem *p, int shape, int sms, tk_gemm_config *out, int n, int max)
 {
 	int splits[SPLITS_PER_SHAPE];
+	if (!shape_takes(p, shape))
+		return n;
 	int ns = good_splits(p, SHAPES[shape], sms, splits);
 	for (int i = 0; i < ns; i++, n++)
 		if (n < max)
@@ -899,7 +935,7 @@ extern "C" int tk_gemm_sm90_candidates(const tk_gemm_problem *p, tk_gemm_config 
 	if (!base)
 		n = add_splits(p, 0, sms, out, n, max);
 	for (int i = 0; i < N_SHAPES; i++) {
-		if (base && SHAPES[i].bm == 64)
+		if ((base && SHAPES[i].bm == 64) || !shape_takes(p, i))
 			continue;
 		if (n < max)
 			out[n] = config_of(i, 1);
@@ -914,7 +950,7 @@ extern "C" tk_status tk_gemm_sm90_launch(const tk_gemm_problem *p, const tk_gemm
                                          void *stream)
 {
 	int shape = shape_of(cfg);
-	if (p == nullptr || shape < 0 || !sm90_serves(p))
+	if (p == nullptr || shape < 0 || !sm90_serves(p) || !shape_takes(p, shape))
 		return TK_ERR_UNSUPPORTED;
 	const Sm90Shape &sh = SHAPES[shape];
 	int sms = sm_count();

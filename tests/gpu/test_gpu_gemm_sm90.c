@@ -444,6 +444,38 @@ Test(gemm_sm90, odd_lda_is_refused_as_unsupported)
 	run_free(&r);
 }
 
+/*
+ * 176-column tiles (2112 = 12 x 176) load b as a K-major tile only: an
+ * N-major b comes in 64-column atoms. They are offered for [N, K] b and
+ * checked with every other candidate above; for [K, N] b they are neither
+ * offered nor run.
+ */
+Test(gemm_sm90, n176_tiles_take_only_a_k_major_b)
+{
+	struct sm90_run r;
+	tk_gemm_config cfgs[MAX_CFGS], n176 = { 0 };
+	int found = 0;
+
+	gpu_require();
+	run_setup(&r, &CASES[1], TK_BF16, 1);
+	int n = tk_gemm_sm90_candidates(&r.p, cfgs, MAX_CFGS);
+	for (int i = 0; i < n && i < MAX_CFGS; i++) {
+		if (cfgs[i].tile_n == 176 && !found) {
+			n176 = cfgs[i];
+			found = 1;
+		}
+	}
+	cr_assert(found, "no 176-column tile offered for a K-major b");
+	run_free(&r);
+	run_setup(&r, &CASES[1], TK_BF16, 0);
+	n = tk_gemm_sm90_candidates(&r.p, cfgs, MAX_CFGS);
+	for (int i = 0; i < n && i < MAX_CFGS; i++)
+		cr_assert_neq(cfgs[i].tile_n, 176, "a 176-column tile offered for an N-major b");
+	cr_assert_eq(tk_gemm_sm90_launch(&r.p, &n176, NULL), TK_ERR_UNSUPPORTED);
+	cr_assert_eq(cudaGetLastError(), cudaSuccess);
+	run_free(&r);
+}
+
 /* Split-K keeps its partial sums in the workspace: without one it is not offered or run. */
 Test(gemm_sm90, split_k_without_workspace_is_refused_as_unsupported)
 {
