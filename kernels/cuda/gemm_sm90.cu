@@ -873,13 +873,13 @@ tk_gemm_config config_of(int shape, int split)
 	return c;
 }
 
-/* Append shape's split variants to out (up to max); returns the new count. */
 /* Whether shape's tiles take p's b: an N-major b comes in 64-column atoms. */
 bool shape_takes(const tk_gemm_problem *p, int shape)
 {
 	return p->trans_b || SHAPES[shape].bn % 64 == 0;
 }
 
+/* Append shape's split variants to out (up to max); returns the new count. */
 int add_splits(const tk_gemm_problem *p, int shape, int sms, tk_gemm_config *out, int n, int max)
 {
 	int splits[SPLITS_PER_SHAPE];
