@@ -289,6 +289,17 @@ template <int NOPS> static inline bool ew_flat_fits(const RowWalk<NOPS> &w)
 	return true;
 }
 
+/* Launch ew_flat over walk w (ew_flat_fits). */
+template <typename T, int NIN, typename Op>
+static inline void ew_flat_launch(const RowWalk<NIN + 1> &w, T *out, const T *a, const T *b,
+                                  cudaStream_t stream, Op op)
+{
+	unsigned g = (unsigned)((w.units + kEwThreads - 1) / kEwThreads);
+
+	launch_pdl(ew_flat<T, NIN, Op>, g, kEwThreads, 0, stream, out, a, b, (uint32_t)w.units,
+	           first_wave(kEwThreads), op);
+}
+
 template <typename T, int NIN, typename Op>
 __global__ void ew_general(T *out, const T *a, const T *b, int64_t n, Plan p, Op op)
 {
@@ -388,9 +399,7 @@ static tk_status ew_run(const tk_call *call, const tk_iter &it, cudaStream_t str
 	launch_begin();
 	bool rows = row_walk_of<NIN + 1>(it, sizeof(T), ptrs, &w);
 	if (rows && ew_flat_fits(w)) {
-		unsigned g = (unsigned)((w.units + kEwThreads - 1) / kEwThreads);
-		launch_pdl(ew_flat<T, NIN, Op>, g, kEwThreads, 0, stream, out, a, b,
-		           (uint32_t)w.units, first_wave(kEwThreads), op);
+		ew_flat_launch<T, NIN>(w, out, a, b, stream, op);
 	} else if (rows) {
 		ew_walk_launch<T, NIN>(w, out, a, b, stream, op);
 	} else {

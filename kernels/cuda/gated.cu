@@ -77,7 +77,11 @@ tk_status gated_run(const tk_call *call, const tk_iter &it, int64_t d, cudaStrea
 	if (it.ndim > 1 || w.units >= ((int64_t)1 << 32))
 		return gated_general<T>(out, x, it, d, s, op);
 	launch_begin();
-	ew_walk_launch<T, 2>(w, out, x, up, s, op);
+	/* One row (a decode token): its two halves and the output are packed vectors. */
+	if (ew_flat_fits(w))
+		ew_flat_launch<T, 2>(w, out, x, up, s, op);
+	else
+		ew_walk_launch<T, 2>(w, out, x, up, s, op);
 	return launch_status();
 }
 
