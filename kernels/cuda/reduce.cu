@@ -14,8 +14,6 @@
  * step of the line is one coalesced load across the warp.
  * Bytes: numel(x) * elem size + the outputs.
  */
-#include <type_traits>
-
 #include "rowops.cuh"
 
 namespace
@@ -129,8 +127,7 @@ template <typename T> __device__ void red_write(const RedArgs &a, int64_t oo, Ac
 template <typename T> __device__ __forceinline__ float vec_max_nan(const Vec<T> &u)
 {
 	static_assert(sizeof(T) == 2, "16-bit vectors");
-	using T2 = typename std::conditional<std::is_same<T, __half>::value, __half2,
-	                                     __nv_bfloat162>::type;
+	using T2 = typename Pair2<T>::type;
 	const T2 *p = reinterpret_cast<const T2 *>(u.v);
 	T2 m = __hmax2_nan(__hmax2_nan(p[0], p[1]), __hmax2_nan(p[2], p[3]));
 	return to_f32(__hmax_nan(m.x, m.y));
