@@ -47,9 +47,12 @@
  * with 16-byte writes after adding bias and residual (read the same way);
  * residual may alias c since each element is read and written by one
  * thread. Rows and columns past M and N are masked; past K the copy engine
- * fills zeros. Ping-pong tiles without bias and residual (bmm) round into
- * two 64 x 32 chunk buffers instead, which the copy engine stores to c
- * (TMA, clipped at M and N) while the threads go on.
+ * fills zeros. Without bias and residual, tiles of one m64 block a
+ * warpgroup (BM 64 and 128) round into 64 x 32 chunk buffers instead (as
+ * many as the ring leaves room for, up to a whole tile), which the copy
+ * engine stores to c (TMA, clipped at M and N) while the threads go on to
+ * the next unit: the tensor cores idle less after each tile, and stores
+ * stay in flight (short K, as in bmm over heads, is bound by them).
  */
 #include <atomic>
 #include <cuda.h>
@@ -94,7 +97,7 @@ struct Sm90Args {
 	int split;                   /* K ranges per split tile (1: none) */
 	int a_batched, b_batched;    /* 0: one matrix shared by every batch */
 	int vec;                     /* c, residual, bias allow 16-byte access */
-	int tma_c;                   /* ping-pong, no bias or residual: store c by TMA */
+	int tma_c;                   /* BM <= 128, no bias or residual: store c by TMA */
 	float alpha;
 	/* split > 1: a counter per split tile and consumer warpgroup, a
 	 * partial tile of ROWS x BN floats per split unit and warpgroup. */
@@ -102,16 +105,42 @@ struct Sm90Args {
 	float *part;
 };
 
+/* Bytes of one TMA store chunk: 64 rows x 32 columns of T. */
+constexpr int TMA_CHUNK_BYTES = 64 * STAGE_COLS * 2;
+static_assert(STAGE_COLS * 2 == 64, "a chunk row is one row of the 64-byte swizzle");
+constexpr int SMEM_MAX = 227 * 1024; /* a CTA's shared memory on sm_90 */
+
 template <int BM, int BN, int STAGES> struct Layout {
 	static constexpr int A_BYTES = BM * BK * 2;
 	static constexpr int B_BYTES = BN * BK * 2;
 	static constexpr int RING = STAGES * (A_BYTES + B_BYTES);
-	static constexpr int EPI = RING;                   /* two consumer buffers */
-	static constexpr int BARS = EPI + 2 * STAGE_BYTES; /* full[], empty[], turn[2] */
-	static constexpr int BYTES = BARS + 2 * 8 * STAGES + 16;
+	/* barriers and the two consumers' split-K words, and the alignment of
+	 * the dynamic window to the swizzle period */
+	static constexpr int OTHER = 2 * 8 * STAGES + 16 + 8 + 1024;
+	/* Whether c may be stored in TMA chunks: one m64 block a consumer
+	 * warpgroup and unit (BM 64 and 128), whole 32-column chunks. */
+	static constexpr bool TMA_C = BM <= 128 && BN % STAGE_COLS == 0;
+	/* Chunk buffers a consumer warpgroup: as many as the ring leaves room
+	 * for, up to a whole tile, so that stores in flight cover the memory's
+	 * latency (at least two). */
+	static constexpr int CHUNK_ROOM = (SMEM_MAX - RING - OTHER) / 2 / TMA_CHUNK_BYTES;
+	static constexpr int CHUNKS =
+	        !TMA_C || CHUNK_ROOM < 2 ? 2 : (CHUNK_ROOM < BN / 32 ? CHUNK_ROOM : BN / 32);
+	/* One consumer warpgroup's epilogue buffer: the f32 staging rows or the
+	 * chunks; a multiple of 1024 bytes, so that every chunk starts on the
+	 * period of the 64-byte swizzle (512 bytes) the copy engine reads. */
+	static constexpr int EPI_WG =
+	        CHUNKS * TMA_CHUNK_BYTES > STAGE_BYTES ? CHUNKS *TMA_CHUNK_BYTES : STAGE_BYTES;
+	static constexpr int EPI = RING; /* two consumer buffers */
+	/* full[], empty[], turn[2], then a split-K word a consumer */
+	static constexpr int BARS = EPI + 2 * EPI_WG;
+	static constexpr int WORDS = BARS + 2 * 8 * STAGES + 16;
+	static constexpr int BYTES = WORDS + 8;
 	/* +1024: the dynamic window is aligned up to the swizzle period. */
 	static constexpr int ALLOC = BYTES + 1024;
-	static_assert(ALLOC <= 227 * 1024, "stages do not fit in shared memory");
+	static_assert(ALLOC <= SMEM_MAX, "stages do not fit in shared memory");
+	static_assert(EPI_WG % 1024 == 0 && RING % 1024 == 0,
+	              "the epilogue buffers are misaligned");
 };
 
 /* Rows one consumer warpgroup owns in a unit: the whole tile when ping-pong. */
@@ -381,49 +410,102 @@ template <typename T> __device__ __forceinline__ uint32_t pack2(float x, float y
 	return u;
 }
 
-/* Bytes of one TMA store chunk: 64 rows x 32 columns of T, two in the buffer. */
-constexpr int TMA_CHUNK_BYTES = 64 * STAGE_COLS * 2;
-static_assert(2 * TMA_CHUNK_BYTES + 16 <= STAGE_BYTES, "TMA chunks overflow the buffer");
-
 /*
- * The epilogue when c is stored by the copy engine (no bias, no residual):
- * columns [32 ch, 32 ch + 32) of one m64 block, times alpha and rounded,
- * go to one of two chunk buffers, and thread 0 stores the chunk as a bulk
- * async-group; the buffer is written again only after the group two chunks
- * back has read it. The copy engine clips rows and columns past M and N.
+ * Columns [32 CH, 32 CH + 32) of one m64 block, times alpha and rounded,
+ * into the 64 x 32 chunk buffer at dst: 64-byte rows, as the copy engine
+ * reads a box with the 64-byte swizzle (16-byte piece u of row r at
+ * u ^ ((r >> 1) & 3)). Unswizzled, the eight rows a warp writes at once
+ * fell on 8 of the 32 banks (a 4-way conflict: 46% of the kernel's
+ * shared-memory wavefronts on the bmm in Nsight Compute).
  */
 template <typename T, int NR, int CH>
-__device__ __forceinline__ void epilogue_tma(const Sm90Args &p, const float (&acc)[NR],
-                                             const CUtensorMap *map_c, uint32_t buf, int bar, int b,
-                                             int m0, int n0, int tid)
+__device__ __forceinline__ void chunk_write(const float (&acc)[NR], uint32_t dst, float alpha,
+                                            int tid)
 {
-	/* the copy engine stores whole 32-column boxes: tiles of whole chunks only */
-	static_assert(NR * 2 % STAGE_COLS == 0, "a partial chunk would spill into the next tile");
-	if constexpr (CH * STAGE_COLS < NR * 2) {
-		uint32_t dst = buf + (CH & 1) * TMA_CHUNK_BYTES;
-		int row = (tid >> 5) * 16 + ((tid & 31) >> 2), colq = (tid & 3) * 2;
-		if (tid == 0)
-			bulk_wait_read<1>();
-		named_sync(bar, 128);
+	int row = (tid >> 5) * 16 + ((tid & 31) >> 2), colq = (tid & 3) * 2;
 #pragma unroll
-		for (int jj = 0; jj < 4; jj++) {
-			constexpr int J0 = CH * 4;
-			int j = J0 + jj;
-			uint32_t top = pack2<T>(acc[4 * j] * p.alpha, acc[4 * j + 1] * p.alpha);
-			uint32_t bot = pack2<T>(acc[4 * j + 2] * p.alpha, acc[4 * j + 3] * p.alpha);
-			uint32_t at = dst + (row * STAGE_COLS + jj * 8 + colq) * 2;
-			asm volatile("st.shared.b32 [%0], %1;" ::"r"(at), "r"(top) : "memory");
-			asm volatile("st.shared.b32 [%0], %1;" ::"r"(at + 8 * STAGE_COLS * 2),
-			             "r"(bot)
-			             : "memory");
-		}
+	for (int jj = 0; jj < 4; jj++) {
+		constexpr int J0 = CH * 4;
+		int j = J0 + jj;
+		uint32_t top = pack2<T>(acc[4 * j] * alpha, acc[4 * j + 1] * alpha);
+		uint32_t bot = pack2<T>(acc[4 * j + 2] * alpha, acc[4 * j + 3] * alpha);
+		/* rows row and row + 8 have the same swizzle */
+		uint32_t at =
+		        dst + row * STAGE_COLS * 2 + ((jj ^ ((row >> 1) & 3)) << 4) + colq * 2;
+		asm volatile("st.shared.b32 [%0], %1;" ::"r"(at), "r"(top) : "memory");
+		asm volatile("st.shared.b32 [%0], %1;" ::"r"(at + 8 * STAGE_COLS * 2), "r"(bot)
+		             : "memory");
+	}
+}
+
+/* Every chunk of the tile into its own buffer (chunks CH .. the last). */
+template <typename T, int NR, int CH>
+__device__ __forceinline__ void tile_write(const float (&acc)[NR], uint32_t buf, float alpha,
+                                           int tid)
+{
+	if constexpr (CH * STAGE_COLS < NR * 2) {
+		chunk_write<T, NR, CH>(acc, buf + CH * TMA_CHUNK_BYTES, alpha, tid);
+		tile_write<T, NR, CH + 1>(acc, buf, alpha, tid);
+	}
+}
+
+/* Chunks CH .. the last, each through buffer CH % NB as its own bulk group,
+ * once the group NB chunks back has read it. */
+template <typename T, int NR, int NB, int CH>
+__device__ __forceinline__ void chunks_ring(const float (&acc)[NR], const CUtensorMap *map_c,
+                                            uint32_t buf, float alpha, int bar, int b, int m0,
+                                            int n0, int tid)
+{
+	if constexpr (CH * STAGE_COLS < NR * 2) {
+		uint32_t dst = buf + (CH % NB) * TMA_CHUNK_BYTES;
+		if (tid == 0)
+			bulk_wait_read<NB - 1>();
+		named_sync(bar, 128);
+		chunk_write<T, NR, CH>(acc, dst, alpha, tid);
 		fence_proxy_async();
 		named_sync(bar, 128);
 		if (tid == 0) {
 			tma_store_3d(map_c, dst, n0 + CH * STAGE_COLS, m0, b);
 			bulk_commit();
 		}
-		epilogue_tma<T, NR, CH + 1>(p, acc, map_c, buf, bar, b, m0, n0, tid);
+		chunks_ring<T, NR, NB, CH + 1>(acc, map_c, buf, alpha, bar, b, m0, n0, tid);
+	}
+}
+
+/*
+ * The epilogue when c is stored by the copy engine (no bias, no residual),
+ * through NB chunk buffers of 64 x 32. When they hold the whole tile, every
+ * chunk is written at once and thread 0 stores them as one bulk group,
+ * after the previous tile's group has read the buffers: two barriers a
+ * tile, and a whole tile of stores in flight while the warpgroup goes on.
+ * Otherwise the chunks take turns in the buffers. The copy engine clips rows
+ * and columns past M and N.
+ */
+template <typename T, int NR, int NB>
+__device__ __forceinline__ void epilogue_tma(const Sm90Args &p, const float (&acc)[NR],
+                                             const CUtensorMap *map_c, uint32_t buf, int bar, int b,
+                                             int m0, int n0, int tid)
+{
+	/* the copy engine stores whole 32-column boxes: tiles of whole chunks only */
+	static_assert(NR * 2 % STAGE_COLS == 0, "a partial chunk would spill into the next tile");
+	static_assert(NB >= 2, "one chunk buffer would serialize the stores");
+	constexpr int CHUNKS = NR * 2 / STAGE_COLS;
+	if constexpr (NB >= CHUNKS) {
+		if (tid == 0)
+			bulk_wait_read<0>();
+		named_sync(bar, 128);
+		tile_write<T, NR, 0>(acc, buf, p.alpha, tid);
+		fence_proxy_async();
+		named_sync(bar, 128);
+		if (tid == 0) {
+#pragma unroll
+			for (int ch = 0; ch < CHUNKS; ch++)
+				tma_store_3d(map_c, buf + ch * TMA_CHUNK_BYTES,
+				             n0 + ch * STAGE_COLS, m0, b);
+			bulk_commit();
+		}
+	} else {
+		chunks_ring<T, NR, NB, 0>(acc, map_c, buf, p.alpha, bar, b, m0, n0, tid);
 	}
 }
 
@@ -446,7 +528,7 @@ __device__ __forceinline__ float4 *part_slot(const Sm90Args &p, int v, int strea
  * product gives the same bits every time (a plan replay equals the op run
  * alone).
  * The 128 threads of one consumer warpgroup; word is a shared word of its
- * own, free until the epilogue.
+ * own.
  */
 template <int MI, int NR>
 __device__ __forceinline__ bool split_reduce(const Sm90Args &p, float (&acc)[MI][NR],
@@ -464,7 +546,7 @@ __device__ __forceinline__ bool split_reduce(const Sm90Args &p, float (&acc)[MI]
 			                   acc[mi][4 * q + 3]));
 	}
 	__threadfence();
-	named_sync(bar, 128); /* also: the last epilogue's reads of word are done */
+	named_sync(bar, 128); /* also: every thread has read word for the last unit */
 	if (tid == 0) {
 		unsigned old = atomicAdd(p.counts + (lead / p.split) * 2 + stream, 1u);
 		__threadfence();
@@ -573,7 +655,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 
 	regs_claim<CONSUMER_REGS>();
 	int wg = threadIdx.x / 128 - 1, tid = threadIdx.x & 127;
-	float *stg = reinterpret_cast<float *>(smem + L::EPI) + wg * (STAGE_BYTES / 4);
+	float *stg = reinterpret_cast<float *>(smem + L::EPI + wg * L::EPI_WG);
 	uint32_t a_off = PP ? 0 : wg * MI * 64 * 128;
 	float acc[MI][NR];
 	int s = 0;
@@ -604,9 +686,8 @@ __global__ void __launch_bounds__(THREADS, 1)
 		main_tail<MI, NR>(acc, empty, last, tid);
 
 		/* Split-K: the last of a tile's units to finish runs its epilogue.
-		 * Each cooperative warpgroup counts and publishes its own half. The
-		 * counter's answer goes past the TMA chunks still being read. */
-		unsigned *word = reinterpret_cast<unsigned *>(stg) + 2 * TMA_CHUNK_BYTES / 4;
+		 * Each cooperative warpgroup counts and publishes its own half. */
+		unsigned *word = reinterpret_cast<unsigned *>(smem + L::WORDS) + wg;
 		if (w.v >= 0 && !split_reduce<MI, NR>(p, acc, word, w.v, PP ? 0 : wg, 1 + wg, tid))
 			continue;
 
@@ -615,12 +696,15 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
 		for (int mi = 0; mi < MI; mi++) {
 			int m0 = tm * BM + (PP ? 0 : wg * ROWS) + mi * 64;
+			if (m0 >= p.m)
+				continue; /* a block of rows wholly past M: nothing to store */
 			bool tma = false;
-			if constexpr (PP) {
+			if constexpr (L::TMA_C) {
 				tma = p.tma_c;
 				if (tma)
-					epilogue_tma<T, NR, 0>(p, acc[mi], &map_c, smem_addr(stg),
-					                       1 + wg, b, m0, tn * BN, tid);
+					epilogue_tma<T, NR, L::CHUNKS>(p, acc[mi], &map_c,
+					                               smem_addr(stg), 1 + wg, b,
+					                               m0, tn * BN, tid);
 			}
 			if (!tma)
 				epilogue_chunks<T, NR, 0>(p, acc[mi], stg, 1 + wg, b, m0, tn * BN,
@@ -628,7 +712,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 		}
 	}
 	/* Shared memory must outlive the copy engine's reads of it. */
-	if (PP && p.tma_c && tid == 0)
+	if (L::TMA_C && p.tma_c && tid == 0)
 		bulk_wait_all();
 }
 
@@ -647,7 +731,10 @@ namespace
  * with 12 tile-columns: 384 tiles of 128 x 176 fill 2.91 waves of 132 SMs
  * where 352 of 128 x 192 fill 2.67) for a K-major b only (an N-major b
  * comes in 64-column atoms); m64 is the ping-pong schedule (the epilogue
- * overlaps the other warpgroup's main loop).
+ * overlaps the other warpgroup's main loop). m64 n256 comes with a ring of
+ * 5 and of 4, m128 n256 of 4 and of 3: the shallower rings leave room for
+ * a whole tile of store chunks a warpgroup, for products whose time is
+ * writing c (short K).
  */
 struct Sm90Shape {
 	int bm, bn, stages;
@@ -659,8 +746,8 @@ struct Sm90Maps {
 };
 
 const Sm90Shape SHAPES[] = {
-	{ 128, 256, 4 }, { 128, 128, 6 }, { 256, 128, 4 }, { 128, 192, 5 },
-	{ 128, 64, 8 },  { 64, 256, 5 },  { 64, 128, 8 },  { 128, 176, 5 },
+	{ 128, 256, 4 }, { 128, 128, 6 }, { 256, 128, 4 }, { 128, 192, 5 }, { 128, 64, 8 },
+	{ 64, 256, 5 },  { 64, 128, 8 },  { 128, 176, 5 }, { 64, 256, 4 },  { 128, 256, 3 },
 };
 constexpr int N_SHAPES = (int)(sizeof(SHAPES) / sizeof(SHAPES[0]));
 constexpr int MAX_SPLIT = 16;
@@ -762,11 +849,15 @@ tk_status launch_shape(int shape, const Sm90Maps &m, const Sm90Args &a, int grid
 		return launch_one<T, 64, 256, 5, TB>(m, a, grid, st);
 	case 6:
 		return launch_one<T, 64, 128, 8, TB>(m, a, grid, st);
-	default:
+	case 7:
 		if constexpr (TB == 1)
 			return launch_one<T, 128, 176, 5, TB>(m, a, grid, st);
 		else
 			return TK_ERR_UNSUPPORTED;
+	case 8:
+		return launch_one<T, 64, 256, 4, TB>(m, a, grid, st);
+	default:
+		return launch_one<T, 128, 256, 3, TB>(m, a, grid, st);
 	}
 }
 
@@ -906,7 +997,7 @@ bool search_base_only(void)
 	return base;
 }
 
-/* TILEOPS_SM90_TMA_STORE=0: ping-pong tiles store c with the threads too. */
+/* TILEOPS_SM90_TMA_STORE=0: every tile stores c with the threads. */
 bool search_plain_epilogue(void)
 {
 	static const bool plain = [] {
@@ -984,13 +1075,14 @@ extern "C" tk_status tk_gemm_sm90_launch(const tk_gemm_problem *p, const tk_gemm
 	while ((group + 1) * (group + 1) * sh.bm <= sms * sh.bn)
 		group++;
 	a.group = group < a.tiles_m ? group : a.tiles_m;
-	/* Ping-pong tiles store c through the copy engine when the epilogue is
-	 * a plain scale (bias and residual are read by the threads). */
-	a.tma_c = sh.bm == 64 && p->bias == nullptr && p->residual == nullptr && a.vec &&
-	          !search_plain_epilogue() &&
-	          make_map(&maps.c, p->dtype, p->c, p->n, p->m, p->batch, p->ldc,
-	                   p->batch > 1 ? p->stride_c : 0, STAGE_COLS, 64,
-	                   CU_TENSOR_MAP_SWIZZLE_NONE);
+	/* Tiles of one m64 block a warpgroup store c through the copy engine
+	 * when the epilogue is a plain scale (bias and residual are read by the
+	 * threads). */
+	a.tma_c =
+	        sh.bm <= 128 && sh.bn % STAGE_COLS == 0 && p->bias == nullptr &&
+	        p->residual == nullptr && a.vec && !search_plain_epilogue() &&
+	        make_map(&maps.c, p->dtype, p->c, p->n, p->m, p->batch, p->ldc,
+	                 p->batch > 1 ? p->stride_c : 0, STAGE_COLS, 64, CU_TENSOR_MAP_SWIZZLE_64B);
 	cudaStream_t st = static_cast<cudaStream_t>(stream);
 	if (pl.split > 1) {
 		char *ws = static_cast<char *>(p->workspace);

@@ -7,10 +7,10 @@
  * along K in 2, 3 and 7 (7 leaves empty K ranges when K is short), each case
  * runs on fresh random inputs (the seed is printed on failure) at sizes that
  * are not tile multiples, with batches, alpha, bias and residual (also
- * residual aliasing c; cases with neither run the m64 shapes' TMA-store
- * epilogue). c and the workspace are poisoned with 0xFF bytes (NaN in both
- * dtypes) before each run, and padded rows check that nothing is written
- * past N. The error is norm-wise: ||c - ref|| / ||ref||. Each failing
+ * residual aliasing c; cases with neither run the TMA-store epilogue of
+ * the m64 and m128 tiles). c and the workspace are poisoned with 0xFF
+ * bytes (NaN in both dtypes) before each run, and padded rows check that
+ * nothing is written past N. The error is norm-wise: ||c - ref|| / ||ref||. Each failing
  * configuration prints one line naming it. Needs a Hopper GPU.
  */
 #include <criterion/criterion.h>
@@ -36,12 +36,19 @@ struct sm90_case {
 };
 
 static const struct sm90_case CASES[] = {
-	{ 1, 8, 72, 1, 1.0f, 0, RES_NONE, 0 },       { 127, 136, 1000, 1, 1.0f, 0, RES_NONE, 0 },
-	{ 129, 257, 8, 1, 1.0f, 1, RES_NONE, 0 },    { 300, 1, 72, 1, 0.5f, 0, RES_OWN, 0 },
-	{ 300, 136, 37, 1, -1.25f, 1, RES_OWN, 0 },  { 129, 257, 72, 3, 0.75f, 1, RES_IN_C, 0 },
-	{ 127, 136, 1000, 3, 2.0f, 0, RES_OWN, 1 },  { 129, 136, 16384, 1, 1.0f, 0, RES_NONE, 0 },
-	{ 2053, 2057, 136, 1, 1.0f, 1, RES_OWN, 0 }, { 520, 1000, 2048, 1, 1.0f, 1, RES_OWN, 0 },
+	{ 1, 8, 72, 1, 1.0f, 0, RES_NONE, 0 },
+	{ 127, 136, 1000, 1, 1.0f, 0, RES_NONE, 0 },
+	{ 129, 257, 8, 1, 1.0f, 1, RES_NONE, 0 },
+	{ 300, 1, 72, 1, 0.5f, 0, RES_OWN, 0 },
+	{ 300, 136, 37, 1, -1.25f, 1, RES_OWN, 0 },
+	{ 129, 257, 72, 3, 0.75f, 1, RES_IN_C, 0 },
+	{ 127, 136, 1000, 3, 2.0f, 0, RES_OWN, 1 },
+	{ 129, 136, 16384, 1, 1.0f, 0, RES_NONE, 0 },
+	{ 2053, 2057, 136, 1, 1.0f, 1, RES_OWN, 0 },
+	{ 520, 1000, 2048, 1, 1.0f, 1, RES_OWN, 0 },
 	{ 200, 264, 128, 4, 1.5f, 0, RES_NONE, 0 }, /* bmm-like: c stored by TMA (m64) */
+	/* bmm-like with several tiles a CTA: the store chunks' buffers are reused */
+	{ 520, 1000, 136, 12, 1.0f, 0, RES_NONE, 0 },
 };
 
 /* Splits tried on every unsplit candidate besides those the family offers. */
