@@ -259,12 +259,16 @@ __device__ __forceinline__ Vec<T> norm_vec_out(const Vec<T> &x, const Vec<T> &w,
  * issue, not memory. The weight (and bias) loads are independent of the
  * reduction and come from L2; loaded in the write loop each vector's
  * product waited on its own load (the kernel stalled on them). So
- * rms_norm loads its weight with the row up to V = 4, and layer_norm
- * loads C vectors of weight and bias at a time after the reduction, all
- * of a chunk before its first use (C = 2 at V = 4: all four with the bias
- * spilled f32 under 64 registers). At V = 8 the row alone is half of the
- * 64 registers: the residual, weight and bias come a vector at a time
- * (C = 1; more spilled). The fused forms, which hold the residual too,
+ * rms_norm loads its weight with the row up to V = 4, and so does
+ * layer_norm (with its bias) at V = 1, the shape of a few rows, where a
+ * second trip to L2 after the reductions is most of a decode-size call's
+ * time; the fused forms ask for them before the residual, not after.
+ * Wider layer_norm rows load C vectors of weight and bias at a time after
+ * the reduction, all of a chunk before its first use (C = 2 at V = 4: all
+ * four with the bias spilled f32 under 64 registers; holding them with
+ * the row at V = 2 made 2048 x 4096 bf16 slower). At V = 8 the row alone
+ * is half of the 64 registers: the residual, weight and bias come a
+ * vector at a time (C = 1; more spilled). The fused forms, which hold the residual too,
  * get up to 128 registers at V = 4 (they spill under 64).
  */
 template <typename T, int V, bool LAYER, bool FUSED>
@@ -281,7 +285,7 @@ __global__ void __launch_bounds__(V == 4 ? 512 : 1024, V == 4 ? (FUSED ? 1 : 2) 
 	pdl_enter();
 	__shared__ float smem[8 * 32 + 1];
 	constexpr int N = Vec<T>::N;
-	constexpr bool pre = V <= 4 && !LAYER;
+	constexpr bool pre = (V <= 4 && !LAYER) || V == 1;
 	constexpr int C = V == 8 ? 1 : (LAYER && V == 4 ? 2 : V);
 	const T *w = static_cast<const T *>(a.w);
 	const T *b = LAYER ? static_cast<const T *>(a.b) : NULL;
@@ -291,15 +295,18 @@ __global__ void __launch_bounds__(V == 4 ? 512 : 1024, V == 4 ? (FUSED ? 1 : 2) 
 		int64_t r = rbk * blockDim.y + threadIdx.y;
 		int nvec = r < a.rows ? (int)(a.d / N) : 0; /* an idle row loads nothing */
 		int64_t rr = r < a.rows ? r : 0;
-		Vec<T> x[V], wpre[pre ? V : 1];
+		Vec<T> x[V], wpre[pre ? V : 1], bpre[pre && LAYER ? V : 1];
 
 		vec_row_load<T, V>(x, static_cast<const T *>(a.x) + rr * a.p.stride[1][0], nvec,
 		                   pl.rank);
+		if constexpr (pre) {
+			vec_row_load<T, V>(wpre, w, nvec, pl.rank);
+			if constexpr (LAYER) /* zeros without a bias */
+				vec_row_load<T, V>(bpre, b, b != NULL ? nvec : 0, pl.rank);
+		}
 		if constexpr (FUSED)
 			norm_vec_residual<T, V, C>(
 			        x, static_cast<T *>(a.res) + rr * a.p.stride[2][0], nvec, pl.rank);
-		if constexpr (pre)
-			vec_row_load<T, V>(wpre, w, nvec, pl.rank);
 		float mean = 0.0f;
 		if constexpr (LAYER) {
 			float sum = norm_vec_sum<T, V, false>(x, nvec, pl.rank, 0.0f);
@@ -310,8 +317,11 @@ __global__ void __launch_bounds__(V == 4 ? 512 : 1024, V == 4 ? (FUSED ? 1 : 2) 
 		                         SumOp(), 0.0f, a.c);
 		const float rstd = rsqrtf(ss * inv_d + a.eps);
 		vec_launder(x);
-		if constexpr (pre)
+		if constexpr (pre) {
 			vec_launder(wpre);
+			if constexpr (LAYER)
+				vec_launder(bpre);
+		}
 		T *o = static_cast<T *>(a.out) + rr * a.p.stride[0][0];
 #pragma unroll
 		for (int k0 = 0; k0 < V; k0 += C) {
@@ -320,8 +330,11 @@ __global__ void __launch_bounds__(V == 4 ? 512 : 1024, V == 4 ? (FUSED ? 1 : 2) 
 				break; /* the later slots are past the end too */
 			if constexpr (pre) {
 #pragma unroll
-				for (int c = 0; c < C; c++)
+				for (int c = 0; c < C; c++) {
 					wv[c] = wpre[k0 + c];
+					if constexpr (LAYER)
+						bv[c] = bpre[k0 + c];
+				}
 			} else {
 				vec_chunk_load<T, V, C>(wv, w, nvec, pl.rank, k0);
 				if constexpr (LAYER) {
