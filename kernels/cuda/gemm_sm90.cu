@@ -47,12 +47,13 @@
  * with 16-byte writes after adding bias and residual (read the same way);
  * residual may alias c since each element is read and written by one
  * thread. Rows and columns past M and N are masked; past K the copy engine
- * fills zeros. Without bias and residual, tiles of one m64 block a
- * warpgroup (BM 64 and 128) round into 64 x 32 chunk buffers instead (as
- * many as the ring leaves room for, up to a whole tile), which the copy
- * engine stores to c (TMA, clipped at M and N) while the threads go on to
- * the next unit: the tensor cores idle less after each tile, and stores
- * stay in flight (short K, as in bmm over heads, is bound by them).
+ * fills zeros. Without bias and residual, and with N a multiple of 8,
+ * tiles of one m64 block a warpgroup (BM 64 and 128) round into 64 x 32
+ * chunk buffers instead (as many as the ring leaves room for, up to a
+ * whole tile), which the copy engine stores to c (TMA, clipped at M and
+ * N) while the threads go on to the next unit: the tensor cores idle less
+ * after each tile, and stores stay in flight (short K, as in bmm over
+ * heads, is bound by them).
  */
 #include <atomic>
 #include <cuda.h>
@@ -1077,10 +1078,12 @@ extern "C" tk_status tk_gemm_sm90_launch(const tk_gemm_problem *p, const tk_gemm
 	a.group = group < a.tiles_m ? group : a.tiles_m;
 	/* Tiles of one m64 block a warpgroup store c through the copy engine
 	 * when the epilogue is a plain scale (bias and residual are read by the
-	 * threads). */
+	 * threads) and N is a multiple of 8, each row of c ending on 16 bytes
+	 * (docs/kernel-notes.md: a run with N = 257 through this path came out
+	 * wrong). */
 	a.tma_c =
 	        sh.bm <= 128 && sh.bn % STAGE_COLS == 0 && p->bias == nullptr &&
-	        p->residual == nullptr && a.vec && !search_plain_epilogue() &&
+	        p->residual == nullptr && p->n % 8 == 0 && a.vec && !search_plain_epilogue() &&
 	        make_map(&maps.c, p->dtype, p->c, p->n, p->m, p->batch, p->ldc,
 	                 p->batch > 1 ? p->stride_c : 0, STAGE_COLS, 64, CU_TENSOR_MAP_SWIZZLE_64B);
 	cudaStream_t st = static_cast<cudaStream_t>(stream);

@@ -47,6 +47,10 @@ static const struct sm90_case CASES[] = {
 	{ 2053, 2057, 136, 1, 1.0f, 1, RES_OWN, 0 },
 	{ 520, 1000, 2048, 1, 1.0f, 1, RES_OWN, 0 },
 	{ 200, 264, 128, 4, 1.5f, 0, RES_NONE, 0 }, /* bmm-like: c stored by TMA (m64) */
+	/* neither bias nor residual, N off a multiple of 8 (c stored by the threads) */
+	{ 129, 257, 40, 2, 1.0f, 0, RES_NONE, 0 },
+	/* a bias without a residual */
+	{ 300, 264, 200, 2, 0.5f, 1, RES_NONE, 0 },
 	/* bmm-like with several tiles a CTA: the store chunks' buffers are reused */
 	{ 520, 1000, 136, 12, 1.0f, 0, RES_NONE, 0 },
 };
