@@ -1,13 +1,16 @@
 /*
  * rope.cu - rotary position embedding in place on q and k (see cpu/rope.c
- * for the definition). A block per token: it fills shared memory with the
+ * for the definition). A block per token (for a few tokens several, the
+ * token's heads dealt out among them): it fills shared memory with the
  * token's cos and sin per pair (read from cos_sin_cache, or sincosf of
  * position * inverse frequency, the frequencies computed once per block
  * in double and rounded to f32 exactly as the CPU reference does), then
  * its threads rotate every head of q and k. With aligned heads a thread
  * moves 16-byte vectors: for neox one vector from each half of the
  * rotary dims, for gpt-j two adjacent vectors of interleaved pairs. A
- * token's cos/sin cache row is loaded while the token before it rotates.
+ * thread reads its first unit of a token before the token's cos and sin
+ * are ready, and a token's cos/sin cache row is loaded while the token
+ * before it rotates.
  * Bytes: 2 * T * (Hq + Hk) * rotary_dim elements (dims past rotary_dim are
  * not touched) plus the cache rows.
  */
@@ -31,6 +34,7 @@ struct RopeArgs {
 	int64_t qs0, qs1, ks0, ks1; /* token and head strides */
 	int64_t cache_rows, cache_stride;
 	int rd, pos64, cache_dtype, has_cache;
+	int parts; /* blocks a token: its heads' units dealt out among them */
 	/* bytes of a token's q and k heads when packed and all rotated, else 0 */
 	uint32_t qpf, kpf;
 	double theta;
@@ -68,18 +72,61 @@ __device__ __forceinline__ void rope_cache_load(const RopeArgs &a, int64_t p, in
 	}
 }
 
+/*
+ * What one unit reads: for neox one vector from each half of the rotary
+ * dims, for gpt-j two adjacent vectors of interleaved pairs, or without
+ * vectors the two elements of one pair.
+ */
+template <typename T, bool VEC> struct RopeIn {
+	Vec<T> v[2];
+};
+
+template <typename T> struct RopeIn<T, false> {
+	float v[2];
+};
+
+/* Where unit w of token t's heads starts: its head, and its index c there. */
+template <typename T>
+__device__ __forceinline__ T *rope_head(const RopeArgs &a, int64_t t, int w, int upr, int &c)
+{
+	int h = w / upr;
+	c = w - h * upr;
+	return h < a.hq ? static_cast<T *>(a.q) + t * a.qs0 + h * a.qs1
+	                : static_cast<T *>(a.k) + t * a.ks0 + (h - a.hq) * a.ks1;
+}
+
 template <typename T, bool NEOX, bool VEC>
-__device__ __forceinline__ void rope_unit(T *x, int c, int half, const float *cs, const float *sn)
+__device__ __forceinline__ RopeIn<T, VEC> rope_load(const T *x, int c, int half)
+{
+	constexpr int N = VEC ? Vec<T>::N : 1;
+	RopeIn<T, VEC> in;
+
+	if constexpr (VEC && NEOX) {
+		in.v[0] = *reinterpret_cast<const Vec<T> *>(x + c * N);
+		in.v[1] = *reinterpret_cast<const Vec<T> *>(x + half + c * N);
+	} else if constexpr (VEC) {
+#pragma unroll
+		for (int h = 0; h < 2; h++)
+			in.v[h] = *reinterpret_cast<const Vec<T> *>(x + (2 * c + h) * N);
+	} else {
+		in.v[0] = to_f32(x[NEOX ? c : 2 * c]);
+		in.v[1] = to_f32(x[NEOX ? c + half : 2 * c + 1]);
+	}
+	return in;
+}
+
+/* Rotate one unit read by rope_load and store it back. */
+template <typename T, bool NEOX, bool VEC>
+__device__ __forceinline__ void rope_apply(T *x, int c, int half, const RopeIn<T, VEC> &in,
+                                           const float *cs, const float *sn)
 {
 	constexpr int N = VEC ? Vec<T>::N : 1;
 
 	if constexpr (VEC && NEOX) {
-		Vec<T> a = *reinterpret_cast<const Vec<T> *>(x + c * N);
-		Vec<T> b = *reinterpret_cast<const Vec<T> *>(x + half + c * N);
 		Vec<T> ra, rb;
 #pragma unroll
 		for (int e = 0; e < N; e++) {
-			float x1 = to_f32(a.v[e]), x2 = to_f32(b.v[e]);
+			float x1 = to_f32(in.v[0].v[e]), x2 = to_f32(in.v[1].v[e]);
 			float co = cs[c * N + e], si = sn[c * N + e];
 			ra.v[e] = from_f32<T>(x1 * co - x2 * si);
 			rb.v[e] = from_f32<T>(x2 * co + x1 * si);
@@ -87,17 +134,13 @@ __device__ __forceinline__ void rope_unit(T *x, int c, int half, const float *cs
 		*reinterpret_cast<Vec<T> *>(x + c * N) = ra;
 		*reinterpret_cast<Vec<T> *>(x + half + c * N) = rb;
 	} else if constexpr (VEC) {
-		/* two adjacent vectors of interleaved pairs, both loaded before either is used */
-		Vec<T> a[2], r;
-#pragma unroll
-		for (int h = 0; h < 2; h++)
-			a[h] = *reinterpret_cast<const Vec<T> *>(x + (2 * c + h) * N);
+		Vec<T> r;
 #pragma unroll
 		for (int h = 0; h < 2; h++) {
 #pragma unroll
 			for (int e = 0; e < N; e += 2) {
 				int i = ((2 * c + h) * N + e) / 2;
-				float x1 = to_f32(a[h].v[e]), x2 = to_f32(a[h].v[e + 1]);
+				float x1 = to_f32(in.v[h].v[e]), x2 = to_f32(in.v[h].v[e + 1]);
 				r.v[e] = from_f32<T>(x1 * cs[i] - x2 * sn[i]);
 				r.v[e + 1] = from_f32<T>(x2 * cs[i] + x1 * sn[i]);
 			}
@@ -105,14 +148,19 @@ __device__ __forceinline__ void rope_unit(T *x, int c, int half, const float *cs
 		}
 	} else {
 		int i1 = NEOX ? c : 2 * c, i2 = NEOX ? c + half : 2 * c + 1;
-		float x1 = to_f32(x[i1]), x2 = to_f32(x[i2]);
-		x[i1] = from_f32<T>(x1 * cs[c] - x2 * sn[c]);
-		x[i2] = from_f32<T>(x2 * cs[c] + x1 * sn[c]);
+		x[i1] = from_f32<T>(in.v[0] * cs[c] - in.v[1] * sn[c]);
+		x[i2] = from_f32<T>(in.v[1] * cs[c] + in.v[0] * sn[c]);
 	}
 }
 
-template <typename T, bool NEOX, bool VEC>
-__global__ void __launch_bounds__(kRopeThreads, kRopeBlocksPerSm)
+/*
+ * EARLY: a token's units are dealt out over a.parts blocks, and each thread
+ * reads its unit before the token's cos and sin are ready (decode; at most
+ * a block an SM, so those kernels take the registers they want: under 64,
+ * bf16 gpt-j spilled); else a block a token (a.parts is 1).
+ */
+template <typename T, bool NEOX, bool VEC, bool EARLY>
+__global__ void __launch_bounds__(kRopeThreads, EARLY ? 1 : kRopeBlocksPerSm)
         rope_kernel(const __grid_constant__ RopeArgs a)
 {
 	__shared__ float inv[kMaxHalf], cs[kMaxHalf], sn[kMaxHalf];
@@ -128,10 +176,15 @@ __global__ void __launch_bounds__(kRopeThreads, kRopeBlocksPerSm)
 	 * wave) and the frequencies, which read no memory. One token's rope
 	 * 2.38 -> 1.78 us back to back on an H200.
 	 */
-	if (threadIdx.x == 0 && a.qpf != 0 && blockIdx.x < a.tokens)
-		l2_prefetch(static_cast<const T *>(a.q) + blockIdx.x * a.qs0, a.qpf);
-	if (threadIdx.x == 32 && a.kpf != 0 && blockIdx.x < a.tokens)
-		l2_prefetch(static_cast<const T *>(a.k) + blockIdx.x * a.ks0, a.kpf);
+	const unsigned parts = EARLY ? (unsigned)a.parts : 1u;
+	const int part = (int)(blockIdx.x % parts);
+	const int64_t first = blockIdx.x / parts, tstep = gridDim.x / parts;
+	const int ustep = (int)parts * blockDim.x;
+
+	if (threadIdx.x == 0 && a.qpf != 0 && first < a.tokens)
+		l2_prefetch(static_cast<const T *>(a.q) + first * a.qs0, a.qpf);
+	if (threadIdx.x == 32 && a.kpf != 0 && first < a.tokens)
+		l2_prefetch(static_cast<const T *>(a.k) + first * a.ks0, a.kpf);
 	if (!a.has_cache) {
 		for (int i = threadIdx.x; i < half; i += blockDim.x)
 			inv[i] = (float)pow(a.theta, -(double)(2 * i) / (double)a.rd);
@@ -145,11 +198,25 @@ __global__ void __launch_bounds__(kRopeThreads, kRopeBlocksPerSm)
 	 */
 	constexpr int CV = kMaxHalf / kRopeThreads;
 	float ncs[CV], nsn[CV];
-	int64_t t = blockIdx.x, p = t < a.tokens ? rope_pos(a, t) : 0;
+	int64_t t = first, p = t < a.tokens ? rope_pos(a, t) : 0;
 
 	if (a.has_cache && t < a.tokens)
 		rope_cache_load(a, p, half, ncs, nsn);
-	for (; t < a.tokens; t += gridDim.x) {
+	for (; t < a.tokens; t += tstep) {
+		/*
+		 * With a token's units over several blocks (a few tokens), this
+		 * thread's unit is read now, before the token's position has arrived
+		 * and its cos and sin are computed: one trip to memory instead of
+		 * two. (Compiled apart: in the kernel of a block a token the
+		 * early read, even when not taken, measured 5 to 13% slower at 128
+		 * tokens.)
+		 */
+		const int w0 = part * blockDim.x + threadIdx.x;
+		int c0 = 0;
+		T *x0 = EARLY && w0 < units ? rope_head<T>(a, t, w0, upr, c0) : NULL;
+		RopeIn<T, VEC> in0;
+		if (x0 != NULL)
+			in0 = rope_load<T, NEOX, VEC>(x0, c0, half);
 		/* uniform across the block: a position outside the cache rotates nothing */
 		const bool valid = !a.has_cache || (p >= 0 && p < a.cache_rows);
 		__syncthreads(); /* the previous token's readers are done with cs/sn (and inv is ready) */
@@ -166,7 +233,7 @@ __global__ void __launch_bounds__(kRopeThreads, kRopeBlocksPerSm)
 				sn[i] = si;
 			}
 		}
-		const int64_t cur = t, next = t + gridDim.x;
+		const int64_t cur = t, next = t + tstep;
 		if (next < a.tokens) {
 			p = rope_pos(a, next);
 			if (a.has_cache)
@@ -175,24 +242,39 @@ __global__ void __launch_bounds__(kRopeThreads, kRopeBlocksPerSm)
 		__syncthreads();
 		if (!valid)
 			continue;
-		for (int w = threadIdx.x; w < units; w += blockDim.x) {
-			int h = w / upr, c = w - h * upr;
-			T *x = h < a.hq ? static_cast<T *>(a.q) + cur * a.qs0 + h * a.qs1
-			                : static_cast<T *>(a.k) + cur * a.ks0 + (h - a.hq) * a.ks1;
-			rope_unit<T, NEOX, VEC>(x, c, half, cs, sn);
+		if (x0 != NULL)
+			rope_apply<T, NEOX, VEC>(x0, c0, half, in0, cs, sn);
+		for (int w = x0 != NULL ? w0 + ustep : w0; w < units; w += ustep) {
+			int c;
+			T *x = rope_head<T>(a, cur, w, upr, c);
+			rope_apply<T, NEOX, VEC>(x, c, half, rope_load<T, NEOX, VEC>(x, c, half),
+			                         cs, sn);
 		}
 	}
 }
 
-template <typename T, bool NEOX> tk_status rope_run(const RopeArgs &a, bool vec, cudaStream_t s)
+template <typename T, bool NEOX> tk_status rope_run(RopeArgs &a, bool vec, cudaStream_t s)
 {
-	unsigned g = grid_persistent(a.tokens, 1, kRopeBlocksPerSm);
+	/* Fewer tokens than SMs (decode): a token's units dealt out over as many
+	 * blocks as give each thread one, while they still fit one an SM (at 128
+	 * tokens of 40 heads, two blocks a token, reading early, measured 2 to
+	 * 12% slower than one); more: a block a token. */
+	const int64_t n = vec ? Vec<T>::N : 1;
+	const int64_t upr = vec ? (NEOX ? a.rd / 2 / n : a.rd / (2 * n)) : a.rd / 2;
+	const int64_t per = ((a.hq + a.hk) * upr + kRopeThreads - 1) / kRopeThreads;
+	a.parts = per > 1 && a.tokens * per <= (int64_t)sm_count() ? (int)per : 1;
+	unsigned g = grid_persistent(a.tokens * a.parts, 1, kRopeBlocksPerSm);
+	g = g / (unsigned)a.parts * (unsigned)a.parts;
 
 	launch_begin();
-	if (vec)
-		launch_pdl(rope_kernel<T, NEOX, true>, g, kRopeThreads, 0, s, a);
+	if (vec && a.parts > 1)
+		launch_pdl(rope_kernel<T, NEOX, true, true>, g, kRopeThreads, 0, s, a);
+	else if (vec)
+		launch_pdl(rope_kernel<T, NEOX, true, false>, g, kRopeThreads, 0, s, a);
+	else if (a.parts > 1)
+		launch_pdl(rope_kernel<T, NEOX, false, true>, g, kRopeThreads, 0, s, a);
 	else
-		launch_pdl(rope_kernel<T, NEOX, false>, g, kRopeThreads, 0, s, a);
+		launch_pdl(rope_kernel<T, NEOX, false, false>, g, kRopeThreads, 0, s, a);
 	return launch_status();
 }
 

@@ -382,6 +382,46 @@ Test(gpu_rope, neox_and_gptj_match_cpu_with_computed_and_cached_angles)
 	}
 }
 
+/*
+ * Decode-shaped rope: a few tokens of many heads (32 q and 8 k heads, as
+ * Llama 3 8B), whose units the kernel deals out over several blocks a
+ * token, each thread reading its unit before the token's angles are ready.
+ */
+Test(gpu_rope, a_few_tokens_of_many_heads_match_cpu)
+{
+	static const char *const ops[] = { "rope_neox", "rope_gptj" };
+	static const int64_t tokens[] = { 1, 3 };
+	double lo, hi;
+
+	for (int o = 0; o < 2; o++) {
+		for (size_t k = 0; k < 3; k++) {
+			for (int v = 0; v < TC_VARIANTS; v++) {
+				for (size_t t = 0; t < 2; t++) {
+					uint64_t rng = gpu_fresh_seed();
+					int64_t sq[3] = { tokens[t], 32, 128 },
+					        sk[3] = { tokens[t], 8, 128 };
+					char what[96];
+					tk_call c;
+					cr_assert(tc_build(&c, ops[o], tt_float_dtypes[k],
+					                   tokens[t], 128, 0, v, &rng));
+					tt_free(&c.in[0]);
+					tt_free(&c.in[1]);
+					c.in[0] = tt_tensor(tt_float_dtypes[k], 3, sq, 0);
+					c.in[1] = tt_tensor(tt_float_dtypes[k], 3, sk, 0);
+					tc_range(ops[o], 0, &lo, &hi);
+					tt_fill(&c.in[0], &rng, lo, hi);
+					tt_fill(&c.in[1], &rng, lo, hi);
+					snprintf(what, sizeof(what),
+					         "%ld tokens of 32 + 8 heads variant %d",
+					         (long)tokens[t], v);
+					compare_call(ops[o], &c, what);
+					tc_free(&c);
+				}
+			}
+		}
+	}
+}
+
 Test(gpu_pool, max_and_avg_in_1d_2d_3d_match_cpu_max_exactly)
 {
 	static const char *const ops[] = { "max_pool1d", "max_pool2d", "max_pool3d",
