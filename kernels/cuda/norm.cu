@@ -268,8 +268,9 @@ __device__ __forceinline__ Vec<T> norm_vec_out(const Vec<T> &x, const Vec<T> &w,
  * four with the bias spilled f32 under 64 registers; holding them with
  * the row at V = 2 made 2048 x 4096 bf16 slower). At V = 8 the row alone
  * is half of the 64 registers: the residual, weight and bias come a
- * vector at a time (C = 1; more spilled). The fused forms, which hold the residual too,
- * get up to 128 registers at V = 4 (they spill under 64).
+ * vector at a time (C = 1; more spilled). The fused forms, which hold
+ * the residual too, get up to 128 registers at V = 4 (they spill under
+ * 64).
  */
 template <typename T, int V, bool LAYER, bool FUSED>
 __global__ void __launch_bounds__(V == 4 ? 512 : 1024, V == 4 ? (FUSED ? 1 : 2) : 1)
