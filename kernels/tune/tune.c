@@ -5,8 +5,11 @@
  * (gemm_tune_cache; docs/tuning.md says what is measured and how).
  *
  *   tileops-tune --manifest DIR [--out FILE] [--op gemm|bmm]
- *                [--shape "M,N,K,nt|nn,DTYPE"]... [--budget-ms N]
+ *                [--shape "M,N,K,nt|nn,DTYPE[,bBATCH]"]... [--budget-ms N]
  *                [--time-limit-s N] [--list]
+ *
+ * A --shape with a batch (",b32") is a bmm shape: its class is the batched
+ * one the daemon looks up for bmm.
  *
  * Every workload is tuned at its own M first, then at each smaller power
  * of two (the decode batch sizes those weights also serve), so a run cut
@@ -154,21 +157,25 @@ static int add_manifest(const struct options *o, int pass)
 	return 0;
 }
 
-/* "M,N,K,nt|nn,DTYPE" */
+/* "M,N,K,nt|nn,DTYPE[,bBATCH]": a batch makes it a bmm shape (c[b] = a[b] b[b]). */
 static int parse_shape(const char *s, job *j)
 {
 	char lay[8], dt[16];
-	long long m, n, k;
+	long long m, n, k, batch = 1;
+	int end = 0, used = 0;
 
 	memset(j, 0, sizeof(*j));
-	if (sscanf(s, "%lld,%lld,%lld,%7[^,],%15s", &m, &n, &k, lay, dt) != 5 || m < 1 || n < 1 ||
-	    k < 1 || (strcmp(lay, "nt") != 0 && strcmp(lay, "nn") != 0))
+	if (sscanf(s, "%lld,%lld,%lld,%7[^,],%15[^,]%n", &m, &n, &k, lay, dt, &end) != 5 || m < 1 ||
+	    n < 1 || k < 1 || (strcmp(lay, "nt") != 0 && strcmp(lay, "nn") != 0))
+		return -1;
+	if (s[end] != '\0' &&
+	    (sscanf(s + end, ",b%lld%n", &batch, &used) != 1 || s[end + used] != '\0' || batch < 1))
 		return -1;
 	j->dt = tk_dtype_parse(dt);
 	if (j->dt != TK_BF16 && j->dt != TK_F16 && j->dt != TK_F32)
 		return -1;
 	j->trans_b = strcmp(lay, "nt") == 0;
-	j->batch = 1;
+	j->batch = batch;
 	j->m = m;
 	j->n = n;
 	j->k = k;
@@ -304,7 +311,7 @@ static int usage(void)
 {
 	fprintf(stderr,
 	        "usage: tileops-tune --manifest DIR [--out FILE] [--op gemm|bmm]\n"
-	        "                    [--shape \"M,N,K,nt|nn,DTYPE\"]... [--budget-ms N]\n"
+	        "                    [--shape \"M,N,K,nt|nn,DTYPE[,bBATCH]\"]... [--budget-ms N]\n"
 	        "                    [--time-limit-s N] [--trace FILE]\n"
 	        "  --out FILE        the cache file to write (default gemm-tune.txt); its\n"
 	        "                    entries for this GPU are kept unless measured again\n"
@@ -341,7 +348,7 @@ static int parse_args(int argc, char **argv, struct options *o, job *extra, int 
 			if (parse_shape(v, &extra[*n_extra]) != 0) {
 				fprintf(stderr,
 				        "tileops-tune: --shape '%s' is not "
-				        "M,N,K,nt|nn,bf16|f16|f32\n",
+				        "M,N,K,nt|nn,bf16|f16|f32[,bBATCH]\n",
 				        v);
 				return -1;
 			}
