@@ -111,6 +111,13 @@ constexpr int TMA_CHUNK_BYTES = 64 * STAGE_COLS * 2;
 static_assert(STAGE_COLS * 2 == 64, "a chunk row is one row of the 64-byte swizzle");
 constexpr int SMEM_MAX = 227 * 1024; /* a CTA's shared memory on sm_90 */
 
+/* Whether BM x BN tiles may store c in TMA chunks: one m64 block a consumer
+ * warpgroup and unit (BM 64 and 128), whole 32-column chunks. */
+constexpr bool tma_c_tile(int bm, int bn)
+{
+	return bm <= 128 && bn % STAGE_COLS == 0;
+}
+
 template <int BM, int BN, int STAGES> struct Layout {
 	static constexpr int A_BYTES = BM * BK * 2;
 	static constexpr int B_BYTES = BN * BK * 2;
@@ -118,9 +125,7 @@ template <int BM, int BN, int STAGES> struct Layout {
 	/* barriers and the two consumers' split-K words, and the alignment of
 	 * the dynamic window to the swizzle period */
 	static constexpr int OTHER = 2 * 8 * STAGES + 16 + 8 + 1024;
-	/* Whether c may be stored in TMA chunks: one m64 block a consumer
-	 * warpgroup and unit (BM 64 and 128), whole 32-column chunks. */
-	static constexpr bool TMA_C = BM <= 128 && BN % STAGE_COLS == 0;
+	static constexpr bool TMA_C = tma_c_tile(BM, BN);
 	/* Chunk buffers a consumer warpgroup: as many as the ring leaves room
 	 * for, up to a whole tile, so that stores in flight cover the memory's
 	 * latency (at least two). */
@@ -1082,8 +1087,8 @@ extern "C" tk_status tk_gemm_sm90_launch(const tk_gemm_problem *p, const tk_gemm
 	 * (docs/kernel-notes.md: a run with N = 257 through this path came out
 	 * wrong). */
 	a.tma_c =
-	        sh.bm <= 128 && sh.bn % STAGE_COLS == 0 && p->bias == nullptr &&
-	        p->residual == nullptr && p->n % 8 == 0 && a.vec && !search_plain_epilogue() &&
+	        tma_c_tile(sh.bm, sh.bn) && p->bias == nullptr && p->residual == nullptr &&
+	        p->n % 8 == 0 && a.vec && !search_plain_epilogue() &&
 	        make_map(&maps.c, p->dtype, p->c, p->n, p->m, p->batch, p->ldc,
 	                 p->batch > 1 ? p->stride_c : 0, STAGE_COLS, 64, CU_TENSOR_MAP_SWIZZLE_64B);
 	cudaStream_t st = static_cast<cudaStream_t>(stream);
