@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <atomic>
 #include <mutex>
 
 #include "tk_internal.h"
@@ -423,7 +424,9 @@ static inline uint32_t first_wave(int threads)
  * The same, exact for kernel fn launched with `threads` threads a block
  * and no dynamic shared memory (its registers may hold fewer blocks an SM
  * than the thread slots): asked of the runtime once per device, kernel and
- * block size, first_wave when it cannot say.
+ * block size, first_wave when it cannot say. Every launch of the row
+ * kernels asks, from any thread: the table is append-only and its count
+ * published after the entry, so a lookup takes no lock; only a miss does.
  */
 static inline uint32_t resident_blocks(const void *fn, int threads)
 {
@@ -433,7 +436,7 @@ static inline uint32_t resident_blocks(const void *fn, int threads)
 		uint32_t blocks;
 	};
 	static Entry cache[256];
-	static int used;
+	static std::atomic<int> used{ 0 };
 	static std::mutex lock;
 	int dev = 0, per_sm = 0;
 
@@ -441,8 +444,8 @@ static inline uint32_t resident_blocks(const void *fn, int threads)
 		(void)cudaGetLastError();
 		return first_wave(threads);
 	}
-	std::lock_guard<std::mutex> guard(lock);
-	for (int i = 0; i < used; i++) {
+	int n = used.load(std::memory_order_acquire);
+	for (int i = 0; i < n; i++) {
 		if (cache[i].fn == fn && cache[i].dev == dev && cache[i].threads == threads)
 			return cache[i].blocks;
 	}
@@ -452,8 +455,12 @@ static inline uint32_t resident_blocks(const void *fn, int threads)
 		return first_wave(threads);
 	}
 	uint32_t blocks = (uint32_t)sm_count() * (uint32_t)per_sm;
-	if (used < 256)
-		cache[used++] = { fn, dev, threads, blocks };
+	std::lock_guard<std::mutex> guard(lock);
+	n = used.load(std::memory_order_relaxed);
+	if (n < 256) {
+		cache[n] = { fn, dev, threads, blocks };
+		used.store(n + 1, std::memory_order_release);
+	}
 	return blocks;
 }
 

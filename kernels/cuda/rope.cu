@@ -1,20 +1,18 @@
 /*
  * rope.cu - rotary position embedding in place on q and k (see cpu/rope.c
- * for the definition). A block per token (for a few tokens several, the
- * token's heads dealt out among them): it fills shared memory with the
- * token's cos and sin per pair (read from cos_sin_cache, or sincosf of
- * position * inverse frequency, the frequencies computed once per block
- * in double and rounded to f32 exactly as the CPU reference does), then
- * its threads rotate every head of q and k. With aligned heads a thread
- * moves 16-byte vectors: for neox one vector from each half of the
- * rotary dims, for gpt-j two adjacent vectors of interleaved pairs. A
- * thread reads its first unit of a token before the token's cos and sin
- * are ready, and a token's cos/sin cache row is loaded while the token
- * before it rotates.
+ * for the definition). The units of all tokens (a unit: with aligned
+ * heads, 16-byte vectors, for neox one vector from each half of the
+ * rotary dims, for gpt-j two adjacent vectors of interleaved pairs; else
+ * the two elements of one pair) are dealt out in order, a run of them a
+ * block. A block asks for its units first, then fills shared memory with
+ * the cos and sin of the few tokens it spans (read from cos_sin_cache, or
+ * sincosf of position * inverse frequency, the frequencies computed once
+ * per block in double and rounded to f32 exactly as the CPU reference
+ * does) while they arrive, then rotates and stores them.
  * Bytes: 2 * T * (Hq + Hk) * rotary_dim elements (dims past rotary_dim are
  * not touched) plus the cache rows.
  */
-#include "cuda_common.cuh"
+#include "rowops.cuh" /* vec_launder */
 
 namespace
 {
@@ -23,8 +21,11 @@ using namespace tkc;
 
 constexpr int kRopeThreads = 256;
 constexpr int kMaxHalf = 512; /* rotary_dim <= 1024 */
-/* Resident blocks an SM (64 registers a thread); the persistent grid is that many. */
+/* Resident blocks an SM (64 registers a thread): at 4 units a thread, 128 KiB of loads in flight. */
 constexpr int kRopeBlocksPerSm = 4;
+/* cos (and sin) values of the tokens a block spans, and at most that many tokens */
+constexpr int kTable = 2048;
+constexpr int kTableTokens = 64;
 
 struct RopeArgs {
 	void *q, *k;
@@ -33,8 +34,13 @@ struct RopeArgs {
 	int64_t tokens, hq, hk;
 	int64_t qs0, qs1, ks0, ks1; /* token and head strides */
 	int64_t cache_rows, cache_stride;
+	int64_t total; /* units of all tokens */
 	int rd, pos64, cache_dtype, has_cache;
-	int parts; /* blocks a token: its heads' units dealt out among them */
+	int upr, units; /* units a head, a token */
+	int upr_shift;  /* log2(upr) when a power of two, else -1 */
+	int half_shift; /* log2(rd / 2) when a power of two, else -1 */
+	int span;       /* units a block (the last block fewer) */
+	uint32_t wave;  /* blocks resident at once: the ones that prefetch */
 	/* bytes of a token's q and k heads when packed and all rotated, else 0 */
 	uint32_t qpf, kpf;
 	double theta;
@@ -87,10 +93,10 @@ template <typename T> struct RopeIn<T, false> {
 
 /* Where unit w of token t's heads starts: its head, and its index c there. */
 template <typename T>
-__device__ __forceinline__ T *rope_head(const RopeArgs &a, int64_t t, int w, int upr, int &c)
+__device__ __forceinline__ T *rope_head(const RopeArgs &a, int64_t t, int w, int &c)
 {
-	int h = w / upr;
-	c = w - h * upr;
+	int h = a.upr_shift >= 0 ? w >> a.upr_shift : w / a.upr;
+	c = w - h * a.upr;
 	return h < a.hq ? static_cast<T *>(a.q) + t * a.qs0 + h * a.qs1
 	                : static_cast<T *>(a.k) + t * a.ks0 + (h - a.hq) * a.ks1;
 }
@@ -115,6 +121,29 @@ __device__ __forceinline__ RopeIn<T, VEC> rope_load(const T *x, int c, int half)
 	return in;
 }
 
+/* M consecutive floats of shared memory at p (16-byte aligned for M % 4 == 0, else 8). */
+template <int M> __device__ __forceinline__ void smem_floats(const float *p, float (&v)[M])
+{
+	if constexpr (M % 4 == 0) {
+#pragma unroll
+		for (int i = 0; i < M; i += 4) {
+			const float4 f = *reinterpret_cast<const float4 *>(p + i);
+			v[i] = f.x;
+			v[i + 1] = f.y;
+			v[i + 2] = f.z;
+			v[i + 3] = f.w;
+		}
+	} else {
+		static_assert(M % 2 == 0, "pairs at least");
+#pragma unroll
+		for (int i = 0; i < M; i += 2) {
+			const float2 f = *reinterpret_cast<const float2 *>(p + i);
+			v[i] = f.x;
+			v[i + 1] = f.y;
+		}
+	}
+}
+
 /* Rotate one unit read by rope_load and store it back. */
 template <typename T, bool NEOX, bool VEC>
 __device__ __forceinline__ void rope_apply(T *x, int c, int half, const RopeIn<T, VEC> &in,
@@ -123,26 +152,37 @@ __device__ __forceinline__ void rope_apply(T *x, int c, int half, const RopeIn<T
 	constexpr int N = VEC ? Vec<T>::N : 1;
 
 	if constexpr (VEC && NEOX) {
+		/* pair i of each half turns by angles c N + 2i and c N + 2i + 1 */
+		float co[N], si[N];
+		smem_floats<N>(cs + c * N, co);
+		smem_floats<N>(sn + c * N, si);
 		Vec<T> ra, rb;
 #pragma unroll
-		for (int e = 0; e < N; e++) {
-			float x1 = to_f32(in.v[0].v[e]), x2 = to_f32(in.v[1].v[e]);
-			float co = cs[c * N + e], si = sn[c * N + e];
-			ra.v[e] = from_f32<T>(x1 * co - x2 * si);
-			rb.v[e] = from_f32<T>(x2 * co + x1 * si);
+		for (int i = 0; i < N / 2; i++) {
+			const float2 x1 = vec_pair(in.v[0], i), x2 = vec_pair(in.v[1], i);
+			const float c0 = co[2 * i], c1 = co[2 * i + 1], s0 = si[2 * i],
+			            s1 = si[2 * i + 1];
+			vec_set_pair(ra, i,
+			             make_float2(x1.x * c0 - x2.x * s0, x1.y * c1 - x2.y * s1));
+			vec_set_pair(rb, i,
+			             make_float2(x2.x * c0 + x1.x * s0, x2.y * c1 + x1.y * s1));
 		}
 		*reinterpret_cast<Vec<T> *>(x + c * N) = ra;
 		*reinterpret_cast<Vec<T> *>(x + half + c * N) = rb;
 	} else if constexpr (VEC) {
-		Vec<T> r;
+		/* vector h holds pairs (2c + h) N / 2 .. + N / 2 - 1, each a pair of the vector */
 #pragma unroll
 		for (int h = 0; h < 2; h++) {
+			float co[N / 2], si[N / 2];
+			smem_floats<N / 2>(cs + (2 * c + h) * (N / 2), co);
+			smem_floats<N / 2>(sn + (2 * c + h) * (N / 2), si);
+			Vec<T> r;
 #pragma unroll
-			for (int e = 0; e < N; e += 2) {
-				int i = ((2 * c + h) * N + e) / 2;
-				float x1 = to_f32(in.v[h].v[e]), x2 = to_f32(in.v[h].v[e + 1]);
-				r.v[e] = from_f32<T>(x1 * cs[i] - x2 * sn[i]);
-				r.v[e + 1] = from_f32<T>(x2 * cs[i] + x1 * sn[i]);
+			for (int i = 0; i < N / 2; i++) {
+				const float2 f = vec_pair(in.v[h], i);
+				vec_set_pair(r, i,
+				             make_float2(f.x * co[i] - f.y * si[i],
+				                         f.y * co[i] + f.x * si[i]));
 			}
 			*reinterpret_cast<Vec<T> *>(x + (2 * c + h) * N) = r;
 		}
@@ -154,127 +194,158 @@ __device__ __forceinline__ void rope_apply(T *x, int c, int half, const RopeIn<T
 }
 
 /*
- * EARLY: a token's units are dealt out over a.parts blocks, and each thread
- * reads its unit before the token's cos and sin are ready (decode; at most
- * a block an SM, so those kernels take the registers they want: under 64,
- * bf16 gpt-j spilled); else a block a token (a.parts is 1).
+ * A block rotates a.span consecutive units of the flattened (token, unit)
+ * order (K a thread): it asks for all of its units first, then fills the
+ * cos and sin of the tokens it spans (at most kTableTokens) while they
+ * arrive, then rotates and stores them. No barrier a token and no thread
+ * with more units than another (a block a token left 576 units of a
+ * Llama 70B token over 256 threads: three rounds for some, two for others).
  */
-template <typename T, bool NEOX, bool VEC, bool EARLY>
-__global__ void __launch_bounds__(kRopeThreads, EARLY ? 1 : kRopeBlocksPerSm)
+template <typename T, bool NEOX, bool VEC, int K>
+__global__ void __launch_bounds__(kRopeThreads, kRopeBlocksPerSm)
         rope_kernel(const __grid_constant__ RopeArgs a)
 {
-	__shared__ float inv[kMaxHalf], cs[kMaxHalf], sn[kMaxHalf];
-	constexpr int N = VEC ? Vec<T>::N : 1;
+	__shared__ float inv[kMaxHalf];
+	__shared__ __align__(16) float cs[kTable], sn[kTable];
+	__shared__ unsigned char ok[kTableTokens];
 	const int half = a.rd / 2;
-	/* Units per head: a vector of each half (neox), two vectors of the span (gpt-j), or pairs. */
-	const int upr = VEC ? (NEOX ? half / N : a.rd / (2 * N)) : half;
-	const int units = (int)(a.hq + a.hk) * upr;
+	const int64_t base = (int64_t)blockIdx.x * a.span;
+	const int64_t end = base + a.span < a.total ? base + a.span : a.total;
+	int64_t rem;
+	const int64_t t0 = divmod64(base, a.units, &rem);
+	const int nt = (int)(divmod64(end - 1, a.units, &rem) - t0) + 1;
 
 	/*
-	 * Before the wait (pdl_enter): the first token's heads asked of the L2
-	 * (l2_prefetch; every block of the persistent grid is in the first
-	 * wave) and the frequencies, which read no memory. One token's rope
-	 * 2.38 -> 1.78 us back to back on an H200.
+	 * Before the wait (pdl_enter): the first wave's tokens asked of the L2
+	 * (l2_prefetch) and the frequencies, which read no memory.
 	 */
-	const unsigned parts = EARLY ? (unsigned)a.parts : 1u;
-	const int part = (int)(blockIdx.x % parts);
-	const int64_t first = blockIdx.x / parts, tstep = gridDim.x / parts;
-	const int ustep = (int)parts * blockDim.x;
-
-	if (threadIdx.x == 0 && a.qpf != 0 && first < a.tokens)
-		l2_prefetch(static_cast<const T *>(a.q) + first * a.qs0, a.qpf);
-	if (threadIdx.x == 32 && a.kpf != 0 && first < a.tokens)
-		l2_prefetch(static_cast<const T *>(a.k) + first * a.ks0, a.kpf);
+	if (blockIdx.x < a.wave) {
+		int i = (int)threadIdx.x;
+		if (a.qpf != 0 && i < nt)
+			l2_prefetch(static_cast<const T *>(a.q) + (t0 + i) * a.qs0, a.qpf);
+		if (a.kpf != 0 && i >= 32 && i - 32 < nt)
+			l2_prefetch(static_cast<const T *>(a.k) + (t0 + i - 32) * a.ks0, a.kpf);
+	}
 	if (!a.has_cache) {
-		for (int i = threadIdx.x; i < half; i += blockDim.x)
+		for (int i = threadIdx.x; i < half; i += kRopeThreads)
 			inv[i] = (float)pow(a.theta, -(double)(2 * i) / (double)a.rd);
 	}
 	pdl_enter();
-	/*
-	 * A token's cache row is loaded into registers while the token before it
-	 * rotates (the row's latency was a pause per token before), then goes to
-	 * shared memory between the barriers. kMaxHalf / kRopeThreads values a
-	 * thread at most.
-	 */
-	constexpr int CV = kMaxHalf / kRopeThreads;
-	float ncs[CV], nsn[CV];
-	int64_t t = first, p = t < a.tokens ? rope_pos(a, t) : 0;
 
-	if (a.has_cache && t < a.tokens)
-		rope_cache_load(a, p, half, ncs, nsn);
-	for (; t < a.tokens; t += tstep) {
-		/*
-		 * With a token's units over several blocks (a few tokens), this
-		 * thread's unit is read now, before the token's position has arrived
-		 * and its cos and sin are computed: one trip to memory instead of
-		 * two. (Compiled apart: in the kernel of a block a token the
-		 * early read, even when not taken, measured 5 to 13% slower at 128
-		 * tokens.)
-		 */
-		const int w0 = part * blockDim.x + threadIdx.x;
-		int c0 = 0;
-		T *x0 = EARLY && w0 < units ? rope_head<T>(a, t, w0, upr, c0) : NULL;
-		RopeIn<T, VEC> in0;
-		if (x0 != NULL)
-			in0 = rope_load<T, NEOX, VEC>(x0, c0, half);
-		/* uniform across the block: a position outside the cache rotates nothing */
-		const bool valid = !a.has_cache || (p >= 0 && p < a.cache_rows);
-		__syncthreads(); /* the previous token's readers are done with cs/sn (and inv is ready) */
+	RopeIn<T, VEC> in[K];
+	int ws[K]; /* unit k's place in its token */
+	/* byte k: unit k's token less t0 (under kTableTokens), or 0xff for none */
+	uint32_t offs = 0xffffffffu;
+	static_assert(K <= 4 && kTableTokens < 0xff, "unit tokens packed a byte each");
+	const int w0 = (int)(base - t0 * a.units) + (int)threadIdx.x;
 #pragma unroll
-		for (int k = 0; k < CV; k++) {
-			int i = threadIdx.x + k * kRopeThreads;
-			if (i < half && a.has_cache) {
-				cs[i] = ncs[k];
-				sn[i] = nsn[k];
-			} else if (i < half) {
-				float si, co;
-				sincosf((float)p * inv[i], &si, &co);
-				cs[i] = co;
-				sn[i] = si;
-			}
-		}
-		const int64_t cur = t, next = t + tstep;
-		if (next < a.tokens) {
-			p = rope_pos(a, next);
-			if (a.has_cache)
-				rope_cache_load(a, p, half, ncs, nsn);
-		}
-		__syncthreads();
-		if (!valid)
+	for (int k = 0; k < K; k++) {
+		if (base + threadIdx.x + k * kRopeThreads >= end)
 			continue;
-		if (x0 != NULL)
-			rope_apply<T, NEOX, VEC>(x0, c0, half, in0, cs, sn);
-		for (int w = x0 != NULL ? w0 + ustep : w0; w < units; w += ustep) {
-			int c;
-			T *x = rope_head<T>(a, cur, w, upr, c);
-			rope_apply<T, NEOX, VEC>(x, c, half, rope_load<T, NEOX, VEC>(x, c, half),
-			                         cs, sn);
+		/* the unit's token (t0 + j) and place w in it: a block spans at most a few tokens */
+		int w = w0 + k * kRopeThreads, j = 0;
+		if (a.units >= kRopeThreads) {
+			while (w >= a.units) {
+				w -= a.units;
+				j++;
+			}
+		} else {
+			j = w / a.units;
+			w -= j * a.units;
+		}
+		int c;
+		const T *x = rope_head<T>(a, t0 + j, w, c);
+		ws[k] = w;
+		offs ^= (0xffu ^ (uint32_t)j) << (8 * k);
+		in[k] = rope_load<T, NEOX, VEC>(x, c, half);
+	}
+	/* The cos and sin of the tokens spanned; a position outside the cache rotates nothing. */
+	if (!a.has_cache)
+		__syncthreads(); /* inv is ready (after the loads are asked for) */
+	for (int i = threadIdx.x; i < nt * half; i += kRopeThreads) {
+		const int j = a.half_shift >= 0 ? i >> a.half_shift : i / half, e = i - j * half;
+		const int64_t p = rope_pos(a, t0 + j);
+		float co = 0.0f, si = 0.0f;
+		if (a.has_cache) {
+			const bool valid = p >= 0 && p < a.cache_rows;
+			if (e == 0)
+				ok[j] = valid;
+			if (valid) {
+				co = load_any(a.cache, a.cache_dtype, p * a.cache_stride + e);
+				si = load_any(a.cache, a.cache_dtype,
+				              p * a.cache_stride + half + e);
+			}
+		} else {
+			if (e == 0)
+				ok[j] = 1;
+			sincosf((float)p * inv[e], &si, &co);
+		}
+		cs[i] = co;
+		sn[i] = si;
+	}
+	__syncthreads();
+	if constexpr (VEC) { /* widened only here, not held as floats over the table */
+#pragma unroll
+		for (int k = 0; k < K; k++) {
+			vec_launder(in[k].v[0]);
+			vec_launder(in[k].v[1]);
 		}
 	}
+#pragma unroll
+	for (int k = 0; k < K; k++) {
+		const uint32_t o = (offs >> (8 * k)) & 0xffu;
+		if (o == 0xffu || !ok[o])
+			continue;
+		int c;
+		T *x = rope_head<T>(a, t0 + o, ws[k], c);
+		rope_apply<T, NEOX, VEC>(x, c, half, in[k], cs + o * half, sn + o * half);
+	}
+}
+
+/*
+ * Units a thread: 4 once the grid holds 4 blocks an SM of them, else 1 (a
+ * few tokens: more blocks a token). Measured on an H200 at 4096 tokens of
+ * Llama 70B heads, 4 units a thread against 2 and 1: 42.5, 44.2 and
+ * 59.0 us (each block fills its table and waits at its barrier once).
+ */
+template <typename T, bool NEOX, bool VEC> cudaError_t rope_spread(RopeArgs &a, cudaStream_t s)
+{
+	const int64_t wide = (int64_t)4 * kRopeThreads * sm_count() * kRopeBlocksPerSm;
+	const bool four = a.total >= wide;
+	void (*kernel)(RopeArgs) =
+	        four ? rope_kernel<T, NEOX, VEC, 4> : rope_kernel<T, NEOX, VEC, 1>;
+	/* a block spans at most kTableTokens tokens, and their cos and sin fit the table */
+	const int half = a.rd / 2;
+	const int64_t tmax = kTable / half < kTableTokens ? kTable / half : kTableTokens;
+	int64_t span = (four ? 4 : 1) * kRopeThreads;
+	if (span > (tmax - 1) * a.units)
+		span = (tmax - 1) * a.units;
+	a.span = (int)span;
+	const int64_t blocks = (a.total + span - 1) / span;
+	if (blocks > 0x7fffffff)
+		return cudaErrorInvalidConfiguration;
+	a.wave = resident_blocks((const void *)kernel, kRopeThreads);
+	return launch_pdl(kernel, (unsigned)blocks, kRopeThreads, 0, s, a);
 }
 
 template <typename T, bool NEOX> tk_status rope_run(RopeArgs &a, bool vec, cudaStream_t s)
 {
-	/* Fewer tokens than SMs (decode): a token's units dealt out over as many
-	 * blocks as give each thread one, while they still fit one an SM (at 128
-	 * tokens of 40 heads, two blocks a token, reading early, measured 2 to
-	 * 12% slower than one); more: a block a token. */
 	const int64_t n = vec ? Vec<T>::N : 1;
 	const int64_t upr = vec ? (NEOX ? a.rd / 2 / n : a.rd / (2 * n)) : a.rd / 2;
-	const int64_t per = ((a.hq + a.hk) * upr + kRopeThreads - 1) / kRopeThreads;
-	a.parts = per > 1 && a.tokens * per <= (int64_t)sm_count() ? (int)per : 1;
-	unsigned g = grid_persistent(a.tokens * a.parts, 1, kRopeBlocksPerSm);
-	g = g / (unsigned)a.parts * (unsigned)a.parts;
+	const int64_t units = (a.hq + a.hk) * upr;
 
+	if (units > 0x7fffffff)
+		return TK_ERR_UNSUPPORTED;
+	a.upr = (int)upr;
+	a.units = (int)units;
+	a.upr_shift = (upr & (upr - 1)) == 0 ? __builtin_ctzll((unsigned long long)upr) : -1;
+	const int half = a.rd / 2;
+	a.half_shift = (half & (half - 1)) == 0 ? __builtin_ctz((unsigned)half) : -1;
+	a.total = a.tokens * units;
 	launch_begin();
-	if (vec && a.parts > 1)
-		launch_pdl(rope_kernel<T, NEOX, true, true>, g, kRopeThreads, 0, s, a);
-	else if (vec)
-		launch_pdl(rope_kernel<T, NEOX, true, false>, g, kRopeThreads, 0, s, a);
-	else if (a.parts > 1)
-		launch_pdl(rope_kernel<T, NEOX, false, true>, g, kRopeThreads, 0, s, a);
-	else
-		launch_pdl(rope_kernel<T, NEOX, false, false>, g, kRopeThreads, 0, s, a);
+	cudaError_t e = vec ? rope_spread<T, NEOX, true>(a, s) : rope_spread<T, NEOX, false>(a, s);
+	if (e == cudaErrorInvalidConfiguration)
+		return TK_ERR_UNSUPPORTED;
 	return launch_status();
 }
 

@@ -383,6 +383,40 @@ Test(gpu_rope, neox_and_gptj_match_cpu_with_computed_and_cached_angles)
 }
 
 /*
+ * Rope of `tokens` tokens of hq q and hk k heads of 128 (the case's
+ * variant: computed angles, a cache with half the dims rotated, i64
+ * positions); with `outside`, every other token's position lies outside
+ * the cache (negative or past its end) and must be left as it is.
+ */
+static void rope_heads_case(const char *op, tk_dtype dt, int64_t tokens, int64_t hq, int64_t hk,
+                            int variant, int outside)
+{
+	uint64_t rng = gpu_fresh_seed();
+	int64_t sq[3] = { tokens, hq, 128 }, sk[3] = { tokens, hk, 128 };
+	char what[96];
+	double lo, hi;
+	tk_call c;
+
+	cr_assert(tc_build(&c, op, dt, tokens, 128, 0, variant, &rng));
+	tt_free(&c.in[0]);
+	tt_free(&c.in[1]);
+	c.in[0] = tt_tensor(dt, 3, sq, 0);
+	c.in[1] = tt_tensor(dt, 3, sk, 0);
+	tc_range(op, 0, &lo, &hi);
+	tt_fill(&c.in[0], &rng, lo, hi);
+	tt_fill(&c.in[1], &rng, lo, hi);
+	if (outside) {
+		cr_assert_eq(c.n_in, 4, "the outside case needs a cache");
+		for (int64_t t = 1; t < tokens; t += 2)
+			tt_set(&c.in[2], t, t % 4 == 1 ? -1.0 : (double)(c.in[3].shape[0] + t));
+	}
+	snprintf(what, sizeof(what), "%ld tokens of %ld + %ld heads variant %d%s", (long)tokens,
+	         (long)hq, (long)hk, variant, outside ? " half outside the cache" : "");
+	compare_call(op, &c, what);
+	tc_free(&c);
+}
+
+/*
  * Decode-shaped rope: a few tokens of many heads (32 q and 8 k heads, as
  * Llama 3 8B), whose units the kernel deals out over several blocks a
  * token, each thread reading its unit before the token's angles are ready.
@@ -391,33 +425,35 @@ Test(gpu_rope, a_few_tokens_of_many_heads_match_cpu)
 {
 	static const char *const ops[] = { "rope_neox", "rope_gptj" };
 	static const int64_t tokens[] = { 1, 3 };
-	double lo, hi;
 
 	for (int o = 0; o < 2; o++) {
 		for (size_t k = 0; k < 3; k++) {
 			for (int v = 0; v < TC_VARIANTS; v++) {
-				for (size_t t = 0; t < 2; t++) {
-					uint64_t rng = gpu_fresh_seed();
-					int64_t sq[3] = { tokens[t], 32, 128 },
-					        sk[3] = { tokens[t], 8, 128 };
-					char what[96];
-					tk_call c;
-					cr_assert(tc_build(&c, ops[o], tt_float_dtypes[k],
-					                   tokens[t], 128, 0, v, &rng));
-					tt_free(&c.in[0]);
-					tt_free(&c.in[1]);
-					c.in[0] = tt_tensor(tt_float_dtypes[k], 3, sq, 0);
-					c.in[1] = tt_tensor(tt_float_dtypes[k], 3, sk, 0);
-					tc_range(ops[o], 0, &lo, &hi);
-					tt_fill(&c.in[0], &rng, lo, hi);
-					tt_fill(&c.in[1], &rng, lo, hi);
-					snprintf(what, sizeof(what),
-					         "%ld tokens of 32 + 8 heads variant %d",
-					         (long)tokens[t], v);
-					compare_call(ops[o], &c, what);
-					tc_free(&c);
-				}
+				for (size_t t = 0; t < 2; t++)
+					rope_heads_case(ops[o], tt_float_dtypes[k], tokens[t], 32,
+					                8, v, 0);
 			}
+		}
+	}
+}
+
+/*
+ * Prefill-sized rope, past the size where a thread takes four units: Llama
+ * 3 8B heads over 2048 tokens, and 2600 tokens of 130-wide heads (pairs
+ * one at a time: no vectors); then tokens outside the cache among others.
+ */
+Test(gpu_rope, prefill_sized_calls_and_positions_outside_the_cache_match_cpu)
+{
+	static const char *const ops[] = { "rope_neox", "rope_gptj" };
+
+	for (int o = 0; o < 2; o++) {
+		for (size_t k = 0; k < 3; k++) {
+			for (int v = 0; v < TC_VARIANTS; v++) {
+				rope_heads_case(ops[o], tt_float_dtypes[k], 2048, 32, 8, v, 0);
+				op_case(ops[o], tt_float_dtypes[k], 2600, 130, 0, v);
+			}
+			rope_heads_case(ops[o], tt_float_dtypes[k], 9, 3, 2, 1, 1);
+			rope_heads_case(ops[o], tt_float_dtypes[k], 4096, 32, 8, 1, 1);
 		}
 	}
 }
