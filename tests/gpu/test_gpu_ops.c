@@ -265,6 +265,26 @@ Test(gpu_norm, every_norm_matches_cpu_residual_included)
 	row_op_cases("fused_add_layer_norm", 2);
 }
 
+/*
+ * layer_norm and its fused form over many rows of 1024 to 4096, the shapes
+ * of 2 and 4 vectors a thread and several rows a block: every dtype, with
+ * and without a bias.
+ */
+Test(gpu_norm, layer_norms_of_many_rows_match_cpu)
+{
+	static const char *const ops[] = { "layer_norm", "fused_add_layer_norm" };
+	static const int64_t ws[] = { 1024, 2048, 4096 };
+
+	for (int o = 0; o < 2; o++) {
+		for (size_t k = 0; k < 3; k++) {
+			for (int v = 0; v < 2; v++) {
+				for (size_t w = 0; w < 3; w++)
+					op_case(ops[o], tt_float_dtypes[k], 900, ws[w], 0, v);
+			}
+		}
+	}
+}
+
 Test(gpu_softmax, softmax_and_log_softmax_match_cpu_along_either_dim)
 {
 	row_op_cases("softmax", 1);
