@@ -402,25 +402,6 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const __grid_consta
 	}
 }
 
-/* n consecutive floats from global memory, n in {2, 4, 8}; p is 4n-byte aligned (16 for 8). */
-template <int N> __device__ __forceinline__ void ld_floats(float (&v)[N], const float *p)
-{
-	if constexpr (N == 2) {
-		const float2 x = *reinterpret_cast<const float2 *>(p);
-		v[0] = x.x;
-		v[1] = x.y;
-	} else {
-#pragma unroll
-		for (int i = 0; i < N; i += 4) {
-			const float4 x = *reinterpret_cast<const float4 *>(p + i);
-			v[i] = x.x;
-			v[i + 1] = x.y;
-			v[i + 2] = x.z;
-			v[i + 3] = x.w;
-		}
-	}
-}
-
 /*
  * out = the splits' partial outputs weighted by 2^lse. A q row's splits
  * are dealt to merge_wr warps of a block (kMergeWarps / merge_wr rows per

@@ -125,6 +125,25 @@ template <typename T> __device__ __forceinline__ void vec_set_pair(Vec<T> &v, in
 	}
 }
 
+/* N consecutive floats at p (global or shared), N in {2, 4, 8}; p is 4N-byte aligned (16 for 8). */
+template <int N> __device__ __forceinline__ void ld_floats(float (&v)[N], const float *p)
+{
+	if constexpr (N == 2) {
+		const float2 x = *reinterpret_cast<const float2 *>(p);
+		v[0] = x.x;
+		v[1] = x.y;
+	} else {
+#pragma unroll
+		for (int i = 0; i < N; i += 4) {
+			const float4 x = *reinterpret_cast<const float4 *>(p + i);
+			v[i] = x.x;
+			v[i + 1] = x.y;
+			v[i + 2] = x.z;
+			v[i + 3] = x.w;
+		}
+	}
+}
+
 /* The packed pair type of a 2-byte T, and a pair of -inf in its bits. */
 template <typename T> struct Pair2;
 template <> struct Pair2<__nv_bfloat16> {

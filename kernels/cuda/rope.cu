@@ -121,29 +121,6 @@ __device__ __forceinline__ RopeIn<T, VEC> rope_load(const T *x, int c, int half)
 	return in;
 }
 
-/* M consecutive floats of shared memory at p (16-byte aligned for M % 4 == 0, else 8). */
-template <int M> __device__ __forceinline__ void smem_floats(const float *p, float (&v)[M])
-{
-	if constexpr (M % 4 == 0) {
-#pragma unroll
-		for (int i = 0; i < M; i += 4) {
-			const float4 f = *reinterpret_cast<const float4 *>(p + i);
-			v[i] = f.x;
-			v[i + 1] = f.y;
-			v[i + 2] = f.z;
-			v[i + 3] = f.w;
-		}
-	} else {
-		static_assert(M % 2 == 0, "pairs at least");
-#pragma unroll
-		for (int i = 0; i < M; i += 2) {
-			const float2 f = *reinterpret_cast<const float2 *>(p + i);
-			v[i] = f.x;
-			v[i + 1] = f.y;
-		}
-	}
-}
-
 /* Rotate one unit read by rope_load and store it back. */
 template <typename T, bool NEOX, bool VEC>
 __device__ __forceinline__ void rope_apply(T *x, int c, int half, const RopeIn<T, VEC> &in,
@@ -154,8 +131,8 @@ __device__ __forceinline__ void rope_apply(T *x, int c, int half, const RopeIn<T
 	if constexpr (VEC && NEOX) {
 		/* pair i of each half turns by angles c N + 2i and c N + 2i + 1 */
 		float co[N], si[N];
-		smem_floats<N>(cs + c * N, co);
-		smem_floats<N>(sn + c * N, si);
+		ld_floats<N>(co, cs + c * N);
+		ld_floats<N>(si, sn + c * N);
 		Vec<T> ra, rb;
 #pragma unroll
 		for (int i = 0; i < N / 2; i++) {
@@ -174,8 +151,8 @@ __device__ __forceinline__ void rope_apply(T *x, int c, int half, const RopeIn<T
 #pragma unroll
 		for (int h = 0; h < 2; h++) {
 			float co[N / 2], si[N / 2];
-			smem_floats<N / 2>(cs + (2 * c + h) * (N / 2), co);
-			smem_floats<N / 2>(sn + (2 * c + h) * (N / 2), si);
+			ld_floats<N / 2>(co, cs + (2 * c + h) * (N / 2));
+			ld_floats<N / 2>(si, sn + (2 * c + h) * (N / 2));
 			Vec<T> r;
 #pragma unroll
 			for (int i = 0; i < N / 2; i++) {
