@@ -311,7 +311,7 @@ template <typename T, bool NEOX> tk_status rope_run(RopeArgs &a, bool vec, cudaS
 	const int64_t upr = vec ? (NEOX ? a.rd / 2 / n : a.rd / (2 * n)) : a.rd / 2;
 	const int64_t units = (a.hq + a.hk) * upr;
 
-	if (units > 0x7fffffff)
+	if (units > 0x7fffffff || a.tokens > INT64_MAX / units)
 		return TK_ERR_UNSUPPORTED;
 	a.upr = (int)upr;
 	a.units = (int)units;
