@@ -523,6 +523,146 @@ template <typename T, int V> cudaError_t sm_split_launch(SmArgs &a, cudaStream_t
 	return launch_pdl(softmax_split_write<T, V, false>, g, kSplitThreads, 0, s, a);
 }
 
+/*
+ * Vocabulary logits of many rows (bf16, f16): a block of kOnSmThreads
+ * threads a row, one block an SM, the row read once and held on the SM:
+ * kOnSmRegs vectors a thread in registers and up to kOnSmHeld more in
+ * shared memory, copied there with cp.async so no register waits on them
+ * (128 KiB: rows of up to 16384 vectors, 131072 bf16). All of a row's
+ * loads are asked for at once, each vector folded into a running (max,
+ * sum) as it lands; then one reduction and the writes.
+ * Where the split kernels read each row twice and the cluster kernel ran
+ * its clusters in waves (56 to 60% of copy for 128 x 128256 bf16 on an
+ * H200), every row of a wave is in flight together and read once.
+ */
+constexpr int kOnSmThreads = 1024, kOnSmRegs = 8, kOnSmHeld = 8;
+constexpr size_t kOnSmShared = (size_t)kOnSmThreads * kOnSmHeld * 16;
+
+__device__ __forceinline__ void copy16_async(void *dst, const void *src)
+{
+	const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+}
+
+/*
+ * Fold held slots K.. (slot k at held[k S], the row's vector j0 + k S) into
+ * (key, sum), waiting for each slot's copy group in turn.
+ */
+template <typename T, int K>
+__device__ __forceinline__ void onsm_fold(float &key, float &sum, const Vec<T> *held, int j0,
+                                          int nvec)
+{
+	if constexpr (K < kOnSmHeld) {
+		asm volatile("cp.async.wait_group %0;" ::"n"(kOnSmHeld - 1 - K) : "memory");
+		if (j0 + K * kOnSmThreads < nvec)
+			online_add_vec<T>(key, sum, held[K * kOnSmThreads]);
+		onsm_fold<T, K + 1>(key, sum, held, j0, nvec);
+	}
+}
+
+template <typename T, bool LOG>
+__global__ void __launch_bounds__(kOnSmThreads, 1) softmax_onsm(const __grid_constant__ SmArgs a)
+{
+	extern __shared__ __align__(16) unsigned char held_bytes[];
+	Vec<T> *held = reinterpret_cast<Vec<T> *>(held_bytes);
+	__shared__ float2 smem[32];
+	constexpr int N = Vec<T>::N, S = kOnSmThreads;
+	const int nvec = (int)(a.d / N), t = (int)threadIdx.x;
+	Vec<T> v[kOnSmRegs];
+
+	if (t == 0 && blockIdx.x < a.wave && (int64_t)blockIdx.x < a.rows)
+		l2_prefetch(static_cast<const T *>(a.x) + (int64_t)blockIdx.x * a.p.stride[1][0],
+		            (uint32_t)nvec * 16);
+	pdl_enter();
+	for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
+		const T *x = static_cast<const T *>(a.x) + r * a.p.stride[1][0];
+		T *o = static_cast<T *>(a.out) + r * a.p.stride[0][0];
+		/*
+		 * Vector t + k S: k < kOnSmRegs in v[k], the rest in held[(k -
+		 * kOnSmRegs) S + t], a copy group each. Each is folded into a running
+		 * (max key, sum) as it arrives (online_add_vec), so the sum's
+		 * exponentials run while the rest of the row is still on its way;
+		 * taking the row's max first left the SM's exponential unit busy
+		 * with them (two an element: 8 us a row) after the loads, with the
+		 * DRAM idle.
+		 */
+#pragma unroll
+		for (int k = 0; k < kOnSmRegs; k++) {
+			const int j = t + k * S;
+			if (j < nvec)
+				v[k] = vec_ld(x + (int64_t)j * N);
+		}
+#pragma unroll
+		for (int k = 0; k < kOnSmHeld; k++) {
+			const int j = t + (kOnSmRegs + k) * S;
+			if (j < nvec)
+				copy16_async(&held[k * S + t], x + (int64_t)j * N);
+			asm volatile("cp.async.commit_group;" ::: "memory");
+		}
+		float key = -INFINITY, sum = 0.0f;
+#pragma unroll
+		for (int k = 0; k < kOnSmRegs; k++) {
+			if (t + k * S < nvec)
+				online_add_vec<T>(key, sum, v[k]);
+		}
+		/* held slot k is group k: wait until at most kOnSmHeld - 1 - k groups are pending */
+		onsm_fold<T, 0>(key, sum, held + t, t + kOnSmRegs * S, nvec);
+		const float2 ks = row_allreduce(make_float2(key, sum), smem, PairOp<true>(),
+		                                make_float2(-INFINITY, 0.0f));
+		const SmRow row = sm_row<true>(ks.x, ks.y);
+#pragma unroll
+		for (int k = 0; k < kOnSmRegs; k++) {
+			const int j = t + k * S;
+			if (j < nvec)
+				vec_st(o + (int64_t)j * N, sm_vec<T, LOG>(v[k], row));
+		}
+#pragma unroll
+		for (int k = 0; k < kOnSmHeld; k++) {
+			const int j = t + (kOnSmRegs + k) * S;
+			if (j < nvec)
+				vec_st(o + (int64_t)j * N, sm_vec<T, LOG>(held[k * S + t], row));
+		}
+	}
+}
+
+/*
+ * Whether softmax_onsm takes the rows: bf16 or f16 vectors, one stride
+ * apart, over 4096 vectors (narrower rows fit the vector kernel's
+ * registers) and at most what it holds, and at least half as many rows as
+ * SMs (fewer leave most of the chip idle: one row of 128256 is faster over
+ * the split kernels' many blocks).
+ */
+template <typename T> static inline bool sm_onsm_fits(const SmArgs &a, int plan_ndim)
+{
+	const int64_t nvec = a.d / Vec<T>::N;
+
+	return sizeof(T) == 2 && a.vec && plan_ndim == 1 && nvec > 4096 &&
+	       nvec <= (int64_t)kOnSmThreads * (kOnSmRegs + kOnSmHeld) &&
+	       2 * a.rows >= (int64_t)sm_count();
+}
+
+template <typename T, bool LOG> cudaError_t sm_onsm_launch(SmArgs &a, cudaStream_t s)
+{
+	/* The shared-memory limit is raised once per device (a graph capture then sees launches only). */
+	static std::atomic<uint64_t> raised{ 0 };
+	int dev = 0;
+	cudaError_t e = cudaGetDevice(&dev);
+	if (e != cudaSuccess)
+		return e;
+	const uint64_t bit = 1ull << (dev & 63);
+	if (!(raised.load(std::memory_order_acquire) & bit)) {
+		e = cudaFuncSetAttribute(softmax_onsm<T, LOG>,
+		                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+		                         (int)kOnSmShared);
+		if (e != cudaSuccess)
+			return e;
+		raised.fetch_or(bit, std::memory_order_release);
+	}
+	const unsigned g = grid_persistent(a.rows, 1, 1);
+	a.wave = g;
+	return launch_pdl(softmax_onsm<T, LOG>, g, kOnSmThreads, kOnSmShared, s, a);
+}
+
 /* log_softmax along a dim other than the last: a thread per line. */
 template <typename T> __global__ void softmax_column(const __grid_constant__ SmArgs a)
 {
@@ -563,7 +703,14 @@ tk_status softmax_run(SmArgs &a, const tk_iter &it, bool rows, void *ws, size_t 
 	                  nvec > 32 * 2 * kSplitThreads;
 	const int64_t per_chunk = (deep ? 8 : 2) * kSplitThreads;
 	const int64_t chunks = (nvec + per_chunk - 1) / per_chunk;
-	if (ws != NULL && it.ndim == 1 && sm_split_fits(a, sizeof(T), ws_bytes, nvec, chunks)) {
+	if (sm_onsm_fits<T>(a, it.ndim)) {
+		if constexpr (sizeof(T) == 2) {
+			if ((a.log_form ? sm_onsm_launch<T, true>(a, s)
+			                : sm_onsm_launch<T, false>(a, s)) != cudaSuccess)
+				return TK_ERR_LAUNCH;
+		}
+	} else if (ws != NULL && it.ndim == 1 &&
+	           sm_split_fits(a, sizeof(T), ws_bytes, nvec, chunks)) {
 		a.part = static_cast<float2 *>(ws);
 		a.chunks = (int)chunks;
 		if ((deep ? sm_split_launch<T, 8>(a, s) : sm_split_launch<T, 2>(a, s)) !=
