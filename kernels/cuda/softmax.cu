@@ -15,8 +15,10 @@
  * sum) per thread, rescaling the sum when the max grows (the online
  * softmax), merges them, then reads the row again (mostly from L2) to
  * write.
- * Rows over 4096 vectors of a tensor within 3/4 of the L2, given
- * workspace: two kernels over row chunks (softmax_split_*, below).
+ * bf16 and f16 rows of 4097 to 16384 vectors, at least half as many as
+ * SMs: a block an SM holds a row (softmax_onsm, below). Other rows over
+ * 4096 vectors of a tensor within 3/4 of the L2, given workspace: two
+ * kernels over row chunks (softmax_split_*, below).
  * log_softmax along another dim: a thread per line, lines of adjacent
  * threads adjacent in memory, the same two passes.
  */
