@@ -583,10 +583,9 @@ __global__ void __launch_bounds__(kOnSmThreads, 1) softmax_onsm(const __grid_con
 		 * Vector t + k S: k < kOnSmRegs in v[k], the rest in held[(k -
 		 * kOnSmRegs) S + t], a copy group each. Each is folded into a running
 		 * (max key, sum) as it arrives (online_add_vec), so the sum's
-		 * exponentials run while the rest of the row is still on its way;
-		 * taking the row's max first left the SM's exponential unit busy
-		 * with them (two an element: 8 us a row) after the loads, with the
-		 * DRAM idle.
+		 * exponentials run while the rest of the row is still on its way
+		 * (on an H200, 128 x 128256 bf16 25.8 -> 25.4 us against taking the
+		 * row's max first).
 		 */
 #pragma unroll
 		for (int k = 0; k < kOnSmRegs; k++) {
