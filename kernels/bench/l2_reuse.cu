@@ -22,21 +22,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_cuda.h" /* CK, bench_median, bench_parse_long */
+
 namespace
 {
 
 constexpr int kThreads = 256, kVecs = 4; /* a chunk: 256 threads x 4 x 16 bytes */
 constexpr int64_t kChunk = (int64_t)kThreads * kVecs * 16;
-
-#define CHECK(call)                                                          \
-	do {                                                                 \
-		cudaError_t e_ = (call);                                     \
-		if (e_ != cudaSuccess) {                                     \
-			fprintf(stderr, "tileops-bench-l2: %s: %s\n", #call, \
-			        cudaGetErrorString(e_));                     \
-			exit(1);                                             \
-		}                                                            \
-	} while (0)
 
 /* Read chunks shift + b, shift + b + grid, ... of p; fold them so the loads stay. */
 __global__ void __launch_bounds__(kThreads)
@@ -58,51 +50,46 @@ __global__ void __launch_bounds__(kThreads)
 		sink[blockIdx.x] = acc;
 }
 
-int compare_float(const void *a, const void *b)
-{
-	float x = *(const float *)a, y = *(const float *)b;
-	return (x > y) - (x < y);
-}
-
 } /* namespace */
 
 int main(int argc, char **argv)
 {
-	int runs = 15;
+	long runs = 15;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--runs") && i + 1 < argc) {
-			runs = atoi(argv[++i]);
+			if (bench_parse_long(argv[++i], 1, 1000, &runs) != 0) {
+				fprintf(stderr,
+				        "tileops-bench-l2: --runs must be 1 to 1000, not '%s'\n",
+				        argv[i]);
+				return 2;
+			}
 		} else {
 			fprintf(stderr, "usage: tileops-bench-l2 [--runs N]\n");
 			return 2;
 		}
 	}
-	if (runs < 1 || runs > 1000) {
-		fprintf(stderr, "tileops-bench-l2: --runs must be 1 to 1000\n");
-		return 2;
-	}
 	int sms = 0, l2 = 0, per_sm = 0;
-	CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-	CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
-	CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, read_chunks, kThreads, 0));
+	CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+	CK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, read_chunks, kThreads, 0));
 	const int grid = sms * per_sm;
 	const size_t other = (size_t)512 << 20, most = (size_t)128 << 20;
 	int4 *flush, *buf;
 	int *sink;
 	cudaEvent_t e0, e1;
-	CHECK(cudaMalloc(&flush, other));
-	CHECK(cudaMalloc(&buf, most));
-	CHECK(cudaMalloc(&sink, sizeof(int) * (size_t)grid));
-	CHECK(cudaMemset(flush, 1, other));
-	CHECK(cudaMemset(buf, 2, most));
-	CHECK(cudaEventCreate(&e0));
-	CHECK(cudaEventCreate(&e1));
-	float *t = (float *)malloc(sizeof(float) * (size_t)runs);
+	CK(cudaMalloc(&flush, other));
+	CK(cudaMalloc(&buf, most));
+	CK(cudaMalloc(&sink, sizeof(int) * (size_t)grid));
+	CK(cudaMemset(flush, 1, other));
+	CK(cudaMemset(buf, 2, most));
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	double *t = (double *)malloc(sizeof(double) * (size_t)runs);
 	if (t == NULL)
 		return 1;
 
 	printf("%d SMs, L2 %d MiB, a grid of %d blocks of %d threads; second read of the buffer, "
-	       "us (TB/s), median of %d\n\n",
+	       "us (TB/s), median of %ld\n\n",
 	       sms, l2 >> 20, grid, kThreads, runs);
 	printf("| MiB | cold | again | moved |\n| ---: | ---: | ---: | ---: |\n");
 	static const int mib[] = { 8, 16, 24, 32, 40, 48, 64, 96, 128 };
@@ -116,19 +103,20 @@ int main(int argc, char **argv)
 				if (mode > 0)
 					read_chunks<<<grid, kThreads>>>(
 					        buf, chunks, mode == 2 ? grid / 2 : 0, sink);
-				CHECK(cudaEventRecord(e0));
+				CK(cudaEventRecord(e0));
 				read_chunks<<<grid, kThreads>>>(buf, chunks, 0, sink);
-				CHECK(cudaEventRecord(e1));
-				CHECK(cudaEventSynchronize(e1));
-				CHECK(cudaEventElapsedTime(&t[r], e0, e1));
+				CK(cudaEventRecord(e1));
+				CK(cudaEventSynchronize(e1));
+				float ms = 0.0f;
+				CK(cudaEventElapsedTime(&ms, e0, e1));
+				t[r] = 1000.0 * ms;
 			}
-			qsort(t, (size_t)runs, sizeof(float), compare_float);
-			const double us = 1000.0 * t[runs / 2];
+			const double us = bench_median(t, runs);
 			printf(" %.1f (%.2f) |", us, (double)bytes / us / 1e6);
 		}
 		printf("\n");
 	}
-	CHECK(cudaGetLastError());
+	CK(cudaGetLastError());
 	free(t);
 	return 0;
 }
