@@ -38,13 +38,17 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool v
 
 __device__ __forceinline__ void cp_async_commit(void)
 {
-	asm volatile("cp.async.commit_group;\n" ::);
+	asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
 
-/* Wait until at most N of this thread's cp.async groups are pending. */
+/*
+ * Wait until at most N of this thread's cp.async groups are pending; this
+ * thread may then read what they copied (other threads after a barrier).
+ * The compiler keeps shared-memory reads after it.
+ */
 template <int N> __device__ __forceinline__ void cp_async_wait(void)
 {
-	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+	asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 /* ---- mbarriers ---------------------------------------------------------- */

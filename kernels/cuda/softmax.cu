@@ -23,6 +23,7 @@
  * threads adjacent in memory, the same two passes.
  */
 #include "rowops.cuh"
+#include "sm90.cuh" /* cp.async */
 
 namespace
 {
@@ -540,12 +541,6 @@ template <typename T, int V> cudaError_t sm_split_launch(SmArgs &a, cudaStream_t
 constexpr int kOnSmThreads = 1024, kOnSmRegs = 8, kOnSmHeld = 8;
 constexpr size_t kOnSmShared = (size_t)kOnSmThreads * kOnSmHeld * 16;
 
-__device__ __forceinline__ void copy16_async(void *dst, const void *src)
-{
-	const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
-}
-
 /*
  * Fold held slots K.. (slot k at held[k S], the row's vector j0 + k S) into
  * (key, sum), waiting for each slot's copy group in turn.
@@ -555,7 +550,7 @@ __device__ __forceinline__ void onsm_fold(float &key, float &sum, const Vec<T> *
                                           int nvec)
 {
 	if constexpr (K < kOnSmHeld) {
-		asm volatile("cp.async.wait_group %0;" ::"n"(kOnSmHeld - 1 - K) : "memory");
+		tk_sm90::cp_async_wait<kOnSmHeld - 1 - K>();
 		if (j0 + K * kOnSmThreads < nvec)
 			online_add_vec<T>(key, sum, held[K * kOnSmThreads]);
 		onsm_fold<T, K + 1>(key, sum, held, j0, nvec);
@@ -597,8 +592,9 @@ __global__ void __launch_bounds__(kOnSmThreads, 1) softmax_onsm(const __grid_con
 		for (int k = 0; k < kOnSmHeld; k++) {
 			const int j = t + (kOnSmRegs + k) * S;
 			if (j < nvec)
-				copy16_async(&held[k * S + t], x + (int64_t)j * N);
-			asm volatile("cp.async.commit_group;" ::: "memory");
+				tk_sm90::cp_async16(tk_sm90::smem_addr(&held[k * S + t]),
+				                    x + (int64_t)j * N, true);
+			tk_sm90::cp_async_commit();
 		}
 		float key = -INFINITY, sum = 0.0f;
 #pragma unroll

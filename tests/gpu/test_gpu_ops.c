@@ -383,6 +383,19 @@ Test(gpu_quant_fp8, per_tensor_and_per_token_codes_and_scales_match_cpu_exactly)
 	row_op_cases("quant_fp8_per_token", TC_VARIANTS);
 }
 
+/*
+ * A computed per-tensor scale over 64 MiB of bf16 and f16, more than 2/3
+ * of an H200's L2: the quantizing pass walks the tiles last to first.
+ * Every code and the scale exact.
+ */
+Test(gpu_quant_fp8, per_tensor_past_the_l2_walked_backwards_matches_cpu_exactly)
+{
+	op_case("quant_fp8_per_tensor", TK_BF16, 4096, 8192, 0, 0);
+	op_case("quant_fp8_per_tensor", TK_F16, 4096, 8192, 0, 0);
+	/* u8 codes, and a last tile the rows fill only in part */
+	op_case("quant_fp8_per_tensor", TK_BF16, 4099, 8200, 0, 2);
+}
+
 Test(gpu_rope, neox_and_gptj_match_cpu_with_computed_and_cached_angles)
 {
 	static const int64_t dims[] = { 2, 6, 64, 128, 130 };
