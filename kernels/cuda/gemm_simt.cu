@@ -13,7 +13,9 @@
  * [k][n]) filled by 4-byte asynchronous copies, stages - 1 steps ahead;
  * past M, N and K the copies write zeros, so any shape and no alignment
  * work. Two builds: s4 (two CTAs an SM, 128 registers a thread) and s6
- * (one CTA an SM, deeper ring, more registers).
+ * (one CTA an SM, deeper ring, more registers). A third, s2, for operands
+ * in whole 16-byte vectors, brings each step through registers with
+ * 16-byte loads into two slots, with far fewer instructions a step.
  *
  * Split-K (split > 1) when the tiles alone leave SMs idle (a 128-row
  * product has N / 128 tiles): each of a tile's split CTAs takes a range of
@@ -41,19 +43,21 @@ constexpr int PART_FLOATS = TM * TN;
 constexpr int SLOT_BYTES = 2 * TK * LDS * 4; /* a then b, [TK][LDS] each */
 
 /*
- * Two builds, told apart by their ring depth: s4 runs two CTAs an SM at
+ * Three builds, told apart by their ring depth: s4 runs two CTAs an SM at
  * 128 registers a thread; s6 one CTA an SM with six slots and as many
  * registers as the compiler wants (149). On an H200, s4 measured 15%
  * faster on 128x6144x4096 (docs/kernel-notes.md); the tuner times both.
+ * s2 (two slots filled through registers, two CTAs an SM) takes only
+ * operands in whole 16-byte vectors (vec_ok).
  */
 constexpr bool build_ok(int stages)
 {
-	return stages == 4 || stages == 6;
+	return stages == 2 || stages == 4 || stages == 6;
 }
 
 constexpr int blocks_of(int stages)
 {
-	return stages == 4 ? 2 : 1;
+	return stages == 6 ? 1 : 2;
 }
 
 struct SimtArgs {
@@ -116,74 +120,51 @@ __device__ __forceinline__ int at8(int t, int i)
 	return (i < 4 ? 4 * t : 64 + 4 * t - 4) + i;
 }
 
-template <int STAGES>
-__global__ void __launch_bounds__(THREADS, blocks_of(STAGES)) gemm_simt_kernel(SimtArgs g)
+/*
+ * The products of one staged K step (as, bs: [TK][LDS] each): per k, this
+ * thread's 8 rows of a and 8 columns of b as two 16-byte vectors each, the
+ * next k's loaded while the 64 fused multiply-adds of this one run.
+ */
+__device__ __forceinline__ void step_products(const float *as, const float *bs, float (&acc)[8][8],
+                                              int tx, int ty)
 {
-	extern __shared__ __align__(16) float smem[]; /* STAGES slots of a, then b */
-	__shared__ unsigned last;
-	const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
-	const int bz = (int)blockIdx.z / g.split, sp = (int)blockIdx.z - bz * g.split;
-	const int m0 = (int)blockIdx.y * TM, n0 = (int)blockIdx.x * TN;
-	const float *a = g.a + bz * g.sa, *b = g.b + bz * g.sb;
-	const int steps = (g.k + TK - 1) / TK;
-	const int kt0 = sp * g.per, n = min(steps, kt0 + g.per) - kt0;
-	const uint32_t base = tk_sm90::smem_addr(smem);
-	float acc[8][8];
-
+	float4 fa[2][2], fb[2][2]; /* this k's fragments and the next's */
+	fa[0][0] = *reinterpret_cast<const float4 *>(as + 4 * ty);
+	fa[0][1] = *reinterpret_cast<const float4 *>(as + 64 + 4 * ty);
+	fb[0][0] = *reinterpret_cast<const float4 *>(bs + 4 * tx);
+	fb[0][1] = *reinterpret_cast<const float4 *>(bs + 64 + 4 * tx);
 #pragma unroll
-	for (int i = 0; i < 8; i++) {
+	for (int kk = 0; kk < TK; kk++) {
+		const int cur = kk & 1;
+		if (kk + 1 < TK) {
+			const float *an = as + (kk + 1) * LDS, *bn = bs + (kk + 1) * LDS;
+			fa[cur ^ 1][0] = *reinterpret_cast<const float4 *>(an + 4 * ty);
+			fa[cur ^ 1][1] = *reinterpret_cast<const float4 *>(an + 64 + 4 * ty);
+			fb[cur ^ 1][0] = *reinterpret_cast<const float4 *>(bn + 4 * tx);
+			fb[cur ^ 1][1] = *reinterpret_cast<const float4 *>(bn + 64 + 4 * tx);
+		}
+		const float av[8] = { fa[cur][0].x, fa[cur][0].y, fa[cur][0].z, fa[cur][0].w,
+			              fa[cur][1].x, fa[cur][1].y, fa[cur][1].z, fa[cur][1].w };
+		const float bv[8] = { fb[cur][0].x, fb[cur][0].y, fb[cur][0].z, fb[cur][0].w,
+			              fb[cur][1].x, fb[cur][1].y, fb[cur][1].z, fb[cur][1].w };
 #pragma unroll
-		for (int j = 0; j < 8; j++)
-			acc[i][j] = 0.0f;
-	}
-	/* A ring of STAGES slots: STAGES - 1 steps in flight while one is
-	 * multiplied. */
+		for (int i = 0; i < 8; i++) {
 #pragma unroll
-	for (int st = 0; st < STAGES - 1; st++) {
-		if (st < n)
-			issue_step(g, a, b, m0, n0, kt0 + st, base + st * SLOT_BYTES,
-			           base + st * SLOT_BYTES + SLOT_BYTES / 2);
-		tk_sm90::cp_async_commit();
-	}
-	for (int t = 0; t < n; t++) {
-		tk_sm90::cp_async_wait<STAGES - 2>();
-		__syncthreads(); /* step t is in; the slot of step t - 1 is free */
-		int nt = t + STAGES - 1, ns = nt % STAGES;
-		if (nt < n)
-			issue_step(g, a, b, m0, n0, kt0 + nt, base + ns * SLOT_BYTES,
-			           base + ns * SLOT_BYTES + SLOT_BYTES / 2);
-		tk_sm90::cp_async_commit();
-		const float *as = smem + (t % STAGES) * (SLOT_BYTES / 4);
-		const float *bs = as + TK * LDS;
-		float4 fa[2][2], fb[2][2]; /* this k's fragments and the next's */
-		fa[0][0] = *reinterpret_cast<const float4 *>(as + 4 * ty);
-		fa[0][1] = *reinterpret_cast<const float4 *>(as + 64 + 4 * ty);
-		fb[0][0] = *reinterpret_cast<const float4 *>(bs + 4 * tx);
-		fb[0][1] = *reinterpret_cast<const float4 *>(bs + 64 + 4 * tx);
-#pragma unroll
-		for (int kk = 0; kk < TK; kk++) {
-			const int cur = kk & 1;
-			if (kk + 1 < TK) {
-				const float *an = as + (kk + 1) * LDS, *bn = bs + (kk + 1) * LDS;
-				fa[cur ^ 1][0] = *reinterpret_cast<const float4 *>(an + 4 * ty);
-				fa[cur ^ 1][1] = *reinterpret_cast<const float4 *>(an + 64 + 4 * ty);
-				fb[cur ^ 1][0] = *reinterpret_cast<const float4 *>(bn + 4 * tx);
-				fb[cur ^ 1][1] = *reinterpret_cast<const float4 *>(bn + 64 + 4 * tx);
-			}
-			const float av[8] = { fa[cur][0].x, fa[cur][0].y, fa[cur][0].z, fa[cur][0].w,
-				              fa[cur][1].x, fa[cur][1].y, fa[cur][1].z, fa[cur][1].w };
-			const float bv[8] = { fb[cur][0].x, fb[cur][0].y, fb[cur][0].z, fb[cur][0].w,
-				              fb[cur][1].x, fb[cur][1].y, fb[cur][1].z, fb[cur][1].w };
-#pragma unroll
-			for (int i = 0; i < 8; i++) {
-#pragma unroll
-				for (int j = 0; j < 8; j++)
-					acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
-			}
+			for (int j = 0; j < 8; j++)
+				acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
 		}
 	}
-	tk_sm90::cp_async_wait<0>();
+}
 
+/*
+ * After the main loop: with a split, publish this K range's partial tile
+ * and, in the last of the tile's CTAs to finish, sum them all; then the
+ * epilogue (alpha, bias, residual) into c. last: a shared word of the CTA.
+ */
+__device__ __forceinline__ void finish_tile(const SimtArgs &g, float (&acc)[8][8], unsigned *last,
+                                            int tid, int tx, int ty, int bz, int sp, int m0,
+                                            int n0)
+{
 	if (g.split > 1) {
 		/* Publish this K range's partial tile; the last of the tile's CTAs
 		 * sums them all in K order. */
@@ -201,9 +182,9 @@ __global__ void __launch_bounds__(THREADS, blocks_of(STAGES)) gemm_simt_kernel(S
 		__threadfence();
 		__syncthreads();
 		if (tid == 0)
-			last = atomicAdd(g.counts + tile, 1u) == (unsigned)g.split - 1;
+			*last = atomicAdd(g.counts + tile, 1u) == (unsigned)g.split - 1;
 		__syncthreads();
-		if (!last)
+		if (!*last)
 			return;
 		__threadfence(); /* the other partials are visible from here on */
 		const float4 *all =
@@ -244,6 +225,160 @@ __global__ void __launch_bounds__(THREADS, blocks_of(STAGES)) gemm_simt_kernel(S
 			c[(long long)row * g.ldc + col] = v;
 		}
 	}
+}
+
+template <int STAGES>
+__global__ void __launch_bounds__(THREADS, blocks_of(STAGES)) gemm_simt_kernel(SimtArgs g)
+{
+	extern __shared__ __align__(16) float smem[]; /* STAGES slots of a, then b */
+	__shared__ unsigned last;
+	const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+	const int bz = (int)blockIdx.z / g.split, sp = (int)blockIdx.z - bz * g.split;
+	const int m0 = (int)blockIdx.y * TM, n0 = (int)blockIdx.x * TN;
+	const float *a = g.a + bz * g.sa, *b = g.b + bz * g.sb;
+	const int steps = (g.k + TK - 1) / TK;
+	const int kt0 = sp * g.per, n = min(steps, kt0 + g.per) - kt0;
+	const uint32_t base = tk_sm90::smem_addr(smem);
+	float acc[8][8];
+
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+			acc[i][j] = 0.0f;
+	}
+	/* A ring of STAGES slots: STAGES - 1 steps in flight while one is
+	 * multiplied. */
+#pragma unroll
+	for (int st = 0; st < STAGES - 1; st++) {
+		if (st < n)
+			issue_step(g, a, b, m0, n0, kt0 + st, base + st * SLOT_BYTES,
+			           base + st * SLOT_BYTES + SLOT_BYTES / 2);
+		tk_sm90::cp_async_commit();
+	}
+	for (int t = 0; t < n; t++) {
+		tk_sm90::cp_async_wait<STAGES - 2>();
+		__syncthreads(); /* step t is in; the slot of step t - 1 is free */
+		int nt = t + STAGES - 1, ns = nt % STAGES;
+		if (nt < n)
+			issue_step(g, a, b, m0, n0, kt0 + nt, base + ns * SLOT_BYTES,
+			           base + ns * SLOT_BYTES + SLOT_BYTES / 2);
+		tk_sm90::cp_async_commit();
+		const float *as = smem + (t % STAGES) * (SLOT_BYTES / 4);
+		step_products(as, as + TK * LDS, acc, tx, ty);
+	}
+	tk_sm90::cp_async_wait<0>();
+
+	finish_tile(g, acc, &last, tid, tx, ty, bz, sp, m0, n0);
+}
+
+/*
+ * The aligned build (s2): a, b and their pitches in whole 16-byte vectors
+ * (vec_ok). Each thread brings 2 vectors of a and 2 of b a step through
+ * registers with 16-byte loads, issued before the products of the step
+ * before and stored to the other of two shared slots after them (a, and a
+ * [N, K] b, transposed into [k][m] and [k][n] by four 4-byte stores each):
+ * one barrier a step, and a handful of instructions a step for what the
+ * 4-byte copies spent on addressing (docs/kernel-notes.md "simt v4").
+ * TB: b is [N, K]. Past M, N or K the vectors are zeros (K, and for an
+ * [K, N] b also N, come in whole vectors).
+ */
+template <int TB>
+__global__ void __launch_bounds__(THREADS, 2) gemm_simt_vec_kernel(SimtArgs g)
+{
+	__shared__ __align__(16) float sa[2][TK][LDS];
+	__shared__ __align__(16) float sb[2][TK][LDS];
+	__shared__ unsigned last;
+	const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+	const int bz = (int)blockIdx.z / g.split, sp = (int)blockIdx.z - bz * g.split;
+	const int m0 = (int)blockIdx.y * TM, n0 = (int)blockIdx.x * TN;
+	const int steps = (g.k + TK - 1) / TK;
+	const int kt0 = sp * g.per, n = min(steps, kt0 + g.per) - kt0;
+	/* Vector i (0, 1) of a thread: row r of the tile, k offset 4 q; of an
+	 * [N, K] b the same; of a [K, N] b k row kr, columns 4 c. */
+	const int q = tid & 3, c4 = (tid & 31) * 4;
+	const float *pa[2], *pb[2];
+	bool ra[2], rb[2];
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		int r = (tid >> 2) + 64 * i, gm = m0 + r;
+		ra[i] = gm < g.m;
+		pa[i] = g.a + bz * g.sa + (long long)(ra[i] ? gm : 0) * g.lda + (long long)kt0 * TK +
+		        4 * q;
+		if (TB) {
+			int gn = n0 + r;
+			rb[i] = gn < g.n;
+			pb[i] = g.b + bz * g.sb + (long long)(rb[i] ? gn : 0) * g.ldb +
+			        (long long)kt0 * TK + 4 * q;
+		} else {
+			int kr = (tid >> 5) + 8 * i, gn = n0 + c4;
+			rb[i] = gn < g.n;
+			pb[i] = g.b + bz * g.sb + ((long long)kt0 * TK + kr) * g.ldb + (rb[i] ? gn : 0);
+		}
+	}
+	float4 va[2], vb[2];
+	const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+	/* The vectors of K step kt (absolute); the pointers move on a step. */
+	auto load = [&](int kt) {
+		int k0 = kt * TK;
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			bool ka = k0 + 4 * q < g.k;
+			va[i] = ra[i] && ka ? __ldg(reinterpret_cast<const float4 *>(pa[i])) : zero;
+			pa[i] += TK;
+			if (TB) {
+				vb[i] = rb[i] && ka ? __ldg(reinterpret_cast<const float4 *>(pb[i]))
+				                    : zero;
+				pb[i] += TK;
+			} else {
+				bool kb = k0 + (tid >> 5) + 8 * i < g.k;
+				vb[i] = rb[i] && kb ? __ldg(reinterpret_cast<const float4 *>(pb[i]))
+				                    : zero;
+				pb[i] += (long long)TK * g.ldb;
+			}
+		}
+	};
+	auto store = [&](int slot) {
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			int r = (tid >> 2) + 64 * i;
+			sa[slot][4 * q][r] = va[i].x;
+			sa[slot][4 * q + 1][r] = va[i].y;
+			sa[slot][4 * q + 2][r] = va[i].z;
+			sa[slot][4 * q + 3][r] = va[i].w;
+			if (TB) {
+				sb[slot][4 * q][r] = vb[i].x;
+				sb[slot][4 * q + 1][r] = vb[i].y;
+				sb[slot][4 * q + 2][r] = vb[i].z;
+				sb[slot][4 * q + 3][r] = vb[i].w;
+			} else {
+				*reinterpret_cast<float4 *>(&sb[slot][(tid >> 5) + 8 * i][c4]) = vb[i];
+			}
+		}
+	};
+	float acc[8][8];
+
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+			acc[i][j] = 0.0f;
+	}
+	if (n > 0) {
+		load(kt0);
+		store(0);
+	}
+	__syncthreads();
+	for (int t = 0; t < n; t++) {
+		if (t + 1 < n)
+			load(kt0 + t + 1);
+		step_products(&sa[t & 1][0][0], &sb[t & 1][0][0], acc, tx, ty);
+		/* the other slot was last read before the barrier of step t - 1 */
+		if (t + 1 < n)
+			store((t + 1) & 1);
+		__syncthreads();
+	}
+	finish_tile(g, acc, &last, tid, tx, ty, bz, sp, m0, n0);
 }
 
 /* ---- host side ------------------------------------------------------------ */
@@ -293,11 +428,27 @@ size_t workspace_for(const tk_gemm_problem *p, int split)
 	return counts_bytes(p) + (size_t)tiles_of(p) * split * PART_FLOATS * 4;
 }
 
+/*
+ * Whether the s2 build takes p: a and b 16-byte aligned, their pitches and
+ * batch strides whole vectors, K whole vectors, and for a [K, N] b also N
+ * (a vector never straddles the edge of a matrix).
+ */
+bool vec_ok(const tk_gemm_problem *p)
+{
+	const uintptr_t al = (uintptr_t)p->a | (uintptr_t)p->b;
+	if ((al & 15) != 0 || p->lda % 4 != 0 || p->ldb % 4 != 0 || p->k % 4 != 0)
+		return false;
+	if (!p->trans_b && p->n % 4 != 0)
+		return false;
+	return p->batch <= 1 || (p->stride_a % 4 == 0 && p->stride_b % 4 == 0);
+}
+
 bool config_ok(const tk_gemm_problem *p, const tk_gemm_config *c)
 {
 	if (c->kind != TK_GEMM_SIMT || !simt_serves(p) || c->tile_m != TM || c->tile_n != TN ||
 	    c->tile_k != TK || !build_ok(c->stages) || c->cluster != 0 || c->split_k < 1 ||
-	    c->split_k > MAX_SPLIT || per_of(p, c->split_k) == 0 || p->batch * c->split_k > 65535)
+	    c->split_k > MAX_SPLIT || per_of(p, c->split_k) == 0 || p->batch * c->split_k > 65535 ||
+	    (c->stages == 2 && !vec_ok(p)))
 		return false;
 	return c->split_k == 1 || (p->workspace != nullptr &&
 	                           ((uintptr_t)p->workspace & 15) == 0 &&
@@ -332,7 +483,7 @@ tk_gemm_config config_of(int split, int stages)
 
 /*
  * The three splits the model likes best and no split, cheapest first, each
- * in both builds (s4 first).
+ * in every build that takes p (s2 first, then s4 and s6).
  */
 extern "C" int tk_gemm_simt_candidates(const tk_gemm_problem *p, tk_gemm_config *out, int max)
 {
@@ -360,8 +511,9 @@ extern "C" int tk_gemm_simt_candidates(const tk_gemm_problem *p, tk_gemm_config 
 	if (!one && n > 0)
 		pick[np++] = 1;
 	int w = 0;
+	const bool vec = vec_ok(p);
 	for (int i = 0; i < np; i++) {
-		for (int stages = 4; stages <= 6; stages += 2, w++) {
+		for (int stages = vec ? 2 : 4; stages <= 6; stages += 2, w++) {
 			if (w < max)
 				out[w] = config_of(pick[i], stages);
 		}
@@ -427,5 +579,12 @@ extern "C" tk_status tk_gemm_simt_launch(const tk_gemm_problem *p, const tk_gemm
 			return TK_ERR_LAUNCH;
 	}
 	dim3 grid((unsigned)g.tiles_n, (unsigned)g.tiles_m, (unsigned)(p->batch * g.split));
+	if (cfg->stages == 2) {
+		if (g.trans_b)
+			gemm_simt_vec_kernel<1><<<grid, THREADS, 0, s>>>(g);
+		else
+			gemm_simt_vec_kernel<0><<<grid, THREADS, 0, s>>>(g);
+		return tkc::launch_status();
+	}
 	return cfg->stages == 4 ? launch_build<4>(g, grid, s) : launch_build<6>(g, grid, s);
 }

@@ -571,9 +571,67 @@ Test(gpu_gemm_simt, every_configuration_matches_cpu)
 		{ TK_F32, 0, 300, 130, 33, 1, 0, 0, 0, 2.0, 5 },
 		{ TK_F32, 3, 70, 200, 600, 0, 0, 0, 0, 1.0, 8 },
 		{ TK_F32, 2, 16, 136, 2048, 1, 0, 0, 0, 1.0, 0 },
+		/* whole 16-byte vectors (the s2 build) with ragged M and N edges:
+		 * a [K, N] b with bias and c as the residual, an [N, K] b of odd N */
+		{ TK_F32, 0, 129, 260, 1000, 0, 1, 1, 1, 1.0, 0 },
+		{ TK_F32, 0, 131, 257, 516, 1, 1, 1, 0, 1.0, 8 },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		family_sweep(&cases[i], tk_gemm_simt_candidates, "simt");
+}
+
+/* Whether the simt family offers its vector build (s2) for p. */
+static int offers_s2(const tk_gemm_problem *p)
+{
+	tk_gemm_config cfgs[16];
+	int n = tk_gemm_simt_candidates(p, cfgs, 16), s2 = 0;
+	cr_assert_gt(n, 0, "the simt family declined a problem it serves");
+	for (int i = 0; i < n && i < 16; i++)
+		s2 += cfgs[i].stages == 2;
+	return s2;
+}
+
+/*
+ * The s2 build reads whole 16-byte vectors: offered (and first) when a and
+ * b are aligned with pitches, batch strides and K in whole vectors (and N
+ * too for a [K, N] b); neither offered nor launched otherwise.
+ */
+Test(gpu_gemm_simt, the_vector_build_takes_only_whole_vectors)
+{
+	static _Alignas(16) float host[16];
+	tk_gemm_problem p;
+	tk_gemm_config cfgs[16];
+
+	gpu_require();
+	memset(&p, 0, sizeof(p));
+	p.dtype = TK_F32;
+	p.trans_b = 1;
+	p.batch = 1;
+	p.m = 128, p.n = 6144, p.k = 4096;
+	p.a = host, p.b = host, p.c = host;
+	p.lda = 4096, p.ldb = 4096, p.ldc = 6144;
+	p.alpha = 1.0f;
+	cr_assert_gt(offers_s2(&p), 0, "aligned [N, K] operands");
+	cr_assert_eq(tk_gemm_simt_candidates(&p, cfgs, 16) > 0 ? cfgs[0].stages : -1, 2,
+	             "s2 is not the first pick");
+	p.trans_b = 0;
+	p.ldb = 6144;
+	cr_assert_gt(offers_s2(&p), 0, "aligned [K, N] operands");
+	p.n = 6143, p.ldb = 6144;
+	cr_assert_eq(offers_s2(&p), 0, "a [K, N] b with N = 6143");
+	p.n = 6144, p.k = 4095;
+	cr_assert_eq(offers_s2(&p), 0, "K = 4095");
+	p.k = 4096, p.lda = 4098;
+	cr_assert_eq(offers_s2(&p), 0, "lda = 4098");
+	p.lda = 4096;
+	p.a = host + 1;
+	cr_assert_eq(offers_s2(&p), 0, "a off 16 bytes");
+	tk_gemm_config c = { TK_GEMM_SIMT, 128, 128, 16, 2, 0, 1 };
+	cr_assert_eq(tk_gemm_launch(&p, &c, NULL), TK_ERR_UNSUPPORTED,
+	             "s2 launched on a misaligned a");
+	p.a = host;
+	p.batch = 2, p.stride_a = 4096 * 128 + 2, p.stride_b = 0, p.stride_c = 6144 * 128;
+	cr_assert_eq(offers_s2(&p), 0, "a batch stride off whole vectors");
 }
 
 Test(gpu_gemm_simt, splits_give_the_same_bits_on_every_run)
