@@ -12,11 +12,18 @@
  * its bits (non-negative floats order like their bit patterns), after the
  * scale is cleared; a second kernel quantizes. That reads x twice; the
  * second read hits L2 only for tensors that fit it (see docs/perf.md).
+ * Dense tensors the SMs can hold (up to about 40 MiB on an H200) take one
+ * cooperative kernel instead: each block keeps its share of x in registers
+ * and shared memory, folds its amax into the scale, waits at a grid
+ * barrier for every other block's, and quantizes what it holds: x is read
+ * once (quant_tensor_held).
  */
+#include <cooperative_groups.h>
 #include <cuda_fp8.h>
 #include <float.h>
 
 #include "rowops.cuh"
+#include "sm90.cuh"
 
 namespace
 {
@@ -338,6 +345,131 @@ __global__ void __launch_bounds__(256) quant_tensor_vec(const __grid_constant__ 
 	}
 }
 
+/*
+ * Per tensor, computed scale, x dense and held on chip: block b takes
+ * vectors [b per, (b + 1) per) of x, kHeldRegs a thread in registers and
+ * the next `held` a thread in shared memory (copied with cp.async, so no
+ * register waits on them), all asked for at once. Its amax goes into the
+ * scale (cleared before the launch) by atomicMax; after a grid barrier
+ * (the launch is cooperative, so every block is resident) each block reads
+ * the final scale and quantizes the vectors it holds.
+ */
+constexpr int kHeldThreads = 1024, kHeldRegs = 8, kHeldMaxSlots = 12;
+
+template <typename T>
+__global__ void __launch_bounds__(kHeldThreads, 1)
+        quant_tensor_held(const __grid_constant__ QArgs a, int64_t per, int held)
+{
+	extern __shared__ __align__(16) unsigned char held_bytes[];
+	Vec<T> *hv = reinterpret_cast<Vec<T> *>(held_bytes);
+	__shared__ float smem[32];
+	constexpr int N = Vec<T>::N, S = kHeldThreads, R = kHeldRegs;
+	const int t = (int)threadIdx.x;
+	const int64_t units = a.rows * (a.d / N), first = (int64_t)blockIdx.x * per;
+	const int64_t cnt = units - first < per ? units - first : per;
+	const T *x = static_cast<const T *>(a.x) + first * N;
+	uint8_t *q = a.q + first * N;
+	Vec<T> v[R];
+	Amax<T> am;
+
+	for (int k = 0; k < held; k++) {
+		const int64_t j = t + (int64_t)(R + k) * S;
+		if (j < cnt)
+			tk_sm90::cp_async16(tk_sm90::smem_addr(&hv[k * S + t]), x + j * N, true);
+	}
+	tk_sm90::cp_async_commit();
+#pragma unroll
+	for (int k = 0; k < R; k++) {
+		const int64_t j = t + (int64_t)k * S;
+		if (j < cnt)
+			v[k] = vec_ld(x + j * N);
+	}
+#pragma unroll
+	for (int k = 0; k < R; k++) {
+		if (t + (int64_t)k * S < cnt)
+			am.add(v[k]);
+	}
+	tk_sm90::cp_async_wait<0>(); /* this thread's own copies: no barrier needed */
+	for (int k = 0; k < held; k++) {
+		if (t + (int64_t)(R + k) * S < cnt)
+			am.add(hv[k * S + t]);
+	}
+	const float m = block_allreduce(am.get(), smem, MaxOp(), 0.0f) / 448.0f;
+	if (t == 0 && m > 0.0f)
+		atomicMax(reinterpret_cast<unsigned int *>(a.scale), __float_as_uint(m));
+	cooperative_groups::this_grid().sync();
+	const float scale = __ldcg(a.scale);
+	const float inv = quant_inv(scale);
+	const bool on = scale > 0.0f;
+#pragma unroll
+	for (int k = 0; k < R; k++) {
+		const int64_t j = t + (int64_t)k * S;
+		if (j < cnt)
+			store_codes(q + j * N, v[k], inv, on);
+	}
+	for (int k = 0; k < held; k++) {
+		const int64_t j = t + (int64_t)(R + k) * S;
+		if (j < cnt)
+			store_codes(q + j * N, hv[k * S + t], inv, on);
+	}
+}
+
+/*
+ * Launch quant_tensor_held over `units` dense vectors when the SMs can hold
+ * them and the device runs cooperative launches; returns false (nothing
+ * launched) otherwise. The shared-memory limit is raised once per device.
+ */
+template <typename T> bool held_launch(const QArgs &a, int64_t units, cudaStream_t s,
+                                       cudaError_t *err)
+{
+	static std::atomic<uint64_t> ready{ 0 }, refused{ 0 };
+	const int S = kHeldThreads;
+	const int sms = sm_count();
+	int dev = 0;
+	*err = cudaSuccess;
+	if (sms <= 0 || cudaGetDevice(&dev) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return false;
+	}
+	const int64_t per = (units + sms - 1) / sms;
+	if (per > (int64_t)(kHeldRegs + kHeldMaxSlots) * S)
+		return false;
+	const uint64_t bit = 1ull << (dev & 63);
+	if (refused.load(std::memory_order_acquire) & bit)
+		return false;
+	if (!(ready.load(std::memory_order_acquire) & bit)) {
+		int coop = 0, blocks = 0;
+		const size_t most = (size_t)kHeldMaxSlots * S * 16;
+		bool ok = cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) ==
+		                  cudaSuccess &&
+		          coop != 0 &&
+		          cudaFuncSetAttribute(quant_tensor_held<T>,
+		                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+		                               (int)most) == cudaSuccess &&
+		          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, quant_tensor_held<T>,
+		                                                        S, most) == cudaSuccess &&
+		          blocks >= 1;
+		(void)cudaGetLastError();
+		(ok ? ready : refused).fetch_or(bit, std::memory_order_release);
+		if (!ok)
+			return false;
+	}
+	const int64_t rest = per - (int64_t)kHeldRegs * S;
+	const int held = rest > 0 ? (int)((rest + S - 1) / S) : 0;
+	cudaLaunchConfig_t cfg = {};
+	cudaLaunchAttribute at[1];
+	at[0].id = cudaLaunchAttributeCooperative;
+	at[0].val.cooperative = 1;
+	cfg.gridDim = dim3((unsigned)((units + per - 1) / per));
+	cfg.blockDim = dim3(S);
+	cfg.dynamicSmemBytes = (size_t)held * S * 16;
+	cfg.stream = s;
+	cfg.attrs = at;
+	cfg.numAttrs = 1;
+	*err = cudaLaunchKernelEx(&cfg, quant_tensor_held<T>, a, per, held);
+	return true;
+}
+
 /* q's rows keep N-byte alignment for the vector stores when x's keep 16. */
 static bool q_vec_ok(const tk_iter &it, const void *q, int n)
 {
@@ -391,6 +523,11 @@ tk_status quant_run(QArgs &a, const tk_iter &it, bool per_token, cudaStream_t s)
 	} else {
 		if (cudaMemsetAsync(a.scale, 0, sizeof(float), s) != cudaSuccess)
 			return TK_ERR_LAUNCH;
+		/* Dense and at least 2 MiB: held on chip when it fits (read once). */
+		cudaError_t e = cudaSuccess;
+		if (flat && (a.rows == 1 || (a.p.stride[1][0] == a.d && a.p.stride[0][0] == a.d)) &&
+		    (double)units * 16.0 >= 2.0 * 1024 * 1024 && held_launch<T>(a, units, s, &e))
+			return e == cudaSuccess ? launch_status() : TK_ERR_LAUNCH;
 		if (flat)
 			launch_pdl(quant_tensor_vec<T, true>, gf, threads, 0, s, a);
 		else if (a.vec)

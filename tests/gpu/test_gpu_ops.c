@@ -396,6 +396,21 @@ Test(gpu_quant_fp8, per_tensor_past_the_l2_walked_backwards_matches_cpu_exactly)
 	op_case("quant_fp8_per_tensor", TK_BF16, 4099, 8200, 0, 2);
 }
 
+/*
+ * A computed per-tensor scale over dense tensors of 2 to 40 MiB, which the
+ * SMs hold: one cooperative kernel reads x once, quantizing after a grid
+ * barrier. bf16 of 32 MiB, f32 of 16 MiB (1025 vectors a row), f16 with u8
+ * codes and rows that end mid-block; padded rows (not dense) take the two
+ * kernels. Every code and the scale exact.
+ */
+Test(gpu_quant_fp8, per_tensor_held_on_chip_matches_cpu_exactly)
+{
+	op_case("quant_fp8_per_tensor", TK_BF16, 4096, 4096, 0, 0);
+	op_case("quant_fp8_per_tensor", TK_F32, 1024, 4100, 0, 0);
+	op_case("quant_fp8_per_tensor", TK_F16, 3001, 1032, 0, 2);
+	op_case("quant_fp8_per_tensor", TK_BF16, 1000, 4096, 8, 0);
+}
+
 Test(gpu_rope, neox_and_gptj_match_cpu_with_computed_and_cached_angles)
 {
 	static const int64_t dims[] = { 2, 6, 64, 128, 130 };
