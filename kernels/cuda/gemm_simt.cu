@@ -120,6 +120,17 @@ __device__ __forceinline__ int at8(int t, int i)
 	return (i < 4 ? 4 * t : 64 + 4 * t - 4) + i;
 }
 
+/* Zero a thread's 8 x 8 accumulators. */
+__device__ __forceinline__ void clear_acc(float (&acc)[8][8])
+{
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+			acc[i][j] = 0.0f;
+	}
+}
+
 /*
  * The products of one staged K step (as, bs: [TK][LDS] each): per k, this
  * thread's 8 rows of a and 8 columns of b as two 16-byte vectors each, the
@@ -241,12 +252,7 @@ __global__ void __launch_bounds__(THREADS, blocks_of(STAGES)) gemm_simt_kernel(S
 	const uint32_t base = tk_sm90::smem_addr(smem);
 	float acc[8][8];
 
-#pragma unroll
-	for (int i = 0; i < 8; i++) {
-#pragma unroll
-		for (int j = 0; j < 8; j++)
-			acc[i][j] = 0.0f;
-	}
+	clear_acc(acc);
 	/* A ring of STAGES slots: STAGES - 1 steps in flight while one is
 	 * multiplied. */
 #pragma unroll
@@ -358,12 +364,7 @@ __global__ void __launch_bounds__(THREADS, 2) gemm_simt_vec_kernel(SimtArgs g)
 	};
 	float acc[8][8];
 
-#pragma unroll
-	for (int i = 0; i < 8; i++) {
-#pragma unroll
-		for (int j = 0; j < 8; j++)
-			acc[i][j] = 0.0f;
-	}
+	clear_acc(acc);
 	if (n > 0) {
 		load(kt0);
 		store(0);
