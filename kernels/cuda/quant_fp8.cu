@@ -417,7 +417,9 @@ __global__ void __launch_bounds__(kHeldThreads, 1)
 /*
  * Launch quant_tensor_held over `units` dense vectors when the SMs can hold
  * them and the device runs cooperative launches; returns false (nothing
- * launched) otherwise. The shared-memory limit is raised once per device.
+ * launched) otherwise, also when the grid cannot be resident at once (a
+ * process limited to a share of the SMs). The shared-memory limit is
+ * raised once per device.
  */
 template <typename T> bool held_launch(const QArgs &a, int64_t units, cudaStream_t s,
                                        cudaError_t *err)
@@ -467,6 +469,13 @@ template <typename T> bool held_launch(const QArgs &a, int64_t units, cudaStream
 	cfg.attrs = at;
 	cfg.numAttrs = 1;
 	*err = cudaLaunchKernelEx(&cfg, quant_tensor_held<T>, a, per, held);
+	if (*err == cudaErrorCooperativeLaunchTooLarge) {
+		/* fewer SMs than the device has (a share of it under MPS): the
+		 * two kernels instead */
+		(void)cudaGetLastError();
+		*err = cudaSuccess;
+		return false;
+	}
 	return true;
 }
 
