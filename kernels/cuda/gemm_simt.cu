@@ -15,7 +15,9 @@
  * work. Two builds: s4 (two CTAs an SM, 128 registers a thread) and s6
  * (one CTA an SM, deeper ring, more registers). A third, s2, for operands
  * in whole 16-byte vectors, brings each step through registers with
- * 16-byte loads into two slots, with far fewer instructions a step.
+ * 16-byte loads into two slots, with far fewer instructions a step. And
+ * for M <= 8 against an [N, K] b, a warp a pair of b's rows (m8 n2 k128
+ * s1): a weight-reading product at the weights' bandwidth.
  *
  * Split-K (split > 1) when the tiles alone leave SMs idle (a 128-row
  * product has N / 128 tiles): each of a tile's split CTAs takes a range of
@@ -382,6 +384,86 @@ __global__ void __launch_bounds__(THREADS, 2) gemm_simt_vec_kernel(SimtArgs g)
 	finish_tile(g, acc, &last, tid, tx, ty, bz, sp, m0, n0);
 }
 
+/*
+ * Few rows of a against an [N, K] b (M <= GV_M, operands in whole vectors):
+ * a product of weight-reading size, which the 128 x 128 tiles would spend
+ * 127 rows of work a row on. Each warp takes GV_ROWS rows of b whole along
+ * K, its lanes 16-byte vectors 512 bytes apart, GV_U steps of each row in
+ * flight; the rows of a come from L1 (every warp of an SM reads the same).
+ * The lanes' sums meet by shuffles; lane r GV_M + i stores row i of a
+ * against row r of b. A row of b past N repeats the last (never stored).
+ */
+constexpr int GV_M = 8, GV_ROWS = 2, GV_WARPS = 8, GV_U = 4;
+
+__global__ void __launch_bounds__(GV_WARPS * 32) gemm_simt_gemv_kernel(SimtArgs g)
+{
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, bz = (int)blockIdx.z;
+	const int n0 = ((int)blockIdx.x * GV_WARPS + warp) * GV_ROWS;
+	if (n0 >= g.n)
+		return;
+	const float *a = g.a + bz * g.sa;
+	const float *brow[GV_ROWS];
+	float acc[GV_ROWS][GV_M];
+#pragma unroll
+	for (int r = 0; r < GV_ROWS; r++) {
+		brow[r] = g.b + bz * g.sb + (long long)min(n0 + r, g.n - 1) * g.ldb;
+#pragma unroll
+		for (int i = 0; i < GV_M; i++)
+			acc[r][i] = 0.0f;
+	}
+	for (int k0 = lane * 4; k0 < g.k; k0 += 128 * GV_U) {
+		float4 bv[GV_U][GV_ROWS];
+#pragma unroll
+		for (int u = 0; u < GV_U; u++) {
+			const int k = k0 + 128 * u;
+#pragma unroll
+			for (int r = 0; r < GV_ROWS; r++)
+				bv[u][r] = k < g.k ? __ldg(reinterpret_cast<const float4 *>(brow[r] + k))
+				                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+		}
+#pragma unroll
+		for (int u = 0; u < GV_U; u++) {
+			const int k = k0 + 128 * u;
+#pragma unroll
+			for (int i = 0; i < GV_M; i++) {
+				if (i >= g.m || k >= g.k)
+					continue;
+				const float4 av =
+				        __ldg(reinterpret_cast<const float4 *>(a + (long long)i * g.lda + k));
+#pragma unroll
+				for (int r = 0; r < GV_ROWS; r++) {
+					float v = acc[r][i];
+					v = fmaf(av.x, bv[u][r].x, v);
+					v = fmaf(av.y, bv[u][r].y, v);
+					v = fmaf(av.z, bv[u][r].z, v);
+					acc[r][i] = fmaf(av.w, bv[u][r].w, v);
+				}
+			}
+		}
+	}
+	float *c = g.c + bz * g.sc;
+	const float *res = g.res != nullptr ? g.res + bz * g.sr : nullptr;
+#pragma unroll
+	for (int r = 0; r < GV_ROWS; r++) {
+#pragma unroll
+		for (int i = 0; i < GV_M; i++) {
+			float v = acc[r][i];
+#pragma unroll
+			for (int off = 16; off > 0; off >>= 1)
+				v += __shfl_xor_sync(0xffffffffu, v, off);
+			const int n = n0 + r;
+			if (lane != r * GV_M + i || i >= g.m || n >= g.n)
+				continue;
+			v = g.alpha * v;
+			if (g.bias != nullptr)
+				v += g.bias[n];
+			if (res != nullptr)
+				v += res[(long long)i * g.ldr + n];
+			c[(long long)i * g.ldc + n] = v;
+		}
+	}
+}
+
 /* ---- host side ------------------------------------------------------------ */
 
 bool simt_serves(const tk_gemm_problem *p)
@@ -444,8 +526,22 @@ bool vec_ok(const tk_gemm_problem *p)
 	return p->batch <= 1 || (p->stride_a % 4 == 0 && p->stride_b % 4 == 0);
 }
 
+/* The few-rows build: m8 n2 k128 s1, an [N, K] b, M <= 8, whole vectors. */
+bool is_gemv(const tk_gemm_config *c)
+{
+	return c->tile_m == GV_M && c->tile_n == GV_ROWS && c->tile_k == 128 && c->stages == 1;
+}
+
+bool gemv_ok(const tk_gemm_problem *p)
+{
+	return p->trans_b && p->m <= GV_M && vec_ok(p) &&
+	       (p->n + GV_ROWS * GV_WARPS - 1) / (GV_ROWS * GV_WARPS) <= INT32_MAX;
+}
+
 bool config_ok(const tk_gemm_problem *p, const tk_gemm_config *c)
 {
+	if (c->kind == TK_GEMM_SIMT && is_gemv(c))
+		return simt_serves(p) && gemv_ok(p) && c->cluster == 0 && c->split_k == 1;
 	if (c->kind != TK_GEMM_SIMT || !simt_serves(p) || c->tile_m != TM || c->tile_n != TN ||
 	    c->tile_k != TK || !build_ok(c->stages) || c->cluster != 0 || c->split_k < 1 ||
 	    c->split_k > MAX_SPLIT || per_of(p, c->split_k) == 0 || p->batch * c->split_k > 65535 ||
@@ -483,8 +579,10 @@ tk_gemm_config config_of(int split, int stages)
 } /* namespace */
 
 /*
- * The three splits the model likes best and no split, cheapest first, each
- * in every build that takes p (s2 first, then s4 and s6).
+ * The few-rows build when it takes p (first: M <= 8 reads the weights once
+ * at their bandwidth), then the three splits the model likes best and no
+ * split, cheapest first, each in every tiled build that takes p (s2 first,
+ * then s4 and s6).
  */
 extern "C" int tk_gemm_simt_candidates(const tk_gemm_problem *p, tk_gemm_config *out, int max)
 {
@@ -513,6 +611,18 @@ extern "C" int tk_gemm_simt_candidates(const tk_gemm_problem *p, tk_gemm_config 
 		pick[np++] = 1;
 	int w = 0;
 	const bool vec = vec_ok(p);
+	if (gemv_ok(p)) {
+		tk_gemm_config c = {};
+		c.kind = TK_GEMM_SIMT;
+		c.tile_m = GV_M;
+		c.tile_n = GV_ROWS;
+		c.tile_k = 128;
+		c.stages = 1;
+		c.split_k = 1;
+		if (w < max)
+			out[w] = c;
+		w++;
+	}
 	for (int i = 0; i < np; i++) {
 		for (int stages = vec ? 2 : 4; stages <= 6; stages += 2, w++) {
 			if (w < max)
@@ -578,6 +688,12 @@ extern "C" tk_status tk_gemm_simt_launch(const tk_gemm_problem *p, const tk_gemm
 		g.part = reinterpret_cast<float *>(ws + counts_bytes(p));
 		if (cudaMemsetAsync(ws, 0, (size_t)tiles_of(p) * 4, s) != cudaSuccess)
 			return TK_ERR_LAUNCH;
+	}
+	if (is_gemv(cfg)) {
+		const int rows = GV_ROWS * GV_WARPS;
+		dim3 gg((unsigned)((p->n + rows - 1) / rows), 1, (unsigned)p->batch);
+		gemm_simt_gemv_kernel<<<gg, GV_WARPS * 32, 0, s>>>(g);
+		return tkc::launch_status();
 	}
 	dim3 grid((unsigned)g.tiles_n, (unsigned)g.tiles_m, (unsigned)(p->batch * g.split));
 	if (cfg->stages == 2) {

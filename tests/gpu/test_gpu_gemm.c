@@ -575,6 +575,10 @@ Test(gpu_gemm_simt, every_configuration_matches_cpu)
 		 * a [K, N] b with bias and c as the residual, an [N, K] b of odd N */
 		{ TK_F32, 0, 129, 260, 1000, 0, 1, 1, 1, 1.0, 0 },
 		{ TK_F32, 0, 131, 257, 516, 1, 1, 1, 0, 1.0, 8 },
+		/* few rows against an [N, K] b (the m8 build): odd N, c as the
+		 * residual; a batch of 3 with padded rows */
+		{ TK_F32, 0, 8, 1001, 4096, 1, 1, 1, 1, 1.0, 0 },
+		{ TK_F32, 3, 5, 200, 516, 1, 0, 0, 0, 0.5, 8 },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		family_sweep(&cases[i], tk_gemm_simt_candidates, "simt");
