@@ -362,6 +362,28 @@ static inline cudaError_t launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block
 	return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
+/*
+ * Let kernel fn take `bytes` of dynamic shared memory (over the default 48
+ * KiB) on the current device, once per device: `done` is the caller's set
+ * of devices it was done on, one per kernel, so a graph capture later sees
+ * launches only. Two threads may both set it: harmless.
+ */
+static inline cudaError_t allow_dynamic_smem(const void *fn, int bytes,
+                                             std::atomic<uint64_t> &done)
+{
+	int dev = 0;
+	cudaError_t e = cudaGetDevice(&dev);
+	if (e != cudaSuccess)
+		return e;
+	const uint64_t bit = 1ull << (dev & 63);
+	if (done.load(std::memory_order_acquire) & bit)
+		return cudaSuccess;
+	e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+	if (e == cudaSuccess)
+		done.fetch_or(bit, std::memory_order_release);
+	return e;
+}
+
 static inline bool aligned16(const void *p)
 {
 	return ((uintptr_t)p & 15) == 0;

@@ -527,6 +527,18 @@ bool vec_ok(const tk_gemm_problem *p)
 }
 
 /* The few-rows build: m8 n2 k128 s1, an [N, K] b, M <= 8, whole vectors. */
+tk_gemm_config gemv_config(void)
+{
+	tk_gemm_config c = {};
+	c.kind = TK_GEMM_SIMT;
+	c.tile_m = GV_M;
+	c.tile_n = GV_ROWS;
+	c.tile_k = 128;
+	c.stages = 1;
+	c.split_k = 1;
+	return c;
+}
+
 bool is_gemv(const tk_gemm_config *c)
 {
 	return c->tile_m == GV_M && c->tile_n == GV_ROWS && c->tile_k == 128 && c->stages == 1;
@@ -534,8 +546,7 @@ bool is_gemv(const tk_gemm_config *c)
 
 bool gemv_ok(const tk_gemm_problem *p)
 {
-	return p->trans_b && p->m <= GV_M && vec_ok(p) &&
-	       (p->n + GV_ROWS * GV_WARPS - 1) / (GV_ROWS * GV_WARPS) <= INT32_MAX;
+	return p->trans_b && p->m <= GV_M && vec_ok(p);
 }
 
 bool config_ok(const tk_gemm_problem *p, const tk_gemm_config *c)
@@ -612,15 +623,8 @@ extern "C" int tk_gemm_simt_candidates(const tk_gemm_problem *p, tk_gemm_config 
 	int w = 0;
 	const bool vec = vec_ok(p);
 	if (gemv_ok(p)) {
-		tk_gemm_config c = {};
-		c.kind = TK_GEMM_SIMT;
-		c.tile_m = GV_M;
-		c.tile_n = GV_ROWS;
-		c.tile_k = 128;
-		c.stages = 1;
-		c.split_k = 1;
 		if (w < max)
-			out[w] = c;
+			out[w] = gemv_config();
 		w++;
 	}
 	for (int i = 0; i < np; i++) {
@@ -635,19 +639,11 @@ extern "C" int tk_gemm_simt_candidates(const tk_gemm_problem *p, tk_gemm_config 
 template <int STAGES> tk_status launch_build(const SimtArgs &g, dim3 grid, cudaStream_t s)
 {
 	constexpr int bytes = STAGES * SLOT_BYTES;
-	static std::atomic<bool> raised[64];
-	int dev = 0;
-	if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
+	/* the ring is more than the default 48 KiB */
+	static std::atomic<uint64_t> raised{ 0 };
+	if (tkc::allow_dynamic_smem(reinterpret_cast<const void *>(gemm_simt_kernel<STAGES>), bytes,
+	                            raised) != cudaSuccess)
 		return TK_ERR_LAUNCH;
-	if (!raised[dev].load(std::memory_order_acquire)) {
-		/* Once per device (two threads may both do it: harmless): the
-		 * ring is more than the default 48 KiB. */
-		if (cudaFuncSetAttribute(gemm_simt_kernel<STAGES>,
-		                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-		                         bytes) != cudaSuccess)
-			return TK_ERR_LAUNCH;
-		raised[dev].store(true, std::memory_order_release);
-	}
 	gemm_simt_kernel<STAGES><<<grid, THREADS, bytes, s>>>(g);
 	return tkc::launch_status();
 }

@@ -640,21 +640,11 @@ template <typename T> static inline bool sm_onsm_fits(const SmArgs &a, int plan_
 
 template <typename T, bool LOG> cudaError_t sm_onsm_launch(SmArgs &a, cudaStream_t s)
 {
-	/* The shared-memory limit is raised once per device (a graph capture then sees launches only). */
 	static std::atomic<uint64_t> raised{ 0 };
-	int dev = 0;
-	cudaError_t e = cudaGetDevice(&dev);
+	const cudaError_t e = allow_dynamic_smem(reinterpret_cast<const void *>(softmax_onsm<T, LOG>),
+	                                         (int)kOnSmShared, raised);
 	if (e != cudaSuccess)
 		return e;
-	const uint64_t bit = 1ull << (dev & 63);
-	if (!(raised.load(std::memory_order_acquire) & bit)) {
-		e = cudaFuncSetAttribute(softmax_onsm<T, LOG>,
-		                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-		                         (int)kOnSmShared);
-		if (e != cudaSuccess)
-			return e;
-		raised.fetch_or(bit, std::memory_order_release);
-	}
 	const unsigned g = grid_persistent(a.rows, 1, 1);
 	a.wave = g;
 	return launch_pdl(softmax_onsm<T, LOG>, g, kOnSmThreads, kOnSmShared, s, a);

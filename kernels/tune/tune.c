@@ -4,9 +4,12 @@
  * shapes) on this GPU, and writes the tuning cache file tileopsd loads
  * (gemm_tune_cache; docs/tuning.md says what is measured and how).
  *
- *   tileops-tune --manifest DIR [--out FILE] [--op gemm|bmm]
+ *   tileops-tune [--manifest DIR] [--out FILE] [--op gemm|bmm]
  *                [--shape "M,N,K,nt|nn,DTYPE[,bBATCH]"]... [--budget-ms N]
- *                [--time-limit-s N] [--list]
+ *                [--time-limit-s N] [--trace FILE] [--list]
+ *
+ * At least one of --manifest and --shape: with --shape alone, only those
+ * shapes (and their smaller powers of two of M) are tuned.
  *
  * A --shape with a batch (",b32") is a bmm shape: its class is the batched
  * one the daemon looks up for bmm.
@@ -310,9 +313,10 @@ static int tune_job(const job *j, const struct options *o, cudaStream_t s)
 static int usage(void)
 {
 	fprintf(stderr,
-	        "usage: tileops-tune --manifest DIR [--out FILE] [--op gemm|bmm]\n"
+	        "usage: tileops-tune [--manifest DIR] [--out FILE] [--op gemm|bmm]\n"
 	        "                    [--shape \"M,N,K,nt|nn,DTYPE[,bBATCH]\"]... [--budget-ms N]\n"
 	        "                    [--time-limit-s N] [--trace FILE]\n"
+	        "  (at least one of --manifest and --shape)\n"
 	        "  --out FILE        the cache file to write (default gemm-tune.txt); its\n"
 	        "                    entries for this GPU are kept unless measured again\n"
 	        "  --budget-ms N     timing per candidate (default 20)\n"
@@ -357,7 +361,11 @@ static int parse_args(int argc, char **argv, struct options *o, job *extra, int 
 			return -1;
 		i++;
 	}
-	return o->manifest == NULL && *n_extra == 0 ? -1 : 0;
+	if (o->manifest == NULL && *n_extra == 0) {
+		fprintf(stderr, "tileops-tune: nothing to tune: give --manifest DIR, --shape, or both\n");
+		return -1;
+	}
+	return 0;
 }
 
 int main(int argc, char **argv)

@@ -638,6 +638,52 @@ Test(gpu_gemm_simt, the_vector_build_takes_only_whole_vectors)
 	cr_assert_eq(offers_s2(&p), 0, "a batch stride off whole vectors");
 }
 
+/* Whether the simt family offers its few-rows build (m8 n2 k128 s1) for p, and first. */
+static int offers_gemv(const tk_gemm_problem *p)
+{
+	tk_gemm_config cfgs[16];
+	int n = tk_gemm_simt_candidates(p, cfgs, 16), at = -1;
+	cr_assert_gt(n, 0, "the simt family declined a problem it serves");
+	for (int i = 0; i < n && i < 16; i++)
+		if (cfgs[i].tile_m == 8 && cfgs[i].tile_n == 2 && cfgs[i].stages == 1 && at < 0)
+			at = i;
+	cr_assert(at <= 0, "the few-rows build is offered, but not first (at %d)", at);
+	return at == 0;
+}
+
+/*
+ * The few-rows build reads an [N, K] b of whole vectors for at most 8 rows
+ * of a: offered first then, not for 9 rows, a [K, N] b or a K off whole
+ * vectors, and not launched for them.
+ */
+Test(gpu_gemm_simt, the_few_rows_build_takes_only_what_it_reads_whole)
+{
+	static _Alignas(16) float host[16];
+	tk_gemm_problem p;
+
+	gpu_require();
+	memset(&p, 0, sizeof(p));
+	p.dtype = TK_F32;
+	p.trans_b = 1;
+	p.batch = 1;
+	p.m = 1, p.n = 6144, p.k = 4096;
+	p.a = host, p.b = host, p.c = host;
+	p.lda = 4096, p.ldb = 4096, p.ldc = 6144;
+	p.alpha = 1.0f;
+	cr_assert(offers_gemv(&p), "M = 1");
+	p.m = 8;
+	cr_assert(offers_gemv(&p), "M = 8");
+	p.m = 9;
+	cr_assert(!offers_gemv(&p), "M = 9");
+	tk_gemm_config c = { TK_GEMM_SIMT, 8, 2, 128, 1, 0, 1 };
+	cr_assert_eq(tk_gemm_launch(&p, &c, NULL), TK_ERR_UNSUPPORTED, "launched for M = 9");
+	p.m = 4, p.k = 4094, p.lda = 4096;
+	cr_assert(!offers_gemv(&p), "K = 4094");
+	p.k = 4096, p.trans_b = 0, p.ldb = 6144;
+	cr_assert(!offers_gemv(&p), "a [K, N] b");
+	cr_assert_eq(tk_gemm_launch(&p, &c, NULL), TK_ERR_UNSUPPORTED, "launched for a [K, N] b");
+}
+
 Test(gpu_gemm_simt, splits_give_the_same_bits_on_every_run)
 {
 	gcase g = { TK_F32, 0, 128, 1000, 4096, 1, 0, 0, 0, 1.0, 0 };

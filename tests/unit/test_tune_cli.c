@@ -75,3 +75,12 @@ Test(tune_cli, malformed_shapes_are_refused_by_name)
 		cr_expect_not_null(strstr(out, want), "'%s': %s", bad[i], out);
 	}
 }
+
+Test(tune_cli, neither_manifest_nor_shape_is_refused_with_what_to_give)
+{
+	char out[16384];
+
+	cr_expect_eq(run("--list", out, sizeof(out)), 2, "%s", out);
+	cr_expect_not_null(strstr(out, "nothing to tune: give --manifest DIR, --shape, or both"),
+	                   "%s", out);
+}
