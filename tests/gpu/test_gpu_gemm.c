@@ -584,6 +584,25 @@ Test(gpu_gemm_simt, every_configuration_matches_cpu)
 		family_sweep(&cases[i], tk_gemm_simt_candidates, "simt");
 }
 
+/*
+ * An f32 m x 6144 x 4096 problem over [N, K] b, every pointer the 16-byte
+ * aligned host (never launched: the candidate lists and refusals only).
+ */
+static tk_gemm_problem aligned_f32(float *host, int64_t m)
+{
+	tk_gemm_problem p;
+
+	memset(&p, 0, sizeof(p));
+	p.dtype = TK_F32;
+	p.trans_b = 1;
+	p.batch = 1;
+	p.m = m, p.n = 6144, p.k = 4096;
+	p.a = host, p.b = host, p.c = host;
+	p.lda = 4096, p.ldb = 4096, p.ldc = 6144;
+	p.alpha = 1.0f;
+	return p;
+}
+
 /* Whether the simt family offers its vector build (s2) for p. */
 static int offers_s2(const tk_gemm_problem *p)
 {
@@ -603,18 +622,10 @@ static int offers_s2(const tk_gemm_problem *p)
 Test(gpu_gemm_simt, the_vector_build_takes_only_whole_vectors)
 {
 	static _Alignas(16) float host[16];
-	tk_gemm_problem p;
+	tk_gemm_problem p = aligned_f32(host, 128);
 	tk_gemm_config cfgs[16];
 
 	gpu_require();
-	memset(&p, 0, sizeof(p));
-	p.dtype = TK_F32;
-	p.trans_b = 1;
-	p.batch = 1;
-	p.m = 128, p.n = 6144, p.k = 4096;
-	p.a = host, p.b = host, p.c = host;
-	p.lda = 4096, p.ldb = 4096, p.ldc = 6144;
-	p.alpha = 1.0f;
 	cr_assert_gt(offers_s2(&p), 0, "aligned [N, K] operands");
 	cr_assert_eq(tk_gemm_simt_candidates(&p, cfgs, 16) > 0 ? cfgs[0].stages : -1, 2,
 	             "s2 is not the first pick");
@@ -659,17 +670,9 @@ static int offers_gemv(const tk_gemm_problem *p)
 Test(gpu_gemm_simt, the_few_rows_build_takes_only_what_it_reads_whole)
 {
 	static _Alignas(16) float host[16];
-	tk_gemm_problem p;
+	tk_gemm_problem p = aligned_f32(host, 1);
 
 	gpu_require();
-	memset(&p, 0, sizeof(p));
-	p.dtype = TK_F32;
-	p.trans_b = 1;
-	p.batch = 1;
-	p.m = 1, p.n = 6144, p.k = 4096;
-	p.a = host, p.b = host, p.c = host;
-	p.lda = 4096, p.ldb = 4096, p.ldc = 6144;
-	p.alpha = 1.0f;
 	cr_assert(offers_gemv(&p), "M = 1");
 	p.m = 8;
 	cr_assert(offers_gemv(&p), "M = 8");
