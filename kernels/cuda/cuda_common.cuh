@@ -312,10 +312,20 @@ static inline tk_status launch_status(void)
  * at most one grid behind. Kernels that do not call pdl_enter() must be
  * launched without the attribute.
  */
-__device__ __forceinline__ void pdl_enter(void)
+__device__ __forceinline__ void pdl_wait(void)
 {
 	asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
+__device__ __forceinline__ void pdl_trigger(void)
+{
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+__device__ __forceinline__ void pdl_enter(void)
+{
+	pdl_wait();
+	pdl_trigger();
 }
 
 /*

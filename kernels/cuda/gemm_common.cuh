@@ -75,6 +75,21 @@ inline Limits limits(void)
 	return d;
 }
 
+/*
+ * Whether a GEMM of `grid` CTAs (launched with PDL) lets the next kernel
+ * launch as soon as it starts (griddepcontrol.launch_dependents), rather
+ * than when its last CTA exits: when the grid leaves at least half the SMs
+ * idle, so that a next grid of the same size is placed whole on the SMs
+ * this one does not use and starts the moment this one completes. A larger
+ * next grid would be placed piecemeal, on SMs in the order this grid's
+ * CTAs leave them, and measured up to a fifth slower (docs/kernel-notes.md,
+ * "GEMM launched with PDL").
+ */
+inline int early_trigger(int64_t grid, int sms)
+{
+	return grid > 0 && grid * 2 <= sms;
+}
+
 /* Order list[0 .. n) by cost, cheapest first; ties (within 0.1%) keep their order. */
 inline void sort_by_cost(tk_gemm_config *list, double *cost, int n)
 {

@@ -40,6 +40,11 @@
  * last to arrive sums the partials in rank order and writes c. Workspace:
  * 256-byte-aligned counters (one u32 per tile and batch), then NT x BN f32
  * per CTA.
+ *
+ * Launched with programmatic dependent launch (tk_cuda_pdl()), a CTA may
+ * start while the kernel before it runs: every thread waits for that
+ * kernel first. A grid that leaves half the SMs idle lets the next kernel
+ * launch as soon as it starts (tk_gemm_common::early_trigger).
  */
 #include <atomic>
 #include <cooperative_groups.h>
@@ -78,6 +83,7 @@ struct DecodeArgs {
 	int ktiles;              /* k tiles of 64 in K */
 	int split;               /* CTAs along K */
 	int in_cluster;          /* 1: the split CTAs are a cluster; 0: the workspace */
+	int trigger;             /* PDL: let the next kernel launch at the start */
 	int k_per;               /* k tiles per CTA (the last may have fewer) */
 	int stages;              /* ring slots */
 	int a_batched, b_batched; /* 0: one matrix shared by every batch */
@@ -225,12 +231,17 @@ __global__ void __launch_bounds__(THREADS, 1)
 	}
 	__syncthreads();
 
+	/* Launched with PDL, the CTA may start while the kernel before runs:
+	 * nothing is read or written before that one completes. */
+	tkc::pdl_wait();
 	if (threadIdx.x >= 128) {
 		/* The producer: one lane walks this CTA's K range. */
 		if (threadIdx.x == 128) {
 			tma_prefetch_map(&map_w);
 			tma_prefetch_map(&map_x);
 			const int zw = p.b_batched ? bz : 0, zx = p.a_batched ? bz : 0;
+			if (p.trigger)
+				tkc::pdl_trigger();
 			int s = 0;
 			uint32_t phase = 0;
 			for (int t = 0; t < nkt; t++) {
@@ -733,18 +744,21 @@ extern "C" tk_status tk_gemm_decode_launch(const tk_gemm_problem *p, const tk_ge
 		if (cudaMemsetAsync(ws, 0, (size_t)(tiles * p->batch) * 4, st) != cudaSuccess)
 			return TK_ERR_LAUNCH;
 	}
+	a.trigger = tk_gemm_common::early_trigger(tiles * split * p->batch, d.sms);
 	cudaLaunchConfig_t lc = {};
-	cudaLaunchAttribute at[1];
+	cudaLaunchAttribute at[2];
+	unsigned nat = 1;
 	at[0].id = cudaLaunchAttributeClusterDimension;
 	at[0].val.clusterDim.x = a.in_cluster ? (unsigned)split : 1;
 	at[0].val.clusterDim.y = 1;
 	at[0].val.clusterDim.z = 1;
+	tkc::pdl_attr(at, &nat);
 	lc.gridDim = dim3((unsigned)(tiles * split), (unsigned)p->batch, 1);
 	lc.blockDim = dim3(THREADS);
 	lc.dynamicSmemBytes = (size_t)smem;
 	lc.stream = st;
 	lc.attrs = at;
-	lc.numAttrs = 1;
+	lc.numAttrs = nat;
 	void *args[] = { &map_w, &map_x, &a };
 	if (cudaLaunchKernelExC(&lc, fn, args) != cudaSuccess)
 		return TK_ERR_LAUNCH;

@@ -54,6 +54,13 @@
  * N) while the threads go on to the next unit: the tensor cores idle less
  * after each tile, and stores stay in flight (short K, as in bmm over
  * heads, is bound by them).
+ *
+ * Launched with programmatic dependent launch (when tk_cuda_pdl() is on),
+ * a CTA may start while the kernel before it still runs, on an SM that
+ * kernel leaves idle; every thread waits for that kernel
+ * (griddepcontrol.wait) before it reads or writes global memory. A grid
+ * that leaves half the SMs idle lets the next kernel launch as soon as it
+ * starts (tk_gemm_common::early_trigger); a larger one when it ends.
  */
 #include <atomic>
 #include <cuda.h>
@@ -99,6 +106,7 @@ struct Sm90Args {
 	int a_batched, b_batched;    /* 0: one matrix shared by every batch */
 	int vec;                     /* c, residual, bias allow 16-byte access */
 	int tma_c;                   /* BM <= 128, no bias or residual: store c by TMA */
+	int trigger;                 /* PDL: let the next kernel launch at the start */
 	float alpha;
 	/* split > 1: a counter per split tile and consumer warpgroup, a
 	 * partial tile of ROWS x BN floats per split unit and warpgroup. */
@@ -628,6 +636,11 @@ __global__ void __launch_bounds__(THREADS, 1)
 			return;
 		tma_prefetch_map(&map_a);
 		tma_prefetch_map(&map_b);
+		/* Launched with PDL, the CTA may start while the kernel before
+		 * runs: nothing is read or written before that one completes. */
+		tkc::pdl_wait();
+		if (p.trigger)
+			tkc::pdl_trigger();
 		int s = 0;
 		uint32_t phase = 0;
 		for (long long u = blockIdx.x; u < p.units; u += gridDim.x) {
@@ -660,6 +673,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 	}
 
 	regs_claim<CONSUMER_REGS>();
+	tkc::pdl_wait(); /* before the epilogue's reads and writes */
 	int wg = threadIdx.x / 128 - 1, tid = threadIdx.x & 127;
 	float *stg = reinterpret_cast<float *>(smem + L::EPI + wg * L::EPI_WG);
 	uint32_t a_off = PP ? 0 : wg * MI * 64 * 128;
@@ -833,8 +847,14 @@ tk_status launch_one(const Sm90Maps &m, const Sm90Args &a, int grid, cudaStream_
 		}
 		raised.fetch_or(bit, std::memory_order_release);
 	}
-	kern<<<grid, THREADS, L::ALLOC, stream>>>(m.a, m.b, m.c, a);
-	return cudaGetLastError() == cudaSuccess ? TK_OK : TK_ERR_LAUNCH;
+	Sm90Args args = a;
+	args.trigger = tk_gemm_common::early_trigger(grid, sm_count());
+	if (tkc::launch_pdl(kern, grid, THREADS, L::ALLOC, stream, m.a, m.b, m.c, args) !=
+	    cudaSuccess) {
+		(void)cudaGetLastError();
+		return TK_ERR_LAUNCH;
+	}
+	return TK_OK;
 }
 
 template <typename T, int TB>

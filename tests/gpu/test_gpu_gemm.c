@@ -783,3 +783,171 @@ Test(gpu_gemm_decode, workspace_splits_give_the_same_bits_on_every_run)
 	same_bits_sweep(tk_gemm_decode_candidates, "decode", 16);
 	same_bits_sweep(tk_gemm_decode_candidates, "decode", 100);
 }
+
+/* ---- dependent launches ------------------------------------------------- */
+
+/* A bf16 matrix of a chain, on the host and on the device. */
+typedef struct chain_mat {
+	tk_tensor h;
+	void *d;
+} chain_mat;
+
+static chain_mat chain_mat_new(int64_t rows, int64_t cols)
+{
+	int64_t s[2] = { rows, cols };
+	chain_mat m;
+
+	m.h = tt_tensor(TK_BF16, 2, s, 0);
+	cr_assert_eq(cudaMalloc(&m.d, tt_span_bytes(&m.h)), cudaSuccess);
+	return m;
+}
+
+/*
+ * c = alpha * a op(b) on the device in the pick-th configuration (modulo
+ * their count) the sm90 and decode families offer, enqueued on s; with cpu
+ * set, on the host too.
+ */
+static void chain_product(chain_mat *a, chain_mat *b, int trans_b, double alpha, chain_mat *c,
+                          void *ws, int pick, int cpu, cudaStream_t s)
+{
+	tk_gemm_config cfgs[512];
+	tk_gemm_problem p;
+	char how[96];
+
+	memset(&p, 0, sizeof(p));
+	p.dtype = TK_BF16;
+	p.trans_b = trans_b;
+	p.batch = 1;
+	p.m = a->h.shape[0];
+	p.k = a->h.shape[1];
+	p.n = trans_b ? b->h.shape[0] : b->h.shape[1];
+	p.a = a->d;
+	p.b = b->d;
+	p.c = c->d;
+	p.lda = p.k;
+	p.ldb = b->h.shape[1];
+	p.ldc = p.n;
+	p.alpha = (float)alpha;
+	p.workspace = ws;
+	p.workspace_bytes = TK_WORKSPACE_BYTES;
+	int n = tk_gemm_sm90_candidates(&p, cfgs, 256);
+	n += tk_gemm_decode_candidates(&p, cfgs + n, 256);
+	cr_assert_gt(n, 0, "no configuration for %ldx%ldx%ld", (long)p.m, (long)p.n, (long)p.k);
+	tk_gemm_config_str(&cfgs[pick % n], how, sizeof(how));
+	cr_assert_eq(tk_gemm_launch(&p, &cfgs[pick % n], s), TK_OK, "%s refused", how);
+	if (cpu) {
+		tk_call hc = { .n_in = 2, .n_out = 1, .n_params = 2 };
+		hc.in[0] = a->h;
+		hc.in[1] = b->h;
+		hc.out[0] = c->h;
+		hc.params[0] = tt_param_float(alpha);
+		hc.params[1] = tt_param_bool(trans_b);
+		cr_assert_eq(tk_kernel_find("gemm")->cpu(&hc), TK_OK);
+	}
+}
+
+/* out = rms_norm(x) * w, as chain_product. */
+static void chain_norm(chain_mat *x, chain_mat *w, chain_mat *out, int cpu, cudaStream_t s)
+{
+	const tk_kernel_entry *e = tk_kernel_find("rms_norm");
+	tk_call hc = { .n_in = 2, .n_out = 1, .n_params = 1 }, dc;
+
+	cr_assert_not_null(e);
+	hc.in[0] = x->h;
+	hc.in[1] = w->h;
+	hc.out[0] = out->h;
+	hc.params[0] = tt_param_float(1e-6);
+	dc = hc;
+	dc.in[0].data = x->d;
+	dc.in[1].data = w->d;
+	dc.out[0].data = out->d;
+	cr_assert_eq(e->cuda(&dc, s), TK_OK, "rms_norm refused");
+	if (cpu)
+		cr_assert_eq(e->cpu(&hc), TK_OK);
+}
+
+/*
+ * Products chained the way a layer chains them, all enqueued before one
+ * synchronize: with programmatic dependent launch a product's CTAs start
+ * while the kernel before runs, ask the L2 for weights early and must wait
+ * before reading a (written by the kernel before), reading b when the
+ * kernel before wrote it (scores and their product with the values, both
+ * layouts of b), and writing c over what the kernel before read. Per
+ * round: y = rms_norm(x); s = y y^T / d; x = s y; y = x w^T / sqrt(d);
+ * x = rms_norm(y), each product in another configuration of the sm90 and
+ * decode families (splits through the workspace and in clusters among
+ * them). The chain gives the same bits with PDL and without (the kernels
+ * are deterministic, so any difference is a race), and agrees with the CPU.
+ * The first run also computes the CPU's chain, so its launches trickle in;
+ * the last two are enqueued at full speed.
+ */
+Test(gpu_gemm_pdl, chained_products_give_the_same_bits_with_and_without_pdl)
+{
+	const int64_t m = 128, d = 1024;
+	const int rounds = 4;
+	gpu_require();
+	uint64_t rng = gpu_fresh_seed();
+	chain_mat x = chain_mat_new(m, d), y = chain_mat_new(m, d), sc = chain_mat_new(m, m);
+	chain_mat w = chain_mat_new(d, d), g;
+	tk_tensor x0 = tt_tensor(TK_BF16, 2, x.h.shape, 0);
+	size_t bytes = tt_span_bytes(&x.h);
+	unsigned char *first = malloc(bytes), *got = malloc(bytes);
+	void *ws = NULL;
+	cudaStream_t s;
+	int was = tk_cuda_set_pdl(1);
+
+	cr_assert(first != NULL && got != NULL);
+	g.h = tt_tensor(TK_BF16, 1, &d, 0);
+	cr_assert_eq(cudaMalloc(&g.d, tt_span_bytes(&g.h)), cudaSuccess);
+	tt_fill(&x0, &rng, -1.0, 1.0);
+	tt_fill(&w.h, &rng, -1.0, 1.0);
+	tt_fill(&g.h, &rng, 0.5, 1.5);
+	cr_assert_eq(cudaMemcpy(w.d, w.h.data, tt_span_bytes(&w.h), cudaMemcpyHostToDevice),
+	             cudaSuccess);
+	cr_assert_eq(cudaMemcpy(g.d, g.h.data, tt_span_bytes(&g.h), cudaMemcpyHostToDevice),
+	             cudaSuccess);
+	cr_assert_eq(cudaMalloc(&ws, TK_WORKSPACE_BYTES), cudaSuccess);
+	cr_assert_eq(cudaStreamCreate(&s), cudaSuccess);
+	memcpy(x.h.data, x0.data, bytes);
+	for (int run = 0; run < 4; run++) {
+		int pdl = run != 1, cpu = run == 0;
+		tk_cuda_set_pdl(pdl);
+		cr_assert_eq(cudaMemcpy(x.d, x0.data, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+		for (int r = 0; r < rounds; r++) {
+			chain_norm(&x, &g, &y, cpu, s);
+			chain_product(&y, &y, 1, 1.0 / (double)d, &sc, ws, 7 * r + 1, cpu, s);
+			chain_product(&sc, &y, 0, 1.0, &x, ws, 7 * r + 2, cpu, s);
+			chain_product(&x, &w, 1, 1.0 / sqrt((double)d), &y, ws, 7 * r + 3, cpu, s);
+			chain_norm(&y, &g, &x, cpu, s);
+		}
+		sync_ok(s, "the chain");
+		cr_assert_eq(cudaMemcpy(run ? got : first, x.d, bytes, cudaMemcpyDeviceToHost),
+		             cudaSuccess);
+		cr_assert(run == 0 || memcmp(first, got, bytes) == 0,
+		          "the chain with PDL %d gave other bits than with PDL on (seed 0x%llx)", pdl,
+		          (unsigned long long)gpu_case_seed);
+	}
+	tk_cuda_set_pdl(was);
+
+	tk_tensor dev = x.h;
+	int64_t n = tk_numel(&dev);
+	double *want = malloc(sizeof(double) * (size_t)n);
+	for (int64_t i = 0; i < n; i++)
+		want[i] = tt_get(&x.h, i);
+	dev.data = first;
+	double rel = tt_rel_err(&dev, want);
+	log_case("chain of products and norms, PDL on and off", rel, 5e-2);
+	cr_expect_leq(rel, 5e-2, "the chain against the CPU: relative error %.3g (seed 0x%llx)",
+	              rel, (unsigned long long)gpu_case_seed);
+	free(want);
+	free(first);
+	free(got);
+	cudaStreamDestroy(s);
+	cudaFree(ws);
+	chain_mat *all[] = { &x, &y, &sc, &w, &g };
+	for (int i = 0; i < 5; i++) {
+		cudaFree(all[i]->d);
+		tt_free(&all[i]->h);
+	}
+	tt_free(&x0);
+}
