@@ -28,6 +28,9 @@
  * range for all KV heads are adjacent, so the blocks running together read
  * whole cache rows (all heads of a token) as the unsplit batched case does.
  *
+ * Every kernel here is launched with programmatic dependent launch (when
+ * tk_cuda_pdl() is on) and waits for the kernel before it first thing.
+ *
  * Run-time choices (read at every launch, so one process can time them
  * side by side; tileops-bench-decode sweeps them):
  *   TILEOPS_DECODE_SPLITS  unset or 0: the rule above. N > 0: N splits
@@ -160,6 +163,7 @@ __device__ __forceinline__ const char *q_row(const DecArgs &a, int b, int h, int
 template <typename T, int D>
 __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const __grid_constant__ DecArgs a)
 {
+	pdl_enter(); /* launched with PDL: the kernel before completes first */
 	constexpr int CPR = D / 8; /* 16-byte pieces per row */
 	constexpr int TILE_BYTES = kTile * D * 2;
 	constexpr int NK = D / 16;
@@ -413,6 +417,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const __grid_consta
 template <typename T, int D>
 __global__ void __launch_bounds__(kMergeWarps * 32) decode_merge(const __grid_constant__ DecArgs a)
 {
+	pdl_enter(); /* launched with PDL: the kernel before completes first */
 	constexpr int E = D / 32;
 	__shared__ __align__(16) float s_acc[kMergeWarps][D];
 	__shared__ float s_m[kMergeWarps], s_l[kMergeWarps];
@@ -506,6 +511,7 @@ __global__ void __launch_bounds__(kMergeWarps * 32) decode_merge(const __grid_co
 template <typename T, int D>
 __global__ void __launch_bounds__(128) decode_merge_serial(const __grid_constant__ DecArgs a)
 {
+	pdl_enter(); /* launched with PDL: the kernel before completes first */
 	constexpr int E = D / 32;
 	const int lane = threadIdx.x & 31;
 	const int64_t rid = (int64_t)blockIdx.x * 4 + (threadIdx.x >> 5);
@@ -756,13 +762,13 @@ static tk_status decode_launch(DecArgs &a, bool serial_merge, cudaStream_t st)
 			attr_set[dev] = true;
 	}
 	launch_begin();
-	decode_kernel<T, D><<<(unsigned)blocks, kWarps * 32, smem, st>>>(a);
+	launch_pdl(decode_kernel<T, D>, (unsigned)blocks, kWarps * 32, smem, st, a);
 	if (a.nsplit > 1 && serial_merge) {
-		decode_merge_serial<T, D><<<(unsigned)((rows + 3) / 4), 128, 0, st>>>(a);
+		launch_pdl(decode_merge_serial<T, D>, (unsigned)((rows + 3) / 4), 128, 0, st, a);
 	} else if (a.nsplit > 1) {
 		const int64_t per = kMergeWarps / a.merge_wr;
 		const unsigned grid = (unsigned)((rows + per - 1) / per);
-		decode_merge<T, D><<<grid, kMergeWarps * 32, 0, st>>>(a);
+		launch_pdl(decode_merge<T, D>, grid, kMergeWarps * 32, 0, st, a);
 	}
 	return launch_status();
 }
@@ -819,6 +825,7 @@ struct AppArgs {
 template <typename U>
 __global__ void __launch_bounds__(256) append_kernel(const __grid_constant__ AppArgs a)
 {
+	pdl_enter(); /* launched with PDL: the kernel before completes first */
 	const int64_t total = a.T * a.H * a.units;
 
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
@@ -842,7 +849,7 @@ template <typename U> static tk_status append_launch(AppArgs &a, size_t es, cuda
 {
 	a.units = a.units * (int64_t)es / (int64_t)sizeof(U);
 	launch_begin();
-	append_kernel<U><<<grid_persistent(a.T * a.H * a.units, 256, 8), 256, 0, st>>>(a);
+	launch_pdl(append_kernel<U>, grid_persistent(a.T * a.H * a.units, 256, 8), 256, 0, st, a);
 	return launch_status();
 }
 
