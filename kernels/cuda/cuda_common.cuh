@@ -309,8 +309,10 @@ static inline tk_status launch_status(void)
  * an output (l2_prefetch, below, may ask for an input's bytes).
  * griddepcontrol.launch_dependents then lets the next kernel launch once
  * every block of this one has passed that point; its blocks wait in turn,
- * at most one grid behind. Kernels that do not call pdl_enter() must be
- * launched without the attribute.
+ * at most one grid behind. Kernels that do not call pdl_enter(), or
+ * pdl_wait() before their first global access (pdl_trigger() where and if
+ * they let the next kernel launch early, as the GEMMs do), must be launched
+ * without the attribute.
  */
 __device__ __forceinline__ void pdl_wait(void)
 {

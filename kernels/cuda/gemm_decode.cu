@@ -232,13 +232,16 @@ __global__ void __launch_bounds__(THREADS, 1)
 	__syncthreads();
 
 	/* Launched with PDL, the CTA may start while the kernel before runs:
-	 * nothing is read or written before that one completes. */
+	 * nothing is read or written before that one completes (the tensor
+	 * maps are parameters). */
+	if (threadIdx.x == 128) {
+		tma_prefetch_map(&map_w);
+		tma_prefetch_map(&map_x);
+	}
 	tkc::pdl_wait();
 	if (threadIdx.x >= 128) {
 		/* The producer: one lane walks this CTA's K range. */
 		if (threadIdx.x == 128) {
-			tma_prefetch_map(&map_w);
-			tma_prefetch_map(&map_x);
 			const int zw = p.b_batched ? bz : 0, zx = p.a_batched ? bz : 0;
 			if (p.trigger)
 				tkc::pdl_trigger();

@@ -847,9 +847,7 @@ tk_status launch_one(const Sm90Maps &m, const Sm90Args &a, int grid, cudaStream_
 		}
 		raised.fetch_or(bit, std::memory_order_release);
 	}
-	Sm90Args args = a;
-	args.trigger = tk_gemm_common::early_trigger(grid, sm_count());
-	if (tkc::launch_pdl(kern, grid, THREADS, L::ALLOC, stream, m.a, m.b, m.c, args) !=
+	if (tkc::launch_pdl(kern, grid, THREADS, L::ALLOC, stream, m.a, m.b, m.c, a) !=
 	    cudaSuccess) {
 		(void)cudaGetLastError();
 		return TK_ERR_LAUNCH;
@@ -1095,6 +1093,7 @@ extern "C" tk_status tk_gemm_sm90_launch(const tk_gemm_problem *p, const tk_gemm
 	a.units = pl.units;
 	a.full = pl.full;
 	a.split = pl.split;
+	a.trigger = tk_gemm_common::early_trigger(pl.grid, sms);
 	/* Walk about sqrt(sms * BN / BM) tile-rows together: the CTAs running at
 	 * once then cover a near-square patch of c, reading the least of a and b. */
 	int group = 1;
