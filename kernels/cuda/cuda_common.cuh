@@ -375,6 +375,15 @@ static inline cudaError_t launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block
 }
 
 /*
+ * Zero `words` 32-bit words at p on stream s (split-K counters before the
+ * kernel that counts in on them). With PDL on, a one-block kernel launched
+ * with PDL that clears them once the kernel before has completed, so that
+ * a chain of dependent kernels stays unbroken (a memset between two kernels
+ * makes the second wait for the launch of both); otherwise a memset.
+ */
+cudaError_t clear_words(void *p, size_t words, cudaStream_t s);
+
+/*
  * Let kernel fn take `bytes` of dynamic shared memory (over the default 48
  * KiB) on the current device, once per device: `done` is the caller's set
  * of devices it was done on, one per kernel, so a graph capture later sees

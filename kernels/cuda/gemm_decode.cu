@@ -744,7 +744,7 @@ extern "C" tk_status tk_gemm_decode_launch(const tk_gemm_problem *p, const tk_ge
 		char *ws = static_cast<char *>(p->workspace);
 		a.counts = reinterpret_cast<unsigned *>(ws);
 		a.part = reinterpret_cast<float *>(ws + counts_bytes(p, bn));
-		if (cudaMemsetAsync(ws, 0, (size_t)(tiles * p->batch) * 4, st) != cudaSuccess)
+		if (tkc::clear_words(ws, (size_t)(tiles * p->batch), st) != cudaSuccess)
 			return TK_ERR_LAUNCH;
 	}
 	a.trigger = tk_gemm_common::early_trigger(tiles * split * p->batch, d.sms);

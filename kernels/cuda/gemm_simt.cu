@@ -682,7 +682,7 @@ extern "C" tk_status tk_gemm_simt_launch(const tk_gemm_problem *p, const tk_gemm
 		char *ws = static_cast<char *>(p->workspace);
 		g.counts = reinterpret_cast<unsigned *>(ws);
 		g.part = reinterpret_cast<float *>(ws + counts_bytes(p));
-		if (cudaMemsetAsync(ws, 0, (size_t)tiles_of(p) * 4, s) != cudaSuccess)
+		if (tkc::clear_words(ws, (size_t)tiles_of(p), s) != cudaSuccess)
 			return TK_ERR_LAUNCH;
 	}
 	if (is_gemv(cfg)) {

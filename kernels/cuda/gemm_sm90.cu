@@ -39,8 +39,8 @@
  * tile's counter; the last to arrive sums the partials in K order (so the
  * bits do not depend on which came last) and runs the epilogue. No CTA
  * waits for another, and every CTA has at most one split unit, so each
- * owns one partial slot. The counters are cleared by one small memset per
- * launch.
+ * owns one partial slot. The counters are cleared before each launch
+ * (tkc::clear_words: a one-block kernel in a PDL chain, else a memset).
  *
  * Epilogue: each consumer scales its accumulators by alpha, stages them as
  * f32 through a small shared buffer, 32 columns at a time, and stores rows
@@ -1115,8 +1115,7 @@ extern "C" tk_status tk_gemm_sm90_launch(const tk_gemm_problem *p, const tk_gemm
 		char *ws = static_cast<char *>(p->workspace);
 		a.counts = reinterpret_cast<unsigned *>(ws);
 		a.part = reinterpret_cast<float *>(ws + counts_bytes(pl));
-		if (cudaMemsetAsync(ws, 0, (size_t)pl.rest * 2 * sizeof(unsigned), st) !=
-		    cudaSuccess) {
+		if (tkc::clear_words(ws, (size_t)pl.rest * 2, st) != cudaSuccess) {
 			(void)cudaGetLastError();
 			return TK_ERR_LAUNCH;
 		}

@@ -34,7 +34,7 @@
  *   bumps a per-tile counter; the CTA that arrives last sums the partials
  *   in K order (the same bits whichever came last) and runs the epilogue,
  *   so no second kernel runs. The counters are
- *   cleared with one small memset per launch. Workspace: 256-byte-aligned
+ *   cleared before each launch (tkc::clear_words). Workspace: 256-byte-aligned
  *   counters (batch * n_tiles u32), then batch * split_k * M * N f32
  *   partial sums. Without workspace this form cannot split.
  */
@@ -884,8 +884,7 @@ extern "C" tk_status tk_gemm_smallm_launch(const tk_gemm_problem *p, const tk_ge
 	if (split > 1) {
 		size_t cbytes = align256((size_t)(p->batch * tiles) * 4);
 		g.part = reinterpret_cast<float *>(static_cast<char *>(p->workspace) + cbytes);
-		if (cudaMemsetAsync(p->workspace, 0, (size_t)(p->batch * tiles) * 4, s) !=
-		    cudaSuccess)
+		if (tkc::clear_words(p->workspace, (size_t)(p->batch * tiles), s) != cudaSuccess)
 			return TK_ERR_LAUNCH;
 	}
 	f<<<grid, kThreads, smem, s>>>(g);

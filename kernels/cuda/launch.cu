@@ -1,7 +1,7 @@
 /*
  * launch.cu - the process-wide switch for programmatic dependent launch of
- * the memory-bound kernels (tileops_kernels.h, launch_pdl in
- * cuda_common.cuh).
+ * the kernels (tileops_kernels.h, launch_pdl in cuda_common.cuh), and the
+ * clearing of split-K counters in a chain of such kernels.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +21,27 @@ int pdl_from_env(void)
 	return v == NULL || strcmp(v, "0") != 0;
 }
 
+/* Zero p[0 .. n) once the kernel before has completed. */
+__global__ void __launch_bounds__(256) clear_words_kernel(unsigned *p, size_t n)
+{
+	tkc::pdl_enter();
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x)
+		p[i] = 0;
+}
+
 } /* namespace */
+
+cudaError_t tkc::clear_words(void *p, size_t words, cudaStream_t s)
+{
+	if (words == 0)
+		return cudaSuccess;
+	if (!tk_cuda_pdl())
+		return cudaMemsetAsync(p, 0, words * sizeof(unsigned), s);
+	size_t blocks = (words + 255) / 256;
+	return launch_pdl(clear_words_kernel, (unsigned)(blocks < 64 ? blocks : 64), 256, 0, s,
+	                  static_cast<unsigned *>(p), words);
+}
 
 extern "C" int tk_cuda_pdl(void)
 {
