@@ -409,15 +409,20 @@ static void add_pools(void)
 
 static void add_quant(void)
 {
+	/* given: a per-tensor scale passed in (static, calibrated), else computed */
 	static const struct {
 		const char *op, *label;
 		int64_t rows, cols;
+		int given;
 	} shapes[] = {
-		{ "quant_fp8_per_tensor", "llama3.1-8b activations prefill", 4096, 4096 },
-		{ "quant_fp8_per_tensor", "llama3.1-405b activations prefill", 4096, 16384 },
-		{ "quant_fp8_per_token", "llama3.1-70b activations decode", 128, 8192 },
-		{ "quant_fp8_per_token", "llama3.1-70b one token", 1, 8192 },
-		{ "quant_fp8_per_token", "deepseek-v3 activations prefill", 4096, 7168 },
+		{ "quant_fp8_per_tensor", "llama3.1-8b activations prefill", 4096, 4096, 0 },
+		{ "quant_fp8_per_tensor", "llama3.1-405b activations prefill", 4096, 16384, 0 },
+		{ "quant_fp8_per_tensor", "llama3.1-8b activations prefill, given scale", 4096, 4096,
+		  1 },
+		{ "quant_fp8_per_tensor", "llama3.1-70b one token, given scale", 1, 8192, 1 },
+		{ "quant_fp8_per_token", "llama3.1-70b activations decode", 128, 8192, 0 },
+		{ "quant_fp8_per_token", "llama3.1-70b one token", 1, 8192, 0 },
+		{ "quant_fp8_per_token", "deepseek-v3 activations prefill", 4096, 7168, 0 },
 	};
 
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
@@ -425,9 +430,13 @@ static void add_quant(void)
 		int64_t sc[2] = { shapes[s].rows, 1 };
 		int per_token = strstr(shapes[s].op, "token") != NULL;
 		bw_workload *w = add(shapes[s].op, shapes[s].label, TK_BF16);
-		w->n_in = 1;
+		w->n_in = shapes[s].given ? 2 : 1;
 		w->n_out = 2;
 		w->in[0] = shape_of(2, sh);
+		if (shapes[s].given) {
+			w->in[1] = shape_of(1, &one);
+			w->in[1].dt = TK_F32;
+		}
 		w->out[0] = shape_of(2, sh);
 		w->out[0].dt = TK_FP8_E4M3;
 		w->out[1] = per_token ? shape_of(2, sc) : shape_of(1, &one);

@@ -248,6 +248,18 @@ __global__ void __launch_bounds__(kStreamThreads)
 }
 
 /*
+ * A given scale is the op's scale output too: the quantizing kernel's first
+ * thread writes it, so no copy stands between the kernel before and this
+ * one in a chain of dependent launches. The output may alias the input
+ * (the same value is written over itself).
+ */
+__device__ __forceinline__ void publish_given(const QArgs &a, float scale, bool amax)
+{
+	if (!amax && a.given != NULL && blockIdx.x == 0 && threadIdx.x == 0)
+		*a.scale = scale;
+}
+
+/*
  * Per tensor: the tensor as rows (a 1-dim plan of row starts), walked in
  * tiles of a block's width of vectors (or elements) within one row.
  */
@@ -264,6 +276,8 @@ __global__ void quant_tensor(const __grid_constant__ QArgs a)
 	const bool on = scale > 0.0f;
 	Amax<T> am;
 	float m = 0.0f;
+
+	publish_given(a, scale, AMAX);
 
 	for (int64_t t = blockIdx.x; t < a.rows * tpr; t += gridDim.x) {
 		int64_t r = t / tpr, u = (t - r * tpr) * blockDim.x + threadIdx.x, off[2];
@@ -309,6 +323,7 @@ __global__ void __launch_bounds__(256) quant_tensor_vec(const __grid_constant__ 
 	const bool on = scale > 0.0f;
 	Amax<T> am;
 
+	publish_given(a, scale, AMAX);
 	const int64_t tiles = (units + tile - 1) / tile;
 	for (int64_t ti = blockIdx.x; ti < tiles; ti += gridDim.x) {
 		/*
@@ -343,6 +358,36 @@ __global__ void __launch_bounds__(256) quant_tensor_vec(const __grid_constant__ 
 		if (threadIdx.x == 0 && m > 0.0f)
 			atomicMax(reinterpret_cast<unsigned int *>(a.scale), __float_as_uint(m));
 	}
+}
+
+/*
+ * Per tensor, the quantizing pass over x and q both dense (one row, or rows
+ * d apart) and fewer than 2^32 vectors: one vector a thread, a grid that
+ * covers the tensor once, 32-bit indices (the shape of ew_flat); the first
+ * wave asks the L2 for its vectors before the wait. With `reverse` the
+ * blocks take the tensor last to first, as quant_tensor_vec walks it.
+ */
+constexpr int kFlatThreads = 256;
+
+template <typename T>
+__global__ void __launch_bounds__(kFlatThreads)
+        quant_tensor_flat(const __grid_constant__ QArgs a, uint32_t nvec, uint32_t wave)
+{
+	constexpr int N = Vec<T>::N;
+	const uint32_t blk = a.reverse ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+	const uint32_t base = blk * kFlatThreads, u = base + threadIdx.x;
+	const T *x = static_cast<const T *>(a.x);
+
+	if (blockIdx.x < wave && threadIdx.x == 0) {
+		const uint32_t n = nvec - base < kFlatThreads ? nvec - base : kFlatThreads;
+		l2_prefetch(x + (size_t)base * N, n * 16);
+	}
+	pdl_enter();
+	const float scale = a.given != NULL ? *a.given : *a.scale;
+	publish_given(a, scale, false);
+	if (u < nvec)
+		store_codes(a.q + (size_t)u * N, vec_ld(x + (size_t)u * N), quant_inv(scale),
+		            scale > 0.0f);
 }
 
 /*
@@ -520,22 +565,21 @@ tk_status quant_run(QArgs &a, const tk_iter &it, bool per_token, cudaStream_t s)
 	}
 	const int threads = 256;
 	/* what the L2 keeps of the amax pass: about 40 of its 60 MiB on an H200 */
-	a.reverse = (double)a.rows * (double)a.d * sizeof(T) > 2.0 / 3.0 * (double)l2_bytes();
+	a.reverse = a.given == NULL &&
+	            (double)a.rows * (double)a.d * sizeof(T) > 2.0 / 3.0 * (double)l2_bytes();
 	int64_t units = a.rows * ((a.d + (a.vec ? Vec<T>::N : 1) - 1) / (a.vec ? Vec<T>::N : 1));
 	unsigned g = grid_persistent(units, threads, 8);
 	bool flat = a.vec && it.ndim == 1;
+	bool dense = flat && (a.rows == 1 || (a.p.stride[1][0] == a.d && a.p.stride[0][0] == a.d));
 	unsigned gf = grid_persistent(units, threads * 4, 8);
-	if (a.given != NULL) {
-		if (cudaMemcpyAsync(a.scale, a.given, sizeof(float), cudaMemcpyDeviceToDevice, s) !=
-		    cudaSuccess)
-			return TK_ERR_LAUNCH;
-	} else {
-		if (cudaMemsetAsync(a.scale, 0, sizeof(float), s) != cudaSuccess)
+	if (a.given == NULL) {
+		/* the amax pass folds into a zero scale; cleared in the PDL chain */
+		if (clear_words(a.scale, 1, s) != cudaSuccess)
 			return TK_ERR_LAUNCH;
 		/* Dense and at least 2 MiB: held on chip when it fits (read once). */
 		cudaError_t e = cudaSuccess;
-		if (flat && (a.rows == 1 || (a.p.stride[1][0] == a.d && a.p.stride[0][0] == a.d)) &&
-		    (double)units * 16.0 >= 2.0 * 1024 * 1024 && held_launch<T>(a, units, s, &e))
+		if (dense && (double)units * 16.0 >= 2.0 * 1024 * 1024 &&
+		    held_launch<T>(a, units, s, &e))
 			return e == cudaSuccess ? launch_status() : TK_ERR_LAUNCH;
 		if (flat)
 			launch_pdl(quant_tensor_vec<T, true>, gf, threads, 0, s, a);
@@ -544,7 +588,10 @@ tk_status quant_run(QArgs &a, const tk_iter &it, bool per_token, cudaStream_t s)
 		else
 			launch_pdl(quant_tensor<T, false, true>, g, threads, 0, s, a);
 	}
-	if (flat)
+	if (dense && units < ((int64_t)1 << 32) - kFlatThreads)
+		launch_pdl(quant_tensor_flat<T>, (unsigned)((units + kFlatThreads - 1) / kFlatThreads),
+		           kFlatThreads, 0, s, a, (uint32_t)units, first_wave(kFlatThreads));
+	else if (flat)
 		launch_pdl(quant_tensor_vec<T, false>, gf, threads, 0, s, a);
 	else if (a.vec)
 		launch_pdl(quant_tensor<T, true, false>, g, threads, 0, s, a);
