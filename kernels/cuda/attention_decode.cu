@@ -745,21 +745,11 @@ static tk_status decode_launch(DecArgs &a, bool serial_merge, cudaStream_t st)
 		return TK_OK;
 	if (blocks > INT32_MAX)
 		return TK_ERR_UNSUPPORTED;
-	/*
-	 * Once per instantiation and device (a repeat is harmless), so that a
-	 * graph capture sees only launches.
-	 */
-	static bool attr_set[64];
-	int dev = 0;
-	if (cudaGetDevice(&dev) != cudaSuccess)
+	static std::atomic<uint64_t> raised{ 0 };
+	if (tkc::allow_dynamic_smem(reinterpret_cast<const void *>(decode_kernel<T, D>), (int)smem,
+	                            raised) != cudaSuccess) {
+		(void)cudaGetLastError();
 		return TK_ERR_LAUNCH;
-	if (dev < 0 || dev >= 64 || !attr_set[dev]) {
-		if (cudaFuncSetAttribute(decode_kernel<T, D>,
-		                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-		                         (int)smem) != cudaSuccess)
-			return TK_ERR_LAUNCH;
-		if (dev >= 0 && dev < 64)
-			attr_set[dev] = true;
 	}
 	launch_begin();
 	launch_pdl(decode_kernel<T, D>, (unsigned)blocks, kWarps * 32, smem, st, a);

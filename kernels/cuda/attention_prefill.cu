@@ -688,19 +688,13 @@ struct Shape {
 template <int D, int BN, bool BF16, bool CAUSAL>
 tk_status launch_kernel(const Args &args, const Shape &sh, cudaStream_t st)
 {
-	/* The shared-memory limit is raised once per device. */
-	static bool attr_set[64];
+	static std::atomic<uint64_t> raised{ 0 };
 	auto kern = prefill_kernel<D, BN, BF16, CAUSAL>;
-	int dev = 0;
 
-	if (cudaGetDevice(&dev) != cudaSuccess)
+	if (tkc::allow_dynamic_smem(reinterpret_cast<const void *>(kern), Tile<D, BN>::SMEM,
+	                            raised) != cudaSuccess) {
+		(void)cudaGetLastError();
 		return TK_ERR_LAUNCH;
-	if (dev < 0 || dev >= 64 || !attr_set[dev]) {
-		if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-		                         Tile<D, BN>::SMEM) != cudaSuccess)
-			return TK_ERR_LAUNCH;
-		if (dev >= 0 && dev < 64)
-			attr_set[dev] = true;
 	}
 	/*
 	 * Non-causal tiles all cost the same: a persistent grid, one CTA per SM,

@@ -512,23 +512,18 @@ bool config_ok(const tk_gemm_problem *p, const tk_gemm_config *c, const Limits &
 	       tkc::aligned16(p->workspace) && workspace_for(p, c) <= p->workspace_bytes;
 }
 
-/* Let a kernel use the opt-in shared memory, once per device and kernel
- * (two threads may both do it: harmless). */
-bool allow_smem(const void *fn, tk_dtype dt, int bn, int nt, int dev, const Limits &d)
+/* Let a kernel use the opt-in shared memory, once per device and kernel. */
+bool allow_smem(const void *fn, tk_dtype dt, int bn, int nt, const Limits &d)
 {
-	static std::atomic<bool> raised[64][2][2][5];
+	static std::atomic<uint64_t> raised[2][2][5];
 	int ti = 0;
 	while (ti < 4 && kTokenTiles[ti] != nt)
 		ti++;
-	std::atomic<bool> *set = &raised[dev][dt == TK_BF16][bn == 128][ti];
-	if (set->load(std::memory_order_acquire))
-		return true;
-	if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, d.smem_block) !=
+	if (tkc::allow_dynamic_smem(fn, d.smem_block, raised[dt == TK_BF16][bn == 128][ti]) !=
 	    cudaSuccess) {
 		(void)cudaGetLastError();
 		return false;
 	}
-	set->store(true, std::memory_order_release);
 	return true;
 }
 
@@ -561,7 +556,7 @@ int64_t wave_ctas(const tk_gemm_problem *p, const tk_gemm_config *c, const Limit
 	}
 	const void *fn = kernel_of(p->dtype, c->tile_n, c->tile_m);
 	int clusters = 0;
-	if (fn != nullptr && allow_smem(fn, p->dtype, c->tile_n, c->tile_m, dev, d)) {
+	if (fn != nullptr && allow_smem(fn, p->dtype, c->tile_n, c->tile_m, d)) {
 		cudaLaunchConfig_t lc = {};
 		cudaLaunchAttribute at[1];
 		at[0].id = cudaLaunchAttributeClusterDimension;
@@ -711,9 +706,9 @@ extern "C" tk_status tk_gemm_decode_launch(const tk_gemm_problem *p, const tk_ge
 	Limits d = limits();
 	if (p == nullptr || cfg == nullptr || !config_ok(p, cfg, d))
 		return TK_ERR_UNSUPPORTED;
-	int bn = cfg->tile_n, nt = cfg->tile_m, split = cfg->split_k, dev = 0;
+	int bn = cfg->tile_n, nt = cfg->tile_m, split = cfg->split_k;
 	const void *fn = kernel_of(p->dtype, bn, nt);
-	if (fn == nullptr || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
+	if (fn == nullptr)
 		return TK_ERR_UNSUPPORTED;
 
 	CUtensorMap map_w, map_x;
@@ -736,7 +731,7 @@ extern "C" tk_status tk_gemm_decode_launch(const tk_gemm_problem *p, const tk_ge
 
 	int smem = smem_of(bn, nt, cfg->stages);
 	tkc::launch_begin();
-	if (!allow_smem(fn, p->dtype, bn, nt, dev, d))
+	if (!allow_smem(fn, p->dtype, bn, nt, d))
 		return TK_ERR_LAUNCH;
 	int64_t tiles = n_tiles(p, bn);
 	cudaStream_t st = static_cast<cudaStream_t>(stream);

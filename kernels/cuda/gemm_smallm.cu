@@ -811,9 +811,9 @@ extern "C" int tk_gemm_smallm_candidates(const tk_gemm_problem *p, tk_gemm_confi
 extern "C" tk_status tk_gemm_smallm_launch(const tk_gemm_problem *p, const tk_gemm_config *cfg,
                                            void *stream)
 {
-	static bool attr_set[64][2][kKernels];
+	static std::atomic<uint64_t> raised[2][kKernels];
 	cudaStream_t s = static_cast<cudaStream_t>(stream);
-	int split = cfg->split_k < 1 ? 1 : cfg->split_k, dev = 0;
+	int split = cfg->split_k < 1 ? 1 : cfg->split_k;
 	SmallmArgs g;
 
 	DeviceLimits lim = device_limits();
@@ -822,7 +822,7 @@ extern "C" tk_status tk_gemm_smallm_launch(const tk_gemm_problem *p, const tk_ge
 	int id = kernel_id(cfg);
 	smallm_fn f = kernel_of(p->dtype, id);
 	size_t smem = smem_bytes(cfg->tile_n, cfg->tile_k, cfg->tile_m, cfg->stages);
-	if (f == nullptr || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
+	if (f == nullptr)
 		return TK_ERR_UNSUPPORTED;
 
 	g.a = p->a;
@@ -855,14 +855,10 @@ extern "C" tk_status tk_gemm_smallm_launch(const tk_gemm_problem *p, const tk_ge
 	dim3 grid((unsigned)tiles, (unsigned)split, (unsigned)p->batch);
 
 	launch_begin();
-	bool *set = &attr_set[dev][p->dtype == TK_F16][id];
-	if (!*set) {
-		/* Once per kernel and device: allow the opt-in shared memory. */
-		if (cudaFuncSetAttribute((const void *)f,
-		                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-		                         lim.smem_block) != cudaSuccess)
-			return TK_ERR_LAUNCH;
-		*set = true;
+	if (tkc::allow_dynamic_smem(reinterpret_cast<const void *>(f), lim.smem_block,
+	                            raised[p->dtype == TK_F16][id]) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return TK_ERR_LAUNCH;
 	}
 	if (g.in_cluster) {
 		cudaLaunchConfig_t lc = {};
