@@ -768,6 +768,7 @@ struct Sm90Maps {
 const Sm90Shape SHAPES[] = {
 	{ 128, 256, 4 }, { 128, 128, 6 }, { 256, 128, 4 }, { 128, 192, 5 }, { 128, 64, 8 },
 	{ 64, 256, 5 },  { 64, 128, 8 },  { 128, 176, 5 }, { 64, 256, 4 },  { 128, 256, 3 },
+	{ 64, 64, 12 },
 };
 constexpr int N_SHAPES = (int)(sizeof(SHAPES) / sizeof(SHAPES[0]));
 constexpr int MAX_SPLIT = 16;
@@ -833,19 +834,11 @@ tk_status launch_one(const Sm90Maps &m, const Sm90Args &a, int grid, cudaStream_
 {
 	using L = Layout<BM, BN, ST>;
 	auto kern = gemm_sm90_kernel<T, BM, BN, ST, TB>;
-	/* The shared-memory limit is raised once per device. */
 	static std::atomic<uint64_t> raised{ 0 };
-	int dev = 0;
-	if (cudaGetDevice(&dev) != cudaSuccess)
+	if (tkc::allow_dynamic_smem(reinterpret_cast<const void *>(kern), L::ALLOC, raised) !=
+	    cudaSuccess) {
+		(void)cudaGetLastError();
 		return TK_ERR_LAUNCH;
-	uint64_t bit = 1ull << (dev & 63);
-	if (!(raised.load(std::memory_order_acquire) & bit)) {
-		if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-		                         L::ALLOC) != cudaSuccess) {
-			(void)cudaGetLastError();
-			return TK_ERR_LAUNCH;
-		}
-		raised.fetch_or(bit, std::memory_order_release);
 	}
 	if (tkc::launch_pdl(kern, grid, THREADS, L::ALLOC, stream, m.a, m.b, m.c, a) !=
 	    cudaSuccess) {
@@ -880,8 +873,10 @@ tk_status launch_shape(int shape, const Sm90Maps &m, const Sm90Args &a, int grid
 			return TK_ERR_UNSUPPORTED;
 	case 8:
 		return launch_one<T, 64, 256, 4, TB>(m, a, grid, st);
-	default:
+	case 9:
 		return launch_one<T, 128, 256, 3, TB>(m, a, grid, st);
+	default:
+		return launch_one<T, 64, 64, 12, TB>(m, a, grid, st);
 	}
 }
 
