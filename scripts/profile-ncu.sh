@@ -11,6 +11,10 @@
 #   gemm-m1      our GEMM on 1 x 4096 x 14336 (Llama 8B down_proj, M = 1)
 #   gemm-large   our GEMM and cuBLASLt on 4096 x 2112 x 7168
 #   gemm-f32     our f32 GEMM (simt family) on 128 x 6144 x 4096
+#   gemm-m128    our GEMM and cuBLASLt on 128 x 4096 x 4096 (Llama 8B o_proj, M = 128)
+#   gemm-m64     our GEMM and cuBLASLt on 64 x 6144 x 4096 (Llama 8B qkv_proj, M = 64)
+#   gemm-wide    our GEMM and cuBLASLt on 16 x 28672 x 4096 (Llama 8B gate_up_proj, M = 16)
+#   gemm-405b    our GEMM and cuBLASLt on 4096 x 106496 x 16384 (Llama 405B gate_up_proj)
 #   prefill      attention_prefill, d128 B4 H32 S4096 non-causal
 #   prefill-more the same kernel on d128 causal, d64 B16 H16 S1024 and d256 B4 H16 S4096
 #   bmm          our GEMM and cuBLASLt on the bmm b32 2048x2048x128 (attention scores)
@@ -18,6 +22,8 @@
 #   norm         rms_norm of 4096 x 7168 bf16 (DeepSeek-V3 hidden)
 #   fp8          quant_fp8_per_token of 4096 x 7168 bf16
 #   decode       one row: rms_norm of 1 x 4096 bf16, then add of 1 x 4096 bf16
+#   decode-fp8   one token of 8192 bf16: quant_fp8_per_tensor with a given scale,
+#                then quant_fp8_per_token
 #   pow          pow of 4096 x 8192 bf16 with a broadcast row (ew_rows2d), then of
 #                4096 x 7168 by a same-shape tensor (ew_flat)
 # Each writes $OUT/ncu-NAME.txt (the details page) and a log.
@@ -32,7 +38,7 @@ log=$out/ncu.log
 : >"$log"
 bench_header
 tune=$root/deploy/gemm-tune-h200.txt
-profiles=${PROFILES:-gemm-decode gemm-m1 gemm-large gemm-f32 prefill prefill-more bmm softmax norm fp8 decode pow}
+profiles=${PROFILES:-gemm-decode gemm-m1 gemm-large gemm-f32 gemm-m128 gemm-m64 gemm-wide gemm-405b prefill prefill-more bmm softmax norm fp8 decode decode-fp8 pow}
 sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis
 	--section ComputeWorkloadAnalysis --section InstructionStats --section Occupancy --section LaunchStats
 	--section WarpStateStats --section SchedulerStats --section SourceCounters)
@@ -64,6 +70,24 @@ fi
 if has gemm-large; then
 	profile gemm-large "$ours" 0 1 -- "${gemm[@]}" --filter "q_a + kv_a proj prefill"
 	profile gemm-large-cublas "$cublas" 0 6 -- "${gemm[@]}" --filter "q_a + kv_a proj prefill"
+fi
+# ours: one launch (and its split-K clearing); cuBLASLt: its candidates, in
+# the order the bench tries them, the picked one among them.
+if has gemm-m128; then
+	profile gemm-m128 "$ours" 0 3 -- "${gemm[@]}" --filter "o_proj decode m128"
+	profile gemm-m128-cublas "$cublas" 0 6 -- "${gemm[@]}" --filter "o_proj decode m128"
+fi
+if has gemm-m64; then
+	profile gemm-m64 "$ours" 0 3 -- "${gemm[@]}" --filter "qkv_proj decode m64"
+	profile gemm-m64-cublas "$cublas" 0 6 -- "${gemm[@]}" --filter "qkv_proj decode m64"
+fi
+if has gemm-wide; then
+	profile gemm-wide "$ours" 0 3 -- "${gemm[@]}" --filter "gate_up_proj decode m16"
+	profile gemm-wide-cublas "$cublas" 0 6 -- "${gemm[@]}" --filter "gate_up_proj decode m16"
+fi
+if has gemm-405b; then
+	profile gemm-405b "$ours" 0 1 -- "${gemm[@]}" --filter "405b gate_up_proj prefill"
+	profile gemm-405b-cublas "$cublas" 0 4 -- "${gemm[@]}" --filter "405b gate_up_proj prefill"
 fi
 if has gemm-f32; then
 	profile gemm-f32 'gemm_simt' 0 1 -- "${gemm[@]}" --filter "qkv_proj decode"
@@ -101,6 +125,10 @@ has fp8 && membound fp8 quant_token quant_fp8_per_token "deepseek-v3 activations
 if has pow; then
 	membound pow-broadcast ew_rows2d pow "bias broadcast"
 	membound pow-flat ew_flat pow "deepseek-v3 residual"
+fi
+if has decode-fp8; then
+	membound decode-fp8-tensor quant_tensor quant_fp8_per_tensor "one token, given scale"
+	membound decode-fp8-token quant_token quant_fp8_per_token "llama3.1-70b one token"
 fi
 if has decode; then
 	membound decode-norm norm_vec rms_norm "llama3.1-8b decode"

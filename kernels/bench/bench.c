@@ -412,17 +412,42 @@ static void daemon_cells(const struct result *r, char *buf, size_t len)
 		snprintf(buf, len, " error: %s | |", r->d_error);
 }
 
-/* The empty kernel back to back in a graph: launched plainly, and with PDL. */
+/*
+ * The empty kernel back to back in a graph: launched plainly, and with PDL;
+ * and the copy back to back at the sizes of the workloads near the ceiling
+ * (COPY_SIZES MiB moved, bench_copy_graph_us).
+ */
+#define N_COPY_SIZES 5
+static const int COPY_SIZES[N_COPY_SIZES] = { 8, 16, 32, 64, 128 };
+
 struct floors {
 	double empty_us, empty_pdl_us;
+	double copy_us[N_COPY_SIZES];
 };
+
+/* TB/s of a copy moving COPY_SIZES[i] MiB in `us`. */
+static double copy_size_tbps(int i, double us)
+{
+	return (double)COPY_SIZES[i] * 1048576.0 / (us * 1e-6) / 1e12;
+}
+
+static void print_copy_sizes(FILE *f, struct floors fl)
+{
+	fprintf(f, "copy back to back in a graph (cudaMemcpy D2D over rotated buffers), by MiB "
+	           "moved:");
+	for (int i = 0; i < N_COPY_SIZES; i++)
+		fprintf(f, "%s %d MiB %.2f us (%.1f%% of the ceiling)", i ? ";" : "", COPY_SIZES[i],
+		        fl.copy_us[i], 100.0 * copy_size_tbps(i, fl.copy_us[i]) / copy_tbps);
+	fprintf(f, "\n");
+}
 
 static void print_table(const struct result *r, int n, struct floors fl, int daemon)
 {
 	printf("\ncopy ceiling (cudaMemcpy D2D 2 GiB): %.3f TB/s; empty kernel, back to back in a "
 	       "graph: %.2f us (%.2f us launched with PDL)\n\n",
 	       copy_tbps, fl.empty_us, fl.empty_pdl_us);
-	printf("| op | workload | shapes | dtype | us, back to back | one call us | graph us/call "
+	print_copy_sizes(stdout, fl);
+	printf("\n| op | workload | shapes | dtype | us, back to back | one call us | graph us/call "
 	       "| without PDL | TB/s | TFLOP/s | %% of copy |%s\n",
 	       daemon ? " via daemon us | daemon % of copy |" : "");
 	printf("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |%s\n",
@@ -551,8 +576,12 @@ static int write_json(const char *path, const struct result *r, int n, struct fl
 	json_str(f, device);
 	fprintf(f,
 	        ", \"copy_tbps\": %.6g, \"empty_graph_us\": %.6g, \"empty_graph_pdl_us\": %.6g, "
-	        "\"graph_calls\": %d, \"results\": [\n",
+	        "\"graph_calls\": %d, \"copy_by_size\": [",
 	        copy_tbps, fl.empty_us, fl.empty_pdl_us, GRAPH_CALLS);
+	for (int i = 0; i < N_COPY_SIZES; i++)
+		fprintf(f, "%s{\"mib_moved\": %d, \"us\": %.6g, \"tbps\": %.6g}", i ? ", " : "",
+		        COPY_SIZES[i], fl.copy_us[i], copy_size_tbps(i, fl.copy_us[i]));
+	fprintf(f, "], \"results\": [\n");
 	for (int i = 0; i < n; i++) {
 		fprintf(f, "  {");
 		json_workload(f, r[i].w);
@@ -643,9 +672,13 @@ int main(int argc, char **argv)
 	}
 	copy_tbps = bench_copy_tbps(s, (size_t)2 << 30); /* 2 GiB */
 	struct floors fl = { time_back_to_back(empty_once, NULL, s, o.runs),
-		             time_back_to_back(empty_pdl_once, NULL, s, o.runs) };
+		             time_back_to_back(empty_pdl_once, NULL, s, o.runs),
+		             { 0 } };
+	for (int i = 0; i < N_COPY_SIZES; i++)
+		fl.copy_us[i] = bench_copy_graph_us(s, (size_t)COPY_SIZES[i] << 19, o.runs);
 	fprintf(stderr, "%s: copy %.3f TB/s, empty kernel %.2f us back to back (%.2f with PDL)\n",
 	        prop.name, copy_tbps, fl.empty_us, fl.empty_pdl_us);
+	print_copy_sizes(stderr, fl);
 	for (int i = 0; i < n; i++) {
 		if (bw_skipped(w[i].op) ||
 		    (o.filter != NULL && strstr(w[i].op, o.filter) == NULL) ||

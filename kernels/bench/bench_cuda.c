@@ -32,6 +32,37 @@ double bench_copy_tbps(cudaStream_t s, size_t bytes)
 	return 2.0 * (double)bytes / bench_median(t, RUNS) / 1e12;
 }
 
+double bench_copy_graph_us(cudaStream_t s, size_t bytes, int runs)
+{
+	const size_t least = (size_t)256 << 20;
+	int pairs = (int)((least + 2 * bytes - 1) / (2 * bytes));
+	pairs = pairs < 4 ? 4 : pairs;
+	void **buf = calloc((size_t)pairs * 2, sizeof(void *));
+	cudaGraph_t g;
+	cudaGraphExec_t ge;
+
+	if (buf == NULL) {
+		fprintf(stderr, "copy timing: out of host memory\n");
+		exit(1);
+	}
+	for (int i = 0; i < 2 * pairs; i++) {
+		CK(cudaMalloc(&buf[i], bytes));
+		CK(cudaMemsetAsync(buf[i], 0x5a, bytes, s));
+	}
+	CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+	for (int i = 0; i < pairs; i++)
+		CK(cudaMemcpyAsync(buf[2 * i + 1], buf[2 * i], bytes, cudaMemcpyDeviceToDevice, s));
+	CK(cudaStreamEndCapture(s, &g));
+	CK(cudaGraphInstantiate(&ge, g, 0));
+	double us = bench_graph_replay_us(ge, s, 2, runs) / pairs;
+	CK(cudaGraphExecDestroy(ge));
+	CK(cudaGraphDestroy(g));
+	for (int i = 0; i < 2 * pairs; i++)
+		CK(cudaFree(buf[i]));
+	free(buf);
+	return us;
+}
+
 double bench_graph_replay_us(cudaGraphExec_t ge, cudaStream_t s, int warmup, int runs)
 {
 	cudaEvent_t *ev = malloc(sizeof(cudaEvent_t) * 2 * (size_t)runs);

@@ -39,6 +39,15 @@ extern "C" {
 double bench_copy_tbps(cudaStream_t s, size_t bytes);
 
 /*
+ * Microseconds a copy of `bytes` device to device takes back to back: one
+ * cudaMemcpyAsync on each of enough buffer pairs to move 256 MiB or more
+ * (so the L2 does not serve them), captured in a CUDA graph; the median of
+ * `runs` replays over the copies. The ceiling's rate at the size of a
+ * workload, issued the way the ops are timed.
+ */
+double bench_copy_graph_us(cudaStream_t s, size_t bytes, int runs);
+
+/*
  * Median time in microseconds of one replay of ge on s: `warmup` untimed
  * replays, then `runs` replays, each between its own CUDA events.
  */
