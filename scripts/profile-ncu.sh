@@ -24,6 +24,8 @@
 #   decode       one row: rms_norm of 1 x 4096 bf16, then add of 1 x 4096 bf16
 #   decode-fp8   one token of 8192 bf16: quant_fp8_per_tensor with a given scale,
 #                then quant_fp8_per_token
+#   norm-compile rms_norm of 32768 x 8192 bf16 (Llama 70B prefill): ours, then
+#                torch.compile's kernel on the same shape
 #   pow          pow of 4096 x 8192 bf16 with a broadcast row (ew_rows2d), then of
 #                4096 x 7168 by a same-shape tensor (ew_flat)
 # Each writes $OUT/ncu-NAME.txt (the details page) and a log.
@@ -38,7 +40,7 @@ log=$out/ncu.log
 : >"$log"
 bench_header
 tune=$root/deploy/gemm-tune-h200.txt
-profiles=${PROFILES:-gemm-decode gemm-m1 gemm-large gemm-f32 gemm-m128 gemm-m64 gemm-wide gemm-405b prefill prefill-more bmm softmax norm fp8 decode decode-fp8 pow}
+profiles=${PROFILES:-gemm-decode gemm-m1 gemm-large gemm-f32 gemm-m128 gemm-m64 gemm-wide gemm-405b prefill prefill-more bmm softmax norm fp8 decode decode-fp8 norm-compile pow}
 sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis
 	--section ComputeWorkloadAnalysis --section InstructionStats --section Occupancy --section LaunchStats
 	--section WarpStateStats --section SchedulerStats --section SourceCounters)
@@ -125,6 +127,20 @@ has fp8 && membound fp8 quant_token quant_fp8_per_token "deepseek-v3 activations
 if has pow; then
 	membound pow-broadcast ew_rows2d pow "bias broadcast"
 	membound pow-flat ew_flat pow "deepseek-v3 residual"
+fi
+if has norm-compile; then
+	membound norm-70b norm_vec rms_norm "llama3.1-70b prefill"
+	cat >"$out/rms_norm_compile.py" <<'PY'
+import torch
+import torch.nn.functional as F
+x = torch.rand(32768, 8192, device="cuda", dtype=torch.bfloat16)
+w = torch.rand(8192, device="cuda", dtype=torch.bfloat16)
+f = torch.compile(lambda x, w: F.rms_norm(x, (8192,), w, 1e-5))
+for _ in range(4):
+    f(x, w)
+torch.cuda.synchronize()
+PY
+	profile norm-70b-compile triton 2 1 -- python3 "$out/rms_norm_compile.py"
 fi
 if has decode-fp8; then
 	membound decode-fp8-tensor quant_tensor quant_fp8_per_tensor "one token, given scale"
