@@ -61,36 +61,22 @@ has() { case " $profiles " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 gemm=("$bin/tileops-bench-gemm" --manifest "$manifest" --tune "$tune" --no-sass --reps 5)
 ours='gemm_sm90|smallm|splitk|gemm_decode'
 cublas='nvjet|xmma|cutlass'
-if has gemm-decode; then
-	profile gemm-decode "$ours" 0 3 -- "${gemm[@]}" --filter "q_a + kv_a proj decode"
-	profile gemm-decode-cublas "$cublas" 0 8 -- "${gemm[@]}" --filter "q_a + kv_a proj decode"
-fi
-if has gemm-m1; then
-	profile gemm-m1 "$ours" 0 3 -- "${gemm[@]}" --filter "down_proj decode m1"
-	profile gemm-m1-cublas "$cublas" 0 6 -- "${gemm[@]}" --filter "down_proj decode m1"
-fi
-if has gemm-large; then
-	profile gemm-large "$ours" 0 1 -- "${gemm[@]}" --filter "q_a + kv_a proj prefill"
-	profile gemm-large-cublas "$cublas" 0 6 -- "${gemm[@]}" --filter "q_a + kv_a proj prefill"
-fi
-# ours: one launch (and its split-K clearing); cuBLASLt: its candidates, in
-# the order the bench tries them, the picked one among them.
-if has gemm-m128; then
-	profile gemm-m128 "$ours" 0 3 -- "${gemm[@]}" --filter "o_proj decode m128"
-	profile gemm-m128-cublas "$cublas" 0 6 -- "${gemm[@]}" --filter "o_proj decode m128"
-fi
-if has gemm-m64; then
-	profile gemm-m64 "$ours" 0 3 -- "${gemm[@]}" --filter "qkv_proj decode m64"
-	profile gemm-m64-cublas "$cublas" 0 6 -- "${gemm[@]}" --filter "qkv_proj decode m64"
-fi
-if has gemm-wide; then
-	profile gemm-wide "$ours" 0 3 -- "${gemm[@]}" --filter "gate_up_proj decode m16"
-	profile gemm-wide-cublas "$cublas" 0 6 -- "${gemm[@]}" --filter "gate_up_proj decode m16"
-fi
-if has gemm-405b; then
-	profile gemm-405b "$ours" 0 1 -- "${gemm[@]}" --filter "405b gate_up_proj prefill"
-	profile gemm-405b-cublas "$cublas" 0 4 -- "${gemm[@]}" --filter "405b gate_up_proj prefill"
-fi
+# gemm_pair NAME OURS CUBLAS FILTER: the first OURS launches of our GEMM
+# kernels, then the first CUBLAS of cuBLASLt's (its candidates in the order
+# the bench tries them, the picked one among them), on the workloads FILTER
+# picks.
+gemm_pair() {
+	has "$1" || return 0
+	profile "$1" "$ours" 0 "$2" -- "${gemm[@]}" --filter "$4"
+	profile "$1-cublas" "$cublas" 0 "$3" -- "${gemm[@]}" --filter "$4"
+}
+gemm_pair gemm-decode 3 8 "q_a + kv_a proj decode"
+gemm_pair gemm-m1 3 6 "down_proj decode m1"
+gemm_pair gemm-large 1 6 "q_a + kv_a proj prefill"
+gemm_pair gemm-m128 3 6 "o_proj decode m128"
+gemm_pair gemm-m64 3 6 "qkv_proj decode m64"
+gemm_pair gemm-wide 3 6 "gate_up_proj decode m16"
+gemm_pair gemm-405b 1 4 "405b gate_up_proj prefill"
 if has gemm-f32; then
 	profile gemm-f32 'gemm_simt' 0 1 -- "${gemm[@]}" --filter "qkv_proj decode"
 fi
@@ -105,10 +91,7 @@ if has prefill-more; then
 	profile prefill-d64 'prefill_kernel' 30 1 -- "${prefill[@]}"
 	profile prefill-d256 'prefill_kernel' 58 1 -- "${prefill[@]}"
 fi
-if has bmm; then
-	profile bmm "$ours" 0 1 -- "${gemm[@]}" --filter "attention scores prefill"
-	profile bmm-cublas "$cublas" 0 4 -- "${gemm[@]}" --filter "attention scores prefill"
-fi
+gemm_pair bmm 1 4 "attention scores prefill"
 # tileops-bench: the copy and the empty kernels come first; -s skips the
 # first warm-up calls of the one workload left by --op and --workload.
 membound() {
