@@ -26,6 +26,8 @@
 #                then quant_fp8_per_token
 #   norm-compile rms_norm of 32768 x 8192 bf16 (Llama 70B prefill): ours, then
 #                torch.compile's kernel on the same shape
+#   sum-compile  sum of 32768 x 8192 bf16 rows: ours, then torch.compile's
+#   pool2d       avg_pool2d and max_pool2d 2x2 stride 2 of 32 x 64 x 224 x 224 bf16
 #   pow          pow of 4096 x 8192 bf16 with a broadcast row (ew_rows2d), then of
 #                4096 x 7168 by a same-shape tensor (ew_flat)
 # Each writes $OUT/ncu-NAME.txt (the details page) and a log.
@@ -40,7 +42,7 @@ log=$out/ncu.log
 : >"$log"
 bench_header
 tune=$root/deploy/gemm-tune-h200.txt
-profiles=${PROFILES:-gemm-decode gemm-m1 gemm-large gemm-f32 gemm-m128 gemm-m64 gemm-wide gemm-405b prefill prefill-more bmm softmax norm fp8 decode decode-fp8 norm-compile pow}
+profiles=${PROFILES:-gemm-decode gemm-m1 gemm-large gemm-f32 gemm-m128 gemm-m64 gemm-wide gemm-405b prefill prefill-more bmm softmax norm fp8 decode decode-fp8 norm-compile sum-compile pool2d pow}
 sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis
 	--section ComputeWorkloadAnalysis --section InstructionStats --section Occupancy --section LaunchStats
 	--section WarpStateStats --section SchedulerStats --section SourceCounters)
@@ -124,6 +126,22 @@ for _ in range(4):
 torch.cuda.synchronize()
 PY
 	profile norm-70b-compile triton 2 1 -- python3 "$out/rms_norm_compile.py"
+fi
+if has sum-compile; then
+	membound sum-wide reduce_row sum "wide rows"
+	cat >"$out/sum_compile.py" <<'PY'
+import torch
+x = torch.rand(32768, 8192, device="cuda", dtype=torch.bfloat16)
+f = torch.compile(lambda x: torch.sum(x, dim=-1))
+for _ in range(4):
+    f(x)
+torch.cuda.synchronize()
+PY
+	profile sum-wide-compile triton 2 1 -- python3 "$out/sum_compile.py"
+fi
+if has pool2d; then
+	membound avg-pool2d pool avg_pool2d "vision stem"
+	membound max-pool2d pool max_pool2d "vision stem"
 fi
 if has decode-fp8; then
 	membound decode-fp8-tensor quant_tensor quant_fp8_per_tensor "one token, given scale"
