@@ -6,9 +6,11 @@
  * Both sides are timed the same way: the calls are captured back to back
  * in one CUDA graph (enough calls for a replay of a few milliseconds,
  * rotating over enough copies of the inputs that the 50 MB L2 does not
- * serve the weights), the graph is replayed --reps times (at least 5),
- * each replay between CUDA events, and the median replay over the calls
- * in it is the time per call. Ours is tk_gemm_select + tk_gemm_launch with
+ * serve the weights), the two graphs are replayed alternately --reps times
+ * each (at least 5), each replay between CUDA events, and the median
+ * replay over the calls in it is the time per call. Alternating keeps a
+ * drift of the card's clock (a heavy case before leaves it at its power
+ * limit for a while) from favouring the side timed second. Ours is tk_gemm_select + tk_gemm_launch with
  * a 32 MiB workspace; cuBLASLt runs bf16 (f16, f32) in, f32 compute, the
  * same layouts, a 32 MiB workspace and the fastest of the heuristic's top
  * algorithms. Inputs are random in [-1, 1), never zeros. Ours is checked
@@ -419,18 +421,17 @@ double time_one(Side *side, cudaStream_t s)
 }
 
 /*
- * Per-call median over reps replays of a graph of back-to-back calls
- * rotating over nsets input sets; negative when the side refused.
+ * A graph of back-to-back calls of side rotating over nsets input sets,
+ * enough for a replay of about kReplayUs; false when the side refused.
  */
-double time_side(Side *side, int nsets, cudaStream_t s, int reps, int *calls_out)
+bool capture_side(Side *side, int nsets, cudaStream_t s, cudaGraphExec_t *ge, int *calls_out)
 {
 	double one = time_one(side, s);
 	cudaGraph_t g;
-	cudaGraphExec_t ge;
 	int bad = 0;
 
 	if (one < 0.0)
-		return -1.0;
+		return false;
 	int calls = (int)ceil(kReplayUs / (one > 1.0 ? one : 1.0));
 	calls = calls < nsets ? nsets : calls;
 	calls = calls > kMaxCalls ? kMaxCalls : (calls < 1 ? 1 : calls);
@@ -440,38 +441,95 @@ double time_side(Side *side, int nsets, cudaStream_t s, int reps, int *calls_out
 	/* A call that broke the capture fails this side, not the whole run. */
 	if (cudaStreamEndCapture(s, &g) != cudaSuccess) {
 		cudaGetLastError();
-		return -1.0;
+		return false;
 	}
 	if (bad) {
 		cudaGraphDestroy(g);
-		return -1.0;
+		return false;
 	}
-	CK(cudaGraphInstantiate(&ge, g, 0));
-	double med = bench_graph_replay_us(ge, s, 1, reps) / calls;
-	cudaGraphExecDestroy(ge);
+	CK(cudaGraphInstantiate(ge, g, 0));
 	cudaGraphDestroy(g);
 	*calls_out = calls;
+	return true;
+}
+
+/* Per-call median over reps replays of side's graph; negative when it refused. */
+double time_side(Side *side, int nsets, cudaStream_t s, int reps, int *calls_out)
+{
+	cudaGraphExec_t ge;
+
+	if (!capture_side(side, nsets, s, &ge, calls_out))
+		return -1.0;
+	double med = bench_graph_replay_us(ge, s, 1, reps) / *calls_out;
+	cudaGraphExecDestroy(ge);
 	return med;
 }
 
-/* cuBLASLt's fastest of the heuristic's top algorithms (3 replays each), then timed. */
-double time_cublas(Cublas *cb, int nsets, cudaStream_t s, int reps, int *calls)
+/*
+ * Per-call medians of two graphs replayed alternately, reps times each
+ * (one warm-up replay of each first): a drift of clock or power over the
+ * run (after a heavy case the card may still be held at its power limit)
+ * reaches both sides alike, where timing one side after the other gave
+ * the second the cooler card.
+ */
+void replay_alternately(cudaGraphExec_t a, int calls_a, cudaGraphExec_t b, int calls_b,
+                        cudaStream_t s, int reps, double *us_a, double *us_b)
+{
+	cudaEvent_t *ev = (cudaEvent_t *)malloc(sizeof(cudaEvent_t) * 4 * (size_t)reps);
+	double *ta = (double *)malloc(sizeof(double) * (size_t)reps);
+	double *tb = (double *)malloc(sizeof(double) * (size_t)reps);
+
+	if (ev == NULL || ta == NULL || tb == NULL) {
+		fprintf(stderr, "tileops-bench-gemm: out of host memory\n");
+		exit(1);
+	}
+	CK(cudaGraphLaunch(a, s));
+	CK(cudaGraphLaunch(b, s));
+	for (int i = 0; i < 4 * reps; i++)
+		CK(cudaEventCreate(&ev[i]));
+	for (int i = 0; i < reps; i++) {
+		CK(cudaEventRecord(ev[4 * i], s));
+		CK(cudaGraphLaunch(a, s));
+		CK(cudaEventRecord(ev[4 * i + 1], s));
+		CK(cudaEventRecord(ev[4 * i + 2], s));
+		CK(cudaGraphLaunch(b, s));
+		CK(cudaEventRecord(ev[4 * i + 3], s));
+	}
+	CK(cudaStreamSynchronize(s));
+	for (int i = 0; i < reps; i++) {
+		float ms;
+		CK(cudaEventElapsedTime(&ms, ev[4 * i], ev[4 * i + 1]));
+		ta[i] = ms * 1e3 / calls_a;
+		CK(cudaEventElapsedTime(&ms, ev[4 * i + 2], ev[4 * i + 3]));
+		tb[i] = ms * 1e3 / calls_b;
+	}
+	for (int i = 0; i < 4 * reps; i++)
+		cudaEventDestroy(ev[i]);
+	*us_a = bench_median(ta, reps);
+	*us_b = bench_median(tb, reps);
+	free(ev);
+	free(ta);
+	free(tb);
+}
+
+/* Set cb to the fastest of the heuristic's top algorithms (3 replays each); false if none ran. */
+bool pick_cublas(Cublas *cb, int nsets, cudaStream_t s)
 {
 	double best = -1.0;
-	int best_i = -1, n = cb->n_algos < kTopAlgos ? cb->n_algos : kTopAlgos;
+	int best_i = -1, calls, n = cb->n_algos < kTopAlgos ? cb->n_algos : kTopAlgos;
 
 	for (int i = 0; i < n; i++) {
 		cb->algo = cb->res[i].algo;
-		double t = time_side(cb, nsets, s, 3, calls);
+		double t = time_side(cb, nsets, s, 3, &calls);
 		if (t > 0.0 && (best < 0.0 || t < best)) {
 			best = t;
 			best_i = i;
 		}
 	}
 	if (best_i < 0)
-		return -1.0;
+		return false;
 	cb->algo = cb->res[best_i].algo;
-	return time_side(cb, nsets, s, reps, calls);
+	return true;
 }
 
 
@@ -496,13 +554,22 @@ void run_case(const Case &c, cublasLtHandle_t lt, double bw, const Options &o, c
 	Ours ours(c, st);
 	Cublas cb(lt, c, st);
 	tk_gemm_config_str(&ours.cfg, r->config, sizeof(r->config));
-	r->ours_us = time_side(&ours, st.n, s, o.reps, &r->calls);
-	if (cb.n_algos > 0) {
-		int calls;
-		r->cublas_us = time_cublas(&cb, st.n, s, o.reps, &calls);
-	} else {
-		r->cublas_us = -1.0;
-	}
+	cudaGraphExec_t g_ours, g_cb;
+	int calls_cb;
+	bool have_ours = capture_side(&ours, st.n, s, &g_ours, &r->calls);
+	bool have_cb = cb.n_algos > 0 && pick_cublas(&cb, st.n, s) &&
+	               capture_side(&cb, st.n, s, &g_cb, &calls_cb);
+	r->ours_us = -1.0;
+	r->cublas_us = -1.0;
+	if (have_ours && have_cb)
+		replay_alternately(g_ours, r->calls, g_cb, calls_cb, s, o.reps, &r->ours_us,
+		                   &r->cublas_us);
+	else if (have_ours)
+		r->ours_us = bench_graph_replay_us(g_ours, s, 1, o.reps) / r->calls;
+	if (have_ours)
+		CK(cudaGraphExecDestroy(g_ours));
+	if (have_cb)
+		CK(cudaGraphExecDestroy(g_cb));
 	if (r->ours_us < 0.0) {
 		snprintf(r->error, sizeof(r->error), "ours refused the problem (config %s)",
 		         r->config);

@@ -41,6 +41,11 @@
  * waits for another, and every CTA has at most one split unit, so each
  * owns one partial slot. The counters are cleared before each launch
  * (tkc::clear_words: a one-block kernel in a PDL chain, else a memset).
+ * Where every tile is split and the split is at most 8 (cluster ==
+ * split_k), the S units of a tile can instead run as one thread block
+ * cluster, a unit a CTA: the partial sums then stay in shared memory and
+ * rank 0 adds its peers' through distributed shared memory, in the same K
+ * order (the same bits), with no workspace, counters or clearing kernel.
  *
  * Epilogue: each consumer scales its accumulators by alpha, stages them as
  * f32 through a small shared buffer, 32 columns at a time, and stores rows
@@ -107,6 +112,7 @@ struct Sm90Args {
 	int vec;                     /* c, residual, bias allow 16-byte access */
 	int tma_c;                   /* BM <= 128, no bias or residual: store c by TMA */
 	int trigger;                 /* PDL: let the next kernel launch at the start */
+	int cluster_split;           /* the split units of a tile are one cluster */
 	float alpha;
 	/* split > 1: a counter per split tile and consumer warpgroup, a
 	 * partial tile of ROWS x BN floats per split unit and warpgroup. */
@@ -132,7 +138,7 @@ template <int BM, int BN, int STAGES> struct Layout {
 	static constexpr int RING = STAGES * (A_BYTES + B_BYTES);
 	/* barriers and the two consumers' split-K words, and the alignment of
 	 * the dynamic window to the swizzle period */
-	static constexpr int OTHER = 2 * 8 * STAGES + 16 + 8 + 1024;
+	static constexpr int OTHER = 2 * 8 * STAGES + 16 + 8 + 32 + 1024;
 	static constexpr bool TMA_C = tma_c_tile(BM, BN);
 	/* Chunk buffers a consumer warpgroup: as many as the ring leaves room
 	 * for, up to a whole tile, so that stores in flight cover the memory's
@@ -146,15 +152,19 @@ template <int BM, int BN, int STAGES> struct Layout {
 	static constexpr int EPI_WG =
 	        CHUNKS * TMA_CHUNK_BYTES > STAGE_BYTES ? CHUNKS *TMA_CHUNK_BYTES : STAGE_BYTES;
 	static constexpr int EPI = RING; /* two consumer buffers */
-	/* full[], empty[], turn[2], then a split-K word a consumer */
+	/* full[], empty[], turn[2], then a split-K word a consumer, then the
+	 * cluster split's "ready" and "done" mbarriers, two each */
 	static constexpr int BARS = EPI + 2 * EPI_WG;
 	static constexpr int WORDS = BARS + 2 * 8 * STAGES + 16;
-	static constexpr int BYTES = WORDS + 8;
+	static constexpr int CLUSTER_BARS = WORDS + 8;
+	static constexpr int BYTES = CLUSTER_BARS + 32;
 	/* +1024: the dynamic window is aligned up to the swizzle period. */
 	static constexpr int ALLOC = BYTES + 1024;
 	static_assert(ALLOC <= SMEM_MAX, "stages do not fit in shared memory");
 	static_assert(EPI_WG % 1024 == 0 && RING % 1024 == 0,
 	              "the epilogue buffers are misaligned");
+	/* A cluster split publishes each consumer's partial tile in the ring. */
+	static_assert(BM * BN * 4 <= RING, "the partial tiles do not fit in the ring");
 };
 
 /* Rows one consumer warpgroup owns in a unit: the whole tile when ping-pong. */
@@ -594,6 +604,61 @@ __device__ __forceinline__ bool split_reduce(const Sm90Args &p, float (&acc)[MI]
 }
 
 /*
+ * The same for a split whose `split` units of a tile are one cluster, a
+ * unit a CTA (cluster rank = K range): the partial sums stay in shared
+ * memory. Each CTA but rank 0 stores this warpgroup's partial tile in its
+ * own ring (part, laid out as part_slot's; cooperative: once both
+ * warpgroups are done reading the ring), every thread arriving on rank
+ * 0's "ready" mbarrier of this warpgroup, then waits on its own "done"
+ * until rank 0 has read it. Rank 0 waits for the peers' partials, adds them
+ * to its own in rank (K) order, as split_reduce does (the same bits), tells
+ * each peer it is done and returns true: it runs the epilogue. No
+ * workspace, no counters to clear, no global memory until the epilogue.
+ */
+template <bool COOP, int MI, int NR>
+__device__ __forceinline__ bool cluster_reduce(const Sm90Args &p, float (&acc)[MI][NR],
+                                               uint32_t part, uint32_t ready, uint32_t done,
+                                               int tid)
+{
+	uint32_t rank = cluster_rank();
+	if (rank != 0) {
+		/* Cooperative: the other warpgroup's last products may still read
+		 * the ring's stages. */
+		if constexpr (COOP)
+			named_sync(3, 256);
+#pragma unroll
+		for (int mi = 0; mi < MI; mi++) {
+#pragma unroll
+			for (int q = 0; q < NR / 4; q++)
+				st_shared_f4(part + ((mi * NR / 4 + q) * 128 + tid) * 16,
+				             make_float4(acc[mi][4 * q], acc[mi][4 * q + 1],
+				                         acc[mi][4 * q + 2], acc[mi][4 * q + 3]));
+		}
+		mbar_arrive_remote(cluster_map(ready, 0));
+		mbar_wait_cluster(done, 0);
+		return false;
+	}
+	mbar_wait_cluster(ready, 0);
+	for (int o = 1; o < p.split; o++) {
+		uint32_t src = cluster_map(part, (uint32_t)o);
+#pragma unroll
+		for (int mi = 0; mi < MI; mi++) {
+#pragma unroll
+			for (int q = 0; q < NR / 4; q++) {
+				float4 x = ld_cluster_f4(src + ((mi * NR / 4 + q) * 128 + tid) * 16);
+				acc[mi][4 * q] += x.x;
+				acc[mi][4 * q + 1] += x.y;
+				acc[mi][4 * q + 2] += x.z;
+				acc[mi][4 * q + 3] += x.w;
+			}
+		}
+	}
+	for (int o = 1; o < p.split; o++)
+		mbar_arrive_remote(cluster_map(done, (uint32_t)o));
+	return true;
+}
+
+/*
  * BM x BN output tiles, STAGES-deep ring; TB 1: b is [N, K] (K-major),
  * TB 0: b is [K, N] (N-major, wgmma's transpose bit). BM 64 runs the
  * ping-pong schedule, larger BM the cooperative one. MI = m64 blocks per
@@ -625,10 +690,18 @@ __global__ void __launch_bounds__(THREADS, 1)
 		}
 		mbar_init(turn, 4);
 		mbar_init(turn + 8, 4);
+		for (int w = 0; w < 2 && p.cluster_split; w++) {
+			/* every thread of the peers' warpgroup w; rank 0's */
+			mbar_init(base + L::CLUSTER_BARS + 8 * w, 128 * (p.split - 1));
+			mbar_init(base + L::CLUSTER_BARS + 16 + 8 * w, 128);
+		}
 		fence_mbar_init();
 		fence_proxy_async();
 	}
 	__syncthreads();
+	/* A peer arrives on this CTA's barriers only once they are set up. */
+	if (p.cluster_split)
+		cluster_sync_all();
 
 	if (threadIdx.x < 128) {
 		regs_release<PRODUCER_REGS>();
@@ -707,9 +780,17 @@ __global__ void __launch_bounds__(THREADS, 1)
 
 		/* Split-K: the last of a tile's units to finish runs its epilogue.
 		 * Each cooperative warpgroup counts and publishes its own half. */
-		unsigned *word = reinterpret_cast<unsigned *>(smem + L::WORDS) + wg;
-		if (w.v >= 0 && !split_reduce<MI, NR>(p, acc, word, w.v, PP ? 0 : wg, 1 + wg, tid))
-			continue;
+		if (w.v >= 0 && p.cluster_split) {
+			/* one unit a CTA: the ring is idle, and holds this warpgroup's partial */
+			uint32_t part = base + (PP ? 0 : wg) * MI * NR * 128 * 4;
+			uint32_t ready = base + L::CLUSTER_BARS + 8 * wg;
+			if (!cluster_reduce<!PP, MI, NR>(p, acc, part, ready, ready + 16, tid))
+				continue;
+		} else if (w.v >= 0) {
+			unsigned *word = reinterpret_cast<unsigned *>(smem + L::WORDS) + wg;
+			if (!split_reduce<MI, NR>(p, acc, word, w.v, PP ? 0 : wg, 1 + wg, tid))
+				continue;
+		}
 
 		int b, tm, tn;
 		tile_at(p, w.t, b, tm, tn);
@@ -772,7 +853,8 @@ const Sm90Shape SHAPES[] = {
 };
 constexpr int N_SHAPES = (int)(sizeof(SHAPES) / sizeof(SHAPES[0]));
 constexpr int MAX_SPLIT = 16;
-/* Split variants offered per shape (good_splits). */
+constexpr int MAX_CLUSTER = 8; /* the portable cluster size */
+/* Split variants offered per shape (good_splits, cluster_splits). */
 constexpr int SPLITS_PER_SHAPE = 2;
 
 bool aligned16(const void *p)
@@ -829,6 +911,7 @@ int sm_count(void)
 	return n;
 }
 
+/* Launch with PDL when it is on, in clusters of a.split CTAs for a cluster split. */
 template <typename T, int BM, int BN, int ST, int TB>
 tk_status launch_one(const Sm90Maps &m, const Sm90Args &a, int grid, cudaStream_t stream)
 {
@@ -840,8 +923,24 @@ tk_status launch_one(const Sm90Maps &m, const Sm90Args &a, int grid, cudaStream_
 		(void)cudaGetLastError();
 		return TK_ERR_LAUNCH;
 	}
-	if (tkc::launch_pdl(kern, grid, THREADS, L::ALLOC, stream, m.a, m.b, m.c, a) !=
-	    cudaSuccess) {
+	cudaLaunchConfig_t lc = {};
+	cudaLaunchAttribute at[2];
+	unsigned nat = 0;
+	if (a.cluster_split) {
+		at[0].id = cudaLaunchAttributeClusterDimension;
+		at[0].val.clusterDim.x = (unsigned)a.split;
+		at[0].val.clusterDim.y = 1;
+		at[0].val.clusterDim.z = 1;
+		nat = 1;
+	}
+	tkc::pdl_attr(at, &nat);
+	lc.gridDim = dim3((unsigned)grid);
+	lc.blockDim = dim3(THREADS);
+	lc.dynamicSmemBytes = L::ALLOC;
+	lc.stream = stream;
+	lc.attrs = at;
+	lc.numAttrs = nat;
+	if (cudaLaunchKernelEx(&lc, kern, m.a, m.b, m.c, a) != cudaSuccess) {
 		(void)cudaGetLastError();
 		return TK_ERR_LAUNCH;
 	}
@@ -888,10 +987,18 @@ tk_status launch_layout(int shape, int trans_b, const Sm90Maps &m, const Sm90Arg
 	               : launch_shape<T, 0>(shape, m, a, grid, st);
 }
 
+/* A cluster split: cluster == split_k, 2 to MAX_CLUSTER. */
+bool cluster_split_of(const tk_gemm_config *cfg)
+{
+	return cfg->cluster > 1;
+}
+
 int shape_of(const tk_gemm_config *cfg)
 {
-	if (cfg == nullptr || cfg->kind != TK_GEMM_SM90 || cfg->tile_k != BK || cfg->cluster > 1 ||
+	if (cfg == nullptr || cfg->kind != TK_GEMM_SM90 || cfg->tile_k != BK || cfg->cluster < 0 ||
 	    cfg->split_k < 0 || cfg->split_k > MAX_SPLIT)
+		return -1;
+	if (cluster_split_of(cfg) && (cfg->cluster != cfg->split_k || cfg->cluster > MAX_CLUSTER))
 		return -1;
 	for (int i = 0; i < N_SHAPES; i++)
 		if (SHAPES[i].bm == cfg->tile_m && SHAPES[i].bn == cfg->tile_n &&
@@ -970,7 +1077,40 @@ int good_splits(const tk_gemm_problem *p, const Sm90Shape &sh, int sms, int *out
 	return n;
 }
 
-tk_gemm_config config_of(int shape, int split)
+/*
+ * Whether plan pl of a split along K can run as a cluster split: every tile
+ * split (fewer tiles than SMs), a unit a CTA, at most MAX_CLUSTER units a
+ * tile.
+ */
+bool cluster_plan_ok(const Sm90Plan &pl, int split)
+{
+	return split >= 2 && split <= MAX_CLUSTER && pl.split == split && pl.full == 0 &&
+	       pl.units == pl.grid;
+}
+
+/*
+ * The cluster splits worth timing for shape sh: where every tile is split
+ * (the tiles alone leave SMs idle), the largest split of at most
+ * MAX_CLUSTER that fits one round (K ranges of at least 4 k-tiles) and half
+ * of it. They need no workspace.
+ */
+int cluster_splits(const tk_gemm_problem *p, const Sm90Shape &sh, int sms, int *out)
+{
+	Sm90Plan pl;
+	plan_of(p, sh, MAX_CLUSTER, sms, &pl);
+	int64_t ktiles = (p->k + BK - 1) / BK;
+	int most = pl.split < ktiles / 4 ? pl.split : (int)(ktiles / 4), n = 0;
+	if (pl.full != 0 || pl.rest * 10 >= sms * 9)
+		return 0;
+	for (int split = most; split >= 2 && n < SPLITS_PER_SHAPE; split /= 2) {
+		plan_of(p, sh, split, sms, &pl);
+		if (cluster_plan_ok(pl, split))
+			out[n++] = split;
+	}
+	return n;
+}
+
+tk_gemm_config config_of(int shape, int split, bool cluster = false)
 {
 	tk_gemm_config c = {};
 	c.kind = TK_GEMM_SM90;
@@ -978,7 +1118,7 @@ tk_gemm_config config_of(int shape, int split)
 	c.tile_n = SHAPES[shape].bn;
 	c.tile_k = BK;
 	c.stages = SHAPES[shape].stages;
-	c.cluster = 1;
+	c.cluster = cluster ? split : 1;
 	c.split_k = split;
 	return c;
 }
@@ -989,16 +1129,19 @@ bool shape_takes(const tk_gemm_problem *p, int shape)
 	return p->trans_b || SHAPES[shape].bn % 64 == 0;
 }
 
-/* Append shape's split variants to out (up to max); returns the new count. */
-int add_splits(const tk_gemm_problem *p, int shape, int sms, tk_gemm_config *out, int n, int max)
+/* Append shape's split variants (cluster splits when cluster) to out (up to
+ * max); returns the new count. */
+int add_splits(const tk_gemm_problem *p, int shape, int sms, tk_gemm_config *out, int n, int max,
+               bool cluster = false)
 {
 	int splits[SPLITS_PER_SHAPE];
 	if (!shape_takes(p, shape))
 		return n;
-	int ns = good_splits(p, SHAPES[shape], sms, splits);
+	int ns = cluster ? cluster_splits(p, SHAPES[shape], sms, splits)
+	                 : good_splits(p, SHAPES[shape], sms, splits);
 	for (int i = 0; i < ns; i++, n++)
 		if (n < max)
-			out[n] = config_of(shape, splits[i]);
+			out[n] = config_of(shape, splits[i], cluster);
 	return n;
 }
 
@@ -1053,6 +1196,8 @@ extern "C" int tk_gemm_sm90_candidates(const tk_gemm_problem *p, tk_gemm_config 
 	}
 	for (int i = 1; i < N_SHAPES && !base; i++)
 		n = add_splits(p, i, sms, out, n, max);
+	for (int i = 0; i < N_SHAPES && !base; i++)
+		n = add_splits(p, i, sms, out, n, max, true);
 	return n;
 }
 
@@ -1068,7 +1213,8 @@ extern "C" tk_status tk_gemm_sm90_launch(const tk_gemm_problem *p, const tk_gemm
 		return TK_ERR_LAUNCH;
 	Sm90Plan pl;
 	plan_of(p, sh, cfg->split_k > 1 ? cfg->split_k : 1, sms, &pl);
-	if (!split_fits(p, sh, pl))
+	bool cluster = cluster_split_of(cfg);
+	if (cluster ? !cluster_plan_ok(pl, cfg->split_k) : !split_fits(p, sh, pl))
 		return TK_ERR_UNSUPPORTED;
 	int64_t nb = p->trans_b ? p->n : p->k, kb = p->trans_b ? p->k : p->n;
 	Sm90Maps maps;
@@ -1105,8 +1251,9 @@ extern "C" tk_status tk_gemm_sm90_launch(const tk_gemm_problem *p, const tk_gemm
 	        p->n % 8 == 0 && a.vec && !search_plain_epilogue() &&
 	        make_map(&maps.c, p->dtype, p->c, p->n, p->m, p->batch, p->ldc,
 	                 p->batch > 1 ? p->stride_c : 0, STAGE_COLS, 64, CU_TENSOR_MAP_SWIZZLE_64B);
+	a.cluster_split = cluster;
 	cudaStream_t st = static_cast<cudaStream_t>(stream);
-	if (pl.split > 1) {
+	if (pl.split > 1 && !cluster) {
 		char *ws = static_cast<char *>(p->workspace);
 		a.counts = reinterpret_cast<unsigned *>(ws);
 		a.part = reinterpret_cast<float *>(ws + counts_bytes(pl));

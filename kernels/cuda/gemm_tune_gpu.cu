@@ -5,9 +5,11 @@
  * share (a random fill and an output comparison).
  *
  * Timing: one launch first (it must succeed, and it says roughly how long
- * a call takes), then a few repeats of a loop of back-to-back launches
- * between CUDA events, rotating over the given copies of the problem; the
- * per-call median of the repeats is the candidate's time. The loop length
+ * a call takes), then a loop of back-to-back calls rotating over the given
+ * copies of the problem, captured in one CUDA graph and replayed a few
+ * times between CUDA events (the GPU's time, as in the bench and in a
+ * plan's replay, not the host's launch rate); the per-call median of the
+ * replays is the candidate's time. The loop length
  * and the number of repeats shrink with the call's time so that every
  * candidate costs about budget_ms, and a candidate whose first call takes
  * over 100 us and three times the best so far is not timed further.
@@ -29,7 +31,7 @@ const int kMaxCandidates = 256;
 const double kDefaultBudgetMs = 20.0;
 const int kMaxReps = 7;
 const int kMinReps = 3;
-const int kMaxLoop = 1000;
+const int kMaxLoop = 256; /* calls in a captured graph */
 
 /* ---- random fill -------------------------------------------------------- */
 
@@ -185,18 +187,41 @@ double time_candidate(const tk_gemm_problem *sets, int n, const tk_gemm_config *
 	reps = reps < kMinReps ? kMinReps : (reps > kMaxReps ? kMaxReps : reps);
 	int64_t loop = (int64_t)(budget_us / (reps * (first > 1e-3 ? first : 1e-3)));
 	loop = loop < 1 ? 1 : (loop > kMaxLoop ? kMaxLoop : loop);
+	loop = loop < n ? n : loop;
+	/* The calls go into one graph, replayed reps times: what the GPU takes
+	 * for them back to back, as in a plan's replay and in the bench, not
+	 * what the host takes to launch them (a split's extra kernel, the
+	 * tensor maps). */
+	cudaGraph_t g = NULL;
+	cudaGraphExec_t ge = NULL;
 	st = TK_OK;
-	for (int r = 0; r < reps && st == TK_OK; r++) {
+	if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+		cudaGetLastError();
+		return -1.0;
+	}
+	for (int64_t j = 0; j < loop && st == TK_OK; j++)
+		st = tk_gemm_launch(&sets[k++ % n], cfg, s);
+	if (cudaStreamEndCapture(s, &g) != cudaSuccess || st != TK_OK ||
+	    cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
+		cudaGetLastError();
+		if (g != NULL)
+			cudaGraphDestroy(g);
+		return -1.0;
+	}
+	cudaGraphDestroy(g);
+	cudaGraphLaunch(ge, s); /* warm-up */
+	for (int r = 0; r < reps; r++) {
 		cudaEventRecord(tm->ev[2 + 2 * r], s);
-		for (int64_t j = 0; j < loop && st == TK_OK; j++)
-			st = tk_gemm_launch(&sets[k++ % n], cfg, s);
+		cudaGraphLaunch(ge, s);
 		cudaEventRecord(tm->ev[3 + 2 * r], s);
 	}
 	if (cudaStreamSynchronize(s) != cudaSuccess) {
+		cudaGraphExecDestroy(ge);
 		*fatal = 1;
 		return -1.0;
 	}
-	if (st != TK_OK || cudaGetLastError() != cudaSuccess)
+	cudaGraphExecDestroy(ge);
+	if (cudaGetLastError() != cudaSuccess)
 		return -1.0;
 	double t[kMaxReps];
 	for (int r = 0; r < reps; r++) {

@@ -165,6 +165,75 @@ __device__ __forceinline__ void fence_proxy_async(void)
 	asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
+/* ---- thread block clusters ---------------------------------------------- */
+
+/* This CTA's rank in its cluster. */
+__device__ __forceinline__ uint32_t cluster_rank(void)
+{
+	uint32_t r;
+	asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+	return r;
+}
+
+/* The shared-memory address of CTA `rank` of the cluster that corresponds
+ * to this CTA's address addr (distributed shared memory). */
+__device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank)
+{
+	uint32_t r;
+	asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
+	return r;
+}
+
+/* Every thread of every CTA of the cluster: arrive, then wait for the rest
+ * (release and acquire at cluster scope). */
+__device__ __forceinline__ void cluster_sync_all(void)
+{
+	asm volatile("barrier.cluster.arrive.release.aligned;\n"
+	             "barrier.cluster.wait.acquire.aligned;" ::
+	                     : "memory");
+}
+
+/* Arrive on the mbarrier at cluster address bar (a peer CTA's), releasing
+ * this thread's earlier memory accesses to the cluster. */
+__device__ __forceinline__ void mbar_arrive_remote(uint32_t bar)
+{
+	asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(bar)
+	             : "memory");
+}
+
+/* mbar_wait that also acquires, at cluster scope, what the peers that
+ * arrived released. */
+__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity)
+{
+	asm volatile("{\n"
+	             ".reg .pred done;\n"
+	             "wait_%=:\n"
+	             "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+	             "@!done bra wait_%=;\n"
+	             "}\n" ::"r"(bar),
+	             "r"(parity)
+	             : "memory");
+}
+
+/* 16 bytes of this CTA's shared memory at addr, and of a peer's at a
+ * cluster address. */
+__device__ __forceinline__ void st_shared_f4(uint32_t addr, float4 v)
+{
+	asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "f"(v.x), "f"(v.y),
+	             "f"(v.z), "f"(v.w)
+	             : "memory");
+}
+
+__device__ __forceinline__ float4 ld_cluster_f4(uint32_t addr)
+{
+	float4 v;
+	asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+	             : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+	             : "r"(addr)
+	             : "memory");
+	return v;
+}
+
 /* ---- warpgroup roles ---------------------------------------------------- */
 
 /* Hand registers back (producer) or take them (consumers); N a multiple of 8. */

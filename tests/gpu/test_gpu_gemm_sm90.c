@@ -57,7 +57,7 @@ static const struct sm90_case CASES[] = {
 
 /* Splits tried on every unsplit candidate besides those the family offers. */
 static const int EXTRA_SPLITS[] = { 2, 3, 7 };
-#define MAX_CFGS 96
+#define MAX_CFGS 128
 
 /* ---- host f16 / bf16 ---------------------------------------------------- */
 
@@ -487,7 +487,8 @@ Test(gemm_sm90, n176_tiles_take_only_a_k_major_b)
 	run_free(&r);
 }
 
-/* Split-K keeps its partial sums in the workspace: without one it is not offered or run. */
+/* Split-K through the workspace keeps its partial sums there: without one it is not
+ * offered or run (a cluster split keeps them in shared memory and is). */
 Test(gemm_sm90, split_k_without_workspace_is_refused_as_unsupported)
 {
 	struct sm90_run r;
@@ -506,11 +507,89 @@ Test(gemm_sm90, split_k_without_workspace_is_refused_as_unsupported)
 	r.p.workspace_bytes = 0;
 	n = tk_gemm_sm90_candidates(&r.p, cfgs, MAX_CFGS);
 	for (int i = 0; i < n; i++)
-		cr_assert(cfgs[i].split_k <= 1, "a split offered without workspace");
+		cr_assert(cfgs[i].split_k <= 1 || cfgs[i].cluster > 1,
+		          "a split through the workspace offered without one");
 	cr_assert_eq(tk_gemm_sm90_launch(&r.p, &split, NULL), TK_ERR_UNSUPPORTED);
 	r.p.workspace = workspace();
 	r.p.workspace_bytes = 4096; /* far too small for the partial tiles */
 	cr_assert_eq(tk_gemm_sm90_launch(&r.p, &split, NULL), TK_ERR_UNSUPPORTED);
+	cr_assert_eq(cudaGetLastError(), cudaSuccess);
+	run_free(&r);
+}
+
+/*
+ * A cluster split (cluster == split_k) adds the same partial sums in the
+ * same K order as the split through the workspace, over distributed shared
+ * memory instead: the same bits, on every run. Every cluster split offered
+ * for a product whose tiles are all split, against the reference and
+ * against the same split through the workspace.
+ */
+Test(gemm_sm90, cluster_split_matches_the_workspace_split_bit_for_bit)
+{
+	struct sm90_run r;
+	tk_gemm_config cfgs[MAX_CFGS];
+
+	gpu_require();
+	run_setup(&r, &CASES[1], TK_BF16, 1);
+	run_reference(&r);
+	int n = tk_gemm_sm90_candidates(&r.p, cfgs, MAX_CFGS), tried = 0;
+	cr_assert(n > 0 && n <= MAX_CFGS);
+	uint16_t *first = malloc(r.nc * 2), *got = malloc(r.nc * 2);
+	cr_assert(first != NULL && got != NULL);
+	for (int i = 0; i < n; i++) {
+		if (cfgs[i].cluster <= 1)
+			continue;
+		char name[96];
+		config_name(&cfgs[i], name, sizeof(name));
+		cr_assert_eq(cfgs[i].cluster, cfgs[i].split_k, "%s: cluster is not the split", name);
+		tk_gemm_config ws = cfgs[i];
+		ws.cluster = 1;
+		cr_assert_lt(run_config(&r, &ws, first), 1e-2, "%s through the workspace: wrong", name);
+		for (int k = 0; k < 10; k++) {
+			cr_assert_lt(run_config(&r, &cfgs[i], got), 1e-2, "%s: wrong result", name);
+			cr_assert(memcmp(first, got, r.nc * 2) == 0,
+			          "%s: run %d differs in its bits from the workspace split", name,
+			          k + 1);
+		}
+		tried++;
+	}
+	cr_assert_gt(tried, 1, "127 x 136 x 1000 has fewer tiles than SMs: cluster splits are offered");
+	free(first);
+	free(got);
+	run_free(&r);
+}
+
+/*
+ * A cluster split needs every tile split, a unit a CTA, and cluster ==
+ * split_k of at most 8 (and no workspace): anything else is refused, not
+ * run.
+ */
+Test(gemm_sm90, cluster_split_outside_its_rules_is_refused_as_unsupported)
+{
+	struct sm90_run r;
+	tk_gemm_config c = { 0 };
+
+	gpu_require();
+	c.kind = TK_GEMM_SM90;
+	c.tile_m = 64;
+	c.tile_n = 64;
+	c.tile_k = 64;
+	c.stages = 12;
+	c.cluster = 2;
+	c.split_k = 2;
+	run_setup(&r, &CASES[8], TK_BF16, 1); /* 2053 x 2057: more tiles than SMs */
+	cr_assert_eq(tk_gemm_sm90_launch(&r.p, &c, NULL), TK_ERR_UNSUPPORTED);
+	run_free(&r);
+	run_setup(&r, &CASES[1], TK_BF16, 1);
+	void *ws = r.p.workspace;
+	r.p.workspace = NULL; /* a cluster split needs none */
+	cr_assert_eq(tk_gemm_sm90_launch(&r.p, &c, NULL), TK_OK, "the rules hold here");
+	r.p.workspace = ws;
+	c.split_k = 4; /* cluster != split */
+	cr_assert_eq(tk_gemm_sm90_launch(&r.p, &c, NULL), TK_ERR_UNSUPPORTED);
+	c.cluster = c.split_k = 9; /* over the portable cluster size */
+	cr_assert_eq(tk_gemm_sm90_launch(&r.p, &c, NULL), TK_ERR_UNSUPPORTED);
+	cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
 	cr_assert_eq(cudaGetLastError(), cudaSuccess);
 	run_free(&r);
 }
