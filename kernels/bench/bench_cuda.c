@@ -65,32 +65,49 @@ double bench_copy_graph_us(cudaStream_t s, size_t bytes, int runs)
 
 double bench_graph_replay_us(cudaGraphExec_t ge, cudaStream_t s, int warmup, int runs)
 {
-	cudaEvent_t *ev = malloc(sizeof(cudaEvent_t) * 2 * (size_t)runs);
+	double m;
+
+	bench_graphs_alternate_us(&ge, 1, s, warmup, runs, &m);
+	return m;
+}
+
+void bench_graphs_alternate_us(const cudaGraphExec_t *ge, int n, cudaStream_t s, int warmup,
+                               int runs, double *med_us)
+{
+	size_t nev = 2 * (size_t)runs * (size_t)n;
+	cudaEvent_t *ev = malloc(sizeof(cudaEvent_t) * nev);
 	double *t = malloc(sizeof(double) * (size_t)runs);
 
 	if (ev == NULL || t == NULL) {
 		fprintf(stderr, "graph timing: out of host memory\n");
 		exit(1);
 	}
-	for (int i = 0; i < warmup; i++)
-		CK(cudaGraphLaunch(ge, s));
-	for (int i = 0; i < 2 * runs; i++)
+	for (int w = 0; w < warmup; w++)
+		for (int g = 0; g < n; g++)
+			CK(cudaGraphLaunch(ge[g], s));
+	for (size_t i = 0; i < nev; i++)
 		CK(cudaEventCreate(&ev[i]));
-	for (int i = 0; i < runs; i++) {
-		CK(cudaEventRecord(ev[2 * i], s));
-		CK(cudaGraphLaunch(ge, s));
-		CK(cudaEventRecord(ev[2 * i + 1], s));
+	/* replay r of graph g between events 2 (r n + g) and 2 (r n + g) + 1 */
+	for (int r = 0; r < runs; r++) {
+		for (int g = 0; g < n; g++) {
+			size_t e = 2 * ((size_t)r * (size_t)n + (size_t)g);
+			CK(cudaEventRecord(ev[e], s));
+			CK(cudaGraphLaunch(ge[g], s));
+			CK(cudaEventRecord(ev[e + 1], s));
+		}
 	}
 	CK(cudaStreamSynchronize(s));
-	for (int i = 0; i < runs; i++) {
-		float ms;
-		CK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
-		t[i] = ms * 1e3;
+	for (int g = 0; g < n; g++) {
+		for (int r = 0; r < runs; r++) {
+			size_t e = 2 * ((size_t)r * (size_t)n + (size_t)g);
+			float ms;
+			CK(cudaEventElapsedTime(&ms, ev[e], ev[e + 1]));
+			t[r] = ms * 1e3;
+		}
+		med_us[g] = bench_median(t, runs);
 	}
-	for (int i = 0; i < 2 * runs; i++)
+	for (size_t i = 0; i < nev; i++)
 		cudaEventDestroy(ev[i]);
-	double m = bench_median(t, runs);
 	free(ev);
 	free(t);
-	return m;
 }

@@ -53,6 +53,14 @@ double bench_copy_graph_us(cudaStream_t s, size_t bytes, int runs);
  */
 double bench_graph_replay_us(cudaGraphExec_t ge, cudaStream_t s, int warmup, int runs);
 
+/*
+ * The same for n graphs replayed in turn (ge[0], ge[1], ..., ge[0], ...),
+ * `runs` times each after `warmup` rounds: a drift of the card's clock or
+ * power over the rounds reaches them all alike. med_us[i] is ge[i]'s median.
+ */
+void bench_graphs_alternate_us(const cudaGraphExec_t *ge, int n, cudaStream_t s, int warmup,
+                               int runs, double *med_us);
+
 #ifdef __cplusplus
 }
 #endif

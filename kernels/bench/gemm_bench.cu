@@ -465,52 +465,6 @@ double time_side(Side *side, int nsets, cudaStream_t s, int reps, int *calls_out
 	return med;
 }
 
-/*
- * Per-call medians of two graphs replayed alternately, reps times each
- * (one warm-up replay of each first): a drift of clock or power over the
- * run (after a heavy case the card may still be held at its power limit)
- * reaches both sides alike, where timing one side after the other gave
- * the second the cooler card.
- */
-void replay_alternately(cudaGraphExec_t a, int calls_a, cudaGraphExec_t b, int calls_b,
-                        cudaStream_t s, int reps, double *us_a, double *us_b)
-{
-	cudaEvent_t *ev = (cudaEvent_t *)malloc(sizeof(cudaEvent_t) * 4 * (size_t)reps);
-	double *ta = (double *)malloc(sizeof(double) * (size_t)reps);
-	double *tb = (double *)malloc(sizeof(double) * (size_t)reps);
-
-	if (ev == NULL || ta == NULL || tb == NULL) {
-		fprintf(stderr, "tileops-bench-gemm: out of host memory\n");
-		exit(1);
-	}
-	CK(cudaGraphLaunch(a, s));
-	CK(cudaGraphLaunch(b, s));
-	for (int i = 0; i < 4 * reps; i++)
-		CK(cudaEventCreate(&ev[i]));
-	for (int i = 0; i < reps; i++) {
-		CK(cudaEventRecord(ev[4 * i], s));
-		CK(cudaGraphLaunch(a, s));
-		CK(cudaEventRecord(ev[4 * i + 1], s));
-		CK(cudaEventRecord(ev[4 * i + 2], s));
-		CK(cudaGraphLaunch(b, s));
-		CK(cudaEventRecord(ev[4 * i + 3], s));
-	}
-	CK(cudaStreamSynchronize(s));
-	for (int i = 0; i < reps; i++) {
-		float ms;
-		CK(cudaEventElapsedTime(&ms, ev[4 * i], ev[4 * i + 1]));
-		ta[i] = ms * 1e3 / calls_a;
-		CK(cudaEventElapsedTime(&ms, ev[4 * i + 2], ev[4 * i + 3]));
-		tb[i] = ms * 1e3 / calls_b;
-	}
-	for (int i = 0; i < 4 * reps; i++)
-		cudaEventDestroy(ev[i]);
-	*us_a = bench_median(ta, reps);
-	*us_b = bench_median(tb, reps);
-	free(ev);
-	free(ta);
-	free(tb);
-}
 
 /* Set cb to the fastest of the heuristic's top algorithms (3 replays each); false if none ran. */
 bool pick_cublas(Cublas *cb, int nsets, cudaStream_t s)
@@ -561,10 +515,16 @@ void run_case(const Case &c, cublasLtHandle_t lt, double bw, const Options &o, c
 	               capture_side(&cb, st.n, s, &g_cb, &calls_cb);
 	r->ours_us = -1.0;
 	r->cublas_us = -1.0;
-	if (have_ours && have_cb)
-		replay_alternately(g_ours, r->calls, g_cb, calls_cb, s, o.reps, &r->ours_us,
-		                   &r->cublas_us);
-	else if (have_ours)
+	if (have_ours && have_cb) {
+		/* Alternated, so that a drift of the card's clock (a heavy case
+		 * before leaves it at its power limit for a while) does not
+		 * favour the side timed second. */
+		const cudaGraphExec_t both[2] = { g_ours, g_cb };
+		double med[2];
+		bench_graphs_alternate_us(both, 2, s, 1, o.reps, med);
+		r->ours_us = med[0] / r->calls;
+		r->cublas_us = med[1] / calls_cb;
+	} else if (have_ours)
 		r->ours_us = bench_graph_replay_us(g_ours, s, 1, o.reps) / r->calls;
 	if (have_ours)
 		CK(cudaGraphExecDestroy(g_ours));

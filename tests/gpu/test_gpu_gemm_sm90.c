@@ -567,16 +567,10 @@ Test(gemm_sm90, cluster_split_matches_the_workspace_split_bit_for_bit)
 Test(gemm_sm90, cluster_split_outside_its_rules_is_refused_as_unsupported)
 {
 	struct sm90_run r;
-	tk_gemm_config c = { 0 };
+	tk_gemm_config c = { .kind = TK_GEMM_SM90, .tile_m = 64, .tile_n = 64, .tile_k = 64,
+		             .stages = 12, .cluster = 2, .split_k = 2 };
 
 	gpu_require();
-	c.kind = TK_GEMM_SM90;
-	c.tile_m = 64;
-	c.tile_n = 64;
-	c.tile_k = 64;
-	c.stages = 12;
-	c.cluster = 2;
-	c.split_k = 2;
 	run_setup(&r, &CASES[8], TK_BF16, 1); /* 2053 x 2057: more tiles than SMs */
 	cr_assert_eq(tk_gemm_sm90_launch(&r.p, &c, NULL), TK_ERR_UNSUPPORTED);
 	run_free(&r);
