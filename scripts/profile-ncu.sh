@@ -13,6 +13,7 @@
 #   gemm-f32     our f32 GEMM (simt family) on 128 x 6144 x 4096
 #   gemm-m128    our GEMM and cuBLASLt on 128 x 4096 x 4096 (Llama 8B o_proj, M = 128)
 #   gemm-m64     our GEMM and cuBLASLt on 64 x 6144 x 4096 (Llama 8B qkv_proj, M = 64)
+#   gemm-o64     our GEMM and cuBLASLt on 64 x 4096 x 4096 (Llama 8B o_proj, M = 64)
 #   gemm-wide    our GEMM and cuBLASLt on 16 x 28672 x 4096 (Llama 8B gate_up_proj, M = 16)
 #   gemm-405b    our GEMM and cuBLASLt on 4096 x 106496 x 16384 (Llama 405B gate_up_proj)
 #   prefill      attention_prefill, d128 B4 H32 S4096 non-causal
@@ -77,6 +78,7 @@ gemm_pair gemm-m1 3 6 "down_proj decode m1"
 gemm_pair gemm-large 1 6 "q_a + kv_a proj prefill"
 gemm_pair gemm-m128 3 6 "o_proj decode m128"
 gemm_pair gemm-m64 3 6 "qkv_proj decode m64"
+gemm_pair gemm-o64 3 6 "o_proj decode m64"
 gemm_pair gemm-wide 3 6 "gate_up_proj decode m16"
 gemm_pair gemm-405b 1 4 "405b gate_up_proj prefill"
 if has gemm-f32; then
