@@ -10,14 +10,15 @@
  * each (at least 5), each replay between CUDA events, and the median
  * replay over the calls in it is the time per call. Alternating keeps a
  * drift of the card's clock (a heavy case before leaves it at its power
- * limit for a while) from favouring the side timed second. Ours is tk_gemm_select + tk_gemm_launch with
- * a 32 MiB workspace; cuBLASLt runs bf16 (f16, f32) in, f32 compute, the
- * same layouts, a 32 MiB workspace and the fastest of the heuristic's top
- * algorithms. Inputs are random in [-1, 1), never zeros. Ours is checked
- * against cuBLASLt (relative norm error over the whole output; unwritten
- * or non-finite elements fail). The copy bandwidth (a 1 GiB device to
- * device copy, bytes read plus written) gives the weight-read floor of the
- * M <= 128 shapes: the weights' bytes over that bandwidth.
+ * limit for a while) from favouring the side timed second. Ours is
+ * tk_gemm_select + tk_gemm_launch with a 32 MiB workspace; cuBLASLt runs
+ * bf16 (f16, f32) in, f32 compute, the same layouts, a 32 MiB workspace
+ * and the fastest of the heuristic's top algorithms. Inputs are random in
+ * [-1, 1), never zeros. Ours is checked against cuBLASLt (relative norm
+ * error over the whole output; unwritten or non-finite elements fail). The
+ * copy bandwidth (a 1 GiB device to device copy, bytes read plus written)
+ * gives the weight-read floor of the M <= 128 shapes: the weights' bytes
+ * over that bandwidth.
  *
  *   tileops-bench-gemm --manifest DIR [--json FILE] [--md FILE]
  *                      [--tune FILE] [--filter SUBSTRING] [--reps N] [--no-sass]
@@ -465,7 +466,6 @@ double time_side(Side *side, int nsets, cudaStream_t s, int reps, int *calls_out
 	return med;
 }
 
-
 /* Set cb to the fastest of the heuristic's top algorithms (3 replays each); false if none ran. */
 bool pick_cublas(Cublas *cb, int nsets, cudaStream_t s)
 {
@@ -485,7 +485,6 @@ bool pick_cublas(Cublas *cb, int nsets, cudaStream_t s)
 	cb->algo = cb->res[best_i].algo;
 	return true;
 }
-
 
 double mismatch_tolerance(tk_dtype dt)
 {

@@ -645,7 +645,8 @@ __device__ __forceinline__ bool cluster_reduce(const Sm90Args &p, float (&acc)[M
 		for (int mi = 0; mi < MI; mi++) {
 #pragma unroll
 			for (int q = 0; q < NR / 4; q++) {
-				float4 x = ld_cluster_f4(src + ((mi * NR / 4 + q) * 128 + tid) * 16);
+				float4 x =
+				        ld_cluster_f4(src + ((mi * NR / 4 + q) * 128 + tid) * 16);
 				acc[mi][4 * q] += x.x;
 				acc[mi][4 * q + 1] += x.y;
 				acc[mi][4 * q + 2] += x.z;

@@ -346,6 +346,22 @@ static double run_config(struct sm90_run *r, const tk_gemm_config *cfg, uint16_t
 	return isnan(rel) ? INFINITY : rel;
 }
 
+/* An sm90 configuration of BM x BN tiles (k 64), a ring of `stages`. */
+static tk_gemm_config sm90_config(int bm, int bn, int stages, int cluster, int split_k)
+{
+	tk_gemm_config c;
+
+	memset(&c, 0, sizeof(c));
+	c.kind = TK_GEMM_SM90;
+	c.tile_m = bm;
+	c.tile_n = bn;
+	c.tile_k = 64;
+	c.stages = stages;
+	c.cluster = cluster;
+	c.split_k = split_k;
+	return c;
+}
+
 /* 1 when cfgs[0..n) holds c already. */
 static int has_config(const tk_gemm_config *cfgs, int n, const tk_gemm_config *c)
 {
@@ -541,10 +557,12 @@ Test(gemm_sm90, cluster_split_matches_the_workspace_split_bit_for_bit)
 			continue;
 		char name[96];
 		config_name(&cfgs[i], name, sizeof(name));
-		cr_assert_eq(cfgs[i].cluster, cfgs[i].split_k, "%s: cluster is not the split", name);
+		cr_assert_eq(cfgs[i].cluster, cfgs[i].split_k, "%s: cluster is not the split",
+		             name);
 		tk_gemm_config ws = cfgs[i];
 		ws.cluster = 1;
-		cr_assert_lt(run_config(&r, &ws, first), 1e-2, "%s through the workspace: wrong", name);
+		cr_assert_lt(run_config(&r, &ws, first), 1e-2, "%s through the workspace: wrong",
+		             name);
 		for (int k = 0; k < 10; k++) {
 			cr_assert_lt(run_config(&r, &cfgs[i], got), 1e-2, "%s: wrong result", name);
 			cr_assert(memcmp(first, got, r.nc * 2) == 0,
@@ -553,7 +571,8 @@ Test(gemm_sm90, cluster_split_matches_the_workspace_split_bit_for_bit)
 		}
 		tried++;
 	}
-	cr_assert_gt(tried, 1, "127 x 136 x 1000 has fewer tiles than SMs: cluster splits are offered");
+	cr_assert_gt(tried, 1,
+	             "127 x 136 x 1000 has fewer tiles than SMs: cluster splits are offered");
 	free(first);
 	free(got);
 	run_free(&r);
@@ -567,8 +586,7 @@ Test(gemm_sm90, cluster_split_matches_the_workspace_split_bit_for_bit)
 Test(gemm_sm90, cluster_split_outside_its_rules_is_refused_as_unsupported)
 {
 	struct sm90_run r;
-	tk_gemm_config c = { .kind = TK_GEMM_SM90, .tile_m = 64, .tile_n = 64, .tile_k = 64,
-		             .stages = 12, .cluster = 2, .split_k = 2 };
+	tk_gemm_config c = sm90_config(64, 64, 12, 2, 2);
 
 	gpu_require();
 	run_setup(&r, &CASES[8], TK_BF16, 1); /* 2053 x 2057: more tiles than SMs */
