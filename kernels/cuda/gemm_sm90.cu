@@ -855,7 +855,7 @@ const Sm90Shape SHAPES[] = {
 constexpr int N_SHAPES = (int)(sizeof(SHAPES) / sizeof(SHAPES[0]));
 constexpr int MAX_SPLIT = 16;
 constexpr int MAX_CLUSTER = 8; /* the portable cluster size */
-/* Split variants offered per shape (good_splits, cluster_splits). */
+/* Split variants offered per shape (good_splits). */
 constexpr int SPLITS_PER_SHAPE = 2;
 
 bool aligned16(const void *p)
@@ -1057,28 +1057,6 @@ bool split_fits(const tk_gemm_problem *p, const Sm90Shape &sh, const Sm90Plan &p
 }
 
 /*
- * The splits worth timing for shape sh: when there are at most 8 waves of
- * tiles and the last is less than 90% full (the tail is worth cutting), the
- * largest split that fits one round (K ranges of at least 4 k-tiles, at
- * most MAX_SPLIT) and half of it.
- */
-int good_splits(const tk_gemm_problem *p, const Sm90Shape &sh, int sms, int *out)
-{
-	Sm90Plan pl;
-	plan_of(p, sh, MAX_SPLIT, sms, &pl);
-	int64_t ktiles = (p->k + BK - 1) / BK;
-	int most = pl.split < ktiles / 4 ? pl.split : (int)(ktiles / 4), n = 0;
-	if (pl.split < 2 || pl.rest * 10 >= sms * 9 || pl.tiles > 8 * sms)
-		return 0;
-	for (int split = most; split >= 2 && n < SPLITS_PER_SHAPE; split /= 2) {
-		plan_of(p, sh, split, sms, &pl);
-		if (split_fits(p, sh, pl))
-			out[n++] = split;
-	}
-	return n;
-}
-
-/*
  * Whether plan pl of a split along K can run as a cluster split: every tile
  * split (fewer tiles than SMs), a unit a CTA, at most MAX_CLUSTER units a
  * tile.
@@ -1090,22 +1068,25 @@ bool cluster_plan_ok(const Sm90Plan &pl, int split)
 }
 
 /*
- * The cluster splits worth timing for shape sh: where every tile is split
- * (the tiles alone leave SMs idle), the largest split of at most
- * MAX_CLUSTER that fits one round (K ranges of at least 4 k-tiles) and half
- * of it. They need no workspace.
+ * The splits worth timing for shape sh: when there are at most 8 waves of
+ * tiles and the last is less than 90% full (the tail is worth cutting), the
+ * largest split that fits one round (K ranges of at least 4 k-tiles, at
+ * most MAX_SPLIT) and half of it, each where the workspace holds it. With
+ * cluster, the cluster splits instead: only where every tile is split (the
+ * tiles alone leave SMs idle), at most MAX_CLUSTER, no workspace needed.
  */
-int cluster_splits(const tk_gemm_problem *p, const Sm90Shape &sh, int sms, int *out)
+int good_splits(const tk_gemm_problem *p, const Sm90Shape &sh, int sms, int *out, bool cluster)
 {
 	Sm90Plan pl;
-	plan_of(p, sh, MAX_CLUSTER, sms, &pl);
+	plan_of(p, sh, cluster ? MAX_CLUSTER : MAX_SPLIT, sms, &pl);
 	int64_t ktiles = (p->k + BK - 1) / BK;
 	int most = pl.split < ktiles / 4 ? pl.split : (int)(ktiles / 4), n = 0;
-	if (pl.full != 0 || pl.rest * 10 >= sms * 9)
+	if (pl.split < 2 || pl.rest * 10 >= sms * 9 || pl.tiles > 8 * sms ||
+	    (cluster && pl.full != 0))
 		return 0;
 	for (int split = most; split >= 2 && n < SPLITS_PER_SHAPE; split /= 2) {
 		plan_of(p, sh, split, sms, &pl);
-		if (cluster_plan_ok(pl, split))
+		if (cluster ? cluster_plan_ok(pl, split) : split_fits(p, sh, pl))
 			out[n++] = split;
 	}
 	return n;
@@ -1138,8 +1119,7 @@ int add_splits(const tk_gemm_problem *p, int shape, int sms, tk_gemm_config *out
 	int splits[SPLITS_PER_SHAPE];
 	if (!shape_takes(p, shape))
 		return n;
-	int ns = cluster ? cluster_splits(p, SHAPES[shape], sms, splits)
-	                 : good_splits(p, SHAPES[shape], sms, splits);
+	int ns = good_splits(p, SHAPES[shape], sms, splits, cluster);
 	for (int i = 0; i < ns; i++, n++)
 		if (n < max)
 			out[n] = config_of(shape, splits[i], cluster);
