@@ -155,7 +155,10 @@ int tk_gemm_table_count(void);
  * tk_gemm_tune_sets: the same over n copies of one problem (rotated so
  * the L2 does not serve small weights), writing each copy's c, which must
  * be scratch. budget_ms caps each candidate's timing (0: 20 ms). Puts
- * nothing in the table. err (may be NULL) says why it failed.
+ * nothing in the table. err (may be NULL) says why it failed. Candidates
+ * are timed as replays of a captured CUDA graph; on the legacy default
+ * stream, which cannot be captured, that runs on a private stream once the
+ * work before on it is done.
  *
  * tk_gemm_fill_random fills n elements of dtype dt with values in [-1, 1)
  * drawn from seed. tk_gemm_compare writes ||x - y|| / ||y|| over the

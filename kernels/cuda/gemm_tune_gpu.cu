@@ -446,7 +446,22 @@ extern "C" tk_status tk_gemm_tune_sets(const tk_gemm_problem *sets, int n, void 
 			goto out;
 		}
 		double budget_us = (budget_ms > 0.0 ? budget_ms : kDefaultBudgetMs) * 1e3;
-		st = time_all(sets, n, cand, nc, s, budget_us, t);
+		/* The timing captures graphs, which the legacy default stream cannot:
+		 * on it, time on a private stream once the work before is done. */
+		cudaStream_t ts = s, own = NULL;
+		if (s == NULL || s == cudaStreamLegacy) {
+			if (cudaStreamSynchronize(s) != cudaSuccess ||
+			    cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking) != cudaSuccess) {
+				cudaGetLastError();
+				set_err(err, errlen, cls, "no stream to time on");
+				st = TK_ERR_LAUNCH;
+				goto out;
+			}
+			ts = own;
+		}
+		st = time_all(sets, n, cand, nc, ts, budget_us, t);
+		if (own != NULL)
+			cudaStreamDestroy(own); /* time_all synchronized it */
 		if (st != TK_OK) {
 			set_err(err, errlen, cls, "a candidate faulted on the device");
 			goto out;

@@ -951,3 +951,36 @@ Test(gpu_gemm_pdl, chained_products_give_the_same_bits_with_and_without_pdl)
 	}
 	tt_free(&x0);
 }
+
+/* ---- tuning ------------------------------------------------------------- */
+
+/*
+ * Tuning times its candidates as graph replays, and capture cannot start on
+ * the legacy default stream: given that stream, tk_gemm_tune_problem times
+ * on a private one and still picks a configuration, which computes the
+ * product.
+ */
+Test(gpu_gemm_tune, tuning_on_the_legacy_default_stream_picks_a_working_configuration)
+{
+	const gcase g = { .dt = TK_BF16, .m = 16, .n = 520, .k = 1000, .trans_b = 1, .alpha = 1.0 };
+	tk_gemm_config best;
+	double us = 0.0;
+	char how[96];
+	void *ws = NULL;
+	gdata d;
+
+	gpu_require();
+	data_init(&d, &g);
+	cr_assert_eq(cudaMalloc(&ws, TK_WORKSPACE_BYTES), cudaSuccess);
+	tk_gemm_problem p = problem_of(&d, &g, ws, TK_WORKSPACE_BYTES);
+	cr_assert_eq(tk_gemm_tune_problem(&p, NULL, &best, &us), TK_OK,
+	             "tuning on the legacy default stream failed");
+	cr_assert_gt(us, 0.0, "no time measured");
+	tk_gemm_config_str(&best, how, sizeof(how));
+	data_reset(&d);
+	cr_assert_eq(tk_gemm_launch(&p, &best, NULL), TK_OK, "the pick %s refused", how);
+	sync_ok(NULL, how);
+	data_check(&d, &g, how);
+	cudaFree(ws);
+	data_free(&d, &g);
+}
