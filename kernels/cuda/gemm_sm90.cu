@@ -437,7 +437,7 @@ __device__ __forceinline__ void main_tail(float (&acc)[MI][NR], uint32_t empty, 
 	if (prev >= 0 && (tid & 31) == 0)
 		mbar_arrive(empty + 8 * prev);
 	if (prev >= 0 && peer_empty != 0 && (tid & 31) == 1)
-		mbar_arrive_remote(peer_empty + 8 * prev);
+		mbar_arrive_peer(peer_empty + 8 * prev);
 }
 
 /* Two f32 values as the 4 bytes of two T. */
@@ -761,10 +761,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 				 * each asks for half of the a tile's rows, into both.
 				 * The peer's half may complete on full before this
 				 * CTA's arrival: the phase waits for that arrival. */
-				if (p.pair)
-					mbar_wait_cluster(empty + 8 * s, phase ^ 1);
-				else
-					mbar_wait(empty + 8 * s, phase ^ 1);
+				mbar_wait(empty + 8 * s, phase ^ 1);
 				mbar_arrive_expect_tx(full + 8 * s, L::A_BYTES + L::B_BYTES);
 				if (p.pair)
 					tma_load_3d_multicast(sa + rank * (L::A_BYTES / 2), &map_a,

@@ -215,6 +215,17 @@ __device__ __forceinline__ void mbar_arrive_remote(uint32_t bar)
 	             : "memory");
 }
 
+/*
+ * Arrive on a peer CTA's mbarrier at cluster address bar with the default
+ * semantics (release at CTA scope): a hand-back of a slot whose reads are
+ * complete already (wgmma.wait_group), where a release at cluster scope
+ * would only add a fence to every step of a main loop.
+ */
+__device__ __forceinline__ void mbar_arrive_peer(uint32_t bar)
+{
+	asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
 /* mbar_wait that also acquires, at cluster scope, what the peers that
  * arrived released. */
 __device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity)
@@ -340,7 +351,7 @@ __device__ __forceinline__ void slot_issued(float (&acc)[MI][NR], uint32_t empty
 	if (prev >= 0 && (tid & 31) == 0)
 		mbar_arrive(empty + 8 * prev);
 	if (prev >= 0 && peer_empty != 0 && (tid & 31) == 1)
-		mbar_arrive_remote(peer_empty + 8 * prev);
+		mbar_arrive_peer(peer_empty + 8 * prev);
 	prev = s;
 	if (++s == stages) {
 		s = 0;
