@@ -288,15 +288,14 @@ void builtin_select(const tk_gemm_problem *p, tk_gemm_config *cfg)
 		int64_t big_tiles = (p->m + 127) / 128 * ((p->n + 255) / 256) * p->batch;
 		int want_n = p->m <= 128 ? 64 : big_tiles >= sm_count() ? 256 : 128, pick = -1;
 		for (int i = 0; i < n; i++) {
-			if (list[i].tile_m != 128 || list[i].tile_n != want_n || list[i].cluster > 1)
+			if (list[i].tile_m != 128 || list[i].tile_n != want_n)
 				continue;
 			if (pick < 0 || list[i].stages == 4)
 				pick = i;
 		}
 		if (pick < 0 && want_n == 64) {
 			for (int i = 0; i < n && pick < 0; i++) {
-				if (list[i].tile_m == 128 && list[i].tile_n == 128 &&
-				    list[i].cluster <= 1)
+				if (list[i].tile_m == 128 && list[i].tile_n == 128)
 					pick = i;
 			}
 		}

@@ -47,14 +47,6 @@
  * rank 0 adds its peers' through distributed shared memory, in the same K
  * order (the same bits), with no workspace, counters or clearing kernel.
  *
- * Pairs (cluster 2, no split): the two CTAs of a cluster take adjacent
- * tile-columns of one tile-row, so their a tiles are the same; each asks
- * the copy engine for half of its rows, delivered to both (multicast), so
- * the a panel is read from L2 once a pair. A stage is then free only when
- * the consumers of both CTAs are done with it: each consumer warp hands a
- * stage back to its own "empty" barrier and to the peer's, and neither CTA
- * exits before the peer's last hand-back ("finished").
- *
  * Epilogue: each consumer scales its accumulators by alpha, stages them as
  * f32 through a small shared buffer, 32 columns at a time, and stores rows
  * with 16-byte writes after adding bias and residual (read the same way);
@@ -121,7 +113,6 @@ struct Sm90Args {
 	int tma_c;                   /* BM <= 128, no bias or residual: store c by TMA */
 	int trigger;                 /* PDL: let the next kernel launch at the start */
 	int cluster_split;           /* the split units of a tile are one cluster */
-	int pair;                    /* clusters of 2 on adjacent tile-columns share the a tile */
 	float alpha;
 	/* split > 1: a counter per split tile and consumer warpgroup, a
 	 * partial tile of ROWS x BN floats per split unit and warpgroup. */
@@ -151,11 +142,10 @@ template <int BM, int BN, int STAGES> struct Layout {
 	static constexpr bool TMA_C = tma_c_tile(BM, BN);
 	/* Chunk buffers a consumer warpgroup: as many as the ring leaves room
 	 * for, up to a whole tile, so that stores in flight cover the memory's
-	 * latency (at least two, unless one holds the whole tile). */
+	 * latency (at least two). */
 	static constexpr int CHUNK_ROOM = (SMEM_MAX - RING - OTHER) / 2 / TMA_CHUNK_BYTES;
-	static constexpr int CHUNKS = !TMA_C || CHUNK_ROOM < 2 ? 2
-	                              : CHUNK_ROOM < BN / 32   ? CHUNK_ROOM
-	                                                       : BN / 32;
+	static constexpr int CHUNKS =
+	        !TMA_C || CHUNK_ROOM < 2 ? 2 : (CHUNK_ROOM < BN / 32 ? CHUNK_ROOM : BN / 32);
 	/* One consumer warpgroup's epilogue buffer: the f32 staging rows or the
 	 * chunks; a multiple of 1024 bytes, so that every chunk starts on the
 	 * period of the 64-byte swizzle (512 bytes) the copy engine reads. */
@@ -163,13 +153,11 @@ template <int BM, int BN, int STAGES> struct Layout {
 	        CHUNKS * TMA_CHUNK_BYTES > STAGE_BYTES ? CHUNKS *TMA_CHUNK_BYTES : STAGE_BYTES;
 	static constexpr int EPI = RING; /* two consumer buffers */
 	/* full[], empty[], turn[2], then a split-K word a consumer, then the
-	 * cluster split's "ready" and "done" mbarriers, two each, then a
-	 * pair's "finished" */
+	 * cluster split's "ready" and "done" mbarriers, two each */
 	static constexpr int BARS = EPI + 2 * EPI_WG;
 	static constexpr int WORDS = BARS + 2 * 8 * STAGES + 16;
 	static constexpr int CLUSTER_BARS = WORDS + 8;
-	static constexpr int FINISHED = CLUSTER_BARS + 32;
-	static constexpr int BYTES = FINISHED + 8;
+	static constexpr int BYTES = CLUSTER_BARS + 32;
 	/* +1024: the dynamic window is aligned up to the swizzle period. */
 	static constexpr int ALLOC = BYTES + 1024;
 	static_assert(ALLOC <= SMEM_MAX, "stages do not fit in shared memory");
@@ -194,11 +182,6 @@ __device__ __forceinline__ void wgmma(float (&d)[N / 2], uint64_t da, uint64_t d
 			wgmma_m64n64k16_bf16<TB>(d, da, db);
 		else
 			wgmma_m64n64k16_f16<TB>(d, da, db);
-	} else if constexpr (N == 32) {
-		if constexpr (BF)
-			wgmma_m64n32k16_bf16<TB>(d, da, db);
-		else
-			wgmma_m64n32k16_f16<TB>(d, da, db);
 	} else if constexpr (N == 128) {
 		if constexpr (BF)
 			wgmma_m64n128k16_bf16<TB>(d, da, db);
@@ -391,14 +374,14 @@ template <int STAGES> __device__ __forceinline__ void ring_skip(int &s, uint32_t
 /*
  * The consumer main loop over n k-tiles: wait for each stage, issue its
  * wgmmas, and hand the previous stage back once its products are done.
- * a_off selects this warpgroup's rows of the a tile; peer_empty (0: none)
- * is the pair peer's "empty" barriers. Returns the stage still being read
- * (-1: none), for main_tail; the last products may still be in flight.
+ * a_off selects this warpgroup's rows of the a tile. Returns the stage
+ * still being read (-1: none), for main_tail; the last products may still
+ * be in flight.
  */
 template <typename T, int BM, int BN, int STAGES, int TB, int MI>
 __device__ __forceinline__ int main_loop(float (&acc)[MI][BN / 2], uint32_t base, uint32_t full,
-                                         uint32_t empty, uint32_t peer_empty, uint32_t a_off,
-                                         int &s, uint32_t &phase, int n, int tid)
+                                         uint32_t empty, uint32_t a_off, int &s, uint32_t &phase,
+                                         int n, int tid)
 {
 	using L = Layout<BM, BN, STAGES>;
 	int prev = -1;
@@ -420,15 +403,14 @@ __device__ __forceinline__ int main_loop(float (&acc)[MI][BN / 2], uint32_t base
 				wgmma<T, BN, 1 - TB>(acc[mi], da, db);
 			}
 		}
-		slot_issued(acc, empty, prev, s, phase, STAGES, tid, peer_empty);
+		slot_issued(acc, empty, prev, s, phase, STAGES, tid);
 	}
 	return prev;
 }
 
 /* Wait for the last products and hand back the stage they read. */
 template <int MI, int NR>
-__device__ __forceinline__ void main_tail(float (&acc)[MI][NR], uint32_t empty, uint32_t peer_empty,
-                                          int prev, int tid)
+__device__ __forceinline__ void main_tail(float (&acc)[MI][NR], uint32_t empty, int prev, int tid)
 {
 	wgmma_wait<0>();
 #pragma unroll
@@ -436,8 +418,6 @@ __device__ __forceinline__ void main_tail(float (&acc)[MI][NR], uint32_t empty, 
 		acc_fence(acc[mi]);
 	if (prev >= 0 && (tid & 31) == 0)
 		mbar_arrive(empty + 8 * prev);
-	if (prev >= 0 && peer_empty != 0 && (tid & 31) == 1)
-		mbar_arrive_peer(peer_empty + 8 * prev);
 }
 
 /* Two f32 values as the 4 bytes of two T. */
@@ -495,8 +475,9 @@ __device__ __forceinline__ void tile_write(const float (&acc)[NR], uint32_t buf,
 
 /* Chunks CH .. the last, each through buffer CH % NB as its own bulk group,
  * once the group NB chunks back has read it. The first chunk of a tile
- * waits for every group before: when NB does not divide the tile's chunks,
- * the previous tile's last chunks may sit in any buffer. */
+ * waits for every group before: when NB does not divide the tile's chunks
+ * (m64 n256 with a ring of 5: 8 chunks, 3 buffers), the previous tile's
+ * last chunks may sit in any buffer, the first included. */
 template <typename T, int NR, int NB, int CH>
 __device__ __forceinline__ void chunks_ring(const float (&acc)[NR], const CUtensorMap *map_c,
                                             uint32_t buf, float alpha, int bar, int b, int m0,
@@ -534,8 +515,8 @@ __device__ __forceinline__ void epilogue_tma(const Sm90Args &p, const float (&ac
 {
 	/* the copy engine stores whole 32-column boxes: tiles of whole chunks only */
 	static_assert(NR * 2 % STAGE_COLS == 0, "a partial chunk would spill into the next tile");
+	static_assert(NB >= 2, "one chunk buffer would serialize the stores");
 	constexpr int CHUNKS = NR * 2 / STAGE_COLS;
-	static_assert(NB >= 2 || NB >= CHUNKS, "one chunk buffer would serialize the stores");
 	if constexpr (NB >= CHUNKS) {
 		if (tid == 0)
 			bulk_wait_read<0>();
@@ -705,18 +686,12 @@ __global__ void __launch_bounds__(THREADS, 1)
 	uint32_t full = base + L::BARS, empty = full + 8 * STAGES, turn = empty + 8 * STAGES;
 	int ktiles = (p.k + BK - 1) / BK;
 
-	/* A pair: this CTA's rank, and where its peer's barriers are. */
-	uint32_t rank = p.pair ? cluster_rank() : 0;
-	uint32_t peer_empty = p.pair ? cluster_map(empty, rank ^ 1) : 0;
 	if (threadIdx.x == 0) {
 		for (int s = 0; s < STAGES; s++) {
 			mbar_init(full + 8 * s, 1);
-			/* one arrival per consumer warp that reads the stage, of
-			 * both CTAs of a pair (each fills half of the other's a) */
-			mbar_init(empty + 8 * s, (PP ? 4 : 8) * (p.pair ? 2 : 1));
+			/* one arrival per consumer warp that reads the stage */
+			mbar_init(empty + 8 * s, PP ? 4 : 8);
 		}
-		/* every consumer warp of the peer, once done with this CTA */
-		mbar_init(base + L::FINISHED, 8);
 		mbar_init(turn, 4);
 		mbar_init(turn + 8, 4);
 		for (int w = 0; w < 2 && p.cluster_split; w++) {
@@ -729,10 +704,8 @@ __global__ void __launch_bounds__(THREADS, 1)
 	}
 	__syncthreads();
 	/* A peer arrives on this CTA's barriers only once they are set up. */
-	if (p.cluster_split || p.pair)
+	if (p.cluster_split)
 		cluster_sync_all();
-	/* A pair walks its units together, one tile-column each. */
-	const int first = (int)(blockIdx.x >> p.pair), stride = (int)(gridDim.x >> p.pair);
 
 	if (threadIdx.x < 128) {
 		regs_release<PRODUCER_REGS>();
@@ -747,28 +720,17 @@ __global__ void __launch_bounds__(THREADS, 1)
 			tkc::pdl_trigger();
 		int s = 0;
 		uint32_t phase = 0;
-		for (long long u = first; u < p.units; u += stride) {
+		for (long long u = blockIdx.x; u < p.units; u += gridDim.x) {
 			Unit w = unit_at(p, u, ktiles);
 			int b, tm, tn;
 			tile_at(p, w.t, b, tm, tn);
-			tn = p.pair ? 2 * tn + (int)rank : tn;
 			int za = p.a_batched ? b : 0, zb = p.b_batched ? b : 0;
 			for (int kt = w.k0; kt < w.k1; kt++) {
 				uint32_t sa = base + s * L::A_BYTES;
 				uint32_t sb = base + STAGES * L::A_BYTES + s * L::B_BYTES;
-				/* A pair: the stage is free in both CTAs once it is
-				 * here (the peer's consumers hand it back here too);
-				 * each asks for half of the a tile's rows, into both.
-				 * The peer's half may complete on full before this
-				 * CTA's arrival: the phase waits for that arrival. */
 				mbar_wait(empty + 8 * s, phase ^ 1);
 				mbar_arrive_expect_tx(full + 8 * s, L::A_BYTES + L::B_BYTES);
-				if (p.pair)
-					tma_load_3d_multicast(sa + rank * (L::A_BYTES / 2), &map_a,
-					                      full + 8 * s, kt * BK,
-					                      tm * BM + (int)rank * (BM / 2), za, 3);
-				else
-					tma_load_3d(sa, &map_a, full + 8 * s, kt * BK, tm * BM, za);
+				tma_load_3d(sa, &map_a, full + 8 * s, kt * BK, tm * BM, za);
 				if constexpr (TB) {
 					tma_load_3d(sb, &map_b, full + 8 * s, kt * BK, tn * BN, zb);
 				} else {
@@ -796,7 +758,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 	int s = 0;
 	uint32_t phase = 0;
 	int j = 0; /* this CTA's units so far */
-	for (long long u = first; u < p.units; u += stride, j++) {
+	for (long long u = blockIdx.x; u < p.units; u += gridDim.x, j++) {
 		Unit w = unit_at(p, u, ktiles);
 		if (PP && (j & 1) != wg) {
 			ring_skip<STAGES>(s, phase, w.k1 - w.k0);
@@ -812,13 +774,13 @@ __global__ void __launch_bounds__(THREADS, 1)
 				acc[mi][i] = 0.0f;
 			acc_fence(acc[mi]);
 		}
-		int last = main_loop<T, BM, BN, STAGES, TB, MI>(acc, base, full, empty, peer_empty,
-		                                                a_off, s, phase, w.k1 - w.k0, tid);
+		int last = main_loop<T, BM, BN, STAGES, TB, MI>(acc, base, full, empty, a_off, s,
+		                                                phase, w.k1 - w.k0, tid);
 		/* Every wgmma of this unit is issued: the other warpgroup's may
 		 * queue behind them while these finish. */
 		if (PP && (tid & 31) == 0)
 			mbar_arrive(turn + 8 * wg);
-		main_tail<MI, NR>(acc, empty, peer_empty, last, tid);
+		main_tail<MI, NR>(acc, empty, last, tid);
 
 		/* Split-K: the last of a tile's units to finish runs its epilogue.
 		 * Each cooperative warpgroup counts and publishes its own half. */
@@ -836,14 +798,11 @@ __global__ void __launch_bounds__(THREADS, 1)
 
 		int b, tm, tn;
 		tile_at(p, w.t, b, tm, tn);
-		tn = p.pair ? 2 * tn + (int)rank : tn;
 #pragma unroll
 		for (int mi = 0; mi < MI; mi++) {
 			int m0 = tm * BM + (PP ? 0 : wg * ROWS) + mi * 64;
-			/* a block of rows wholly past M, or a pair's second tile
-			 * past N (odd tile-columns): nothing to store */
-			if (m0 >= p.m || tn * BN >= p.n)
-				continue;
+			if (m0 >= p.m)
+				continue; /* a block of rows wholly past M: nothing to store */
 			bool tma = false;
 			if constexpr (L::TMA_C) {
 				tma = p.tma_c;
@@ -856,15 +815,6 @@ __global__ void __launch_bounds__(THREADS, 1)
 				epilogue_chunks<T, NR, 0>(p, acc[mi], stg, 1 + wg, b, m0, tn * BN,
 				                          tid);
 		}
-	}
-	/* A pair: each warp's last hand-back to the peer goes before its
-	 * "finished" (same thread, lane 1), and neither CTA exits while the
-	 * other may still arrive on its barriers or copy into it. */
-	if (p.pair) {
-		if ((tid & 31) == 1)
-			mbar_arrive_remote(cluster_map(base + L::FINISHED, rank ^ 1));
-		if (wg == 0 && tid == 0)
-			mbar_wait_cluster(base + L::FINISHED, 0);
 	}
 	/* Shared memory must outlive the copy engine's reads of it. */
 	if (L::TMA_C && p.tma_c && tid == 0)
@@ -889,10 +839,7 @@ namespace
  * overlaps the other warpgroup's main loop). m64 n256 comes with a ring of
  * 5 and of 4, m128 n256 of 4 and of 3: the shallower rings leave room for
  * a whole tile of store chunks a warpgroup, for products whose time is
- * writing c (short K). n32 (m64 with a 16-stage ring, m128 with 10; a
- * K-major b only, like n176) gives decode products twice the CTAs of n64
- * without splitting K (128 for N = 4096), each streaming a 32-row weight
- * panel.
+ * writing c (short K).
  */
 struct Sm90Shape {
 	int bm, bn, stages;
@@ -906,7 +853,7 @@ struct Sm90Maps {
 const Sm90Shape SHAPES[] = {
 	{ 128, 256, 4 }, { 128, 128, 6 }, { 256, 128, 4 }, { 128, 192, 5 }, { 128, 64, 8 },
 	{ 64, 256, 5 },  { 64, 128, 8 },  { 128, 176, 5 }, { 64, 256, 4 },  { 128, 256, 3 },
-	{ 64, 64, 12 },  { 64, 32, 16 },  { 128, 32, 10 },
+	{ 64, 64, 12 },
 };
 constexpr int N_SHAPES = (int)(sizeof(SHAPES) / sizeof(SHAPES[0]));
 constexpr int MAX_SPLIT = 16;
@@ -948,8 +895,8 @@ bool sm90_serves(const tk_gemm_problem *p)
 	if (p->lda >= (1ll << 39) || p->ldb >= (1ll << 39) || p->stride_a >= (1ll << 39) ||
 	    p->stride_b >= (1ll << 39))
 		return false;
-	/* The most tiles any configuration walks: m64 n32 (split units add < SMs). */
-	int64_t tiles = (p->m + 63) / 64 * ((p->n + 31) / 32) * p->batch;
+	/* The most tiles any configuration walks: m64 n64 (split units add < SMs). */
+	int64_t tiles = (p->m + 63) / 64 * ((p->n + 63) / 64) * p->batch;
 	return tiles <= lim;
 }
 
@@ -968,8 +915,7 @@ int sm_count(void)
 	return n;
 }
 
-/* Launch with PDL when it is on, in clusters of a.split CTAs for a cluster
- * split, of 2 for a pair. */
+/* Launch with PDL when it is on, in clusters of a.split CTAs for a cluster split. */
 template <typename T, int BM, int BN, int ST, int TB>
 tk_status launch_one(const Sm90Maps &m, const Sm90Args &a, int grid, cudaStream_t stream)
 {
@@ -984,37 +930,19 @@ tk_status launch_one(const Sm90Maps &m, const Sm90Args &a, int grid, cudaStream_
 	cudaLaunchConfig_t lc = {};
 	cudaLaunchAttribute at[2];
 	unsigned nat = 0;
-	if (a.cluster_split || a.pair) {
+	if (a.cluster_split) {
 		at[0].id = cudaLaunchAttributeClusterDimension;
-		at[0].val.clusterDim.x = a.pair ? 2u : (unsigned)a.split;
+		at[0].val.clusterDim.x = (unsigned)a.split;
 		at[0].val.clusterDim.y = 1;
 		at[0].val.clusterDim.z = 1;
 		nat = 1;
 	}
+	tkc::pdl_attr(at, &nat);
 	lc.gridDim = dim3((unsigned)grid);
 	lc.blockDim = dim3(THREADS);
 	lc.dynamicSmemBytes = L::ALLOC;
 	lc.stream = stream;
 	lc.attrs = at;
-	lc.numAttrs = nat;
-	/* Persistent pairs: no more than fit at once (a GPC with an odd count of
-	 * free SMs leaves one of them out); the rest would wait for a second
-	 * round. Asked once a device. */
-	if (a.pair) {
-		static std::atomic<int> fit[64];
-		int dev = 0, f = 0;
-		if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < 64 &&
-		    (f = fit[dev].load(std::memory_order_relaxed)) == 0) {
-			if (cudaOccupancyMaxActiveClusters(&f, kern, &lc) != cudaSuccess || f <= 0) {
-				(void)cudaGetLastError();
-				f = -1; /* unknown: launch as planned */
-			}
-			fit[dev].store(f, std::memory_order_relaxed);
-		}
-		if (f > 0 && grid > 2 * f)
-			lc.gridDim = dim3((unsigned)(2 * f));
-	}
-	tkc::pdl_attr(at, &nat);
 	lc.numAttrs = nat;
 	if (cudaLaunchKernelEx(&lc, kern, m.a, m.b, m.c, a) != cudaSuccess) {
 		(void)cudaGetLastError();
@@ -1050,18 +978,8 @@ tk_status launch_shape(int shape, const Sm90Maps &m, const Sm90Args &a, int grid
 		return launch_one<T, 64, 256, 4, TB>(m, a, grid, st);
 	case 9:
 		return launch_one<T, 128, 256, 3, TB>(m, a, grid, st);
-	case 10:
-		return launch_one<T, 64, 64, 12, TB>(m, a, grid, st);
-	case 11:
-		if constexpr (TB == 1)
-			return launch_one<T, 64, 32, 16, TB>(m, a, grid, st);
-		else
-			return TK_ERR_UNSUPPORTED;
 	default:
-		if constexpr (TB == 1)
-			return launch_one<T, 128, 32, 10, TB>(m, a, grid, st);
-		else
-			return TK_ERR_UNSUPPORTED;
+		return launch_one<T, 64, 64, 12, TB>(m, a, grid, st);
 	}
 }
 
@@ -1076,13 +994,7 @@ tk_status launch_layout(int shape, int trans_b, const Sm90Maps &m, const Sm90Arg
 /* A cluster split: cluster == split_k, 2 to MAX_CLUSTER. */
 bool cluster_split_of(const tk_gemm_config *cfg)
 {
-	return cfg->cluster > 1 && cfg->split_k > 1;
-}
-
-/* A pair: cluster 2 without a split, two tiles sharing the a tile. */
-bool pair_of(const tk_gemm_config *cfg)
-{
-	return cfg->cluster == 2 && cfg->split_k <= 1;
+	return cfg->cluster > 1;
 }
 
 int shape_of(const tk_gemm_config *cfg)
@@ -1090,8 +1002,7 @@ int shape_of(const tk_gemm_config *cfg)
 	if (cfg == nullptr || cfg->kind != TK_GEMM_SM90 || cfg->tile_k != BK || cfg->cluster < 0 ||
 	    cfg->split_k < 0 || cfg->split_k > MAX_SPLIT)
 		return -1;
-	if (cfg->cluster > 1 && !pair_of(cfg) &&
-	    (cfg->cluster != cfg->split_k || cfg->cluster > MAX_CLUSTER))
+	if (cluster_split_of(cfg) && (cfg->cluster != cfg->split_k || cfg->cluster > MAX_CLUSTER))
 		return -1;
 	for (int i = 0; i < N_SHAPES; i++)
 		if (SHAPES[i].bm == cfg->tile_m && SHAPES[i].bn == cfg->tile_n &&
@@ -1108,31 +1019,12 @@ int shape_of(const tk_gemm_config *cfg)
 struct Sm90Plan {
 	int tiles_m, tiles_n, tiles, split, rest, grid;
 	long long full, units;
-	bool pair;
 };
-
-/*
- * A pair's plan: units are pairs of adjacent tile-columns (the last one
- * half past N when the tile-columns are odd), a cluster of 2 CTAs each, no
- * split; tiles_n counts the pairs.
- */
-void pair_plan_of(const tk_gemm_problem *p, const Sm90Shape &sh, int sms, Sm90Plan *pl)
-{
-	pl->tiles_m = (int)((p->m + sh.bm - 1) / sh.bm);
-	pl->tiles_n = (int)(((p->n + sh.bn - 1) / sh.bn + 1) / 2);
-	pl->tiles = (int)(pl->tiles_m * pl->tiles_n * p->batch);
-	pl->split = 1;
-	pl->rest = 0;
-	pl->full = pl->units = pl->tiles;
-	pl->grid = 2 * (int)(pl->units < sms / 2 ? pl->units : sms / 2);
-	pl->pair = true;
-}
 
 void plan_of(const tk_gemm_problem *p, const Sm90Shape &sh, int split, int sms, Sm90Plan *pl)
 {
 	pl->tiles_m = (int)((p->m + sh.bm - 1) / sh.bm);
 	pl->tiles_n = (int)((p->n + sh.bn - 1) / sh.bn);
-	pl->pair = false;
 	pl->tiles = (int)(pl->tiles_m * pl->tiles_n * p->batch);
 	pl->rest = pl->tiles % sms;
 	pl->split = split;
@@ -1265,10 +1157,9 @@ bool search_plain_epilogue(void)
 
 /*
  * The unsplit shapes, then their split variants (those that need workspace
- * only when p brings enough), the cluster splits and the pairs. The split
- * variants of m128 n256 s4 come first: the dispatcher's built-in choice
- * takes the last m128 n256 s4 entry it sees among the first 16, which stays
- * the unsplit one.
+ * only when p brings enough). The split variants of m128 n256 s4 come
+ * first: the dispatcher's built-in choice takes the last m128 n256 s4 entry
+ * it sees, which stays the unsplit one.
  */
 extern "C" int tk_gemm_sm90_candidates(const tk_gemm_problem *p, tk_gemm_config *out, int max)
 {
@@ -1291,16 +1182,6 @@ extern "C" int tk_gemm_sm90_candidates(const tk_gemm_problem *p, tk_gemm_config 
 		n = add_splits(p, i, sms, out, n, max);
 	for (int i = 0; i < N_SHAPES && !base; i++)
 		n = add_splits(p, i, sms, out, n, max, true);
-	/* Pairs, wherever there are two tile-columns to share an a tile. */
-	for (int i = 0; i < N_SHAPES && !base; i++) {
-		if (!shape_takes(p, i) || p->n <= SHAPES[i].bn)
-			continue;
-		if (n < max) {
-			out[n] = config_of(i, 1);
-			out[n].cluster = 2;
-		}
-		n++;
-	}
 	return n;
 }
 
@@ -1315,19 +1196,15 @@ extern "C" tk_status tk_gemm_sm90_launch(const tk_gemm_problem *p, const tk_gemm
 	if (sms <= 0)
 		return TK_ERR_LAUNCH;
 	Sm90Plan pl;
-	bool cluster = cluster_split_of(cfg), pair = pair_of(cfg);
-	if (pair)
-		pair_plan_of(p, sh, sms, &pl);
-	else
-		plan_of(p, sh, cfg->split_k > 1 ? cfg->split_k : 1, sms, &pl);
+	plan_of(p, sh, cfg->split_k > 1 ? cfg->split_k : 1, sms, &pl);
+	bool cluster = cluster_split_of(cfg);
 	if (cluster ? !cluster_plan_ok(pl, cfg->split_k) : !split_fits(p, sh, pl))
 		return TK_ERR_UNSUPPORTED;
 	int64_t nb = p->trans_b ? p->n : p->k, kb = p->trans_b ? p->k : p->n;
 	Sm90Maps maps;
 	memset(&maps, 0, sizeof(maps));
-	/* A pair's CTAs each load half of the a tile's rows, into both. */
 	if (!make_map(&maps.a, p->dtype, p->a, p->k, p->m, p->stride_a ? p->batch : 1, p->lda,
-	              p->stride_a, BK, pair ? sh.bm / 2 : sh.bm) ||
+	              p->stride_a, BK, sh.bm) ||
 	    !make_map(&maps.b, p->dtype, p->b, kb, nb, p->stride_b ? p->batch : 1, p->ldb,
 	              p->stride_b, BK, p->trans_b ? sh.bn : BK))
 		return TK_ERR_UNSUPPORTED;
@@ -1343,8 +1220,7 @@ extern "C" tk_status tk_gemm_sm90_launch(const tk_gemm_problem *p, const tk_gemm
 	a.split = pl.split;
 	a.trigger = tk_gemm_common::early_trigger(pl.grid, sms);
 	/* Walk about sqrt(sms * BN / BM) tile-rows together: the CTAs running at
-	 * once then cover a near-square patch of c, reading the least of a and b
-	 * (pairs too: half as many units, each twice as wide). */
+	 * once then cover a near-square patch of c, reading the least of a and b. */
 	int group = 1;
 	while ((group + 1) * (group + 1) * sh.bm <= sms * sh.bn)
 		group++;
@@ -1360,7 +1236,6 @@ extern "C" tk_status tk_gemm_sm90_launch(const tk_gemm_problem *p, const tk_gemm
 	        make_map(&maps.c, p->dtype, p->c, p->n, p->m, p->batch, p->ldc,
 	                 p->batch > 1 ? p->stride_c : 0, STAGE_COLS, 64, CU_TENSOR_MAP_SWIZZLE_64B);
 	a.cluster_split = cluster;
-	a.pair = pair;
 	cudaStream_t st = static_cast<cudaStream_t>(stream);
 	if (pl.split > 1 && !cluster) {
 		char *ws = static_cast<char *>(p->workspace);

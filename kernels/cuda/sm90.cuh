@@ -117,20 +117,6 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void *map, uint3
 	        : "memory");
 }
 
-/*
- * tma_load_3d for every CTA of the cluster in cta_mask: the box lands at
- * dst in each of their shared memories and completes bytes on the barrier
- * at bar in each.
- */
-__device__ __forceinline__ void tma_load_3d_multicast(uint32_t dst, const void *map, uint32_t bar,
-                                                      int x, int y, int z, uint16_t cta_mask)
-{
-	asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::"
-	             "bytes.multicast::cluster [%0], [%1, {%3, %4, %5}], [%2], %6;" ::"r"(dst),
-	             "l"((uint64_t)map), "r"(bar), "r"(x), "r"(y), "r"(z), "h"(cta_mask)
-	             : "memory");
-}
-
 /* The same for a 4-d box at (c0..c3). */
 __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void *map, uint32_t bar, int c0,
                                             int c1, int c2, int c3)
@@ -213,17 +199,6 @@ __device__ __forceinline__ void mbar_arrive_remote(uint32_t bar)
 {
 	asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(bar)
 	             : "memory");
-}
-
-/*
- * Arrive on a peer CTA's mbarrier at cluster address bar with the default
- * semantics (release at CTA scope): a hand-back of a slot whose reads are
- * complete already (wgmma.wait_group), where a release at cluster scope
- * would only add a fence to every step of a main loop.
- */
-__device__ __forceinline__ void mbar_arrive_peer(uint32_t bar)
-{
-	asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(bar) : "memory");
 }
 
 /* mbar_wait that also acquires, at cluster scope, what the peers that
@@ -334,14 +309,11 @@ template <int N> __device__ __forceinline__ void acc_fence(float (&d)[N])
  * products of the slot before are done, hand that slot back (one arrival
  * per warp on its "empty" mbarrier, 8 bytes apart from empty on) and move
  * the ring on (phase flips at each wrap). prev: the slot still being read,
- * -1 at the start. peer_empty (a cluster address, 0: none): the same
- * barriers of a peer CTA whose copies also fill this CTA's slots, handed
- * the slot back too (by lane 1, alongside lane 0's).
+ * -1 at the start.
  */
 template <int MI, int NR>
 __device__ __forceinline__ void slot_issued(float (&acc)[MI][NR], uint32_t empty, int &prev, int &s,
-                                            uint32_t &phase, int stages, int tid,
-                                            uint32_t peer_empty = 0)
+                                            uint32_t &phase, int stages, int tid)
 {
 	wgmma_commit();
 	wgmma_wait<1>();
@@ -350,8 +322,6 @@ __device__ __forceinline__ void slot_issued(float (&acc)[MI][NR], uint32_t empty
 		acc_fence(acc[mi]);
 	if (prev >= 0 && (tid & 31) == 0)
 		mbar_arrive(empty + 8 * prev);
-	if (prev >= 0 && peer_empty != 0 && (tid & 31) == 1)
-		mbar_arrive_peer(peer_empty + 8 * prev);
 	prev = s;
 	if (++s == stages) {
 		s = 0;
