@@ -714,25 +714,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 		tma_prefetch_map(&map_a);
 		tma_prefetch_map(&map_b);
 		/* Launched with PDL, the CTA may start while the kernel before
-		 * runs: nothing is read or written before that one completes.
-		 * What the ring's first fill will read of b (the weights, in a
-		 * layer) is asked into L2 meanwhile, so that the fill does not
-		 * wait for DRAM after the kernel before ends. */
-		if (blockIdx.x < p.units) {
-			Unit w = unit_at(p, blockIdx.x, ktiles);
-			int b, tm, tn;
-			tile_at(p, w.t, b, tm, tn);
-			int zb = p.b_batched ? b : 0;
-			for (int kt = w.k0; kt < w.k1 && kt < w.k0 + STAGES; kt++) {
-				if constexpr (TB) {
-					tma_prefetch_3d(&map_b, kt * BK, tn * BN, zb);
-				} else {
-#pragma unroll
-					for (int j = 0; j < BN / 64; j++)
-						tma_prefetch_3d(&map_b, tn * BN + 64 * j, kt * BK, zb);
-				}
-			}
-		}
+		 * runs: nothing is read or written before that one completes. */
 		tkc::pdl_wait();
 		if (p.trigger)
 			tkc::pdl_trigger();

@@ -117,19 +117,6 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void *map, uint3
 	        : "memory");
 }
 
-/*
- * Ask for the box at (x, y, z) of `map` to be brought into L2, a hint with
- * no completion to wait for. The L2 is where every SM's writes land, so a
- * prefetch can never leave a later read a stale copy.
- */
-__device__ __forceinline__ void tma_prefetch_3d(const void *map, int x, int y, int z)
-{
-	asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];" ::"l"(
-	                     (uint64_t)map),
-	             "r"(x), "r"(y), "r"(z)
-	             : "memory");
-}
-
 /* The same for a 4-d box at (c0..c3). */
 __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void *map, uint32_t bar, int c0,
                                             int c1, int c2, int c3)
