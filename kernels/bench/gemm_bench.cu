@@ -523,8 +523,12 @@ void run_case(const Case &c, cublasLtHandle_t lt, double bw, const Options &o, c
 		bench_graphs_alternate_us(both, 2, s, 1, o.reps, med);
 		r->ours_us = med[0] / r->calls;
 		r->cublas_us = med[1] / calls_cb;
-	} else if (have_ours)
+	} else if (have_ours) {
 		r->ours_us = bench_graph_replay_us(g_ours, s, 1, o.reps) / r->calls;
+	} else if (have_cb) {
+		/* ours refused: cuBLASLt's time still goes in the row */
+		r->cublas_us = bench_graph_replay_us(g_cb, s, 1, o.reps) / calls_cb;
+	}
 	if (have_ours)
 		CK(cudaGraphExecDestroy(g_ours));
 	if (have_cb)

@@ -396,11 +396,13 @@ static inline cudaError_t allow_dynamic_smem(const void *fn, int bytes,
 	cudaError_t e = cudaGetDevice(&dev);
 	if (e != cudaSuccess)
 		return e;
-	const uint64_t bit = 1ull << (dev & 63);
-	if (done.load(std::memory_order_acquire) & bit)
+	/* Devices past the 64 the set holds are set every time. */
+	const bool kept = dev >= 0 && dev < 64;
+	const uint64_t bit = kept ? 1ull << dev : 0;
+	if (kept && (done.load(std::memory_order_acquire) & bit))
 		return cudaSuccess;
 	e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-	if (e == cudaSuccess)
+	if (e == cudaSuccess && kept)
 		done.fetch_or(bit, std::memory_order_release);
 	return e;
 }

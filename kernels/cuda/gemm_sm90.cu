@@ -861,11 +861,6 @@ constexpr int MAX_CLUSTER = 8; /* the portable cluster size */
 /* Split variants offered per shape (good_splits). */
 constexpr int SPLITS_PER_SHAPE = 2;
 
-bool aligned16(const void *p)
-{
-	return ((uintptr_t)p & 15) == 0;
-}
-
 /*
  * What the copy engine and the kernel's indexing need: f16 or bf16; a and b
  * 16-byte aligned with pitches and batch strides in multiples of 16 bytes;
@@ -883,7 +878,7 @@ bool sm90_serves(const tk_gemm_problem *p)
 		return false;
 	if (p->a == nullptr || p->b == nullptr || p->c == nullptr)
 		return false;
-	if (!aligned16(p->a) || !aligned16(p->b) || p->lda % 8 != 0 || p->ldb % 8 != 0 ||
+	if (!tkc::aligned16(p->a) || !tkc::aligned16(p->b) || p->lda % 8 != 0 || p->ldb % 8 != 0 ||
 	    p->lda < p->k || p->ldb < kb || p->ldc < p->n)
 		return false;
 	if (p->residual != nullptr && p->ldr < p->n)
@@ -1055,7 +1050,7 @@ size_t split_bytes(const Sm90Shape &sh, const Sm90Plan &pl)
 
 bool split_fits(const tk_gemm_problem *p, const Sm90Shape &sh, const Sm90Plan &pl)
 {
-	return pl.split <= 1 || (p->workspace != nullptr && aligned16(p->workspace) &&
+	return pl.split <= 1 || (p->workspace != nullptr && tkc::aligned16(p->workspace) &&
 	                         split_bytes(sh, pl) <= p->workspace_bytes);
 }
 
