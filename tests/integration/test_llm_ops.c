@@ -3,8 +3,9 @@
  * on whichever backend the fixture daemon runs: gemm with a residual and
  * the bias left out (handle 0), in place on its residual; bmm; the paged
  * KV cache filled by kv_cache_append and read by attention_decode_paged;
- * attention_prefill with its optional lse output given or omitted. Every
- * result is compared with a reference computed here on the host.
+ * attention_prefill with its optional lse output given or omitted; products
+ * whose weights the op just before them wrote. Every result is compared
+ * with a reference computed here on the host.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -372,4 +373,102 @@ Test(llm, a_decode_step_as_a_plan_matches_its_ops_one_by_one_as_lengths_grow)
 		             "step %d: the plan appended to other slots than the ops did", step_i);
 	}
 	tileops_plan_free(p);
+}
+
+/* ---- weights written just before their product ------------------------ */
+
+enum { WM = 64, WN = 256, WK = 512, WROUNDS = 4 };
+
+/*
+ * The ops of one round: w1 = -w0, c = x w1^T, w0 = -w1, d = x w0^T. t[i]
+ * holds op i's tensors, inputs then the output; they outlive the ops.
+ */
+static void weight_round_ops(tileops_tensor x, tileops_tensor w0, tileops_tensor w1,
+                             tileops_tensor c, tileops_tensor d, tileops_tensor t[4][3],
+                             tileops_op ops[4], const tileops_param *p)
+{
+	const tileops_tensor tensors[4][3] = {
+		{ w0, w1, 0 }, { x, w1, c }, { w1, w0, 0 }, { x, w0, d }
+	};
+	memcpy(t, tensors, sizeof(tensors));
+	for (int i = 0; i < 4; i++) {
+		int prod = i & 1, n_in = prod ? 2 : 1;
+		tileops_op o = { prod ? "gemm" : "neg", t[i], (size_t)n_in, &t[i][n_in], 1,
+			         prod ? p : NULL, prod ? 1u : 0u };
+		ops[i] = o;
+	}
+}
+
+/* Every c of the rounds holds -x w^T and every d x w^T. */
+static void expect_signed_products(tileops_tensor *c, tileops_tensor *d, const float *x,
+                                   const float *w, const char *how)
+{
+	float *want = malloc(sizeof(float) * WM * WN), *got = malloc(sizeof(float) * WM * WN);
+	uint16_t *bits = malloc(sizeof(uint16_t) * WM * WN);
+	cr_assert(want && got && bits);
+	for (int i = 0; i < WM; i++)
+		for (int j = 0; j < WN; j++) {
+			double acc = 0.0;
+			for (int k = 0; k < WK; k++)
+				acc += (double)x[i * WK + k] * w[j * WK + k];
+			want[i * WN + j] = (float)acc;
+		}
+	for (int r = 0; r < 2 * WROUNDS; r++) {
+		th_read(client, r & 1 ? d[r / 2] : c[r / 2], bits, sizeof(uint16_t) * WM * WN);
+		for (int e = 0; e < WM * WN; e++)
+			got[e] = (r & 1 ? 1.0f : -1.0f) * th_bf16_to_f32(bits[e]);
+		double rel = rel_err(got, want, WM * WN);
+		cr_assert_lt(rel, 1e-2, "%s, round %d, %s: relative error %.3g against the host",
+		             how, r / 2, r & 1 ? "x w^T" : "-x w^T", rel);
+	}
+	free(want);
+	free(got);
+	free(bits);
+}
+
+/*
+ * A product may ask for its weights before the kernel before it has
+ * finished (programmatic dependent launch), but only weights that kernel
+ * does not write. Here the op just before each product writes its weights
+ * (neg, flipping their sign), with nothing waited on between the ops, four
+ * rounds in a row, run op by op and as a plan: every product must see the
+ * weights as written.
+ */
+Test(llm, a_gemm_reads_the_weights_the_op_just_before_it_wrote)
+{
+	th_rng r = th_rng_seed(23);
+	const int64_t sx[] = { WM, WK }, sw[] = { WN, WK }, sc[] = { WM, WN };
+	float *x, *w;
+	tileops_tensor tx = bf16_random(2, sx, &r, &x), tw0 = bf16_random(2, sw, &r, &w);
+	tileops_tensor tw1 = th_tensor(client, TILEOPS_BF16, 2, sw);
+	tileops_tensor c[WROUNDS], d[WROUNDS], t[WROUNDS][4][3];
+	tileops_op ops[WROUNDS][4];
+	tileops_param p = tileops_param_bool("trans_b", 1);
+
+	for (int i = 0; i < WROUNDS; i++) {
+		c[i] = th_tensor(client, TILEOPS_BF16, 2, sc);
+		d[i] = th_tensor(client, TILEOPS_BF16, 2, sc);
+		weight_round_ops(tx, tw0, tw1, c[i], d[i], t[i], ops[i], &p);
+	}
+	for (int i = 0; i < WROUNDS; i++)
+		for (int j = 0; j < 4; j++)
+			th_run(client, &ops[i][j]);
+	expect_signed_products(c, d, x, w, "op by op");
+
+	tileops_plan *plan = NULL;
+	cr_assert_eq(tileops_plan_begin(client, NULL, &plan), TILEOPS_OK, "%s",
+	             tileops_last_error());
+	for (int i = 0; i < WROUNDS; i++)
+		for (int j = 0; j < 4; j++)
+			cr_assert_eq(tileops_plan_add(plan, &ops[i][j]), TILEOPS_OK, "%s",
+			             tileops_last_error());
+	cr_assert_eq(tileops_plan_end(plan), TILEOPS_OK, "%s", tileops_last_error());
+	for (int run = 0; run < 3; run++) {
+		cr_assert_eq(tileops_plan_run(plan, 0, NULL, 0), TILEOPS_OK, "%s",
+		             tileops_last_error());
+		expect_signed_products(c, d, x, w, run ? "a plan's replay" : "a plan's first run");
+	}
+	tileops_plan_free(plan);
+	free(x);
+	free(w);
 }
