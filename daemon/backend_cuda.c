@@ -5,7 +5,6 @@
  */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,26 +35,10 @@ typedef struct cuda_ipc_map {
  * made on the first op that can use it). Ops on one stream run in order,
  * so they can all share it.
  */
-/*
- * Device memory the kernel launched last on a stream may write: every tensor
- * it was handed, inputs too (some ops update an input in place), and its
- * workspace. With PDL the next kernel may start while that one runs, so an
- * input of the next that overlaps none of these is stable (tk_call.stable_in)
- * and may be read before its wait. `known` is 0 after anything but a kernel
- * launch (a copy, a graph, a capture's end): nothing is then stable.
- */
-#define CUDA_LAST_SPANS (TK_MAX_INPUTS + TK_MAX_OUTPUTS + 1)
-typedef struct cuda_written {
-	int known;
-	int n;
-	uintptr_t lo[CUDA_LAST_SPANS], hi[CUDA_LAST_SPANS];
-} cuda_written;
-
 typedef struct cuda_stream {
 	cudaStream_t s;
 	void *ws;
 	int pooled;               /* one of the streams made at open */
-	cuda_written last;        /* what the last kernel launched on s may write */
 	struct cuda_stream *next; /* in the pool's free list */
 } cuda_stream;
 
@@ -577,14 +560,12 @@ truncated:
 static tileops_status cuda_write(backend *be, void *stream, void *dst, const arena *a,
                                  size_t aoff, size_t len, char *err, size_t errlen)
 {
-	((cuda_stream *)stream)->last.known = 0;
 	return cuda_copy(be, cs(stream), dst, a, aoff, len, 1, err, errlen);
 }
 
 static tileops_status cuda_read(backend *be, void *stream, const void *src, const arena *a,
                                 size_t aoff, size_t len, char *err, size_t errlen)
 {
-	((cuda_stream *)stream)->last.known = 0;
 	return cuda_copy(be, cs(stream), (void *)src, a, aoff, len, 0, err, errlen);
 }
 
@@ -638,80 +619,23 @@ static void *cuda_workspace(cuda_thread *im, cuda_stream *st)
 	return *slot;
 }
 
-/* The bytes [*lo, *hi) a view of t can reach; empty when it has no data or no elements. */
-static void tensor_span(const tk_tensor *t, uintptr_t *lo, uintptr_t *hi)
-{
-	uintptr_t base = (uintptr_t)t->data, esize = tk_dtype_size(t->dtype);
-	uintptr_t below = 0, above = esize;
-	*lo = *hi = base;
-	if (!t->data || esize == 0)
-		return;
-	for (int d = 0; d < t->ndim; d++) {
-		if (t->shape[d] <= 0)
-			return;
-		int64_t reach = (t->shape[d] - 1) * t->stride[d];
-		if (reach < 0)
-			below += (uintptr_t)(-reach) * esize;
-		else
-			above += (uintptr_t)reach * esize;
-	}
-	*lo = base - below;
-	*hi = base + above;
-}
-
-/* The stable inputs of call on st (tk_call.stable_in), then call's own
- * tensors and workspace become what st's last kernel may write. */
-static uint32_t stable_inputs(cuda_written *w, const tk_call *call)
-{
-	uint32_t stable = 0;
-	for (int i = 0; i < call->n_in && i < TK_MAX_INPUTS && w->known; i++) {
-		uintptr_t lo, hi;
-		tensor_span(&call->in[i], &lo, &hi);
-		int clear = lo < hi;
-		for (int j = 0; j < w->n && clear; j++)
-			clear = hi <= w->lo[j] || w->hi[j] <= lo;
-		if (clear)
-			stable |= 1u << i;
-	}
-	w->known = 1;
-	w->n = 0;
-	for (int i = 0; i < call->n_in + call->n_out + 1; i++) {
-		uintptr_t lo, hi;
-		if (i < call->n_in) {
-			tensor_span(&call->in[i], &lo, &hi);
-		} else if (i < call->n_in + call->n_out) {
-			tensor_span(&call->out[i - call->n_in], &lo, &hi);
-		} else {
-			lo = (uintptr_t)call->workspace;
-			hi = call->workspace ? lo + call->workspace_bytes : lo;
-		}
-		if (lo < hi && w->n < CUDA_LAST_SPANS) {
-			w->lo[w->n] = lo;
-			w->hi[w->n] = hi;
-			w->n++;
-		}
-	}
-	return stable;
-}
-
 static tileops_status cuda_launch(backend *be, void *stream, const tk_kernel_entry *k,
                                   const tk_call *call, int timed, int slot, void *arg, char *err,
                                   size_t errlen)
 {
 	cuda_thread *im = cuda_tls;
-	cuda_stream *str = stream;
-	cudaStream_t s = str->s;
-	tk_call run = *call;
-	if (k->workspace && !run.workspace) {
-		run.workspace = cuda_workspace(im, str);
-		run.workspace_bytes = run.workspace ? TK_WORKSPACE_BYTES : 0;
+	cudaStream_t s = cs(stream);
+	tk_call with_ws;
+	if (k->workspace && !call->workspace) {
+		with_ws = *call;
+		with_ws.workspace = cuda_workspace(im, stream);
+		with_ws.workspace_bytes = with_ws.workspace ? TK_WORKSPACE_BYTES : 0;
+		call = &with_ws;
 	}
-	run.stable_in = stable_inputs(&str->last, &run);
 	if (im->capturing || !timed) {
-		tk_status cst = k->cuda(&run, s);
+		tk_status cst = k->cuda(call, s);
 		if (cst == TK_OK)
 			return TILEOPS_OK;
-		str->last.known = 0; /* which kernel ran last is not known */
 		snprintf(err, errlen, "%s: kernel launch failed: %s", k->op,
 		         cudaGetErrorString(cudaGetLastError()));
 		return cst == TK_ERR_UNSUPPORTED ? TILEOPS_ERR_UNSUPPORTED : TILEOPS_ERR_BACKEND;
@@ -725,9 +649,7 @@ static tileops_status cuda_launch(backend *be, void *stream, const tk_kernel_ent
 	t->slot = slot;
 	t->arg = arg;
 	cudaEventRecord(t->start, s);
-	tk_status st = k->cuda(&run, s);
-	if (st != TK_OK)
-		str->last.known = 0;
+	tk_status st = k->cuda(call, s);
 	if (st == TK_ERR_UNSUPPORTED) {
 		snprintf(err, errlen, "%s: the CUDA kernel does not support these arguments", k->op);
 		return TILEOPS_ERR_UNSUPPORTED;
@@ -796,10 +718,6 @@ static tileops_status cuda_capture_begin(backend *be, void *stream, char *err, s
 	cudaError_t e = cudaStreamBeginCapture(cs(stream), cudaStreamCaptureModeThreadLocal);
 	if (e != cudaSuccess)
 		return cuda_fail(e, "cudaStreamBeginCapture", err, errlen);
-	/* A graph's first kernel has none before it in the graph: a replay
-	 * starts once the work before it in the stream is done. */
-	((cuda_stream *)stream)->last.known = 1;
-	((cuda_stream *)stream)->last.n = 0;
 	im->capturing = 1;
 	im->capture_ws = NULL;
 	return TILEOPS_OK;
@@ -812,7 +730,6 @@ static void cuda_capture_abort(backend *be, void *stream)
 	if (cudaStreamEndCapture(cs(stream), &g) == cudaSuccess && g)
 		cudaGraphDestroy(g);
 	cudaGetLastError();
-	((cuda_stream *)stream)->last.known = 0;
 	im->capturing = 0;
 	if (im->capture_ws)
 		cudaFree(im->capture_ws);
@@ -826,7 +743,6 @@ static tileops_status cuda_capture_end(backend *be, void *stream, void **graph, 
 	cudaGraph_t g = NULL;
 	cudaError_t e = cudaStreamEndCapture(cs(stream), &g);
 	void *ws = im->capture_ws;
-	((cuda_stream *)stream)->last.known = 0;
 	im->capturing = 0;
 	im->capture_ws = NULL;
 	if (e != cudaSuccess) {
@@ -883,7 +799,6 @@ static tileops_status cuda_capture_end(backend *be, void *stream, void **graph, 
 static tileops_status cuda_graph_launch(backend *be, void *stream, void *graph, char *err,
                                         size_t errlen)
 {
-	((cuda_stream *)stream)->last.known = 0;
 	cudaError_t e = cudaGraphLaunch(((cuda_graph *)graph)->exec, cs(stream));
 	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "cudaGraphLaunch", err, errlen);
 }

@@ -104,13 +104,6 @@ typedef struct tk_param {
  * workspace, when not NULL, is workspace_bytes of device memory the kernel
  * owns for the duration of the launch (stream order): the caller never
  * hands the same workspace to two launches that may run at once.
- *
- * stable_in, bit i: no kernel that may still run when this launch starts
- * writes input i. With programmatic dependent launch that is the kernel
- * before it in its stream (tk_cuda_pdl): a launcher may then read input i
- * before it waits for that kernel (the GEMMs start streaming weights).
- * 0, the default, is always correct; the caller sets a bit only when it
- * knows what the kernel before wrote.
  */
 typedef struct tk_call {
 	int n_in;
@@ -121,7 +114,6 @@ typedef struct tk_call {
 	tk_param params[TK_MAX_PARAMS];
 	void *workspace;
 	size_t workspace_bytes;
-	uint32_t stable_in;
 } tk_call;
 
 /* 1 when input i was given (present and not left out). */

@@ -36,13 +36,6 @@ typedef struct tk_gemm_problem {
 	float alpha;
 	void *workspace; /* may be NULL */
 	size_t workspace_bytes;
-	/*
-	 * 1: no kernel that may still run when this one starts writes b (the
-	 * kernel before it in its stream, launched with PDL, as weights are
-	 * never written by it). The TMA families then ask for b's first tiles
-	 * before their griddepcontrol.wait. 0 when unsure: always correct.
-	 */
-	int b_stable;
 } tk_gemm_problem;
 
 /* The kernel families. */

@@ -22,13 +22,10 @@
  *
  *   tileops-bench-gemm --manifest DIR [--json FILE] [--md FILE]
  *                      [--tune FILE] [--filter SUBSTRING] [--reps N] [--no-sass]
- *                      [--b-stable 0|1] [--list]
+ *                      [--list]
  *
  * --tune loads a tuning cache (docs/tuning.md) before selecting configs;
- * --list prints the cases and exits. --b-stable 1 (the default) runs ours
- * as tileopsd runs a product of weights that the kernel before it does not
- * write (tk_gemm_problem.b_stable: the first weight tiles are asked for
- * before the PDL wait); 0 measures without.
+ * --list prints the cases and exits.
  */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -88,7 +85,7 @@ struct Result {
 
 struct Options {
 	const char *manifest, *json, *md, *tune, *filter;
-	int reps, sass, list, b_stable;
+	int reps, sass, list;
 };
 
 Case cases[kMaxCases];
@@ -276,7 +273,7 @@ struct Ours : Side {
 	tk_gemm_problem p[kMaxSets];
 	tk_gemm_config cfg;
 
-	Ours(const Case &c, const Sets &st, int b_stable)
+	Ours(const Case &c, const Sets &st)
 	{
 		for (int i = 0; i < st.n; i++) {
 			tk_gemm_problem &q = p[i];
@@ -300,7 +297,6 @@ struct Ours : Side {
 			q.alpha = 1.0f;
 			q.workspace = st.ws;
 			q.workspace_bytes = kWorkspace;
-			q.b_stable = b_stable; /* no kernel of the bench writes b */
 		}
 		tk_gemm_select(&p[0], &cfg);
 	}
@@ -508,7 +504,7 @@ void run_case(const Case &c, cublasLtHandle_t lt, double bw, const Options &o, c
 	r->c = &c;
 	make_sets(c, &st, s);
 	r->sets = st.n;
-	Ours ours(c, st, o.b_stable);
+	Ours ours(c, st);
 	Cublas cb(lt, c, st);
 	tk_gemm_config_str(&ours.cfg, r->config, sizeof(r->config));
 	cudaGraphExec_t g_ours, g_cb;
@@ -594,17 +590,15 @@ double geomean_speed(const Result *r, int n, int *count)
 	return *count ? exp(lg / *count) : NAN;
 }
 
-void print_md(FILE *f, const Result *r, int n, double bw, int hgmma, const char *device,
-              int b_stable)
+void print_md(FILE *f, const Result *r, int n, double bw, int hgmma, const char *device)
 {
 	int cnt;
 	double gm = geomean_speed(r, n, &cnt);
 
 	fprintf(f,
 	        "GEMM: ours vs cuBLASLt on %s. Copy bandwidth %.3f TB/s (1 GiB D2D, read + "
-	        "written). HGMMA instructions in the bench binary's SASS: %d. Ours loads the first "
-	        "weight tiles before the PDL wait (b stable): %s.\n\n",
-	        device, bw, hgmma, b_stable && tk_cuda_pdl() ? "yes" : "no");
+	        "written). HGMMA instructions in the bench binary's SASS: %d.\n\n",
+	        device, bw, hgmma);
 	fprintf(f, "| workload | MxNxK | dtype | ours us | cuBLAS us | ours TFLOP/s | cuBLAS "
 	           "TFLOP/s | speed vs cuBLAS | %% of weight floor | config | check |\n");
 	fprintf(f, "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n");
@@ -736,8 +730,7 @@ int count_hgmma(void)
 int usage(void)
 {
 	fprintf(stderr, "usage: tileops-bench-gemm --manifest DIR [--json FILE] [--md FILE] "
-	                "[--tune FILE] [--filter SUBSTRING] [--reps N] [--no-sass] "
-	                "[--b-stable 0|1] [--list]\n");
+	                "[--tune FILE] [--filter SUBSTRING] [--reps N] [--no-sass] [--list]\n");
 	return 2;
 }
 
@@ -745,7 +738,7 @@ int usage(void)
 
 int main(int argc, char **argv)
 {
-	Options o = { NULL, NULL, NULL, NULL, NULL, 9, 1, 0, 1 };
+	Options o = { NULL, NULL, NULL, NULL, NULL, 9, 1, 0 };
 	cudaDeviceProp prop;
 	cudaStream_t s;
 	cublasLtHandle_t lt;
@@ -775,8 +768,6 @@ int main(int argc, char **argv)
 			o.filter = v;
 		else if (!strcmp(argv[i], "--reps"))
 			o.reps = atoi(v);
-		else if (!strcmp(argv[i], "--b-stable") && (!strcmp(v, "0") || !strcmp(v, "1")))
-			o.b_stable = v[0] == '1';
 		else
 			return usage();
 		i++;
@@ -821,14 +812,14 @@ int main(int argc, char **argv)
 		        r[nr].ok ? (r[nr].mismatch ? "MISMATCH" : "ok") : r[nr].error);
 		nr++;
 	}
-	print_md(stdout, r, nr, bw, hgmma, prop.name, o.b_stable);
+	print_md(stdout, r, nr, bw, hgmma, prop.name);
 	if (o.md != NULL) {
 		FILE *f = fopen(o.md, "w");
 		if (f == NULL) {
 			perror(o.md);
 			return 1;
 		}
-		print_md(f, r, nr, bw, hgmma, prop.name, o.b_stable);
+		print_md(f, r, nr, bw, hgmma, prop.name);
 		fclose(f);
 	}
 	if (o.json != NULL && write_json(o.json, r, nr, bw, hgmma, prop.name) != 0)

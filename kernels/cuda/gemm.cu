@@ -463,7 +463,6 @@ extern "C" tk_status tk_cuda_gemm(const tk_call *call, void *stream)
 	p.c = c->data;
 	p.workspace = call->workspace;
 	p.workspace_bytes = call->workspace ? call->workspace_bytes : 0;
-	p.b_stable = (call->stable_in >> 1) & 1;
 	return gemm_run(&p, static_cast<cudaStream_t>(stream));
 }
 
@@ -499,6 +498,5 @@ extern "C" tk_status tk_cuda_bmm(const tk_call *call, void *stream)
 	p.c = c->data;
 	p.workspace = call->workspace;
 	p.workspace_bytes = call->workspace ? call->workspace_bytes : 0;
-	p.b_stable = (call->stable_in >> 1) & 1;
 	return gemm_run(&p, static_cast<cudaStream_t>(stream));
 }

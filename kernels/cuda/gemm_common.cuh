@@ -2,20 +2,16 @@
  * gemm_common.cuh - host code the GEMM families (gemm_sm90.cu,
  * gemm_smallm.cu, gemm_decode.cu, gemm_simt.cu) share: whether c, bias and
  * residual allow 16-byte access, the launch arguments the TMA families name
- * alike, the device's shared-memory limits, when a PDL launch triggers and
- * whether it may load b before its wait,
+ * alike, the device's shared-memory limits,
  * ordering candidates by a model's cost, and a cache of a family's own
  * choice per problem shape.
  */
 #ifndef TILEOPS_GEMM_COMMON_CUH
 #define TILEOPS_GEMM_COMMON_CUH
 
-#include <atomic>
 #include <cuda_runtime.h>
 #include <mutex>
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "cuda_common.cuh"
 #include "tk_gemm.h"
@@ -92,44 +88,6 @@ inline Limits limits(void)
 inline int early_trigger(int64_t grid, int sms)
 {
 	return grid > 0 && grid * 2 <= sms;
-}
-
-/*
- * When a GEMM of `grid` CTAs launched with PDL lets the next kernel launch:
- * 1 at the start (early_trigger), 2 once each CTA's producer has issued its
- * last load (TILEOPS_GEMM_LATE_TRIGGER=1 in the environment when first
- * asked: the next grid's CTAs then take SMs as this one's leave them and
- * load stable weights there), 0 when the grid ends.
- */
-inline int trigger_of(int64_t grid, int sms, int family)
-{
-	static std::atomic<int> late{ -1 };
-	if (early_trigger(grid, sms))
-		return 1;
-	int v = late.load(std::memory_order_relaxed);
-	if (v < 0) {
-		const char *e = getenv("TILEOPS_GEMM_LATE_TRIGGER");
-		v = e == nullptr ? 0 : !strcmp(e, "1") ? 3 : !strcmp(e, "decode") ? 1 : !strcmp(e, "sm90") ? 2 : 0;
-		late.store(v, std::memory_order_relaxed);
-	}
-	return (v >> family) & 1 ? 2 : 0;
-}
-
-/*
- * Whether the TMA families may load a stable b (tk_gemm_problem.b_stable)
- * before the PDL wait: with PDL on, unless the environment held
- * TILEOPS_GEMM_EARLY_B=0 when first asked (to measure without it).
- */
-inline bool b_early_on(void)
-{
-	static std::atomic<int> state{ -1 };
-	int v = state.load(std::memory_order_relaxed);
-	if (v < 0) {
-		const char *e = getenv("TILEOPS_GEMM_EARLY_B");
-		v = !(e != nullptr && e[0] == '0' && e[1] == '\0');
-		state.store(v, std::memory_order_relaxed);
-	}
-	return v && tk_cuda_pdl();
 }
 
 /* Order list[0 .. n) by cost, cheapest first; ties (within 0.1%) keep their order. */

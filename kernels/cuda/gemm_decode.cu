@@ -44,9 +44,7 @@
  * Launched with programmatic dependent launch (tk_cuda_pdl()), a CTA may
  * start while the kernel before it runs: every thread waits for that
  * kernel first. A grid that leaves half the SMs idle lets the next kernel
- * launch as soon as it starts (tk_gemm_common::trigger_of). Weights the
- * kernel before does not write (tk_gemm_problem.b_stable) are asked for
- * before that wait, for the ring's first fill.
+ * launch as soon as it starts (tk_gemm_common::early_trigger).
  */
 #include <atomic>
 #include <cooperative_groups.h>
@@ -85,8 +83,7 @@ struct DecodeArgs {
 	int ktiles;              /* k tiles of 64 in K */
 	int split;               /* CTAs along K */
 	int in_cluster;          /* 1: the split CTAs are a cluster; 0: the workspace */
-	int trigger;             /* PDL: let the next kernel launch (tk_gemm_common::trigger_of) */
-	int w_early;             /* PDL: load the first fill's weights before the wait */
+	int trigger;             /* PDL: let the next kernel launch at the start */
 	int k_per;               /* k tiles per CTA (the last may have fewer) */
 	int stages;              /* ring slots */
 	int a_batched, b_batched; /* 0: one matrix shared by every batch */
@@ -236,45 +233,32 @@ __global__ void __launch_bounds__(THREADS, 1)
 
 	/* Launched with PDL, the CTA may start while the kernel before runs:
 	 * nothing is read or written before that one completes (the tensor
-	 * maps are parameters), but for stable weights (p.w_early): the ring's
-	 * first fill is armed and its weight tiles asked for now, its
-	 * activation tiles after the wait. */
-	const int early = p.w_early ? min(stages, nkt) : 0;
-	auto k_tile = [&](int t) { return kt0 + (t + rot < nkt ? t + rot : t + rot - nkt); };
-	const int zw = p.b_batched ? bz : 0, zx = p.a_batched ? bz : 0;
+	 * maps are parameters). */
 	if (threadIdx.x == 128) {
 		tma_prefetch_map(&map_w);
 		tma_prefetch_map(&map_x);
-		for (int t = 0; t < early; t++) {
-			mbar_arrive_expect_tx(full + 8 * t, SLOT);
-			tma_load_3d(base + t * SLOT, &map_w, full + 8 * t, k_tile(t) * BK, tile * BN,
-			            zw);
-		}
 	}
 	tkc::pdl_wait();
 	if (threadIdx.x >= 128) {
 		/* The producer: one lane walks this CTA's K range. */
 		if (threadIdx.x == 128) {
-			if (p.trigger == 1)
+			const int zw = p.b_batched ? bz : 0, zx = p.a_batched ? bz : 0;
+			if (p.trigger)
 				tkc::pdl_trigger();
 			int s = 0;
 			uint32_t phase = 0;
 			for (int t = 0; t < nkt; t++) {
-				int kt = k_tile(t);
+				int kt = kt0 + (t + rot < nkt ? t + rot : t + rot - nkt);
 				uint32_t sw = base + s * SLOT, sx = sw + W_BYTES;
-				if (t >= early) {
-					mbar_wait(empty + 8 * s, phase ^ 1);
-					mbar_arrive_expect_tx(full + 8 * s, SLOT);
-					tma_load_3d(sw, &map_w, full + 8 * s, kt * BK, tile * BN, zw);
-				}
+				mbar_wait(empty + 8 * s, phase ^ 1);
+				mbar_arrive_expect_tx(full + 8 * s, SLOT);
+				tma_load_3d(sw, &map_w, full + 8 * s, kt * BK, tile * BN, zw);
 				tma_load_3d(sx, &map_x, full + 8 * s, kt * BK, 0, zx);
 				if (++s == stages) {
 					s = 0;
 					phase ^= 1;
 				}
 			}
-			if (p.trigger == 2)
-				tkc::pdl_trigger();
 		}
 	} else {
 		/* The consumers. */
@@ -758,8 +742,7 @@ extern "C" tk_status tk_gemm_decode_launch(const tk_gemm_problem *p, const tk_ge
 		if (tkc::clear_words(ws, (size_t)(tiles * p->batch), st) != cudaSuccess)
 			return TK_ERR_LAUNCH;
 	}
-	a.trigger = tk_gemm_common::trigger_of(tiles * split * p->batch, d.sms, 0);
-	a.w_early = p->b_stable && tk_gemm_common::b_early_on();
+	a.trigger = tk_gemm_common::early_trigger(tiles * split * p->batch, d.sms);
 	cudaLaunchConfig_t lc = {};
 	cudaLaunchAttribute at[2];
 	unsigned nat = 1;

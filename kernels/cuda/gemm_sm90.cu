@@ -65,12 +65,7 @@
  * kernel leaves idle; every thread waits for that kernel
  * (griddepcontrol.wait) before it reads or writes global memory. A grid
  * that leaves half the SMs idle lets the next kernel launch as soon as it
- * starts, a larger one when it ends or its last loads are issued
- * (tk_gemm_common::trigger_of). When
- * b is stable (tk_gemm_problem.b_stable: the kernel before does not write
- * it, as with weights), the producer asks for the b tiles of the ring's
- * first fill before the wait, so the weight stream starts while the kernel
- * before still runs; a is loaded after it.
+ * starts (tk_gemm_common::early_trigger); a larger one when it ends.
  */
 #include <atomic>
 #include <cuda.h>
@@ -116,8 +111,7 @@ struct Sm90Args {
 	int a_batched, b_batched;    /* 0: one matrix shared by every batch */
 	int vec;                     /* c, residual, bias allow 16-byte access */
 	int tma_c;                   /* BM <= 128, no bias or residual: store c by TMA */
-	int trigger;                 /* PDL: let the next kernel launch (trigger_of) */
-	int b_early;                 /* PDL: load the first fill's b before the wait */
+	int trigger;                 /* PDL: let the next kernel launch at the start */
 	int cluster_split;           /* the split units of a tile are one cluster */
 	float alpha;
 	/* split > 1: a counter per split tile and consumer warpgroup, a
@@ -719,35 +713,10 @@ __global__ void __launch_bounds__(THREADS, 1)
 			return;
 		tma_prefetch_map(&map_a);
 		tma_prefetch_map(&map_b);
-		/* Stage s's b tile of k-tile kt of tile-column tn, batch zb. */
-		auto load_b = [&](int s, int kt, int tn, int zb) {
-			uint32_t sb = base + STAGES * L::A_BYTES + s * L::B_BYTES;
-			if constexpr (TB) {
-				tma_load_3d(sb, &map_b, full + 8 * s, kt * BK, tn * BN, zb);
-			} else {
-#pragma unroll
-				for (int j = 0; j < BN / 64; j++)
-					tma_load_3d(sb + j * 64 * BK * 2, &map_b, full + 8 * s,
-					            tn * BN + 64 * j, kt * BK, zb);
-			}
-		};
 		/* Launched with PDL, the CTA may start while the kernel before
-		 * runs: nothing is read or written before that one completes,
-		 * except a stable b: the first unit's first `early` stages are
-		 * armed for both tiles and their b asked for now. */
-		int early = 0;
-		if (p.b_early && blockIdx.x < p.units) {
-			Unit w = unit_at(p, blockIdx.x, ktiles);
-			int b, tm, tn;
-			tile_at(p, w.t, b, tm, tn);
-			early = min(STAGES, w.k1 - w.k0);
-			for (int i = 0; i < early; i++) {
-				mbar_arrive_expect_tx(full + 8 * i, L::A_BYTES + L::B_BYTES);
-				load_b(i, w.k0 + i, tn, p.b_batched ? b : 0);
-			}
-		}
+		 * runs: nothing is read or written before that one completes. */
 		tkc::pdl_wait();
-		if (p.trigger == 1)
+		if (p.trigger)
 			tkc::pdl_trigger();
 		int s = 0;
 		uint32_t phase = 0;
@@ -758,14 +727,18 @@ __global__ void __launch_bounds__(THREADS, 1)
 			int za = p.a_batched ? b : 0, zb = p.b_batched ? b : 0;
 			for (int kt = w.k0; kt < w.k1; kt++) {
 				uint32_t sa = base + s * L::A_BYTES;
-				if (early > 0 && u == blockIdx.x && kt - w.k0 < early) {
-					/* armed, b in flight: the stage is fresh */
-					tma_load_3d(sa, &map_a, full + 8 * s, kt * BK, tm * BM, za);
+				uint32_t sb = base + STAGES * L::A_BYTES + s * L::B_BYTES;
+				mbar_wait(empty + 8 * s, phase ^ 1);
+				mbar_arrive_expect_tx(full + 8 * s, L::A_BYTES + L::B_BYTES);
+				tma_load_3d(sa, &map_a, full + 8 * s, kt * BK, tm * BM, za);
+				if constexpr (TB) {
+					tma_load_3d(sb, &map_b, full + 8 * s, kt * BK, tn * BN, zb);
 				} else {
-					mbar_wait(empty + 8 * s, phase ^ 1);
-					mbar_arrive_expect_tx(full + 8 * s, L::A_BYTES + L::B_BYTES);
-					tma_load_3d(sa, &map_a, full + 8 * s, kt * BK, tm * BM, za);
-					load_b(s, kt, tn, zb);
+#pragma unroll
+					for (int j = 0; j < BN / 64; j++)
+						tma_load_3d(sb + j * 64 * BK * 2, &map_b,
+						            full + 8 * s, tn * BN + 64 * j, kt * BK,
+						            zb);
 				}
 				if (++s == STAGES) {
 					s = 0;
@@ -773,8 +746,6 @@ __global__ void __launch_bounds__(THREADS, 1)
 				}
 			}
 		}
-		if (p.trigger == 2)
-			tkc::pdl_trigger();
 		return;
 	}
 
@@ -1242,8 +1213,7 @@ extern "C" tk_status tk_gemm_sm90_launch(const tk_gemm_problem *p, const tk_gemm
 	a.units = pl.units;
 	a.full = pl.full;
 	a.split = pl.split;
-	a.trigger = tk_gemm_common::trigger_of(pl.grid, sms, 1);
-	a.b_early = p->b_stable && tk_gemm_common::b_early_on();
+	a.trigger = tk_gemm_common::early_trigger(pl.grid, sms);
 	/* Walk about sqrt(sms * BN / BM) tile-rows together: the CTAs running at
 	 * once then cover a near-square patch of c, reading the least of a and b. */
 	int group = 1;

@@ -431,9 +431,8 @@ extern "C" tk_status tk_gemm_tune_sets(const tk_gemm_problem *sets, int n, void 
 	tk_gemm_config *cand = (tk_gemm_config *)malloc(kMaxCandidates * sizeof(*cand));
 	double *t = (double *)malloc(kMaxCandidates * sizeof(double));
 	int *idx = (int *)malloc(kMaxCandidates * sizeof(int));
-	tk_gemm_problem *run = (tk_gemm_problem *)malloc((size_t)n * sizeof(*run));
 	tk_status st = TK_OK;
-	if (cand == NULL || t == NULL || idx == NULL || run == NULL) {
+	if (cand == NULL || t == NULL || idx == NULL) {
 		set_err(err, errlen, cls, "out of host memory");
 		st = TK_ERR_NOMEM;
 		goto out;
@@ -460,23 +459,7 @@ extern "C" tk_status tk_gemm_tune_sets(const tk_gemm_problem *sets, int n, void 
 			}
 			ts = own;
 		}
-		/* Timed as gemm runs weights in a chain: b stable, its first tiles
-		 * loaded before the PDL wait. True here once the work before on
-		 * the stream (the caller's, which may have written b) is done: no
-		 * candidate writes b. */
-		if (cudaStreamSynchronize(s) != cudaSuccess) {
-			cudaGetLastError();
-			if (own != NULL)
-				cudaStreamDestroy(own);
-			set_err(err, errlen, cls, "the stream failed before tuning");
-			st = TK_ERR_LAUNCH;
-			goto out;
-		}
-		for (int i = 0; i < n; i++) {
-			run[i] = sets[i];
-			run[i].b_stable = 1;
-		}
-		st = time_all(run, n, cand, nc, ts, budget_us, t);
+		st = time_all(sets, n, cand, nc, ts, budget_us, t);
 		if (own != NULL)
 			cudaStreamDestroy(own); /* time_all synchronized it */
 		if (st != TK_OK) {
@@ -492,7 +475,7 @@ extern "C" tk_status tk_gemm_tune_sets(const tk_gemm_problem *sets, int n, void 
 				fprintf(trace_file, "%s | %s | refused\n", cls, how);
 		}
 		int ran = order_by_time(t, nc, idx);
-		int at = ran > 0 ? first_correct(&run[0], cand, idx, ran, s) : -1;
+		int at = ran > 0 ? first_correct(&sets[0], cand, idx, ran, s) : -1;
 		if (at == -2) {
 			set_err(err, errlen, cls, "the device failed while checking outputs");
 			st = TK_ERR_LAUNCH;
@@ -510,7 +493,6 @@ out:
 	free(cand);
 	free(t);
 	free(idx);
-	free(run);
 	return st;
 }
 

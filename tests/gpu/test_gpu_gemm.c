@@ -369,8 +369,6 @@ static void family_sweep(const gcase *g, candidates_fn family, const char *name)
 	cr_assert_eq(cudaStreamCreate(&s), cudaSuccess);
 	p = problem_of(&d, g, ws, TK_WORKSPACE_BYTES);
 	n = family(&p, cfgs, 512);
-	static int sweeps; /* which half of the configurations loads b early */
-	sweeps++;
 	cr_assert_gt(n, 0, "the %s family declined m %ld n %ld k %ld", name, (long)g->m,
 	             (long)g->n, (long)g->k);
 	cr_assert_leq(n, 512);
@@ -378,9 +376,6 @@ static void family_sweep(const gcase *g, candidates_fn family, const char *name)
 		char how[96];
 		tk_gemm_config_str(&cfgs[i], how, sizeof(how));
 		data_reset(&d);
-		/* Every other run as a stable b (the copies before it are done):
-		 * the first weight tiles asked for before the PDL wait. */
-		p.b_stable = (i + sweeps) & 1;
 		cr_assert_eq(tk_gemm_launch(&p, &cfgs[i], s), TK_OK, "%s refused its own problem",
 		             how);
 		sync_ok(s, how);
@@ -813,7 +808,7 @@ static chain_mat chain_mat_new(int64_t rows, int64_t cols)
  * set, on the host too.
  */
 static void chain_product(chain_mat *a, chain_mat *b, int trans_b, double alpha, chain_mat *c,
-                          void *ws, int pick, int cpu, int b_stable, cudaStream_t s)
+                          void *ws, int pick, int cpu, cudaStream_t s)
 {
 	tk_gemm_config cfgs[512];
 	tk_gemm_problem p;
@@ -835,7 +830,6 @@ static void chain_product(chain_mat *a, chain_mat *b, int trans_b, double alpha,
 	p.alpha = (float)alpha;
 	p.workspace = ws;
 	p.workspace_bytes = TK_WORKSPACE_BYTES;
-	p.b_stable = b_stable;
 	int n = tk_gemm_sm90_candidates(&p, cfgs, 256);
 	n += tk_gemm_decode_candidates(&p, cfgs + n, 256);
 	cr_assert_gt(n, 0, "no configuration for %ldx%ldx%ld", (long)p.m, (long)p.n, (long)p.k);
@@ -882,8 +876,7 @@ static void chain_norm(chain_mat *x, chain_mat *w, chain_mat *out, int cpu, cuda
  * round: y = rms_norm(x); s = y y^T / d; x = s y; y = x w^T / sqrt(d);
  * x = rms_norm(y), each product in another configuration of the sm90 and
  * decode families (splits through the workspace and in clusters among
- * them). The weights w are never written in the chain: their product is
- * run as a stable b, its first tiles asked for before the wait. The chain gives the same bits with PDL and without (the kernels
+ * them). The chain gives the same bits with PDL and without (the kernels
  * are deterministic, so any difference is a race), and agrees with the CPU.
  * The first run also computes the CPU's chain, so its launches trickle in;
  * the last two are enqueued at full speed.
@@ -922,10 +915,9 @@ Test(gpu_gemm_pdl, chained_products_give_the_same_bits_with_and_without_pdl)
 		cr_assert_eq(cudaMemcpy(x.d, x0.data, bytes, cudaMemcpyHostToDevice), cudaSuccess);
 		for (int r = 0; r < rounds; r++) {
 			chain_norm(&x, &g, &y, cpu, s);
-			chain_product(&y, &y, 1, 1.0 / (double)d, &sc, ws, 7 * r + 1, cpu, 0, s);
-			chain_product(&sc, &y, 0, 1.0, &x, ws, 7 * r + 2, cpu, 0, s);
-			chain_product(&x, &w, 1, 1.0 / sqrt((double)d), &y, ws, 7 * r + 3, cpu, 1,
-			              s);
+			chain_product(&y, &y, 1, 1.0 / (double)d, &sc, ws, 7 * r + 1, cpu, s);
+			chain_product(&sc, &y, 0, 1.0, &x, ws, 7 * r + 2, cpu, s);
+			chain_product(&x, &w, 1, 1.0 / sqrt((double)d), &y, ws, 7 * r + 3, cpu, s);
 			chain_norm(&y, &g, &x, cpu, s);
 		}
 		sync_ok(s, "the chain");

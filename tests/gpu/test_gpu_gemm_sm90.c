@@ -409,18 +409,14 @@ static int check_all(tk_dtype dt, int trans_b)
 		cr_assert(got != NULL);
 		for (int i = 0; i < n; i++) {
 			char name[64];
-			/* Every other run as a stable b: its first tiles asked for
-			 * before the PDL wait (the copies before are done). */
-			r.p.b_stable = (int)((i + ci) & 1);
 			double rel = run_config(&r, &cfgs[i], got);
 			runs++;
 			if (rel <= tol)
 				continue;
 			config_name(&cfgs[i], name, sizeof(name));
-			printf("FAIL %s%s %s b%s m%lld n%lld k%lld batch%lld: rel %.3g tol %.3g "
+			printf("FAIL %s %s b%s m%lld n%lld k%lld batch%lld: rel %.3g tol %.3g "
 			       "(seed %llu)\n",
-			       name, r.p.b_stable ? " (b stable)" : "", tk_dtype_name(dt),
-			       trans_b ? "[N,K]" : "[K,N]",
+			       name, tk_dtype_name(dt), trans_b ? "[N,K]" : "[K,N]",
 			       (long long)r.p.m, (long long)r.p.n, (long long)r.p.k,
 			       (long long)r.p.batch, rel, tol, (unsigned long long)gpu_case_seed);
 			fails++;

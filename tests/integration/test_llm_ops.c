@@ -427,12 +427,12 @@ static void expect_signed_products(tileops_tensor *c, tileops_tensor *d, const f
 }
 
 /*
- * A product may ask for its weights before the kernel before it has
- * finished (programmatic dependent launch), but only weights that kernel
- * does not write. Here the op just before each product writes its weights
- * (neg, flipping their sign), with nothing waited on between the ops, four
- * rounds in a row, run op by op and as a plan: every product must see the
- * weights as written.
+ * With programmatic dependent launch a product's CTAs start while the
+ * kernel before it still runs, and must wait for it before they read its
+ * weights as much as its activations. Here the op just before each product
+ * writes the product's weights (neg, flipping their sign), with nothing
+ * waited on between the ops, four rounds in a row, run op by op and as a
+ * plan: every product must see the weights as written.
  */
 Test(llm, a_gemm_reads_the_weights_the_op_just_before_it_wrote)
 {
