@@ -52,11 +52,11 @@
  * with 16-byte writes after adding bias and residual (read the same way);
  * residual may alias c since each element is read and written by one
  * thread. Rows and columns past M and N are masked; past K the copy engine
- * fills zeros. Without bias and residual, and with N a multiple of 8,
- * tiles of one m64 block a warpgroup (BM 64 and 128) round into 64 x 32
- * chunk buffers instead (as many as the ring leaves room for, up to a
- * whole tile), which the copy engine stores to c (TMA, clipped at M and
- * N) while the threads go on to the next unit: the tensor cores idle less
+ * fills zeros. Without a residual, and with N a multiple of 8, tiles of
+ * one m64 block a warpgroup (BM 64 and 128) add the bias if any and round
+ * into 64 x 32 chunk buffers instead (as many as the ring leaves room
+ * for, up to a whole tile), which the copy engine stores to c (TMA,
+ * clipped at M and N) while the threads go on: the tensor cores idle less
  * after each tile, and stores stay in flight (short K, as in bmm over
  * heads, is bound by them).
  *
@@ -110,7 +110,7 @@ struct Sm90Args {
 	int split;                   /* K ranges per split tile (1: none) */
 	int a_batched, b_batched;    /* 0: one matrix shared by every batch */
 	int vec;                     /* c, residual, bias allow 16-byte access */
-	int tma_c;                   /* BM <= 128, no bias or residual: store c by TMA */
+	int tma_c;                   /* BM <= 128, no residual: store c by TMA */
 	int trigger;                 /* PDL: let the next kernel launch at the start */
 	int cluster_split;           /* the split units of a tile are one cluster */
 	float alpha;
@@ -442,17 +442,34 @@ template <typename T> __device__ __forceinline__ uint32_t pack2(float x, float y
  * fell on 8 of the 32 banks (a 4-way conflict: 46% of the kernel's
  * shared-memory wavefronts on the bmm in Nsight Compute).
  */
-template <typename T, int NR, int CH>
-__device__ __forceinline__ void chunk_write(const float (&acc)[NR], uint32_t dst, float alpha,
-                                            int tid)
+template <typename T, int NR, int CH, bool BIAS>
+__device__ __forceinline__ void chunk_write(const Sm90Args &p, const float (&acc)[NR],
+                                            uint32_t dst, int n0, int tid)
 {
+	const float alpha = p.alpha;
 	int row = (tid >> 5) * 16 + ((tid & 31) >> 2), colq = (tid & 3) * 2;
 #pragma unroll
 	for (int jj = 0; jj < 4; jj++) {
 		constexpr int J0 = CH * 4;
 		int j = J0 + jj;
-		uint32_t top = pack2<T>(acc[4 * j] * alpha, acc[4 * j + 1] * alpha);
-		uint32_t bot = pack2<T>(acc[4 * j + 2] * alpha, acc[4 * j + 3] * alpha);
+		float x0 = acc[4 * j] * alpha, x1 = acc[4 * j + 1] * alpha;
+		float y0 = acc[4 * j + 2] * alpha, y1 = acc[4 * j + 3] * alpha;
+		if constexpr (BIAS) {
+			/* Columns gn and gn + 1: both below N or both past it (N is
+			 * a multiple of 8 on this path, gn even); added after the
+			 * scale in f32, as the threads' path adds it. */
+			int gn = n0 + CH * STAGE_COLS + jj * 8 + colq;
+			if (gn < p.n) {
+				const T *bias = static_cast<const T *>(p.bias) + gn;
+				float b0 = ld_f32(bias), b1 = ld_f32(bias + 1);
+				x0 += b0;
+				x1 += b1;
+				y0 += b0;
+				y1 += b1;
+			}
+		}
+		uint32_t top = pack2<T>(x0, x1);
+		uint32_t bot = pack2<T>(y0, y1);
 		/* rows row and row + 8 have the same swizzle */
 		uint32_t at =
 		        dst + row * STAGE_COLS * 2 + ((jj ^ ((row >> 1) & 3)) << 4) + colq * 2;
@@ -463,13 +480,13 @@ __device__ __forceinline__ void chunk_write(const float (&acc)[NR], uint32_t dst
 }
 
 /* Every chunk of the tile into its own buffer (chunks CH .. the last). */
-template <typename T, int NR, int CH>
-__device__ __forceinline__ void tile_write(const float (&acc)[NR], uint32_t buf, float alpha,
-                                           int tid)
+template <typename T, int NR, int CH, bool BIAS>
+__device__ __forceinline__ void tile_write(const Sm90Args &p, const float (&acc)[NR],
+                                           uint32_t buf, int n0, int tid)
 {
 	if constexpr (CH * STAGE_COLS < NR * 2) {
-		chunk_write<T, NR, CH>(acc, buf + CH * TMA_CHUNK_BYTES, alpha, tid);
-		tile_write<T, NR, CH + 1>(acc, buf, alpha, tid);
+		chunk_write<T, NR, CH, BIAS>(p, acc, buf + CH * TMA_CHUNK_BYTES, n0, tid);
+		tile_write<T, NR, CH + 1, BIAS>(p, acc, buf, n0, tid);
 	}
 }
 
@@ -478,37 +495,38 @@ __device__ __forceinline__ void tile_write(const float (&acc)[NR], uint32_t buf,
  * waits for every group before: when NB does not divide the tile's chunks
  * (m64 n256 with a ring of 5: 8 chunks, 3 buffers), the previous tile's
  * last chunks may sit in any buffer, the first included. */
-template <typename T, int NR, int NB, int CH>
-__device__ __forceinline__ void chunks_ring(const float (&acc)[NR], const CUtensorMap *map_c,
-                                            uint32_t buf, float alpha, int bar, int b, int m0,
-                                            int n0, int tid)
+template <typename T, int NR, int NB, int CH, bool BIAS>
+__device__ __forceinline__ void chunks_ring(const Sm90Args &p, const float (&acc)[NR],
+                                            const CUtensorMap *map_c, uint32_t buf, int bar, int b,
+                                            int m0, int n0, int tid)
 {
 	if constexpr (CH * STAGE_COLS < NR * 2) {
 		uint32_t dst = buf + (CH % NB) * TMA_CHUNK_BYTES;
 		if (tid == 0)
 			bulk_wait_read<CH == 0 ? 0 : NB - 1>();
 		named_sync(bar, 128);
-		chunk_write<T, NR, CH>(acc, dst, alpha, tid);
+		chunk_write<T, NR, CH, BIAS>(p, acc, dst, n0, tid);
 		fence_proxy_async();
 		named_sync(bar, 128);
 		if (tid == 0) {
 			tma_store_3d(map_c, dst, n0 + CH * STAGE_COLS, m0, b);
 			bulk_commit();
 		}
-		chunks_ring<T, NR, NB, CH + 1>(acc, map_c, buf, alpha, bar, b, m0, n0, tid);
+		chunks_ring<T, NR, NB, CH + 1, BIAS>(p, acc, map_c, buf, bar, b, m0, n0, tid);
 	}
 }
 
 /*
- * The epilogue when c is stored by the copy engine (no bias, no residual),
- * through NB chunk buffers of 64 x 32. When they hold the whole tile, every
+ * The epilogue when c is stored by the copy engine (no residual; BIAS: a
+ * bias, added as the chunks are written), through NB chunk buffers of 64 x
+ * 32. When they hold the whole tile, every
  * chunk is written at once and thread 0 stores them as one bulk group,
  * after the previous tile's group has read the buffers: two barriers a
  * tile, and a whole tile of stores in flight while the warpgroup goes on.
  * Otherwise the chunks take turns in the buffers. The copy engine clips rows
  * and columns past M and N.
  */
-template <typename T, int NR, int NB>
+template <typename T, int NR, int NB, bool BIAS>
 __device__ __forceinline__ void epilogue_tma(const Sm90Args &p, const float (&acc)[NR],
                                              const CUtensorMap *map_c, uint32_t buf, int bar, int b,
                                              int m0, int n0, int tid)
@@ -521,7 +539,7 @@ __device__ __forceinline__ void epilogue_tma(const Sm90Args &p, const float (&ac
 		if (tid == 0)
 			bulk_wait_read<0>();
 		named_sync(bar, 128);
-		tile_write<T, NR, 0>(acc, buf, p.alpha, tid);
+		tile_write<T, NR, 0, BIAS>(p, acc, buf, n0, tid);
 		fence_proxy_async();
 		named_sync(bar, 128);
 		if (tid == 0) {
@@ -532,7 +550,7 @@ __device__ __forceinline__ void epilogue_tma(const Sm90Args &p, const float (&ac
 			bulk_commit();
 		}
 	} else {
-		chunks_ring<T, NR, NB, 0>(acc, map_c, buf, p.alpha, bar, b, m0, n0, tid);
+		chunks_ring<T, NR, NB, 0, BIAS>(p, acc, map_c, buf, bar, b, m0, n0, tid);
 	}
 }
 
@@ -806,10 +824,15 @@ __global__ void __launch_bounds__(THREADS, 1)
 			bool tma = false;
 			if constexpr (L::TMA_C) {
 				tma = p.tma_c;
-				if (tma)
-					epilogue_tma<T, NR, L::CHUNKS>(p, acc[mi], &map_c,
-					                               smem_addr(stg), 1 + wg, b,
-					                               m0, tn * BN, tid);
+				/* The bias's code apart, so the plain store keeps its own. */
+				if (tma && p.bias != nullptr)
+					epilogue_tma<T, NR, L::CHUNKS, true>(p, acc[mi], &map_c,
+					                                     smem_addr(stg), 1 + wg,
+					                                     b, m0, tn * BN, tid);
+				else if (tma)
+					epilogue_tma<T, NR, L::CHUNKS, false>(p, acc[mi], &map_c,
+					                                      smem_addr(stg), 1 + wg,
+					                                      b, m0, tn * BN, tid);
 			}
 			if (!tma)
 				epilogue_chunks<T, NR, 0>(p, acc[mi], stg, 1 + wg, b, m0, tn * BN,
@@ -1221,12 +1244,12 @@ extern "C" tk_status tk_gemm_sm90_launch(const tk_gemm_problem *p, const tk_gemm
 		group++;
 	a.group = group < a.tiles_m ? group : a.tiles_m;
 	/* Tiles of one m64 block a warpgroup store c through the copy engine
-	 * when the epilogue is a plain scale (bias and residual are read by the
-	 * threads) and N is a multiple of 8, each row of c ending on 16 bytes
-	 * (docs/kernel-notes.md: a run with N = 257 through this path came out
-	 * wrong). */
+	 * when the epilogue is a scale and perhaps a bias (a residual is read
+	 * by the threads) and N is a multiple of 8, each row of c ending on 16
+	 * bytes (docs/kernel-notes.md: a run with N = 257 through this path
+	 * came out wrong). */
 	a.tma_c =
-	        tma_c_tile(sh.bm, sh.bn) && p->bias == nullptr && p->residual == nullptr &&
+	        tma_c_tile(sh.bm, sh.bn) && p->residual == nullptr &&
 	        p->n % 8 == 0 && a.vec && !search_plain_epilogue() &&
 	        make_map(&maps.c, p->dtype, p->c, p->n, p->m, p->batch, p->ldc,
 	                 p->batch > 1 ? p->stride_c : 0, STAGE_COLS, 64, CU_TENSOR_MAP_SWIZZLE_64B);

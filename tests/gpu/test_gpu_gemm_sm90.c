@@ -7,8 +7,9 @@
  * along K in 2, 3 and 7 (7 leaves empty K ranges when K is short), each case
  * runs on fresh random inputs (the seed is printed on failure) at sizes that
  * are not tile multiples, with batches, alpha, bias and residual (also
- * residual aliasing c; cases with neither run the TMA-store epilogue of
- * the m64 and m128 tiles). c and the workspace are poisoned with 0xFF
+ * residual aliasing c; cases without a residual and with N a multiple of 8
+ * run the TMA-store epilogue of the m64 and m128 tiles, with and without a
+ * bias). c and the workspace are poisoned with 0xFF
  * bytes (NaN in both dtypes) before each run, and padded rows check that
  * nothing is written past N. The error is norm-wise: ||c - ref|| / ||ref||. Each failing
  * configuration prints one line naming it. Needs a Hopper GPU.
@@ -49,8 +50,10 @@ static const struct sm90_case CASES[] = {
 	{ 200, 264, 128, 4, 1.5f, 0, RES_NONE, 0 }, /* bmm-like: c stored by TMA (m64) */
 	/* neither bias nor residual, N off a multiple of 8 (c stored by the threads) */
 	{ 129, 257, 40, 2, 1.0f, 0, RES_NONE, 0 },
-	/* a bias without a residual */
+	/* a bias without a residual (c stored by TMA, the bias added in the chunks) */
 	{ 300, 264, 200, 2, 0.5f, 1, RES_NONE, 0 },
+	/* the same, one batch, the last tile-column partly past N */
+	{ 520, 1000, 136, 1, -0.75f, 1, RES_NONE, 0 },
 	/* bmm-like with several tiles a CTA: the store chunks' buffers are reused */
 	{ 520, 1000, 136, 12, 1.0f, 0, RES_NONE, 0 },
 };
