@@ -355,6 +355,16 @@ static inline void pdl_attr(cudaLaunchAttribute *at, unsigned *n)
 	(*n)++;
 }
 
+/* Fill at[*n] with a cluster of x by y CTAs. */
+static inline void cluster_attr(cudaLaunchAttribute *at, unsigned *n, unsigned x, unsigned y = 1)
+{
+	at[*n].id = cudaLaunchAttributeClusterDimension;
+	at[*n].val.clusterDim.x = x;
+	at[*n].val.clusterDim.y = y;
+	at[*n].val.clusterDim.z = 1;
+	(*n)++;
+}
+
 /* kernel<<<grid, block, smem, s>>>(args...), with PDL when it is on. */
 template <typename... P, typename... A>
 static inline cudaError_t launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,

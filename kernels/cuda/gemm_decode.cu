@@ -559,15 +559,13 @@ int64_t wave_ctas(const tk_gemm_problem *p, const tk_gemm_config *c, const Limit
 	if (fn != nullptr && allow_smem(fn, p->dtype, c->tile_n, c->tile_m, d)) {
 		cudaLaunchConfig_t lc = {};
 		cudaLaunchAttribute at[1];
-		at[0].id = cudaLaunchAttributeClusterDimension;
-		at[0].val.clusterDim.x = (unsigned)cl;
-		at[0].val.clusterDim.y = 1;
-		at[0].val.clusterDim.z = 1;
+		unsigned nat = 0;
+		tkc::cluster_attr(at, &nat, (unsigned)cl);
 		lc.gridDim = dim3((unsigned)(cl * d.sms), 1, 1);
 		lc.blockDim = dim3(THREADS);
 		lc.dynamicSmemBytes = (size_t)smem_of(c->tile_n, c->tile_m, c->stages);
 		lc.attrs = at;
-		lc.numAttrs = 1;
+		lc.numAttrs = nat;
 		if (cudaOccupancyMaxActiveClusters(&clusters, fn, &lc) != cudaSuccess) {
 			(void)cudaGetLastError();
 			clusters = 0;
@@ -745,11 +743,8 @@ extern "C" tk_status tk_gemm_decode_launch(const tk_gemm_problem *p, const tk_ge
 	a.trigger = tk_gemm_common::early_trigger(tiles * split * p->batch, d.sms);
 	cudaLaunchConfig_t lc = {};
 	cudaLaunchAttribute at[2];
-	unsigned nat = 1;
-	at[0].id = cudaLaunchAttributeClusterDimension;
-	at[0].val.clusterDim.x = a.in_cluster ? (unsigned)split : 1;
-	at[0].val.clusterDim.y = 1;
-	at[0].val.clusterDim.z = 1;
+	unsigned nat = 0;
+	tkc::cluster_attr(at, &nat, a.in_cluster ? (unsigned)split : 1);
 	tkc::pdl_attr(at, &nat);
 	lc.gridDim = dim3((unsigned)(tiles * split), (unsigned)p->batch, 1);
 	lc.blockDim = dim3(THREADS);

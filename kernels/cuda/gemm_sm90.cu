@@ -948,13 +948,8 @@ tk_status launch_one(const Sm90Maps &m, const Sm90Args &a, int grid, cudaStream_
 	cudaLaunchConfig_t lc = {};
 	cudaLaunchAttribute at[2];
 	unsigned nat = 0;
-	if (a.cluster_split) {
-		at[0].id = cudaLaunchAttributeClusterDimension;
-		at[0].val.clusterDim.x = (unsigned)a.split;
-		at[0].val.clusterDim.y = 1;
-		at[0].val.clusterDim.z = 1;
-		nat = 1;
-	}
+	if (a.cluster_split)
+		tkc::cluster_attr(at, &nat, (unsigned)a.split);
 	tkc::pdl_attr(at, &nat);
 	lc.gridDim = dim3((unsigned)grid);
 	lc.blockDim = dim3(THREADS);

@@ -863,16 +863,14 @@ extern "C" tk_status tk_gemm_smallm_launch(const tk_gemm_problem *p, const tk_ge
 	if (g.in_cluster) {
 		cudaLaunchConfig_t lc = {};
 		cudaLaunchAttribute at[1];
-		at[0].id = cudaLaunchAttributeClusterDimension;
-		at[0].val.clusterDim.x = 1;
-		at[0].val.clusterDim.y = (unsigned)split;
-		at[0].val.clusterDim.z = 1;
+		unsigned nat = 0;
+		tkc::cluster_attr(at, &nat, 1, (unsigned)split);
 		lc.gridDim = grid;
 		lc.blockDim = dim3(kThreads);
 		lc.dynamicSmemBytes = smem;
 		lc.stream = s;
 		lc.attrs = at;
-		lc.numAttrs = 1;
+		lc.numAttrs = nat;
 		if (cudaLaunchKernelEx(&lc, f, g) != cudaSuccess)
 			return TK_ERR_LAUNCH;
 		return launch_status();

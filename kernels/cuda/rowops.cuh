@@ -530,13 +530,8 @@ static inline cudaError_t vec_launch(K kernel, VecShape sh, int64_t rows, cudaSt
 	cfg.gridDim = dim3((unsigned)((blocks > cap ? cap : blocks) * sh.c));
 	cfg.blockDim = dim3((unsigned)sh.tb, (unsigned)sh.rb);
 	cfg.stream = s;
-	if (sh.c > 1) {
-		at[n].id = cudaLaunchAttributeClusterDimension;
-		at[n].val.clusterDim.x = (unsigned)sh.c;
-		at[n].val.clusterDim.y = 1;
-		at[n].val.clusterDim.z = 1;
-		n++;
-	}
+	if (sh.c > 1)
+		cluster_attr(at, &n, (unsigned)sh.c);
 	pdl_attr(at, &n);
 	cfg.attrs = at;
 	cfg.numAttrs = n;
