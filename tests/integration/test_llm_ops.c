@@ -77,16 +77,23 @@ static double rel_err(const float *got, const float *want, size_t n)
 
 enum { GM = 5, GN = 3, GK = 7 };
 
+/* want = a [m, k] b^T (b [n, k]) (+ r [m, n] when given), in double. */
+static void matmul_nt_ref(const float *a, const float *b, const float *r, int m, int n, int k,
+                          float *want)
+{
+	for (int i = 0; i < m; i++)
+		for (int j = 0; j < n; j++) {
+			double acc = 0.0;
+			for (int e = 0; e < k; e++)
+				acc += (double)a[i * k + e] * b[j * k + e];
+			want[i * n + j] = (float)acc + (r ? r[i * n + j] : 0.0f);
+		}
+}
+
 /* want = a [GM, GK] b^T (b [GN, GK]) + r [GM, GN]. */
 static void gemm_nt_ref(const float *a, const float *b, const float *r, float *want)
 {
-	for (int i = 0; i < GM; i++)
-		for (int j = 0; j < GN; j++) {
-			double acc = 0.0;
-			for (int k = 0; k < GK; k++)
-				acc += (double)a[i * GK + k] * b[j * GK + k];
-			want[i * GN + j] = (float)acc + r[i * GN + j];
-		}
+	matmul_nt_ref(a, b, r, GM, GN, GK, want);
 }
 
 Test(llm, gemm_adds_a_residual_with_the_bias_left_out)
@@ -406,13 +413,7 @@ static void expect_signed_products(tileops_tensor *c, tileops_tensor *d, const f
 	float *want = malloc(sizeof(float) * WM * WN), *got = malloc(sizeof(float) * WM * WN);
 	uint16_t *bits = malloc(sizeof(uint16_t) * WM * WN);
 	cr_assert(want && got && bits);
-	for (int i = 0; i < WM; i++)
-		for (int j = 0; j < WN; j++) {
-			double acc = 0.0;
-			for (int k = 0; k < WK; k++)
-				acc += (double)x[i * WK + k] * w[j * WK + k];
-			want[i * WN + j] = (float)acc;
-		}
+	matmul_nt_ref(x, w, NULL, WM, WN, WK, want);
 	for (int r = 0; r < 2 * WROUNDS; r++) {
 		th_read(client, r & 1 ? d[r / 2] : c[r / 2], bits, sizeof(uint16_t) * WM * WN);
 		for (int e = 0; e < WM * WN; e++)
