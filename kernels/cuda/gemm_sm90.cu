@@ -518,13 +518,13 @@ __device__ __forceinline__ void chunks_ring(const Sm90Args &p, const float (&acc
 
 /*
  * The epilogue when c is stored by the copy engine (no residual; BIAS: a
- * bias, added as the chunks are written), through NB chunk buffers of 64 x
- * 32. When they hold the whole tile, every
- * chunk is written at once and thread 0 stores them as one bulk group,
- * after the previous tile's group has read the buffers: two barriers a
- * tile, and a whole tile of stores in flight while the warpgroup goes on.
- * Otherwise the chunks take turns in the buffers. The copy engine clips rows
- * and columns past M and N.
+ * bias, added as the chunks are written), through NB chunk buffers of
+ * 64 x 32. When they hold the whole tile, every chunk is written at once
+ * and thread 0 stores them as one bulk group, after the previous tile's
+ * group has read the buffers: two barriers a tile, and a whole tile of
+ * stores in flight while the warpgroup goes on. Otherwise the chunks take
+ * turns in the buffers. The copy engine clips rows and columns past M and
+ * N.
  */
 template <typename T, int NR, int NB, bool BIAS>
 __device__ __forceinline__ void epilogue_tma(const Sm90Args &p, const float (&acc)[NR],
