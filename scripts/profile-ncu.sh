@@ -20,6 +20,8 @@
 #   gemm-nt      our GEMM and cuBLASLt on 8192^3 with b [N, K]
 #   gemm-o1      our GEMM and cuBLASLt on 1 x 4096 x 4096 (Llama 8B o_proj, M = 1)
 #   gemm-qa1     our GEMM and cuBLASLt on 1 x 2112 x 7168 (DeepSeek q_a+kv_a, M = 1)
+#   gemm-70b     our GEMM and cuBLASLt on 128 x 8192 x 8192 (Llama 70B o_proj, M = 128)
+#   gemm-70b1    our GEMM and cuBLASLt on 1 x 8192 x 8192 (Llama 70B o_proj, M = 1)
 #   prefill      attention_prefill, d128 B4 H32 S4096 non-causal
 #   prefill-more the same kernel on d128 causal, d64 B16 H16 S1024 and d256 B4 H16 S4096
 #   bmm          our GEMM and cuBLASLt on the bmm b32 2048x2048x128 (attention scores)
@@ -89,6 +91,8 @@ gemm_pair gemm-nn 1 4 "square with bias"
 gemm_pair gemm-nt 1 4 "square 8192^3 nt"
 gemm_pair gemm-o1 3 6 "o_proj decode m1"
 gemm_pair gemm-qa1 3 6 "q_a + kv_a proj decode, M=1"
+gemm_pair gemm-70b 3 6 "70b o_proj decode"
+gemm_pair gemm-70b1 3 6 "70b o_proj decode, M=1"
 if has gemm-f32; then
 	profile gemm-f32 'gemm_simt' 0 1 -- "${gemm[@]}" --filter "qkv_proj decode"
 fi
