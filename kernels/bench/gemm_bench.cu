@@ -507,32 +507,25 @@ void run_case(const Case &c, cublasLtHandle_t lt, double bw, const Options &o, c
 	Ours ours(c, st);
 	Cublas cb(lt, c, st);
 	tk_gemm_config_str(&ours.cfg, r->config, sizeof(r->config));
-	cudaGraphExec_t g_ours, g_cb;
-	int calls_cb;
-	bool have_ours = capture_side(&ours, st.n, s, &g_ours, &r->calls);
-	bool have_cb = cb.n_algos > 0 && pick_cublas(&cb, st.n, s) &&
-	               capture_side(&cb, st.n, s, &g_cb, &calls_cb);
-	r->ours_us = -1.0;
-	r->cublas_us = -1.0;
-	if (have_ours && have_cb) {
-		/* Alternated, so that a drift of the card's clock (a heavy case
-		 * before leaves it at its power limit for a while) does not
-		 * favour the side timed second. */
-		const cudaGraphExec_t both[2] = { g_ours, g_cb };
-		double med[2];
-		bench_graphs_alternate_us(both, 2, s, 1, o.reps, med);
-		r->ours_us = med[0] / r->calls;
-		r->cublas_us = med[1] / calls_cb;
-	} else if (have_ours) {
-		r->ours_us = bench_graph_replay_us(g_ours, s, 1, o.reps) / r->calls;
-	} else if (have_cb) {
-		/* ours refused: cuBLASLt's time still goes in the row */
-		r->cublas_us = bench_graph_replay_us(g_cb, s, 1, o.reps) / calls_cb;
-	}
-	if (have_ours)
-		CK(cudaGraphExecDestroy(g_ours));
-	if (have_cb)
-		CK(cudaGraphExecDestroy(g_cb));
+	/* The sides that ran (ours first), their graphs replayed alternately so
+	 * that a drift of the card's clock (a heavy case before leaves it at
+	 * its power limit for a while) does not favour the side timed second;
+	 * a side that refused leaves the other timed alone. */
+	cudaGraphExec_t g[2];
+	int calls[2], n = 0, at_ours = -1, at_cb = -1;
+	double med[2];
+	if (capture_side(&ours, st.n, s, &g[n], &calls[n]))
+		at_ours = n++;
+	if (cb.n_algos > 0 && pick_cublas(&cb, st.n, s) &&
+	    capture_side(&cb, st.n, s, &g[n], &calls[n]))
+		at_cb = n++;
+	if (n > 0)
+		bench_graphs_alternate_us(g, n, s, 1, o.reps, med);
+	for (int i = 0; i < n; i++)
+		CK(cudaGraphExecDestroy(g[i]));
+	r->ours_us = at_ours < 0 ? -1.0 : med[at_ours] / calls[at_ours];
+	r->cublas_us = at_cb < 0 ? -1.0 : med[at_cb] / calls[at_cb];
+	r->calls = at_ours < 0 ? 0 : calls[at_ours];
 	if (r->ours_us < 0.0) {
 		snprintf(r->error, sizeof(r->error), "ours refused the problem (config %s)",
 		         r->config);
