@@ -8,37 +8,29 @@
 #include <string.h>
 
 #include "internal.h"
+#include "tileops_codes.h"
 
 #define TCI_ERROR_BYTES 1024
 
 static _Thread_local char tls_error[TCI_ERROR_BYTES];
 
+/* The descriptions, and a check that this header's values are the list's. */
 static const char *const status_text[] = {
-	[TILEOPS_OK] = "success",
-	[TILEOPS_ERR_INVALID_ARGUMENT] = "invalid argument",
-	[TILEOPS_ERR_CONNECT] = "cannot connect to tileopsd",
-	[TILEOPS_ERR_PROTOCOL] = "protocol error",
-	[TILEOPS_ERR_VERSION] = "protocol version mismatch",
-	[TILEOPS_ERR_PERMISSION] = "permission denied",
-	[TILEOPS_ERR_NO_SESSION] = "no session on this connection",
-	[TILEOPS_ERR_UNKNOWN_OP] = "unknown op",
-	[TILEOPS_ERR_UNKNOWN_HANDLE] = "unknown tensor handle",
-	[TILEOPS_ERR_DTYPE] = "dtype mismatch",
-	[TILEOPS_ERR_SHAPE] = "shape mismatch",
-	[TILEOPS_ERR_PARAM] = "bad op parameter",
-	[TILEOPS_ERR_RANGE] = "offset or length out of range",
-	[TILEOPS_ERR_TOO_LARGE] = "message too large",
-	[TILEOPS_ERR_OUT_OF_MEMORY] = "out of memory",
-	[TILEOPS_ERR_QUOTA] = "memory quota exceeded",
-	[TILEOPS_ERR_BUSY] = "too many requests in flight",
-	[TILEOPS_ERR_UNSUPPORTED] = "not supported by this backend",
-	[TILEOPS_ERR_BACKEND] = "device error",
-	[TILEOPS_ERR_SHUTDOWN] = "tileopsd is shutting down",
-	[TILEOPS_ERR_TIMEOUT] = "timed out",
-	[TILEOPS_ERR_CLOSED] = "connection closed",
-	[TILEOPS_ERR_INTERNAL] = "internal error",
-	[TILEOPS_IN_PROGRESS] = "in progress",
+#define STATUS_TEXT(name, value, text) [value] = text,
+	TILEOPS_STATUS_LIST(STATUS_TEXT)
+#undef STATUS_TEXT
 };
+
+#define STATUS_SAME(name, value, text) \
+	_Static_assert(TILEOPS_##name == (value), "tileops.h: TILEOPS_" #name " differs from proto/tileops_codes.h");
+TILEOPS_STATUS_LIST(STATUS_SAME)
+#undef STATUS_SAME
+#define DTYPE_SAME(name, value, text, size) \
+	_Static_assert(TILEOPS_##name == (value), "tileops.h: TILEOPS_" #name " differs from proto/tileops_codes.h");
+TILEOPS_DTYPE_LIST(DTYPE_SAME)
+#undef DTYPE_SAME
+_Static_assert(TILEOPS_CAP_CUDA_IPC == TILEOPS_CODE_CAP_CUDA_IPC && TILEOPS_CAP_GPU == TILEOPS_CODE_CAP_GPU,
+               "tileops.h: TILEOPS_CAP_* differ from proto/tileops_codes.h");
 
 #define STATUS_COUNT (sizeof(status_text) / sizeof(status_text[0]))
 

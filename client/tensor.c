@@ -6,15 +6,15 @@
 #include <string.h>
 
 #include "internal.h"
+#include "tileops_codes.h"
 
 static const struct {
 	const char *name;
 	size_t size;
-} dtype_table[] = {
-	[TILEOPS_F32] = { "f32", 4 },           [TILEOPS_F16] = { "f16", 2 },
-	[TILEOPS_BF16] = { "bf16", 2 },         [TILEOPS_I32] = { "i32", 4 },
-	[TILEOPS_I64] = { "i64", 8 },           [TILEOPS_U8] = { "u8", 1 },
-	[TILEOPS_FP8_E4M3] = { "fp8_e4m3", 1 },
+} dtype_table[TILEOPS_DTYPE_END] = {
+#define DTYPE_ROW(name_, value, text, bytes) [value] = { text, bytes },
+	TILEOPS_DTYPE_LIST(DTYPE_ROW)
+#undef DTYPE_ROW
 };
 
 #define DTYPE_COUNT (sizeof(dtype_table) / sizeof(dtype_table[0]))

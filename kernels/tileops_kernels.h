@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tileops_codes.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -28,17 +30,13 @@ extern "C" {
 #define TK_MAX_OUTPUTS 4
 #define TK_MAX_PARAMS 16
 
-/* Element types. The numeric values are the wire values (proto DType). */
+/* Element types: the values of proto/tileops_codes.h (the wire's too). */
 typedef enum tk_dtype {
 	TK_DTYPE_INVALID = 0,
-	TK_F32 = 1,
-	TK_F16 = 2,
-	TK_BF16 = 3,
-	TK_I32 = 4,
-	TK_I64 = 5,
-	TK_U8 = 6,
-	TK_FP8_E4M3 = 7,
-	TK_DTYPE_COUNT
+#define TK_DTYPE_ENUM(name, value, text, bytes) TK_##name = value,
+	TILEOPS_DTYPE_LIST(TK_DTYPE_ENUM)
+#undef TK_DTYPE_ENUM
+	TK_DTYPE_COUNT = TILEOPS_DTYPE_END
 } tk_dtype;
 
 /* Size in bytes of one element, 0 for an invalid dtype. */
@@ -122,12 +120,15 @@ static inline int tk_has_input(const tk_call *call, int i)
 	return i < call->n_in && call->in[i].data != NULL;
 }
 
-/* Kernel status codes. */
+/*
+ * Kernel status codes: a subset of the daemon's status codes, with their
+ * values (proto/tileops_codes.h), so the op layer passes them on as they are.
+ */
 typedef enum tk_status {
-	TK_OK = 0,
-	TK_ERR_UNSUPPORTED = 1, /* this kernel cannot serve these arguments */
-	TK_ERR_LAUNCH = 2,      /* the device refused the launch */
-	TK_ERR_NOMEM = 3        /* scratch memory could not be had */
+	TK_OK = TILEOPS_CODE_OK,
+	TK_ERR_UNSUPPORTED = TILEOPS_CODE_ERR_UNSUPPORTED, /* this kernel cannot serve these arguments */
+	TK_ERR_LAUNCH = TILEOPS_CODE_ERR_BACKEND,          /* the device refused the launch */
+	TK_ERR_NOMEM = TILEOPS_CODE_ERR_OUT_OF_MEMORY      /* scratch memory could not be had */
 } tk_status;
 
 /*

@@ -13,7 +13,7 @@ ninja -C "$build" -j"$(nproc)" ${TARGETS:-}
 rm -rf .carry && mkdir -p .carry/bin .carry/lib
 # Every executable the build made: the daemon, tools, examples, tests.
 find "$build" -type f -perm -u+x \( -path '*/daemon/*' -o -path '*/client/*' -o -path '*/tests/*' \
-	-o -path '*/kernels/bench/*' -o -path '*/kernels/tune/*' \) \
+	-o -path '*/tools/*' \) \
 	! -name '*.so*' ! -name '*.sh' ! -path '*/CMakeFiles/*' -exec cp {} .carry/bin/ \;
 for f in .carry/bin/*; do
 	ldd "$f" 2>/dev/null | awk '/=> \//{print $3}'

@@ -40,6 +40,8 @@ extern "C" {
 /*
  * Status codes. The same values travel on the wire (docs/protocol.md).
  */
+#ifndef TILEOPS_STATUS_DEFINED /* proto/tileops_codes.h has the same enum */
+#define TILEOPS_STATUS_DEFINED
 typedef enum tileops_status {
 	TILEOPS_OK = 0,
 	TILEOPS_ERR_INVALID_ARGUMENT = 1, /* a bad argument to a library call */
@@ -66,6 +68,7 @@ typedef enum tileops_status {
 	TILEOPS_ERR_INTERNAL = 22,        /* a bug: please report it */
 	TILEOPS_IN_PROGRESS = 23          /* not an error: the work is not done yet */
 } tileops_status;
+#endif
 
 /* A short, static description of a status code. Never NULL. */
 const char *tileops_strerror(int status);

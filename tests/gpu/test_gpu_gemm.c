@@ -19,7 +19,7 @@
 
 #include "kernels/tk_test_util.h"
 #include "gpu/gpu_util.h"
-#include "cuda/gemm_kinds.h"
+#include "gemm_kinds.h"
 
 static double tol_of(tk_dtype dt, int64_t k)
 {

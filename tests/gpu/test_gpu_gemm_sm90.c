@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/gemm_kinds.h"
+#include "gemm_kinds.h"
 #include "gpu/gpu_util.h"
 #include "tk_gemm.h"
 

@@ -1,0 +1,138 @@
+/*
+ * backend.h - where tensors live and kernels run: one small interface with
+ * a CUDA implementation (the product) and a CPU one (the reference, and what
+ * runs where there is no GPU). Both serve the whole protocol.
+ *
+ * Threading: every function except backend_open/backend_close is called on
+ * an executor thread (executor.c); there may be several, each with its own
+ * sessions and streams, so what a backend keeps per launch (timing events,
+ * a capture in progress, a staging buffer) is per thread.
+ *
+ * A "stream" orders one session's work. Calls that take one may return
+ * before the work is done on the device (launch, free); backend sync waits.
+ * Errors: functions return a tileops_status and write a message.
+ */
+#ifndef TILEOPSD_BACKEND_H
+#define TILEOPSD_BACKEND_H
+
+#include <stddef.h>
+
+#include "arena.h"
+#include "tileops_codes.h"
+#include "tileops_kernels.h"
+
+/* Which backend a daemon runs (the config key `backend`). */
+typedef enum backend_kind {
+	BACKEND_AUTO = 0,
+	BACKEND_CPU = 1,
+	BACKEND_CUDA = 2
+} backend_kind;
+
+typedef struct backend backend;
+
+typedef struct backend_ops {
+	/* Called on each executor thread when it starts and before it exits. */
+	tileops_status (*thread_init)(backend *be, char *err, size_t errlen);
+	void (*thread_fini)(backend *be);
+	void (*destroy)(backend *be);
+	tileops_status (*stream_create)(backend *be, void **stream, char *err, size_t errlen);
+	void (*stream_destroy)(backend *be, void *stream);
+	/* Make an arena usable as a copy source/target (CUDA: pin it). */
+	void (*arena_attach)(backend *be, arena *a);
+	void (*arena_detach)(backend *be, arena *a);
+	tileops_status (*alloc)(backend *be, size_t bytes, void **ptr, char *err, size_t errlen);
+	void (*free)(backend *be, void *stream, void *ptr);
+	/* Copy arena[aoff, aoff+len) to dst, or src to the arena, in stream order.
+	 * The copy may still be running on return: it is done when a fence
+	 * created after it has passed. */
+	tileops_status (*write)(backend *be, void *stream, void *dst, const arena *a, size_t aoff,
+	                        size_t len, char *err, size_t errlen);
+	tileops_status (*read)(backend *be, void *stream, const void *src, const arena *a,
+	                       size_t aoff, size_t len, char *err, size_t errlen);
+	/* Run (CPU) or enqueue (CUDA) one kernel. When `timed`, its time is
+	 * reported through be->timing_cb with `slot` and `arg`: at once by the
+	 * CPU backend, by the CUDA backend from collect_timings once the device
+	 * has finished (two events around the launch: timing costs launch
+	 * throughput, so the executor times a sample of ops). */
+	tileops_status (*launch)(backend *be, void *stream, const tk_kernel_entry *k,
+	                         const tk_call *call, int timed, int slot, void *arg, char *err,
+	                         size_t errlen);
+	tileops_status (*sync)(backend *be, void *stream, char *err, size_t errlen);
+	/* A marker after the work queued on the stream so far. fence_query:
+	 * TILEOPS_IN_PROGRESS until that work is done, then its status (a device
+	 * fault is TILEOPS_ERR_BACKEND). fence_free releases it. */
+	tileops_status (*fence_create)(backend *be, void *stream, void **fence, char *err,
+	                               size_t errlen);
+	tileops_status (*fence_query)(backend *be, void *fence, char *err, size_t errlen);
+	void (*fence_free)(backend *be, void *fence);
+	/* Plans. After capture_begin, launches on `stream` are recorded, not
+	 * run, and not timed. capture_end turns them into a replayable graph:
+	 * *graph, when not NULL, is an earlier graph of the same plan and
+	 * bucket, updated in place where the device allows (else replaced).
+	 * *bytes: device memory the graph holds, as far as it can be measured.
+	 * capture_abort drops a capture after a failed launch. */
+	tileops_status (*capture_begin)(backend *be, void *stream, char *err, size_t errlen);
+	tileops_status (*capture_end)(backend *be, void *stream, void **graph, size_t *bytes,
+	                              char *err, size_t errlen);
+	void (*capture_abort)(backend *be, void *stream);
+	tileops_status (*graph_launch)(backend *be, void *stream, void *graph, char *err,
+	                               size_t errlen);
+	void (*graph_destroy)(backend *be, void *graph);
+	tileops_status (*ipc_export)(backend *be, void *ptr, unsigned char handle[64], char *err,
+	                             size_t errlen);
+	tileops_status (*ipc_import)(backend *be, const unsigned char handle[64], void **ptr,
+	                             char *err, size_t errlen);
+	void (*ipc_close)(backend *be, void *ptr);
+	/* Report finished device timings through be->timing_cb (CUDA); may be NULL. */
+	void (*collect_timings)(backend *be);
+} backend_ops;
+
+/* Called with the time a launched op took (slot and arg as given at launch). */
+typedef void (*backend_timing_fn)(void *ctx, int slot, void *arg, double elapsed_us);
+
+struct backend {
+	const backend_ops *ops;
+	const char *name;     /* "cpu" or "cuda" */
+	char device[160];      /* a description for Hello and stats */
+	uint64_t capabilities; /* TILEOPS_CODE_CAP_* (proto/tileops_codes.h) */
+	int is_gpu;
+	backend_timing_fn timing_cb;
+	void *timing_ctx;
+	/* Executor threads with work right now (atomic; executor.c keeps it).
+	 * The CUDA backend releases freed memory and closed sessions' pinned
+	 * arenas in the background while it is 0 (arena_detach may take an
+	 * arena's mapping over for that), since those calls stall every
+	 * launching thread. */
+	int active_threads;
+	void *impl;
+};
+
+/*
+ * How a backend is opened. queues (CUDA): the hardware work queues to ask
+ * the driver for (CUDA_DEVICE_MAX_CONNECTIONS, unless the environment sets
+ * it) and as many streams made at once for sessions to take turns on, so
+ * that concurrent sessions' streams sit on distinct queues instead of
+ * sharing one and waiting behind each other's kernels. 0: the driver's
+ * default and a new stream for each session.
+ */
+typedef struct backend_options {
+	int device;
+	int queues;
+} backend_options;
+
+/*
+ * Open the backend `kind` selects (AUTO: CUDA when this build has it and a
+ * GPU is present, else CPU). Returns NULL with a message on failure (for
+ * example --backend cuda without a GPU).
+ */
+backend *backend_open(backend_kind kind, const backend_options *opt, char *err, size_t errlen);
+void backend_close(backend *be);
+
+backend *backend_cpu_open(char *err, size_t errlen);
+#ifdef TILEOPS_HAVE_CUDA
+/* Returns 1 when a CUDA device is usable, 0 otherwise. */
+int backend_cuda_available(void);
+backend *backend_cuda_open(const backend_options *opt, char *err, size_t errlen);
+#endif
+
+#endif

@@ -1,0 +1,984 @@
+/*
+ * backend_cuda.c - the CUDA backend: tensors in device memory, one stream
+ * per session, kernels from kernels/ launched on it. This is the only daemon
+ * file that includes CUDA headers; every call runs on the executor thread.
+ */
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "backend.h"
+#include "log.h"
+
+#define CUDA_TIMING_RING 256
+#define CUDA_BOUNCE_BYTES (8u << 20)
+
+typedef struct cuda_timing {
+	int slot;
+	void *arg;
+	cudaEvent_t start, stop;
+} cuda_timing;
+
+typedef struct cuda_ipc_map {
+	unsigned char handle[64];
+	void *ptr;
+	int refs;
+	struct cuda_ipc_map *next;
+} cuda_ipc_map;
+
+/*
+ * A session's stream, and the workspace its ops borrow (TK_WORKSPACE_BYTES,
+ * made on the first op that can use it). Ops on one stream run in order,
+ * so they can all share it.
+ */
+typedef struct cuda_stream {
+	cudaStream_t s;
+	void *ws;
+	int pooled;               /* one of the streams made at open */
+	struct cuda_stream *next; /* in the pool's free list */
+} cuda_stream;
+
+/*
+ * The device's streams made at open, one per hardware work queue asked for
+ * (backend_options.queues), all at once so that each sits on a queue of its
+ * own; a session takes the one free the longest and gives it back when it
+ * closes. Sessions past the pool get streams of their own.
+ */
+typedef struct cuda_pool {
+	pthread_mutex_t mu;
+	cuda_stream *head, *tail; /* free, oldest first */
+	cuda_stream **all;
+	int n;
+} cuda_pool;
+
+/*
+ * Releases put off: cudaFree and cudaHostUnregister wait for the whole
+ * device and hold the driver's locks meanwhile, so every other thread's
+ * launches stall for as long (on an H200 with 8 clients launching, each
+ * session that closed cost the others 1 to 2 ms per release, and the last
+ * client finished up to 10 ms late: docs/perf.md, "Dispatch"). A
+ * background thread does them while no executor thread has work
+ * (be->active_threads), one at a time, or once one has waited
+ * DEFER_MAX_US (then one every DEFER_GAP_US, busy or not), or at once when
+ * an allocation runs short.
+ */
+typedef enum { DEFER_DEVICE, DEFER_ARENA } defer_kind;
+
+typedef struct cuda_deferred {
+	defer_kind kind;
+	void *ptr;      /* device memory, or a pinned arena mapping */
+	size_t size;    /* the arena mapping's size */
+	uint64_t since; /* when it was put off (now_us) */
+	struct cuda_deferred *next;
+} cuda_deferred;
+
+#define DEFER_MAX_US 200000u
+#define DEFER_GAP_US 5000u
+
+typedef struct cuda_impl {
+	int device;
+	pthread_mutex_t ipc_mu; /* the executor threads share the IPC mappings */
+	cuda_ipc_map *ipc;
+	cuda_pool pool;
+	/* The releases put off, oldest first, and the thread that does them. */
+	pthread_mutex_t defer_mu;
+	pthread_cond_t defer_cv;
+	cuda_deferred *deferred, *deferred_tail;
+	int deferred_any; /* atomic: the list is not empty */
+	pthread_t reaper;
+	int reaper_running, reaper_stop;
+} cuda_impl;
+
+/*
+ * An instantiated plan graph and the workspace its kernels were captured
+ * with: a graph may replay on any stream while its session's stream runs
+ * other work, so it owns its workspace.
+ */
+typedef struct cuda_graph {
+	cudaGraphExec_t exec;
+	void *ws;
+} cuda_graph;
+
+/* Fence events each thread keeps made. */
+#define CUDA_FENCE_POOL 32
+
+/* What each executor thread keeps for its own launches. */
+typedef struct cuda_thread {
+	/* Launched ops whose device time is not collected yet, oldest first. */
+	cuda_timing ring[CUDA_TIMING_RING];
+	unsigned head, tail; /* tail - head entries in use */
+	void *bounce;        /* pinned staging for arenas that could not be pinned */
+	int capturing;       /* a plan is being captured: launches are not timed */
+	void *capture_ws;    /* workspace made during the capture, for its graph */
+	/* Fence events to reuse (made at thread start, like the timing events). */
+	cudaEvent_t fences[CUDA_FENCE_POOL];
+	int n_fences;
+	cudaStream_t zero; /* where new tensors are zeroed (cuda_alloc) */
+} cuda_thread;
+
+static _Thread_local cuda_thread *cuda_tls;
+
+static tileops_status cuda_fail(cudaError_t e, const char *what, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+	if (e == cudaErrorMemoryAllocation)
+		return TILEOPS_ERR_OUT_OF_MEMORY;
+	return TILEOPS_ERR_BACKEND;
+}
+
+/* CLOCK_MONOTONIC in microseconds, never 0. */
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u + 1u;
+}
+
+static void release_one(const cuda_deferred *d)
+{
+	if (d->kind == DEFER_DEVICE) {
+		/* Waits for work in flight that may still use the memory. */
+		cudaFree(d->ptr);
+	} else {
+		cudaHostUnregister(d->ptr);
+		munmap(d->ptr, d->size);
+	}
+}
+
+/* Put a release off; done at once if there is no memory to remember it. */
+static void defer(cuda_impl *im, defer_kind kind, void *ptr, size_t size)
+{
+	cuda_deferred *d = malloc(sizeof(*d));
+	if (!d || !im->reaper_running) {
+		release_one(&(cuda_deferred){ kind, ptr, size, 0, NULL });
+		free(d);
+		return;
+	}
+	*d = (cuda_deferred){ kind, ptr, size, now_us(), NULL };
+	pthread_mutex_lock(&im->defer_mu);
+	if (im->deferred_tail)
+		im->deferred_tail->next = d;
+	else
+		im->deferred = d;
+	im->deferred_tail = d;
+	__atomic_store_n(&im->deferred_any, 1, __ATOMIC_RELAXED);
+	pthread_cond_signal(&im->defer_cv);
+	pthread_mutex_unlock(&im->defer_mu);
+}
+
+/* The oldest release put off, taken off the list (defer_mu held). */
+static cuda_deferred *take_oldest(cuda_impl *im)
+{
+	cuda_deferred *d = im->deferred;
+	if (d) {
+		im->deferred = d->next;
+		if (!im->deferred)
+			im->deferred_tail = NULL;
+		__atomic_store_n(&im->deferred_any, im->deferred != NULL, __ATOMIC_RELAXED);
+	}
+	return d;
+}
+
+/* Every release put off, now, on the calling thread. */
+static void release_all(cuda_impl *im)
+{
+	for (;;) {
+		pthread_mutex_lock(&im->defer_mu);
+		cuda_deferred *d = take_oldest(im);
+		pthread_mutex_unlock(&im->defer_mu);
+		if (!d)
+			return;
+		release_one(d);
+		free(d);
+	}
+}
+
+static void wait_us(cuda_impl *im, uint64_t us)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += (long)(us % 1000000u) * 1000;
+	ts.tv_sec += (time_t)(us / 1000000u) + ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	pthread_cond_timedwait(&im->defer_cv, &im->defer_mu, &ts);
+}
+
+typedef struct reaper_arg {
+	backend *be;
+	cuda_impl *im;
+} reaper_arg;
+
+static void *reaper_main(void *arg)
+{
+	reaper_arg a = *(reaper_arg *)arg;
+	cuda_impl *im = a.im;
+	free(arg);
+	pthread_setname_np(pthread_self(), "tileops-release");
+	cudaSetDevice(im->device);
+	uint64_t last_forced = 0;
+	pthread_mutex_lock(&im->defer_mu);
+	while (!im->reaper_stop) {
+		if (!im->deferred) {
+			pthread_cond_wait(&im->defer_cv, &im->defer_mu);
+			continue;
+		}
+		uint64_t now = now_us();
+		int quiet = __atomic_load_n(&a.be->active_threads, __ATOMIC_RELAXED) == 0;
+		int overdue = now - im->deferred->since >= DEFER_MAX_US &&
+		              now - last_forced >= DEFER_GAP_US;
+		if (!quiet && !overdue) {
+			wait_us(im, 1000);
+			continue;
+		}
+		if (!quiet)
+			last_forced = now;
+		cuda_deferred *d = take_oldest(im);
+		pthread_mutex_unlock(&im->defer_mu);
+		release_one(d);
+		free(d);
+		pthread_mutex_lock(&im->defer_mu);
+	}
+	pthread_mutex_unlock(&im->defer_mu);
+	return NULL;
+}
+
+int backend_cuda_available(void)
+{
+	int n = 0;
+	return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+static tileops_status cuda_thread_init(backend *be, char *err, size_t errlen)
+{
+	cuda_impl *im = be->impl;
+	cudaError_t e = cudaSetDevice(im->device);
+	if (e != cudaSuccess)
+		return cuda_fail(e, "cudaSetDevice", err, errlen);
+	cuda_tls = calloc(1, sizeof(*cuda_tls));
+	if (!cuda_tls) {
+		snprintf(err, errlen, "out of memory");
+		return TILEOPS_ERR_OUT_OF_MEMORY;
+	}
+	/* Every timing event is made now: creating events while other threads
+	 * launch stalls them all (measured: the 8-process dispatch rate fell
+	 * from 684k to 450k kernels/s with a few dozen made on the fly). */
+	for (unsigned i = 0; i < CUDA_TIMING_RING; i++) {
+		cuda_timing *t = &cuda_tls->ring[i];
+		if ((e = cudaEventCreate(&t->start)) != cudaSuccess ||
+		    (e = cudaEventCreate(&t->stop)) != cudaSuccess)
+			return cuda_fail(e, "cudaEventCreate", err, errlen);
+	}
+	for (; cuda_tls->n_fences < CUDA_FENCE_POOL; cuda_tls->n_fences++) {
+		e = cudaEventCreateWithFlags(&cuda_tls->fences[cuda_tls->n_fences],
+		                             cudaEventDisableTiming);
+		if (e != cudaSuccess)
+			return cuda_fail(e, "cudaEventCreate", err, errlen);
+	}
+	if ((e = cudaStreamCreateWithFlags(&cuda_tls->zero, cudaStreamNonBlocking)) != cudaSuccess)
+		return cuda_fail(e, "cudaStreamCreate", err, errlen);
+	return TILEOPS_OK;
+}
+
+static void cuda_collect(backend *be);
+
+static void cuda_thread_fini(backend *be)
+{
+	cuda_thread *t = cuda_tls;
+	if (!t)
+		return;
+	cudaDeviceSynchronize();
+	cuda_collect(be);
+	for (unsigned i = 0; i < CUDA_TIMING_RING; i++) {
+		if (t->ring[i].start)
+			cudaEventDestroy(t->ring[i].start);
+		if (t->ring[i].stop)
+			cudaEventDestroy(t->ring[i].stop);
+	}
+	if (t->bounce)
+		cudaFreeHost(t->bounce);
+	while (t->n_fences > 0)
+		cudaEventDestroy(t->fences[--t->n_fences]);
+	if (t->zero)
+		cudaStreamDestroy(t->zero);
+	free(t);
+	cuda_tls = NULL;
+}
+
+static void pool_destroy(cuda_pool *p)
+{
+	for (int i = 0; i < p->n; i++) {
+		cudaStreamDestroy(p->all[i]->s);
+		free(p->all[i]);
+	}
+	free(p->all);
+	pthread_mutex_destroy(&p->mu);
+}
+
+/* Make n streams in a row, all free. A failure leaves a smaller pool. */
+static void pool_make(cuda_pool *p, int n)
+{
+	pthread_mutex_init(&p->mu, NULL);
+	p->all = calloc((size_t)(n > 0 ? n : 1), sizeof(*p->all));
+	for (int i = 0; p->all && i < n; i++) {
+		cuda_stream *st = calloc(1, sizeof(*st));
+		if (!st ||
+		    cudaStreamCreateWithFlags(&st->s, cudaStreamNonBlocking) != cudaSuccess) {
+			free(st);
+			cudaGetLastError();
+			log_warn("made %d of %d pooled streams; later sessions get their own", i,
+			         n);
+			break;
+		}
+		st->pooled = 1;
+		p->all[p->n++] = st;
+		if (p->tail)
+			p->tail->next = st;
+		else
+			p->head = st;
+		p->tail = st;
+	}
+}
+
+static cuda_stream *pool_take(cuda_pool *p)
+{
+	pthread_mutex_lock(&p->mu);
+	cuda_stream *st = p->head;
+	if (st) {
+		p->head = st->next;
+		if (!p->head)
+			p->tail = NULL;
+		st->next = NULL;
+	}
+	pthread_mutex_unlock(&p->mu);
+	return st;
+}
+
+static void pool_give(cuda_pool *p, cuda_stream *st)
+{
+	pthread_mutex_lock(&p->mu);
+	st->next = NULL;
+	if (p->tail)
+		p->tail->next = st;
+	else
+		p->head = st;
+	p->tail = st;
+	pthread_mutex_unlock(&p->mu);
+}
+
+static void cuda_destroy(backend *be)
+{
+	cuda_impl *im = be->impl;
+	cudaSetDevice(im->device);
+	if (im->reaper_running) {
+		pthread_mutex_lock(&im->defer_mu);
+		im->reaper_stop = 1;
+		pthread_cond_signal(&im->defer_cv);
+		pthread_mutex_unlock(&im->defer_mu);
+		pthread_join(im->reaper, NULL);
+		im->reaper_running = 0;
+	}
+	release_all(im);
+	pthread_cond_destroy(&im->defer_cv);
+	pthread_mutex_destroy(&im->defer_mu);
+	pool_destroy(&im->pool);
+	while (im->ipc) {
+		cuda_ipc_map *m = im->ipc;
+		im->ipc = m->next;
+		cudaIpcCloseMemHandle(m->ptr);
+		free(m);
+	}
+	pthread_mutex_destroy(&im->ipc_mu);
+	free(im);
+	free(be);
+}
+
+static inline cudaStream_t cs(void *stream)
+{
+	return ((cuda_stream *)stream)->s;
+}
+
+static tileops_status cuda_stream_create(backend *be, void **stream, char *err, size_t errlen)
+{
+	cuda_impl *im = be->impl;
+	cuda_stream *st = pool_take(&im->pool);
+	if (st) {
+		*stream = st;
+		return TILEOPS_OK;
+	}
+	st = calloc(1, sizeof(*st));
+	if (!st) {
+		snprintf(err, errlen, "out of host memory");
+		return TILEOPS_ERR_OUT_OF_MEMORY;
+	}
+	cudaError_t e = cudaStreamCreateWithFlags(&st->s, cudaStreamNonBlocking);
+	if (e != cudaSuccess) {
+		free(st);
+		return cuda_fail(e, "cudaStreamCreate", err, errlen);
+	}
+	*stream = st;
+	return TILEOPS_OK;
+}
+
+static void cuda_stream_destroy(backend *be, void *stream)
+{
+	cuda_stream *st = stream;
+	cudaStreamSynchronize(st->s);
+	cuda_collect(be);
+	if (st->ws)
+		defer(be->impl, DEFER_DEVICE, st->ws, 0);
+	st->ws = NULL;
+	if (st->pooled) {
+		pool_give(&((cuda_impl *)be->impl)->pool, st);
+		return;
+	}
+	cudaStreamDestroy(st->s);
+	free(st);
+}
+
+static void cuda_arena_attach(backend *be, arena *a)
+{
+	/* Pinned arenas are copied by DMA. If the client later shrinks its shm
+	 * object, the pinned pages stay referenced, so the copy cannot fault. */
+	cudaError_t e = cudaHostRegister(a->base, a->size, cudaHostRegisterDefault);
+	if (e == cudaSuccess) {
+		a->pinned = 1;
+	} else {
+		cudaGetLastError();
+		log_warn("cannot pin a %zu-byte arena (%s): copies go through a staging buffer",
+		         a->size, cudaGetErrorString(e));
+	}
+}
+
+static void cuda_arena_detach(backend *be, arena *a)
+{
+	if (!a->pinned)
+		return;
+	/* The mapping goes with the pinning: unmapped only once unregistered,
+	 * so its addresses cannot be reused by another arena before. */
+	defer(be->impl, DEFER_ARENA, a->base, a->size);
+	a->base = NULL;
+	a->size = 0;
+	a->pinned = 0;
+}
+
+static tileops_status cuda_alloc(backend *be, size_t bytes, void **ptr, char *err,
+                                 size_t errlen)
+{
+	void *p = NULL;
+	cudaError_t e = cudaMalloc(&p, bytes ? bytes : 256);
+	if (e == cudaErrorMemoryAllocation &&
+	    __atomic_load_n(&((cuda_impl *)be->impl)->deferred_any, __ATOMIC_RELAXED)) {
+		/* Memory freed but not yet released: release it and try again. */
+		cudaGetLastError();
+		release_all(be->impl);
+		e = cudaMalloc(&p, bytes ? bytes : 256);
+	}
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		snprintf(err, errlen, "device memory exhausted allocating %zu bytes (%s)", bytes,
+		         cudaGetErrorString(e));
+		return TILEOPS_ERR_OUT_OF_MEMORY;
+	}
+	/* Zeroed before anyone learns the address: memory freed in this process
+	 * comes back from cudaMalloc as it was left, and it may have held another
+	 * session's data. */
+	cudaStream_t z = cuda_tls ? cuda_tls->zero : NULL;
+	if (z)
+		e = cudaMemsetAsync(p, 0, bytes ? bytes : 256, z);
+	if (e == cudaSuccess)
+		e = z ? cudaStreamSynchronize(z) : cudaMemset(p, 0, bytes ? bytes : 256);
+	if (e != cudaSuccess) {
+		defer(be->impl, DEFER_DEVICE, p, 0);
+		return cuda_fail(e, "zeroing a new tensor", err, errlen);
+	}
+	*ptr = p;
+	return TILEOPS_OK;
+}
+
+static void cuda_free(backend *be, void *stream, void *ptr)
+{
+	(void)stream;
+	defer(be->impl, DEFER_DEVICE, ptr, 0);
+}
+
+static tileops_status cuda_bounce(backend *be, char *err, size_t errlen)
+{
+	cuda_thread *im = cuda_tls;
+	if (im->bounce)
+		return TILEOPS_OK;
+	cudaError_t e = cudaMallocHost(&im->bounce, CUDA_BOUNCE_BYTES);
+	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "cudaMallocHost", err, errlen);
+}
+
+static tileops_status cuda_copy(backend *be, cudaStream_t s, void *dev, const arena *a,
+                                size_t aoff, size_t len, int to_device, char *err,
+                                size_t errlen)
+{
+	cudaError_t e;
+	if (a->pinned) {
+		char *host = (char *)a->base + aoff;
+		/* Queued only: the executor answers once a fence after it passes. */
+		e = to_device ? cudaMemcpyAsync(dev, host, len, cudaMemcpyHostToDevice, s)
+		              : cudaMemcpyAsync(host, dev, len, cudaMemcpyDeviceToHost, s);
+		return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "copy", err, errlen);
+	}
+	tileops_status st = cuda_bounce(be, err, errlen);
+	if (st != TILEOPS_OK)
+		return st;
+	cuda_thread *im = cuda_tls;
+	for (size_t done = 0; done < len;) {
+		size_t n = len - done < CUDA_BOUNCE_BYTES ? len - done : CUDA_BOUNCE_BYTES;
+		char *d = (char *)dev + done;
+		if (to_device) {
+			if (arena_copy_in(a, aoff + done, im->bounce, n) != 0)
+				goto truncated;
+			e = cudaMemcpyAsync(d, im->bounce, n, cudaMemcpyHostToDevice, s);
+			if (e == cudaSuccess)
+				e = cudaStreamSynchronize(s);
+		} else {
+			e = cudaMemcpyAsync(im->bounce, d, n, cudaMemcpyDeviceToHost, s);
+			if (e == cudaSuccess)
+				e = cudaStreamSynchronize(s);
+			if (e == cudaSuccess && arena_copy_out(a, aoff + done, im->bounce, n) != 0)
+				goto truncated;
+		}
+		if (e != cudaSuccess)
+			return cuda_fail(e, "copy", err, errlen);
+		done += n;
+	}
+	return TILEOPS_OK;
+truncated:
+	snprintf(err, errlen, "arena bytes [%zu, %zu) are no longer backed by the shm object", aoff,
+	         aoff + len);
+	return TILEOPS_ERR_RANGE;
+}
+
+static tileops_status cuda_write(backend *be, void *stream, void *dst, const arena *a,
+                                 size_t aoff, size_t len, char *err, size_t errlen)
+{
+	return cuda_copy(be, cs(stream), dst, a, aoff, len, 1, err, errlen);
+}
+
+static tileops_status cuda_read(backend *be, void *stream, const void *src, const arena *a,
+                                size_t aoff, size_t len, char *err, size_t errlen)
+{
+	return cuda_copy(be, cs(stream), (void *)src, a, aoff, len, 0, err, errlen);
+}
+
+static void cuda_collect(backend *be)
+{
+	cuda_thread *im = cuda_tls;
+	while (im && im->tail != im->head) {
+		cuda_timing *t = &im->ring[im->head % CUDA_TIMING_RING];
+		cudaError_t q = cudaEventQuery(t->stop);
+		if (q == cudaErrorNotReady)
+			break;
+		float ms = 0.0f;
+		if (q == cudaSuccess && cudaEventElapsedTime(&ms, t->start, t->stop) == cudaSuccess &&
+		    be->timing_cb)
+			be->timing_cb(be->timing_ctx, t->slot, t->arg, (double)ms * 1e3);
+		cudaGetLastError();
+		im->head++;
+	}
+}
+
+/*
+ * Device memory for workspace. During a capture the allocation is made in
+ * relaxed capture mode: it is not a stream operation, and the graph that
+ * is being captured will own it. NULL when there is none to be had: the
+ * kernels then run without (slower, never wrong).
+ */
+static void *cuda_workspace_alloc(int capturing)
+{
+	void *p = NULL;
+	enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+	if (capturing)
+		cudaThreadExchangeStreamCaptureMode(&mode);
+	if (cudaMalloc(&p, TK_WORKSPACE_BYTES) != cudaSuccess) {
+		cudaGetLastError();
+		log_warn("no device memory for a %zu-byte kernel workspace: kernels run without it",
+		         TK_WORKSPACE_BYTES);
+		p = NULL;
+	}
+	if (capturing)
+		cudaThreadExchangeStreamCaptureMode(&mode);
+	return p;
+}
+
+/* The workspace a launch on `stream` may use: the graph's while capturing,
+ * else the stream's. */
+static void *cuda_workspace(cuda_thread *im, cuda_stream *st)
+{
+	void **slot = im->capturing ? &im->capture_ws : &st->ws;
+	if (!*slot)
+		*slot = cuda_workspace_alloc(im->capturing);
+	return *slot;
+}
+
+static tileops_status cuda_launch(backend *be, void *stream, const tk_kernel_entry *k,
+                                  const tk_call *call, int timed, int slot, void *arg, char *err,
+                                  size_t errlen)
+{
+	cuda_thread *im = cuda_tls;
+	cudaStream_t s = cs(stream);
+	tk_call with_ws;
+	if (k->workspace && !call->workspace) {
+		with_ws = *call;
+		with_ws.workspace = cuda_workspace(im, stream);
+		with_ws.workspace_bytes = with_ws.workspace ? TK_WORKSPACE_BYTES : 0;
+		call = &with_ws;
+	}
+	if (im->capturing || !timed) {
+		tk_status cst = k->cuda(call, s);
+		if (cst == TK_OK)
+			return TILEOPS_OK;
+		snprintf(err, errlen, "%s: kernel launch failed: %s", k->op,
+		         cudaGetErrorString(cudaGetLastError()));
+		return cst == TK_ERR_UNSUPPORTED ? TILEOPS_ERR_UNSUPPORTED : TILEOPS_ERR_BACKEND;
+	}
+	if (im->tail - im->head == CUDA_TIMING_RING) {
+		/* Ring full: wait for the oldest op, then collect. */
+		cudaEventSynchronize(im->ring[im->head % CUDA_TIMING_RING].stop);
+		cuda_collect(be);
+	}
+	cuda_timing *t = &im->ring[im->tail % CUDA_TIMING_RING];
+	t->slot = slot;
+	t->arg = arg;
+	cudaEventRecord(t->start, s);
+	tk_status st = k->cuda(call, s);
+	if (st == TK_ERR_UNSUPPORTED) {
+		snprintf(err, errlen, "%s: the CUDA kernel does not support these arguments", k->op);
+		return TILEOPS_ERR_UNSUPPORTED;
+	}
+	if (st != TK_OK) {
+		cudaError_t e = cudaGetLastError();
+		snprintf(err, errlen, "%s: kernel launch failed: %s", k->op, cudaGetErrorString(e));
+		return TILEOPS_ERR_BACKEND;
+	}
+	cudaEventRecord(t->stop, s);
+	im->tail++;
+	cuda_collect(be);
+	return TILEOPS_OK;
+}
+
+static tileops_status cuda_sync(backend *be, void *stream, char *err, size_t errlen)
+{
+	cudaError_t e = cudaStreamSynchronize(cs(stream));
+	cuda_collect(be);
+	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "device error", err, errlen);
+}
+
+static void cuda_fence_free(backend *be, void *fence);
+
+static tileops_status cuda_fence_create(backend *be, void *stream, void **fence, char *err,
+                                        size_t errlen)
+{
+	cuda_thread *t = cuda_tls;
+	cudaEvent_t ev;
+	cudaError_t e = cudaSuccess;
+	/* From the thread's pool: making an event stalls every thread's launches. */
+	if (t && t->n_fences > 0)
+		ev = t->fences[--t->n_fences];
+	else
+		e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+	if (e == cudaSuccess && (e = cudaEventRecord(ev, cs(stream))) != cudaSuccess)
+		cuda_fence_free(be, ev);
+	if (e != cudaSuccess)
+		return cuda_fail(e, "cudaEventRecord", err, errlen);
+	*fence = ev;
+	return TILEOPS_OK;
+}
+
+static tileops_status cuda_fence_query(backend *be, void *fence, char *err, size_t errlen)
+{
+	cudaError_t e = cudaEventQuery((cudaEvent_t)fence);
+	if (e == cudaErrorNotReady)
+		return TILEOPS_IN_PROGRESS;
+	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "device error", err, errlen);
+}
+
+static void cuda_fence_free(backend *be, void *fence)
+{
+	cuda_thread *t = cuda_tls;
+	if (!fence)
+		return;
+	if (t && t->n_fences < CUDA_FENCE_POOL)
+		t->fences[t->n_fences++] = (cudaEvent_t)fence;
+	else
+		cudaEventDestroy((cudaEvent_t)fence);
+}
+
+static tileops_status cuda_capture_begin(backend *be, void *stream, char *err, size_t errlen)
+{
+	cuda_thread *im = cuda_tls;
+	cudaError_t e = cudaStreamBeginCapture(cs(stream), cudaStreamCaptureModeThreadLocal);
+	if (e != cudaSuccess)
+		return cuda_fail(e, "cudaStreamBeginCapture", err, errlen);
+	im->capturing = 1;
+	im->capture_ws = NULL;
+	return TILEOPS_OK;
+}
+
+static void cuda_capture_abort(backend *be, void *stream)
+{
+	cuda_thread *im = cuda_tls;
+	cudaGraph_t g = NULL;
+	if (cudaStreamEndCapture(cs(stream), &g) == cudaSuccess && g)
+		cudaGraphDestroy(g);
+	cudaGetLastError();
+	im->capturing = 0;
+	if (im->capture_ws)
+		cudaFree(im->capture_ws);
+	im->capture_ws = NULL;
+}
+
+static tileops_status cuda_capture_end(backend *be, void *stream, void **graph, size_t *bytes,
+                                       char *err, size_t errlen)
+{
+	cuda_thread *im = cuda_tls;
+	cudaGraph_t g = NULL;
+	cudaError_t e = cudaStreamEndCapture(cs(stream), &g);
+	void *ws = im->capture_ws;
+	im->capturing = 0;
+	im->capture_ws = NULL;
+	if (e != cudaSuccess) {
+		if (ws)
+			cudaFree(ws);
+		return cuda_fail(e, "cudaStreamEndCapture", err, errlen);
+	}
+	cuda_graph *old = *graph;
+	if (old) {
+		/* Same topology, new arguments: update the instantiated graph. The
+		 * old workspace may still be in use by a replay in flight. */
+		cudaGraphExecUpdateResultInfo info;
+		if (cudaGraphExecUpdate(old->exec, g, &info) == cudaSuccess) {
+			cudaGraphDestroy(g);
+			if (old->ws != ws && old->ws) {
+				cudaStreamSynchronize(cs(stream));
+				cudaFree(old->ws);
+			}
+			old->ws = ws;
+			return TILEOPS_OK;
+		}
+		cudaGetLastError();
+		cudaGraphExecDestroy(old->exec);
+		if (old->ws)
+			cudaFree(old->ws);
+		free(old);
+		*graph = NULL;
+	}
+	cuda_graph *ng = calloc(1, sizeof(*ng));
+	if (!ng) {
+		cudaGraphDestroy(g);
+		if (ws)
+			cudaFree(ws);
+		snprintf(err, errlen, "out of host memory");
+		return TILEOPS_ERR_OUT_OF_MEMORY;
+	}
+	size_t free0 = 0, free1 = 0, total = 0;
+	cudaMemGetInfo(&free0, &total);
+	e = cudaGraphInstantiateWithFlags(&ng->exec, g, 0);
+	cudaGraphDestroy(g);
+	if (e != cudaSuccess) {
+		free(ng);
+		if (ws)
+			cudaFree(ws);
+		return cuda_fail(e, "cudaGraphInstantiate", err, errlen);
+	}
+	cudaMemGetInfo(&free1, &total);
+	*bytes = (free0 > free1 ? free0 - free1 : 0) + (ws ? TK_WORKSPACE_BYTES : 0);
+	ng->ws = ws;
+	*graph = ng;
+	return TILEOPS_OK;
+}
+
+static tileops_status cuda_graph_launch(backend *be, void *stream, void *graph, char *err,
+                                        size_t errlen)
+{
+	cudaError_t e = cudaGraphLaunch(((cuda_graph *)graph)->exec, cs(stream));
+	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "cudaGraphLaunch", err, errlen);
+}
+
+static void cuda_graph_destroy(backend *be, void *graph)
+{
+	cuda_graph *g = graph;
+	if (!g)
+		return;
+	cudaGraphExecDestroy(g->exec);
+	/* Released later: cudaFree waits for replays in flight that may still use it. */
+	if (g->ws)
+		defer(be->impl, DEFER_DEVICE, g->ws, 0);
+	free(g);
+}
+
+static tileops_status cuda_ipc_export(backend *be, void *ptr, unsigned char handle[64],
+                                      char *err, size_t errlen)
+{
+	cudaIpcMemHandle_t h;
+	cudaError_t e = cudaIpcGetMemHandle(&h, ptr);
+	if (e != cudaSuccess)
+		return cuda_fail(e, "cudaIpcGetMemHandle", err, errlen);
+	memcpy(handle, &h, 64);
+	return TILEOPS_OK;
+}
+
+static tileops_status cuda_ipc_open(cuda_impl *im, const unsigned char handle[64], void **ptr,
+                                    char *err, size_t errlen);
+
+static tileops_status cuda_ipc_import(backend *be, const unsigned char handle[64], void **ptr,
+                                      char *err, size_t errlen)
+{
+	cuda_impl *im = be->impl;
+	pthread_mutex_lock(&im->ipc_mu);
+	tileops_status st = cuda_ipc_open(im, handle, ptr, err, errlen);
+	pthread_mutex_unlock(&im->ipc_mu);
+	return st;
+}
+
+/* Each exported allocation is opened once; later imports share it. */
+static tileops_status cuda_ipc_open(cuda_impl *im, const unsigned char handle[64], void **ptr,
+                                    char *err, size_t errlen)
+{
+	for (cuda_ipc_map *m = im->ipc; m; m = m->next) {
+		if (memcmp(m->handle, handle, 64) == 0) {
+			m->refs++;
+			*ptr = m->ptr;
+			return TILEOPS_OK;
+		}
+	}
+	cudaIpcMemHandle_t h;
+	memcpy(&h, handle, 64);
+	void *p = NULL;
+	cudaError_t e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		snprintf(err, errlen, "cannot open the CUDA IPC handle: %s", cudaGetErrorString(e));
+		return TILEOPS_ERR_INVALID_ARGUMENT;
+	}
+	cuda_ipc_map *m = calloc(1, sizeof(*m));
+	if (!m) {
+		cudaIpcCloseMemHandle(p);
+		snprintf(err, errlen, "out of host memory");
+		return TILEOPS_ERR_OUT_OF_MEMORY;
+	}
+	memcpy(m->handle, handle, 64);
+	m->ptr = p;
+	m->refs = 1;
+	m->next = im->ipc;
+	im->ipc = m;
+	*ptr = p;
+	return TILEOPS_OK;
+}
+
+static void cuda_ipc_close(backend *be, void *ptr)
+{
+	cuda_impl *im = be->impl;
+	pthread_mutex_lock(&im->ipc_mu);
+	for (cuda_ipc_map **pp = &im->ipc; *pp; pp = &(*pp)->next) {
+		cuda_ipc_map *m = *pp;
+		if (m->ptr != ptr)
+			continue;
+		if (--m->refs == 0) {
+			cudaDeviceSynchronize();
+			cudaIpcCloseMemHandle(m->ptr);
+			*pp = m->next;
+			free(m);
+		}
+		break;
+	}
+	pthread_mutex_unlock(&im->ipc_mu);
+}
+
+static const backend_ops cuda_ops = {
+	.thread_init = cuda_thread_init,
+	.thread_fini = cuda_thread_fini,
+	.destroy = cuda_destroy,
+	.stream_create = cuda_stream_create,
+	.stream_destroy = cuda_stream_destroy,
+	.arena_attach = cuda_arena_attach,
+	.arena_detach = cuda_arena_detach,
+	.alloc = cuda_alloc,
+	.free = cuda_free,
+	.write = cuda_write,
+	.read = cuda_read,
+	.launch = cuda_launch,
+	.sync = cuda_sync,
+	.fence_create = cuda_fence_create,
+	.fence_query = cuda_fence_query,
+	.fence_free = cuda_fence_free,
+	.capture_begin = cuda_capture_begin,
+	.capture_end = cuda_capture_end,
+	.capture_abort = cuda_capture_abort,
+	.graph_launch = cuda_graph_launch,
+	.graph_destroy = cuda_graph_destroy,
+	.ipc_export = cuda_ipc_export,
+	.ipc_import = cuda_ipc_import,
+	.ipc_close = cuda_ipc_close,
+	.collect_timings = cuda_collect,
+};
+
+backend *backend_cuda_open(const backend_options *opt, char *err, size_t errlen)
+{
+	int n = 0, device = opt->device;
+	cudaError_t e = cudaGetDeviceCount(&n);
+	if (e != cudaSuccess || n == 0) {
+		snprintf(err, errlen, "--backend cuda: no usable GPU (%s)",
+		         e == cudaSuccess ? "no CUDA devices" : cudaGetErrorString(e));
+		return NULL;
+	}
+	if (device < 0 || device >= n) {
+		snprintf(err, errlen, "device %d does not exist (this machine has %d)", device, n);
+		return NULL;
+	}
+	struct cudaDeviceProp prop;
+	if ((e = cudaSetDevice(device)) != cudaSuccess ||
+	    (e = cudaGetDeviceProperties(&prop, device)) != cudaSuccess) {
+		snprintf(err, errlen, "cannot open device %d: %s", device, cudaGetErrorString(e));
+		return NULL;
+	}
+	/* The kernels are built for sm_90a only; anything else cannot run them. */
+	if (prop.major != 9 || prop.minor != 0) {
+		snprintf(err, errlen,
+		         "device %d (%s) is sm_%d%d; this build's kernels need sm_90 (Hopper)", device,
+		         prop.name, prop.major, prop.minor);
+		return NULL;
+	}
+	backend *be = calloc(1, sizeof(*be));
+	cuda_impl *im = calloc(1, sizeof(*im));
+	if (!be || !im) {
+		free(be);
+		free(im);
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	im->device = device;
+	pthread_mutex_init(&im->ipc_mu, NULL);
+	pthread_mutex_init(&im->defer_mu, NULL);
+	pthread_cond_init(&im->defer_cv, NULL);
+	reaper_arg *ra = malloc(sizeof(*ra));
+	if (ra) {
+		*ra = (reaper_arg){ be, im };
+		im->reaper_running = pthread_create(&im->reaper, NULL, reaper_main, ra) == 0;
+		if (!im->reaper_running)
+			free(ra);
+	}
+	if (!im->reaper_running)
+		log_warn("cannot start the release thread: memory is released at once");
+	pool_make(&im->pool, opt->queues);
+	const char *q = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+	log_info("device %d: %d pooled streams, CUDA_DEVICE_MAX_CONNECTIONS=%s", device,
+	         im->pool.n, q ? q : "(driver default)");
+	be->ops = &cuda_ops;
+	be->impl = im;
+	be->name = "cuda";
+	be->is_gpu = 1;
+	be->capabilities = TILEOPS_CODE_CAP_CUDA_IPC | TILEOPS_CODE_CAP_GPU;
+	snprintf(be->device, sizeof(be->device), "%.64s (sm_%d%d, %d SMs, %.0f GiB, device %d)",
+	         prop.name, prop.major, prop.minor, prop.multiProcessorCount,
+	         (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), device);
+	return be;
+}

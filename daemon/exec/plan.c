@@ -1,0 +1,935 @@
+/*
+ * plan.c - plans: op sequences captured once per shape bucket and replayed,
+ * and the per-tenant graph cache that holds the captures.
+ *
+ * A plan belongs to a session; its captured graphs belong to the session's
+ * tenant's cache, keyed by (tenant, plan, bucket). Each tenant has its own
+ * quota (graphs and bytes) and its own LRU list: filling one tenant's cache
+ * evicts only that tenant's least recently used graph, and a graph that does
+ * not fit is run without being kept, so a plan never fails for want of room.
+ * There is no slot pool shared between tenants to exhaust.
+ *
+ * Executor threads share the cache: every entry point below holds the
+ * executor's cache_mu (the loop takes it too, to read the tenants for
+ * stats). The static functions expect it held.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "executor_int.h"
+#include "log.h"
+#include "tenant.h"
+#include "warmup.h"
+
+#define PLAN_MAX_BUCKETS 32
+#define PLAN_MAX_OPS 4096
+#define PLAN_MAX_BINDINGS 64
+
+typedef struct plan_graph {
+	struct plan *plan;
+	int bucket;
+	void *graph;
+	size_t bytes;
+	uint64_t gen;      /* the plan's binding generation it was captured with */
+	uint64_t last_used;
+	struct plan_graph *prev, *next; /* the tenant's LRU list, most recent first */
+} plan_graph;
+
+typedef struct binding {
+	uint64_t plan_tensor;
+	uint64_t tensor;
+} binding;
+
+typedef struct plan {
+	uint64_t handle;
+	char name[64];
+	tenant *t;
+	session *owner;           /* whose tensors the plan names */
+	int shared;               /* a warm-up plan: bindings are per run */
+	uint64_t bind_session;    /* shared: the session whose tensors are bound */
+	int n_named;              /* shared: the tensors, by name, for PlanOpen */
+	char (*names)[WARM_NAME_MAX];
+	uint64_t *named_handles;
+	struct plan *shared_next; /* the tenant's shared plans */
+	Tileops__PlanCreate *def; /* owned */
+	int n_buckets;            /* 0: no buckets (one graph) */
+	int64_t buckets[PLAN_MAX_BUCKETS];
+	binding binds[PLAN_MAX_BINDINGS];
+	int n_binds;
+	uint64_t gen;             /* bumped when the bindings change */
+	plan_graph *graphs[PLAN_MAX_BUCKETS];
+	struct plan *next;        /* the session's plans */
+} plan;
+
+struct plan_view {
+	const session *owner;  /* unbound handles resolve here */
+	const session *runner; /* bound tensors resolve here */
+	const plan *p;
+	int bucket;
+};
+
+static double now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* ---- tenants ------------------------------------------------------------- */
+
+static tenant *tenant_find(executor *ex, const char *name)
+{
+	for (tenant *t = ex->tenants; t; t = t->next)
+		if (strcmp(t->name, name) == 0)
+			return t;
+	return NULL;
+}
+
+static tenant *tenant_add(executor *ex, const char *name, const tenant_quota *q)
+{
+	tenant *t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	t->quota = *q;
+	t->next = ex->tenants;
+	ex->tenants = t;
+	return t;
+}
+
+static void tenant_remove(executor *ex, tenant *t)
+{
+	for (tenant **pp = &ex->tenants; *pp; pp = &(*pp)->next) {
+		if (*pp == t) {
+			*pp = t->next;
+			break;
+		}
+	}
+	free(t);
+}
+
+static tileops_status plan_join_tenant_locked(executor *ex, session *s, const char *name, char *err, size_t errlen)
+{
+	if (!name || !name[0]) {
+		char own[64];
+		snprintf(own, sizeof(own), "session-%llu", (unsigned long long)s->id);
+		s->tenant = tenant_add(ex, own, &ex->cfg.default_quota);
+		if (!s->tenant) {
+			snprintf(err, errlen, "out of host memory");
+			return TILEOPS_ERR_OUT_OF_MEMORY;
+		}
+			s->tenant->private_to = s->id;
+		s->tenant->sessions = 1;
+			return TILEOPS_OK;
+	}
+	const tenant_config *tc = NULL;
+	for (int i = 0; i < ex->cfg.n_tenants; i++)
+		if (strcmp(ex->cfg.tenants[i].name, name) == 0)
+			tc = &ex->cfg.tenants[i];
+	if (!tc) {
+		snprintf(err, errlen, "tenant '%.64s' is not configured (see 'tenant' in the config)",
+		         name);
+		return TILEOPS_ERR_PERMISSION;
+	}
+	if (!s->internal && ((tc->uid >= 0 && s->uid != tc->uid && s->uid != 0) ||
+	                     (tc->gid >= 0 && s->gid != tc->gid && s->uid != 0))) {
+		snprintf(err, errlen, "uid %lld may not join tenant '%s'", (long long)s->uid,
+		         tc->name);
+		return TILEOPS_ERR_PERMISSION;
+	}
+	tenant *t = tenant_find(ex, name);
+	if (!t)
+		t = tenant_add(ex, name, &tc->quota);
+	if (!t) {
+		snprintf(err, errlen, "out of host memory");
+		return TILEOPS_ERR_OUT_OF_MEMORY;
+	}
+	t->sessions++;
+	s->tenant = t;
+	return TILEOPS_OK;
+}
+
+/* ---- the cache ----------------------------------------------------------- */
+
+static void lru_unlink(tenant *t, plan_graph *g)
+{
+	if (g->prev)
+		g->prev->next = g->next;
+	else
+		t->lru_head = g->next;
+	if (g->next)
+		g->next->prev = g->prev;
+	else
+		t->lru_tail = g->prev;
+	g->prev = g->next = NULL;
+}
+
+static void lru_push_front(tenant *t, plan_graph *g)
+{
+	g->prev = NULL;
+	g->next = t->lru_head;
+	if (t->lru_head)
+		t->lru_head->prev = g;
+	t->lru_head = g;
+	if (!t->lru_tail)
+		t->lru_tail = g;
+}
+
+static void graph_drop(executor *ex, plan_graph *g, int evicted)
+{
+	tenant *t = g->plan->t;
+	lru_unlink(t, g);
+	g->plan->graphs[g->bucket] = NULL;
+	ex->be->ops->graph_destroy(ex->be, g->graph);
+	t->n_graphs--;
+	t->bytes -= g->bytes;
+	if (evicted)
+		t->st.evictions++;
+	free(g);
+}
+
+/* Make room for one more graph in t, evicting t's own LRU graphs only. */
+static void cache_make_room(executor *ex, tenant *t, size_t more_bytes)
+{
+	while (t->lru_tail &&
+	       (t->n_graphs + 1 > t->quota.graphs ||
+	        (t->quota.bytes && t->bytes + more_bytes > t->quota.bytes)))
+		graph_drop(ex, t->lru_tail, 1);
+}
+
+static void plan_reset_caches_locked(executor *ex)
+{
+	for (tenant *t = ex->tenants; t; t = t->next)
+		while (t->lru_tail)
+			graph_drop(ex, t->lru_tail, 0);
+	for (tenant *t = ex->tenants; t; t = t->next)
+		memset(&t->st, 0, sizeof(t->st));
+}
+
+/* ---- views --------------------------------------------------------------- */
+
+static int is_bucketed(const plan *p, uint64_t handle)
+{
+	for (size_t i = 0; i < p->def->n_bucketed; i++)
+		if (p->def->bucketed[i] == handle)
+			return 1;
+	return 0;
+}
+
+tileops_status plan_view_of(const plan_view *pv, uint64_t handle, tk_tensor *v)
+{
+	const session *where = pv->owner;
+	uint64_t h = handle;
+	for (int i = 0; i < pv->p->n_binds; i++) {
+		if (pv->p->binds[i].plan_tensor == handle) {
+			h = pv->p->binds[i].tensor;
+			where = pv->runner;
+		}
+	}
+	tensor *t = session_tensor_find(where, h);
+	if (!t)
+		return TILEOPS_ERR_UNKNOWN_HANDLE;
+	*v = t->view;
+	if (pv->p->n_buckets && is_bucketed(pv->p, handle))
+		v->shape[0] = pv->p->buckets[pv->bucket];
+	return TILEOPS_OK;
+}
+
+/* Check (launch == 0) or record (launch == 1) every op of p for a bucket. */
+static tileops_status plan_ops(executor *ex, session *s, plan *p, int bucket, int launch,
+                               char *err, size_t errlen)
+{
+	plan_view pv = {p->owner ? p->owner : s, s, p, bucket};
+	for (size_t i = 0; i < p->def->n_ops; i++) {
+		prepared_op op;
+		char msg[400];
+		tileops_status st = exec_prepare_op(ex, s, &pv, p->def->ops[i], &op, msg,
+		                                    sizeof(msg));
+		if (st == TILEOPS_OK && launch)
+			st = ex->be->ops->launch(ex->be, s->stream, op.kernel, &op.call, 0, -1, NULL,
+			                         msg, sizeof(msg));
+		if (st != TILEOPS_OK) {
+			if (p->n_buckets)
+				snprintf(err, errlen, "plan op %zu, bucket %lld: %s", i,
+				         (long long)p->buckets[bucket], msg);
+			else
+				snprintf(err, errlen, "plan op %zu: %s", i, msg);
+			return st;
+		}
+	}
+	return TILEOPS_OK;
+}
+
+/* ---- create, run, free --------------------------------------------------- */
+
+static tileops_status plan_check_def(const Tileops__PlanCreate *m, plan *p, session *s,
+                                     char *err, size_t errlen)
+{
+	if (m->n_ops == 0 || m->n_ops > PLAN_MAX_OPS) {
+		snprintf(err, errlen, "a plan has 1 to %d ops, this one %zu", PLAN_MAX_OPS, m->n_ops);
+		return TILEOPS_ERR_INVALID_ARGUMENT;
+	}
+	if (m->n_buckets > PLAN_MAX_BUCKETS) {
+		snprintf(err, errlen, "at most %d buckets, got %zu", PLAN_MAX_BUCKETS, m->n_buckets);
+		return TILEOPS_ERR_INVALID_ARGUMENT;
+	}
+	for (size_t i = 0; i < m->n_buckets; i++) {
+		if (m->buckets[i] < 1 || (i && m->buckets[i] <= m->buckets[i - 1])) {
+			snprintf(err, errlen, "buckets must be positive and ascending (bucket %zu is "
+			         "%lld)", i, (long long)m->buckets[i]);
+			return TILEOPS_ERR_INVALID_ARGUMENT;
+		}
+		p->buckets[i] = m->buckets[i];
+	}
+	p->n_buckets = (int)m->n_buckets;
+	if (m->n_bucketed && !m->n_buckets) {
+		snprintf(err, errlen, "bucketed tensors given without buckets");
+		return TILEOPS_ERR_INVALID_ARGUMENT;
+	}
+	int64_t largest = m->n_buckets ? m->buckets[m->n_buckets - 1] : 0;
+	for (size_t i = 0; i < m->n_bucketed; i++) {
+		tensor *t = session_tensor_find(s, m->bucketed[i]);
+		if (!t) {
+			snprintf(err, errlen, "bucketed tensor %llu is not a tensor of this session",
+			         (unsigned long long)m->bucketed[i]);
+			return TILEOPS_ERR_UNKNOWN_HANDLE;
+		}
+		if (t->view.ndim < 1 || t->view.shape[0] != largest) {
+			snprintf(err, errlen, "bucketed tensor %llu has dim 0 of %lld; it must equal "
+			         "the largest bucket, %lld", (unsigned long long)m->bucketed[i],
+			         (long long)(t->view.ndim ? t->view.shape[0] : 0), (long long)largest);
+			return TILEOPS_ERR_SHAPE;
+		}
+	}
+	return TILEOPS_OK;
+}
+
+void plan_create(executor *ex, session *s, job *j, const Tileops__PlanCreate *m)
+{
+	plan *p = calloc(1, sizeof(*p));
+	if (!p) {
+		j->status = TILEOPS_ERR_OUT_OF_MEMORY;
+		snprintf(j->msg, sizeof(j->msg), "out of host memory");
+		return;
+	}
+	/* Keep a private copy of the definition: the request is the loop's. */
+	size_t len = tileops__plan_create__get_packed_size(m);
+	uint8_t *buf = malloc(len ? len : 1);
+	if (buf) {
+		tileops__plan_create__pack(m, buf);
+		p->def = tileops__plan_create__unpack(NULL, len, buf);
+		free(buf);
+	}
+	if (!p->def) {
+		free(p);
+		j->status = TILEOPS_ERR_OUT_OF_MEMORY;
+		snprintf(j->msg, sizeof(j->msg), "out of host memory");
+		return;
+	}
+	p->t = s->tenant;
+	p->owner = s;
+	snprintf(p->name, sizeof(p->name), "%s", m->name ? m->name : "");
+	j->status = plan_check_def(m, p, s, j->msg, sizeof(j->msg));
+	/* Every op, every bucket, checked now: a run never meets a rule error. */
+	int nb = p->n_buckets ? p->n_buckets : 1;
+	for (int b = 0; b < nb && j->status == TILEOPS_OK; b++)
+		j->status = plan_ops(ex, s, p, b, 0, j->msg, sizeof(j->msg));
+	if (j->status != TILEOPS_OK) {
+		tileops__plan_create__free_unpacked(p->def, NULL);
+		free(p);
+		return;
+	}
+	p->handle = exec_next_handle(ex);
+	p->next = s->plans;
+	s->plans = p;
+	j->handle = p->handle;
+}
+
+static plan *plan_find(session *s, uint64_t handle)
+{
+	for (plan *p = s->plans; p; p = p->next)
+		if (p->handle == handle)
+			return p;
+	for (plan *p = s->tenant ? s->tenant->shared : NULL; p; p = p->shared_next)
+		if (p->handle == handle)
+			return p;
+	return NULL;
+}
+
+/* Check binding i: the plan tensor (in `owner`) and the tensor to use in
+ * its place (in `runner`) exist and agree in dtype and shape. */
+static tileops_status binding_check(const session *owner, const session *runner, size_t i,
+                                    const Tileops__PlanBinding *b, char *err, size_t errlen)
+{
+	tensor *from = session_tensor_find(owner, b->plan_tensor);
+	tensor *to = session_tensor_find(runner, b->tensor);
+	if (!from || !to) {
+		snprintf(err, errlen, "binding %zu: tensor %llu is not a %s", i,
+		         (unsigned long long)(from ? b->tensor : b->plan_tensor),
+		         from || owner == runner ? "tensor of this session" : "tensor of the plan");
+		return TILEOPS_ERR_UNKNOWN_HANDLE;
+	}
+	if (from->view.dtype != to->view.dtype || from->view.ndim != to->view.ndim ||
+	    memcmp(from->view.shape, to->view.shape, sizeof(int64_t) * (size_t)from->view.ndim)) {
+		snprintf(err, errlen, "binding %zu: tensor %llu differs in dtype or shape from "
+		         "plan tensor %llu", i, (unsigned long long)b->tensor,
+		         (unsigned long long)b->plan_tensor);
+		return TILEOPS_ERR_SHAPE;
+	}
+	return TILEOPS_OK;
+}
+
+/* A shared plan's bindings are those of the run: set them, and note whether
+ * they changed (another session, or other tensors). */
+static tileops_status plan_bind_shared(session *s, plan *p, const Tileops__PlanRun *m,
+                                       char *err, size_t errlen)
+{
+	if (m->n_bindings > PLAN_MAX_BINDINGS) {
+		snprintf(err, errlen, "a run binds at most %d tensors", PLAN_MAX_BINDINGS);
+		return TILEOPS_ERR_INVALID_ARGUMENT;
+	}
+	binding next[PLAN_MAX_BINDINGS];
+	for (size_t i = 0; i < m->n_bindings; i++) {
+		const Tileops__PlanBinding *b = m->bindings[i];
+		tileops_status st = binding_check(p->owner, s, i, b, err, errlen);
+		if (st != TILEOPS_OK)
+			return st;
+		next[i] = (binding){b->plan_tensor, b->tensor};
+	}
+	int same = p->bind_session == s->id && p->n_binds == (int)m->n_bindings &&
+	           memcmp(p->binds, next, sizeof(binding) * m->n_bindings) == 0;
+	if (!same) {
+		memcpy(p->binds, next, sizeof(binding) * m->n_bindings);
+		p->n_binds = (int)m->n_bindings;
+		p->bind_session = s->id;
+		p->gen++;
+	}
+	return TILEOPS_OK;
+}
+
+static tileops_status plan_bind(session *s, plan *p, const Tileops__PlanRun *m, char *err,
+                                size_t errlen)
+{
+	if (p->shared)
+		return plan_bind_shared(s, p, m, err, errlen);
+	for (size_t i = 0; i < m->n_bindings; i++) {
+		const Tileops__PlanBinding *b = m->bindings[i];
+		tileops_status st = binding_check(s, s, i, b, err, errlen);
+		if (st != TILEOPS_OK)
+			return st;
+		int k = 0;
+		while (k < p->n_binds && p->binds[k].plan_tensor != b->plan_tensor)
+			k++;
+		if (k == PLAN_MAX_BINDINGS) {
+			snprintf(err, errlen, "a plan keeps at most %d bindings", PLAN_MAX_BINDINGS);
+			return TILEOPS_ERR_INVALID_ARGUMENT;
+		}
+		uint64_t now = k < p->n_binds ? p->binds[k].tensor : b->plan_tensor;
+		if (now == b->tensor)
+			continue;
+		p->binds[k] = (binding){b->plan_tensor, b->tensor};
+		if (k == p->n_binds)
+			p->n_binds++;
+		p->gen++;
+	}
+	return TILEOPS_OK;
+}
+
+static int pick_bucket(const plan *p, int64_t size)
+{
+	if (!p->n_buckets)
+		return 0;
+	if (size <= 0)
+		return p->n_buckets - 1;
+	for (int b = 0; b < p->n_buckets; b++)
+		if (p->buckets[b] >= size)
+			return b;
+	return -1;
+}
+
+/* Capture (or update) the graph of one bucket; returns it, not yet cached. */
+static tileops_status plan_capture(executor *ex, session *s, plan *p, int bucket,
+                                   void **graph, size_t *bytes, char *err, size_t errlen)
+{
+	tenant *t = p->t;
+	double t0 = now_us();
+	tileops_status st = ex->be->ops->capture_begin(ex->be, s->stream, err, errlen);
+	if (st != TILEOPS_OK)
+		return st;
+	st = plan_ops(ex, s, p, bucket, 1, err, errlen);
+	if (st != TILEOPS_OK) {
+		ex->be->ops->capture_abort(ex->be, s->stream);
+		return st;
+	}
+	st = ex->be->ops->capture_end(ex->be, s->stream, graph, bytes, err, errlen);
+	t->st.captures++;
+	t->st.capture_us += now_us() - t0;
+	return st;
+}
+
+/*
+ * The graph of bucket b in the tenant's cache, captured (or updated in place
+ * after new bindings) when it is missing or stale. When the tenant's quota
+ * cannot hold it even after evicting, *once gets a graph to launch once and
+ * destroy, and *out is NULL.
+ */
+static tileops_status plan_graph_get(executor *ex, session *s, plan *p, int b,
+                                     plan_graph **out, void **once, char *err, size_t errlen)
+{
+	tenant *t = p->t;
+	plan_graph *g = p->graphs[b];
+	*out = NULL;
+	*once = NULL;
+	if (g && g->gen == p->gen) {
+			t->st.hits++;
+			*out = g;
+		return TILEOPS_OK;
+	}
+	t->st.misses++;
+	void *graph = g ? g->graph : NULL;
+	size_t bytes = g ? g->bytes : 0;
+	if (g) {
+		/* New bindings: the instantiated graph is updated in place. */
+		lru_unlink(t, g);
+		p->graphs[b] = NULL;
+			t->n_graphs--;
+		t->bytes -= g->bytes;
+			free(g);
+	}
+	tileops_status st = plan_capture(ex, s, p, b, &graph, &bytes, err, errlen);
+	if (st != TILEOPS_OK) {
+		ex->be->ops->graph_destroy(ex->be, graph);
+		return st;
+	}
+	cache_make_room(ex, t, bytes);
+	int fits = t->n_graphs + 1 <= t->quota.graphs &&
+	           (!t->quota.bytes || t->bytes + bytes <= t->quota.bytes);
+	g = fits ? calloc(1, sizeof(*g)) : NULL;
+	if (!g) {
+		*once = graph;
+		return TILEOPS_OK;
+	}
+	g->plan = p;
+	g->bucket = b;
+	g->graph = graph;
+	g->bytes = bytes;
+	g->gen = p->gen;
+	p->graphs[b] = g;
+	lru_push_front(t, g);
+	t->n_graphs++;
+	t->bytes += bytes;
+	*out = g;
+	return TILEOPS_OK;
+}
+
+static tileops_status plan_run_locked(executor *ex, session *s, const Tileops__PlanRun *m, char *err, size_t errlen)
+{
+	plan *p = plan_find(s, m->plan);
+	if (!p) {
+		snprintf(err, errlen, "plan_run: plan %llu is not a plan of this session",
+		         (unsigned long long)m->plan);
+		return TILEOPS_ERR_UNKNOWN_HANDLE;
+	}
+	int b = pick_bucket(p, m->size);
+	if (b < 0) {
+		snprintf(err, errlen, "plan_run: size %lld is larger than the largest bucket, %lld",
+		         (long long)m->size, (long long)p->buckets[p->n_buckets - 1]);
+		return TILEOPS_ERR_SHAPE;
+	}
+	tileops_status st = plan_bind(s, p, m, err, errlen);
+	plan_graph *g = NULL;
+	void *once = NULL;
+	if (st == TILEOPS_OK)
+		st = plan_graph_get(ex, s, p, b, &g, &once, err, errlen);
+	if (st != TILEOPS_OK)
+		return st;
+	p->t->st.runs++;
+	if (once) {
+		/* Over the quota even when empty: run it once, keep nothing. */
+		st = ex->be->ops->graph_launch(ex->be, s->stream, once, err, errlen);
+		ex->be->ops->graph_destroy(ex->be, once);
+		return st;
+	}
+	if (g->prev) {
+		lru_unlink(p->t, g);
+		lru_push_front(p->t, g);
+	}
+	g->last_used = ++ex->lru_clock;
+	return ex->be->ops->graph_launch(ex->be, s->stream, g->graph, err, errlen);
+}
+
+static void plan_drop_graphs(executor *ex, plan *p)
+{
+	for (int b = 0; b < PLAN_MAX_BUCKETS; b++)
+		if (p->graphs[b])
+			graph_drop(ex, p->graphs[b], 0);
+}
+
+static void plan_destroy(executor *ex, plan *p)
+{
+	plan_drop_graphs(ex, p);
+	tileops__plan_create__free_unpacked(p->def, NULL);
+	free(p->names);
+	free(p->named_handles);
+	free(p);
+}
+
+/* A session that bound its tensors into a shared plan is done with them:
+ * drop the graphs that hold their addresses and forget the bindings. */
+static void plan_unbind_shared(executor *ex, session *s, uint64_t handle)
+{
+	for (plan *p = s->tenant ? s->tenant->shared : NULL; p; p = p->shared_next) {
+		if (p->bind_session != s->id)
+			continue;
+		int uses = handle == 0;
+		for (int i = 0; i < p->n_binds && !uses; i++)
+			uses = p->binds[i].tensor == handle;
+		if (!uses)
+			continue;
+		plan_drop_graphs(ex, p);
+		p->n_binds = 0;
+		p->bind_session = 0;
+		p->gen++;
+	}
+}
+
+static void plan_free_locked(executor *ex, session *s, job *j, uint64_t handle)
+{
+	for (plan **pp = &s->plans; *pp; pp = &(*pp)->next) {
+		if ((*pp)->handle == handle) {
+			plan *p = *pp;
+			*pp = p->next;
+			plan_destroy(ex, p);
+			return;
+		}
+	}
+	j->status = TILEOPS_ERR_UNKNOWN_HANDLE;
+	snprintf(j->msg, sizeof(j->msg), "plan_free: plan %llu is not a plan of this session",
+	         (unsigned long long)handle);
+}
+
+static void plan_forget_tensor_locked(executor *ex, session *s, uint64_t handle)
+{
+	/* A graph holds the tensor's address: drop every graph that may use it,
+	 * so the next run captures again (and reports the missing tensor). */
+	plan_unbind_shared(ex, s, handle);
+	for (plan *p = s->plans; p; p = p->next) {
+		int uses = 0;
+		for (int i = 0; i < p->n_binds; i++)
+			uses |= p->binds[i].tensor == handle || p->binds[i].plan_tensor == handle;
+		for (size_t i = 0; i < p->def->n_ops && !uses; i++) {
+			const Tileops__OpRun *op = p->def->ops[i];
+			for (size_t k = 0; k < op->n_inputs; k++)
+				uses |= op->inputs[k] == handle;
+			for (size_t k = 0; k < op->n_outputs; k++)
+				uses |= op->outputs[k] == handle;
+		}
+		if (uses)
+			plan_drop_graphs(ex, p);
+	}
+}
+
+static void plan_close_session_locked(executor *ex, session *s)
+{
+	if (s->tenant) {
+		plan_unbind_shared(ex, s, 0);
+		/* A warm-up session going away takes its shared plans along. */
+		for (plan **pp = &s->tenant->shared; *pp;) {
+			if ((*pp)->owner == s)
+				*pp = (*pp)->shared_next;
+			else
+				pp = &(*pp)->shared_next;
+		}
+	}
+	while (s->plans) {
+		plan *p = s->plans;
+		s->plans = p->next;
+		plan_destroy(ex, p);
+	}
+	tenant *t = s->tenant;
+	s->tenant = NULL;
+	if (!t)
+		return;
+	int last = --t->sessions == 0;
+	if (last && t->private_to)
+		tenant_remove(ex, t);
+}
+
+/* ---- warm-up plans ------------------------------------------------------- */
+
+/* Build the PlanCreate of a warm-up plan over the tensors just made. */
+static tileops_status warm_build(const warm_plan *wp, const uint64_t *handles,
+                                 Tileops__PlanCreate *pc, Tileops__OpRun *runs,
+                                 Tileops__OpRun **run_ptrs, Tileops__Param *params,
+                                 Tileops__Param **param_ptrs, uint64_t *io, int64_t *buckets,
+                                 uint64_t *bucketed)
+{
+	size_t np = 0, nio = 0;
+	for (int i = 0; i < wp->n_ops; i++) {
+		const warm_op *o = &wp->ops[i];
+		Tileops__OpRun *r = &runs[i];
+		tileops__op_run__init(r);
+		r->op = (char *)o->op;
+		r->inputs = &io[nio];
+		for (int k = 0; k < o->n_in; k++)
+			io[nio++] = handles[o->in[k]];
+		r->n_inputs = (size_t)o->n_in;
+		r->outputs = &io[nio];
+		for (int k = 0; k < o->n_out; k++)
+			io[nio++] = handles[o->out[k]];
+		r->n_outputs = (size_t)o->n_out;
+		r->params = &param_ptrs[np];
+		for (int k = 0; k < o->n_params; k++) {
+			Tileops__Param *p = &params[np];
+			tileops__param__init(p);
+			p->name = (char *)o->param_names[k];
+			if (o->params[k].kind == TK_PARAM_INT) {
+				p->value_case = TILEOPS__PARAM__VALUE_I;
+				p->i = o->params[k].v.i;
+			} else if (o->params[k].kind == TK_PARAM_FLOAT) {
+				p->value_case = TILEOPS__PARAM__VALUE_F;
+				p->f = o->params[k].v.f;
+			} else {
+				p->value_case = TILEOPS__PARAM__VALUE_B;
+				p->b = o->params[k].v.b;
+			}
+			param_ptrs[np++] = p;
+		}
+		r->n_params = (size_t)o->n_params;
+		run_ptrs[i] = r;
+	}
+	tileops__plan_create__init(pc);
+	pc->ops = run_ptrs;
+	pc->n_ops = (size_t)wp->n_ops;
+	for (int i = 0; i < wp->n_buckets; i++)
+		buckets[i] = wp->buckets[i];
+	pc->buckets = buckets;
+	pc->n_buckets = (size_t)wp->n_buckets;
+	for (int i = 0; i < wp->n_bucketed; i++)
+		bucketed[i] = handles[wp->bucketed[i]];
+	pc->bucketed = bucketed;
+	pc->n_bucketed = (size_t)wp->n_bucketed;
+	pc->name = (char *)wp->name;
+	return TILEOPS_OK;
+}
+
+static tileops_status plan_warmup_locked(executor *ex, session *s, job *j, const warm_plan *wp)
+{
+	/* The tensors, then the plan over them, then every bucket captured. */
+	uint64_t handles[WARM_MAX_TENSORS];
+	for (int i = 0; i < wp->n_tensors; i++) {
+		exec_make_tensor(ex, s, j, &wp->tensors[i]);
+		if (j->status != TILEOPS_OK)
+			return j->status;
+		handles[i] = j->handle;
+	}
+	size_t n_io = 0, n_params = 0;
+	for (int i = 0; i < wp->n_ops; i++) {
+		n_io += (size_t)(wp->ops[i].n_in + wp->ops[i].n_out);
+		n_params += (size_t)wp->ops[i].n_params;
+	}
+	Tileops__PlanCreate pc;
+	Tileops__OpRun *runs = calloc((size_t)wp->n_ops + 1, sizeof(*runs));
+	Tileops__OpRun **run_ptrs = calloc((size_t)wp->n_ops + 1, sizeof(*run_ptrs));
+	Tileops__Param *params = calloc(n_params + 1, sizeof(*params));
+	Tileops__Param **param_ptrs = calloc(n_params + 1, sizeof(*param_ptrs));
+	uint64_t *io = calloc(n_io + 1, sizeof(*io));
+	int64_t buckets[WARM_MAX_BUCKETS];
+	uint64_t bucketed[WARM_MAX_TENSORS];
+	if (!runs || !run_ptrs || !params || !param_ptrs || !io) {
+		j->status = TILEOPS_ERR_OUT_OF_MEMORY;
+		snprintf(j->msg, sizeof(j->msg), "out of host memory");
+	} else {
+		warm_build(wp, handles, &pc, runs, run_ptrs, params, param_ptrs, io, buckets,
+		           bucketed);
+		plan_create(ex, s, j, &pc);
+	}
+	free(runs);
+	free(run_ptrs);
+	free(params);
+	free(param_ptrs);
+	free(io);
+	if (j->status != TILEOPS_OK)
+		return j->status;
+	plan *p = s->plans; /* plan_create put it first */
+	p->shared = 1;
+	p->names = calloc((size_t)wp->n_tensors, sizeof(*p->names));
+	p->named_handles = calloc((size_t)wp->n_tensors, sizeof(*p->named_handles));
+	if (!p->names || !p->named_handles) {
+		j->status = TILEOPS_ERR_OUT_OF_MEMORY;
+		snprintf(j->msg, sizeof(j->msg), "out of host memory");
+		return j->status;
+	}
+	for (int i = 0; i < wp->n_tensors; i++) {
+		snprintf(p->names[i], WARM_NAME_MAX, "%s", wp->tensors[i].name);
+		p->named_handles[i] = handles[i];
+	}
+	p->n_named = wp->n_tensors;
+	p->shared_next = s->tenant->shared;
+	s->tenant->shared = p;
+	int nb = p->n_buckets ? p->n_buckets : 1;
+	for (int b = 0; b < nb; b++) {
+		plan_graph *g;
+		void *once;
+		j->status = plan_graph_get(ex, s, p, b, &g, &once, j->msg, sizeof(j->msg));
+		if (j->status != TILEOPS_OK)
+			return j->status;
+		if (once) {
+			ex->be->ops->graph_destroy(ex->be, once);
+			log_warn("warm-up plan '%s': tenant '%s' cannot keep bucket %lld within its "
+			         "quota; it will be captured when run", p->name, p->t->name,
+			         (long long)(p->n_buckets ? p->buckets[b] : 0));
+		}
+	}
+	return TILEOPS_OK;
+}
+
+static void plan_open_locked(executor *ex, session *s, job *j, const char *name)
+{
+	plan *p = s->tenant ? s->tenant->shared : NULL;
+	while (p && strcmp(p->name, name ? name : "") != 0)
+		p = p->shared_next;
+	if (!p) {
+		j->status = TILEOPS_ERR_UNKNOWN_HANDLE;
+		snprintf(j->msg, sizeof(j->msg), "plan_open: no warm-up plan '%.64s' in tenant '%s'",
+		         name ? name : "", s->tenant ? s->tenant->name : "?");
+		return;
+	}
+	Tileops__PlanOpenReply *r = calloc(1, sizeof(*r));
+	Tileops__PlanTensor *ts = calloc((size_t)p->n_named + 1, sizeof(*ts));
+	Tileops__PlanTensor **tp = calloc((size_t)p->n_named + 1, sizeof(*tp));
+	int64_t *b = calloc((size_t)p->n_buckets + 1, sizeof(*b));
+	if (!r || !ts || !tp || !b) {
+		free(r);
+		free(ts);
+		free(tp);
+		free(b);
+		j->status = TILEOPS_ERR_OUT_OF_MEMORY;
+		snprintf(j->msg, sizeof(j->msg), "out of host memory");
+		return;
+	}
+	tileops__plan_open_reply__init(r);
+	r->plan = p->handle;
+	for (int i = 0; i < p->n_named; i++) {
+		const tensor *t = session_tensor_find(p->owner, p->named_handles[i]);
+		tileops__plan_tensor__init(&ts[i]);
+		ts[i].name = p->names[i];
+		ts[i].handle = p->named_handles[i];
+		if (t) {
+			ts[i].dtype = (Tileops__DType)t->view.dtype;
+			ts[i].shape = (int64_t *)t->view.shape;
+			ts[i].n_shape = (size_t)t->view.ndim;
+		}
+		tp[i] = &ts[i];
+	}
+	if (p->n_named == 0)
+		free(ts); /* nothing points at it */
+	r->tensors = tp;
+	r->n_tensors = (size_t)p->n_named;
+	for (int i = 0; i < p->n_buckets; i++)
+		b[i] = p->buckets[i];
+	r->buckets = b;
+	r->n_buckets = (size_t)p->n_buckets;
+	j->open_reply = r;
+}
+
+void plan_open_reply_free(Tileops__PlanOpenReply *r)
+{
+	if (!r)
+		return;
+	if (r->n_tensors)
+		free(r->tensors[0]);
+	free(r->tensors);
+	free(r->buckets);
+	free(r);
+}
+
+static void plan_write_tenants_json_locked(executor *ex, strbuf *sb)
+{
+	sb_printf(sb, "\"tenants\":{");
+	int first = 1;
+	for (tenant *t = ex->tenants; t; t = t->next) {
+		sb_printf(sb, "%s", first ? "" : ",");
+		first = 0;
+		sb_json_string(sb, t->name);
+		sb_printf(sb,
+		          ":{\"sessions\":%d,\"graphs\":%d,\"graph_bytes\":%zu,\"quota_graphs\":%d,"
+		          "\"quota_bytes\":%zu,\"runs\":%llu,\"hits\":%llu,\"misses\":%llu,"
+		          "\"captures\":%llu,\"evictions\":%llu,\"capture_us\":%.1f}",
+		          t->sessions, t->n_graphs, t->bytes, t->quota.graphs, t->quota.bytes,
+		          (unsigned long long)t->st.runs, (unsigned long long)t->st.hits,
+		          (unsigned long long)t->st.misses, (unsigned long long)t->st.captures,
+		          (unsigned long long)t->st.evictions, t->st.capture_us);
+	}
+	sb_printf(sb, "}");
+}
+
+/* ---- the entry points: each holds the cache lock -------------------------- */
+
+tileops_status plan_join_tenant(executor *ex, session *s, const char *name, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&ex->cache_mu);
+	tileops_status st = plan_join_tenant_locked(ex, s, name, err, errlen);
+	pthread_mutex_unlock(&ex->cache_mu);
+	return st;
+}
+
+void plan_reset_caches(executor *ex)
+{
+	pthread_mutex_lock(&ex->cache_mu);
+	plan_reset_caches_locked(ex);
+	pthread_mutex_unlock(&ex->cache_mu);
+}
+
+tileops_status plan_run(executor *ex, session *s, const Tileops__PlanRun *m, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&ex->cache_mu);
+	tileops_status st = plan_run_locked(ex, s, m, err, errlen);
+	pthread_mutex_unlock(&ex->cache_mu);
+	return st;
+}
+
+void plan_free(executor *ex, session *s, job *j, uint64_t handle)
+{
+	pthread_mutex_lock(&ex->cache_mu);
+	plan_free_locked(ex, s, j, handle);
+	pthread_mutex_unlock(&ex->cache_mu);
+}
+
+void plan_forget_tensor(executor *ex, session *s, uint64_t handle)
+{
+	pthread_mutex_lock(&ex->cache_mu);
+	plan_forget_tensor_locked(ex, s, handle);
+	pthread_mutex_unlock(&ex->cache_mu);
+}
+
+void plan_close_session(executor *ex, session *s)
+{
+	pthread_mutex_lock(&ex->cache_mu);
+	plan_close_session_locked(ex, s);
+	pthread_mutex_unlock(&ex->cache_mu);
+}
+
+tileops_status plan_warmup(executor *ex, session *s, job *j, const warm_plan *wp)
+{
+	pthread_mutex_lock(&ex->cache_mu);
+	tileops_status st = plan_warmup_locked(ex, s, j, wp);
+	pthread_mutex_unlock(&ex->cache_mu);
+	return st;
+}
+
+void plan_open(executor *ex, session *s, job *j, const char *name)
+{
+	pthread_mutex_lock(&ex->cache_mu);
+	plan_open_locked(ex, s, j, name);
+	pthread_mutex_unlock(&ex->cache_mu);
+}
+
+void plan_write_tenants_json(executor *ex, strbuf *sb)
+{
+	pthread_mutex_lock(&ex->cache_mu);
+	plan_write_tenants_json_locked(ex, sb);
+	pthread_mutex_unlock(&ex->cache_mu);
+}

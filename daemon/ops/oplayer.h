@@ -1,0 +1,70 @@
+/*
+ * oplayer.h - L2, the op layer: every op request is checked against the
+ * op's declaration in the manifest before any kernel runs.
+ *
+ * The daemon decodes a request, resolves its tensor handles to tk_tensor
+ * views (data pointers set, dtype/shape/strides filled) and calls
+ * oplayer_prepare. On success the tk_call is ready for the kernel the op
+ * layer picked; on failure the message names the op, the argument and the
+ * rule that failed, e.g.
+ *   "rms_norm: weight has shape [4095], expected [4096] (x.shape[-1])".
+ *
+ * Thread safety: an oplayer is immutable once loaded; oplayer_prepare may be
+ * called from any thread. Reload builds a new one and swaps it.
+ */
+#ifndef TILEOPS_OPLAYER_H
+#define TILEOPS_OPLAYER_H
+
+#include <stddef.h>
+
+#include "tileops_codes.h"
+#include "tileops_kernels.h"
+
+typedef struct manifest manifest; /* daemon/manifest/manifest.h */
+typedef struct manifest_op manifest_op;
+typedef struct manifest_workload manifest_workload;
+
+/* A request as decoded from the wire, tensors resolved. */
+typedef struct op_request {
+	const char *op;
+	int n_in;
+	int n_out;
+	const tk_tensor *in;  /* n_in views */
+	const tk_tensor *out; /* n_out views */
+	size_t n_params;
+	const char *const *param_names; /* n_params names, as the client sent them */
+	const tk_param *param_values;   /* n_params values (kind from the wire) */
+	/* Bit i: input i was left out (handle 0); bit TK_MAX_INPUTS + j: output
+	 * j was. Only optional tensors may be left out. */
+	uint32_t left_out;
+} op_request;
+
+/* Roofline counts of one request, from the op's formulas. */
+typedef struct op_cost {
+	double flops;
+	double bytes;
+} op_cost;
+
+/*
+ * Validate `req` against the manifest and build the kernel call.
+ * Returns TILEOPS_OK and fills *call, *kernel and *cost, or an error status
+ * (UNKNOWN_OP, DTYPE, SHAPE, PARAM, UNSUPPORTED) with a message in err.
+ * `have_cuda`: whether the caller will launch the CUDA variant (an op whose
+ * manifest status is "spec", or with no kernel for the backend, is refused).
+ */
+tileops_status oplayer_prepare(const manifest *m, const op_request *req, int have_cuda,
+                               tk_call *call, const tk_kernel_entry **kernel, op_cost *cost,
+                               char *err, size_t errlen);
+
+/*
+ * Check one of an op's workloads as if it were a request: inputs get the
+ * workload's shapes, the first input dtype `dt` (other tensors follow their
+ * dtype rules), outputs the shapes the op's formulas give; then every rule
+ * is checked and the roofline counted into *cost. Works for ops of any
+ * status; picks no kernel. Returns TILEOPS_OK or an error as
+ * oplayer_prepare does.
+ */
+tileops_status oplayer_check_workload(const manifest_op *op, const manifest_workload *w,
+                                      tk_dtype dt, op_cost *cost, char *err, size_t errlen);
+
+#endif /* TILEOPS_OPLAYER_H */

@@ -1,0 +1,130 @@
+/*
+ * tk_internal.h - pieces shared by the kernels in this folder; not part of
+ * the L1 interface (tileops_kernels.h is).
+ *
+ * Every CPU reference and every CUDA launcher has the signature of
+ * tk_cpu_fn / tk_cuda_fn.
+ */
+#ifndef TILEOPS_TK_INTERNAL_H
+#define TILEOPS_TK_INTERNAL_H
+
+#include "tileops_kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * The per-op entry points, generated from the manifest (tk_ops.h): the CPU
+ * reference tk_cpu_<op> of every implemented op and, where the manifest
+ * names a cuda kernel, the launcher tk_cuda_<op>.
+ */
+#include "tk_ops.h"
+
+/*
+ * An iteration plan: up to TK_ITER_MAX_OPS tensors walked over one shape,
+ * each with its own element strides (0 on broadcast dims). Adjacent dims
+ * that are packed alike in every operand are merged, so the common cases
+ * become one dim (all packed) or two (rows with a row stride), which the
+ * kernels turn into cheap index arithmetic.
+ *
+ * Operand 0 is the output; the others are inputs.
+ */
+#define TK_ITER_MAX_OPS 3
+
+typedef struct tk_iter {
+	int ndim; /* >= 1 after merging; shape[ndim-1] is the innermost */
+	int n_ops;
+	int64_t numel;
+	int64_t shape[TK_MAX_DIMS];
+	int64_t stride[TK_ITER_MAX_OPS][TK_MAX_DIMS];
+} tk_iter;
+
+/*
+ * Plan an elementwise walk over out's shape. Each input is right-aligned to
+ * out (numpy broadcasting): a missing or size-1 dim is read with stride 0.
+ * Returns TK_ERR_UNSUPPORTED when an input cannot broadcast to out.
+ */
+tk_status tk_iter_broadcast(tk_iter *it, const tk_tensor *out, const tk_tensor *const *ins,
+                            int n_in);
+
+/*
+ * Plan a walk over the rows of tensors that share one shape: every dim but
+ * the last. The result has numel = number of rows (1 for ndim <= 1).
+ * Returns TK_ERR_UNSUPPORTED when the shapes differ.
+ */
+tk_status tk_iter_rows(tk_iter *it, const tk_tensor *const *ts, int n);
+
+/* Element offset of operand `op` at linear index `i` of the plan. */
+int64_t tk_iter_offset(const tk_iter *it, int op, int64_t i);
+
+/*
+ * View t as a matrix of rows: every dim but the last flattens into `rows`,
+ * which must then be evenly spaced `ld` elements apart. The last dim must
+ * be packed. Returns TK_ERR_UNSUPPORTED otherwise (or for ndim < 1).
+ */
+tk_status tk_matrix_view(const tk_tensor *t, int64_t *rows, int64_t *cols, int64_t *ld);
+
+/* A param read as a number, whatever its kind (INT, FLOAT or BOOL). */
+double tk_param_num(const tk_call *call, int idx, double dflt);
+
+/* 1 when every tensor is f32, f16 or bf16 and all share one dtype. */
+int tk_same_float_dtype(const tk_tensor *const *ts, int n);
+
+/* Width of the last dim (1 for ndim 0) and whether it is packed. */
+int64_t tk_last_dim(const tk_tensor *t);
+int tk_last_dim_packed(const tk_tensor *t);
+
+/*
+ * Plan over the rows of tensors that agree in every dim but the last (the
+ * last dims may differ, as for x [.., 2d] and out [.., d]). numel is the
+ * row count. Returns TK_ERR_UNSUPPORTED when the outer dims differ.
+ */
+tk_status tk_iter_outer(tk_iter *it, const tk_tensor *const *ts, int n);
+
+/*
+ * Plan a reduction of x over dim `axis` into out (which keeps that dim as
+ * size 1 when keepdim, else lacks it): operand 0 walks out, operand 1 the
+ * first element of each reduced line of x. *len and *stride give the line.
+ */
+tk_status tk_iter_reduce(tk_iter *it, const tk_tensor *x, const tk_tensor *out, int axis,
+                         int keepdim, int64_t *len, int64_t *stride);
+
+/* Param `idx` read as a dim of a rank-`ndim` tensor (negative counts from the end). */
+int tk_axis_param(const tk_call *call, int idx, int ndim, int *axis);
+
+/*
+ * 1 when rows of `width` elements of `elem` bytes can be read as 16-byte
+ * vectors through the plan: whole vectors per row, aligned bases (NULL
+ * pointers are skipped) and row strides that keep the alignment.
+ */
+int tk_row_vec_ok(const tk_iter *it, int64_t width, size_t elem, const void *const *ptrs, int n);
+
+/* 1 when t is a packed 1-D tensor of n elements. */
+int tk_is_vector_of(const tk_tensor *t, int64_t n);
+
+/*
+ * A pooling call, spatial dims right-aligned into 3 (a 1d pool has
+ * in[0] = in[1] = 1, kernel 1, stride 1, no padding there). Strides are
+ * those of x and out in elements: batch, channel, then the 3 spatial dims.
+ */
+typedef struct tk_pool {
+	int is_max, ceil_mode, count_include_pad;
+	int64_t n, c;
+	int64_t in[3], out[3], k[3], s[3], p[3], dil[3];
+	int64_t xs[5], os[5];
+} tk_pool;
+
+/*
+ * Read a pooling call with `nsp` spatial dims (params in the table's
+ * order: kernel, stride, padding per dim, then dilation per dim and
+ * ceil_mode for max, ceil_mode and count_include_pad for avg) and check
+ * that out has the shape PyTorch gives. TK_ERR_UNSUPPORTED otherwise.
+ */
+tk_status tk_pool_parse(const tk_call *call, int nsp, int is_max, tk_pool *pl);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TILEOPS_TK_INTERNAL_H */
