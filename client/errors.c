@@ -16,12 +16,12 @@ static _Thread_local char tls_error[TCI_ERROR_BYTES];
 
 /* The descriptions, and a check that this header's values are the list's. */
 static const char *const status_text[] = {
-#define STATUS_TEXT(name, value, text) [value] = text,
+#define STATUS_TEXT(name, wire, value, text) [value] = text,
 	TILEOPS_STATUS_LIST(STATUS_TEXT)
 #undef STATUS_TEXT
 };
 
-#define STATUS_SAME(name, value, text) \
+#define STATUS_SAME(name, wire, value, text) \
 	_Static_assert(TILEOPS_##name == (value), "tileops.h: TILEOPS_" #name " differs from proto/tileops_codes.h");
 TILEOPS_STATUS_LIST(STATUS_SAME)
 #undef STATUS_SAME

@@ -9,42 +9,42 @@
  * tileops.proto are when tileopsd is (daemon/front/transport.c). Changing
  * a value here without the others fails the build.
  *
- * TILEOPS_STATUS_LIST(X): X(NAME, value, "description"), where the C name
- * is TILEOPS_<NAME> and the wire name STATUS_<NAME without ERR_>.
+ * TILEOPS_STATUS_LIST(X): X(NAME, WIRE, value, "description"): the C name
+ * is TILEOPS_<NAME>, the wire name (tileops.proto) STATUS_<WIRE>.
  * TILEOPS_DTYPE_LIST(X): X(NAME, value, "name", bytes per element).
  */
 #ifndef TILEOPS_CODES_H
 #define TILEOPS_CODES_H
 
 #define TILEOPS_STATUS_LIST(X)                                                   \
-	X(OK, 0, "success")                                                      \
-	X(ERR_INVALID_ARGUMENT, 1, "invalid argument")                           \
-	X(ERR_CONNECT, 2, "cannot connect to tileopsd")                          \
-	X(ERR_PROTOCOL, 3, "protocol error")                                     \
-	X(ERR_VERSION, 4, "protocol version mismatch")                           \
-	X(ERR_PERMISSION, 5, "permission denied")                                \
-	X(ERR_NO_SESSION, 6, "no session on this connection")                    \
-	X(ERR_UNKNOWN_OP, 7, "unknown op")                                       \
-	X(ERR_UNKNOWN_HANDLE, 8, "unknown tensor handle")                        \
-	X(ERR_DTYPE, 9, "dtype mismatch")                                        \
-	X(ERR_SHAPE, 10, "shape mismatch")                                       \
-	X(ERR_PARAM, 11, "bad op parameter")                                     \
-	X(ERR_RANGE, 12, "offset or length out of range")                        \
-	X(ERR_TOO_LARGE, 13, "message too large")                                \
-	X(ERR_OUT_OF_MEMORY, 14, "out of memory")                                \
-	X(ERR_QUOTA, 15, "memory quota exceeded")                                \
-	X(ERR_BUSY, 16, "too many requests in flight")                           \
-	X(ERR_UNSUPPORTED, 17, "not supported by this backend")                  \
-	X(ERR_BACKEND, 18, "device error")                                       \
-	X(ERR_SHUTDOWN, 19, "tileopsd is shutting down")                         \
-	X(ERR_TIMEOUT, 20, "timed out")                                          \
-	X(ERR_CLOSED, 21, "connection closed")                                   \
-	X(ERR_INTERNAL, 22, "internal error")                                    \
-	X(IN_PROGRESS, 23, "in progress")
+	X(OK, OK, 0, "success")                                                 \
+	X(ERR_INVALID_ARGUMENT, INVALID_ARGUMENT, 1, "invalid argument")        \
+	X(ERR_CONNECT, CONNECT, 2, "cannot connect to tileopsd")                \
+	X(ERR_PROTOCOL, PROTOCOL, 3, "protocol error")                          \
+	X(ERR_VERSION, VERSION, 4, "protocol version mismatch")                 \
+	X(ERR_PERMISSION, PERMISSION, 5, "permission denied")                   \
+	X(ERR_NO_SESSION, NO_SESSION, 6, "no session on this connection")       \
+	X(ERR_UNKNOWN_OP, UNKNOWN_OP, 7, "unknown op")                          \
+	X(ERR_UNKNOWN_HANDLE, UNKNOWN_HANDLE, 8, "unknown tensor handle")       \
+	X(ERR_DTYPE, DTYPE, 9, "dtype mismatch")                                \
+	X(ERR_SHAPE, SHAPE, 10, "shape mismatch")                               \
+	X(ERR_PARAM, PARAM, 11, "bad op parameter")                             \
+	X(ERR_RANGE, RANGE, 12, "offset or length out of range")                \
+	X(ERR_TOO_LARGE, TOO_LARGE, 13, "message too large")                    \
+	X(ERR_OUT_OF_MEMORY, OUT_OF_MEMORY, 14, "out of memory")                \
+	X(ERR_QUOTA, QUOTA, 15, "memory quota exceeded")                        \
+	X(ERR_BUSY, BUSY, 16, "too many requests in flight")                    \
+	X(ERR_UNSUPPORTED, UNSUPPORTED, 17, "not supported by this backend")    \
+	X(ERR_BACKEND, BACKEND, 18, "device error")                             \
+	X(ERR_SHUTDOWN, SHUTDOWN, 19, "tileopsd is shutting down")              \
+	X(ERR_TIMEOUT, TIMEOUT, 20, "timed out")                                \
+	X(ERR_CLOSED, CLOSED, 21, "connection closed")                          \
+	X(ERR_INTERNAL, INTERNAL, 22, "internal error")                         \
+	X(IN_PROGRESS, IN_PROGRESS, 23, "in progress")
 
 /* The numbers alone, for code that names a status without the enum. */
 enum tileops_code {
-#define TILEOPS_CODE_ENUM(name, value, text) TILEOPS_CODE_##name = value,
+#define TILEOPS_CODE_ENUM(name, wire, value, text) TILEOPS_CODE_##name = value,
 	TILEOPS_STATUS_LIST(TILEOPS_CODE_ENUM)
 #undef TILEOPS_CODE_ENUM
 	TILEOPS_CODE_COUNT
@@ -74,7 +74,7 @@ enum tileops_code {
 #ifndef TILEOPS_STATUS_DEFINED
 #define TILEOPS_STATUS_DEFINED
 typedef enum tileops_status {
-#define TILEOPS_STATUS_ENUM(name, value, text) TILEOPS_##name = value,
+#define TILEOPS_STATUS_ENUM(name, wire, value, text) TILEOPS_##name = value,
 	TILEOPS_STATUS_LIST(TILEOPS_STATUS_ENUM)
 #undef TILEOPS_STATUS_ENUM
 } tileops_status;

@@ -14,6 +14,18 @@
 #include "server.h"
 #include "tileops.pb-c.h"
 
+/* The wire enums carry the numbers of proto/tileops_codes.h. */
+#define WIRE_STATUS_SAME(name, wire, value, text)                            \
+	_Static_assert((int)TILEOPS__STATUS__STATUS_##wire == (value),        \
+	               "tileops.proto: STATUS_" #wire " differs from tileops_codes.h");
+TILEOPS_STATUS_LIST(WIRE_STATUS_SAME)
+#undef WIRE_STATUS_SAME
+#define WIRE_DTYPE_SAME(name, value, text, bytes)                            \
+	_Static_assert((int)TILEOPS__DTYPE__DTYPE_##name == (value),          \
+	               "tileops.proto: DTYPE_" #name " differs from tileops_codes.h");
+TILEOPS_DTYPE_LIST(WIRE_DTYPE_SAME)
+#undef WIRE_DTYPE_SAME
+
 #define GAP_TIMEOUT_SECONDS 2.0
 
 /* ---- replies ------------------------------------------------------------- */
