@@ -272,11 +272,12 @@ static tileops_status session_hello(struct tileops_client *c, const char *client
 	if (st == TILEOPS_ERR_CLOSED)
 		/* tileopsd closes a connection at once when the peer's credentials
 		 * are not allowed, so say so rather than "lost". */
-		return tci_error(TILEOPS_ERR_CLOSED,
-		                 "tileopsd closed the connection before answering Hello: it accepts "
-		                 "only its own uid, root and the members of its allow_group (this "
-		                 "process runs as uid %u), or it stopped",
-		                 (unsigned)getuid());
+		return tci_error(
+		        TILEOPS_ERR_CLOSED,
+		        "tileopsd closed the connection before answering Hello: it accepts "
+		        "only its own uid, root and the members of its allow_group (this "
+		        "process runs as uid %u), or it stopped",
+		        (unsigned)getuid());
 	if (st != TILEOPS_OK)
 		return st;
 	st = server_info_store(c, reply);

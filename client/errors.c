@@ -21,15 +21,18 @@ static const char *const status_text[] = {
 #undef STATUS_TEXT
 };
 
-#define STATUS_SAME(name, wire, value, text) \
-	_Static_assert(TILEOPS_##name == (value), "tileops.h: TILEOPS_" #name " differs from proto/tileops_codes.h");
+#define STATUS_SAME(name, wire, value, text)      \
+	_Static_assert(TILEOPS_##name == (value), \
+	               "tileops.h: TILEOPS_" #name " differs from proto/tileops_codes.h");
 TILEOPS_STATUS_LIST(STATUS_SAME)
 #undef STATUS_SAME
-#define DTYPE_SAME(name, value, text, size) \
-	_Static_assert(TILEOPS_##name == (value), "tileops.h: TILEOPS_" #name " differs from proto/tileops_codes.h");
+#define DTYPE_SAME(name, value, text, size)       \
+	_Static_assert(TILEOPS_##name == (value), \
+	               "tileops.h: TILEOPS_" #name " differs from proto/tileops_codes.h");
 TILEOPS_DTYPE_LIST(DTYPE_SAME)
 #undef DTYPE_SAME
-_Static_assert(TILEOPS_CAP_CUDA_IPC == TILEOPS_CODE_CAP_CUDA_IPC && TILEOPS_CAP_GPU == TILEOPS_CODE_CAP_GPU,
+_Static_assert(TILEOPS_CAP_CUDA_IPC == TILEOPS_CODE_CAP_CUDA_IPC &&
+                       TILEOPS_CAP_GPU == TILEOPS_CODE_CAP_GPU,
                "tileops.h: TILEOPS_CAP_* differ from proto/tileops_codes.h");
 
 #define STATUS_COUNT (sizeof(status_text) / sizeof(status_text[0]))

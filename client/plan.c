@@ -383,8 +383,8 @@ TILEOPS_API tileops_status tileops_plan_open(tileops_client *c, const char *name
 		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "plan_open: out is NULL");
 	*out = NULL;
 	if (c == NULL || name == NULL || name[0] == '\0')
-		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT,
-		                 "plan_open: %s", c == NULL ? "client is NULL" : "no plan name");
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "plan_open: %s",
+		                 c == NULL ? "client is NULL" : "no plan name");
 	if ((st = tileops_plan_begin(c, NULL, &p)) != TILEOPS_OK)
 		return st;
 	body.name = (char *)name;

@@ -46,33 +46,42 @@ enum { OPT_LOG_LEVEL = 256, OPT_READY_FILE, OPT_CHECK, OPT_WARMUP };
 static int check_only;
 
 static const struct option long_opts[] = {
-	{"config", required_argument, NULL, 'c'},
-	{"listen", required_argument, NULL, 'l'},
-	{"stats", required_argument, NULL, 's'},
-	{"backend", required_argument, NULL, 'b'},
-	{"device", required_argument, NULL, 'd'},
-	{"manifest", required_argument, NULL, 'm'},
-	{"log-level", required_argument, NULL, OPT_LOG_LEVEL},
-	{"ready-file", required_argument, NULL, OPT_READY_FILE},
-	{"check", no_argument, NULL, OPT_CHECK},
-	{"warmup", required_argument, NULL, OPT_WARMUP},
-	{"help", no_argument, NULL, 'h'},
-	{"version", no_argument, NULL, 'V'},
-	{NULL, 0, NULL, 0},
+	{ "config", required_argument, NULL, 'c' },
+	{ "listen", required_argument, NULL, 'l' },
+	{ "stats", required_argument, NULL, 's' },
+	{ "backend", required_argument, NULL, 'b' },
+	{ "device", required_argument, NULL, 'd' },
+	{ "manifest", required_argument, NULL, 'm' },
+	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
+	{ "ready-file", required_argument, NULL, OPT_READY_FILE },
+	{ "check", no_argument, NULL, OPT_CHECK },
+	{ "warmup", required_argument, NULL, OPT_WARMUP },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
+	{ NULL, 0, NULL, 0 },
 };
 
 static const char *opt_key(int c)
 {
 	switch (c) {
-	case 'l': return "listen";
-	case 's': return "stats_listen";
-	case 'b': return "backend";
-	case 'd': return "device";
-	case 'm': return "manifest";
-	case OPT_LOG_LEVEL: return "log_level";
-	case OPT_READY_FILE: return "ready_file";
-	case OPT_WARMUP: return "warmup";
-	default: return NULL;
+	case 'l':
+		return "listen";
+	case 's':
+		return "stats_listen";
+	case 'b':
+		return "backend";
+	case 'd':
+		return "device";
+	case 'm':
+		return "manifest";
+	case OPT_LOG_LEVEL:
+		return "log_level";
+	case OPT_READY_FILE:
+		return "ready_file";
+	case OPT_WARMUP:
+		return "warmup";
+	default:
+		return NULL;
 	}
 }
 

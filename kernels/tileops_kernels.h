@@ -36,7 +36,7 @@ typedef enum tk_dtype {
 #define TK_DTYPE_ENUM(name, value, text, bytes) TK_##name = value,
 	TILEOPS_DTYPE_LIST(TK_DTYPE_ENUM)
 #undef TK_DTYPE_ENUM
-	TK_DTYPE_COUNT = TILEOPS_DTYPE_END
+	        TK_DTYPE_COUNT = TILEOPS_DTYPE_END
 } tk_dtype;
 
 /* Size in bytes of one element, 0 for an invalid dtype. */
@@ -126,9 +126,10 @@ static inline int tk_has_input(const tk_call *call, int i)
  */
 typedef enum tk_status {
 	TK_OK = TILEOPS_CODE_OK,
-	TK_ERR_UNSUPPORTED = TILEOPS_CODE_ERR_UNSUPPORTED, /* this kernel cannot serve these arguments */
-	TK_ERR_LAUNCH = TILEOPS_CODE_ERR_BACKEND,          /* the device refused the launch */
-	TK_ERR_NOMEM = TILEOPS_CODE_ERR_OUT_OF_MEMORY      /* scratch memory could not be had */
+	TK_ERR_UNSUPPORTED =
+	        TILEOPS_CODE_ERR_UNSUPPORTED,         /* this kernel cannot serve these arguments */
+	TK_ERR_LAUNCH = TILEOPS_CODE_ERR_BACKEND,     /* the device refused the launch */
+	TK_ERR_NOMEM = TILEOPS_CODE_ERR_OUT_OF_MEMORY /* scratch memory could not be had */
 } tk_status;
 
 /*
@@ -152,7 +153,7 @@ typedef struct tk_kernel_entry {
 	int n_out;
 	const char *const *params;
 	tk_cpu_fn cpu;
-	tk_cuda_fn cuda; /* NULL when the build has no CUDA kernel for it */
+	tk_cuda_fn cuda;  /* NULL when the build has no CUDA kernel for it */
 	size_t workspace; /* bytes of tk_call.workspace the CUDA kernel can use */
 } tk_kernel_entry;
 

@@ -134,8 +134,7 @@ tileops_status tileops_default_address(char *buf, size_t len);
  * connection; release it with tileops_close. On failure *out is NULL.
  */
 tileops_status tileops_connect(const char *address, tileops_client **out);
-tileops_status tileops_connect_opts(const tileops_connect_options *opts,
-                                    tileops_client **out);
+tileops_status tileops_connect_opts(const tileops_connect_options *opts, tileops_client **out);
 
 /*
  * Close the session and the connection. The daemon frees every tensor the
@@ -148,8 +147,8 @@ void tileops_close(tileops_client *c);
 typedef struct tileops_server_info {
 	uint32_t protocol_version;
 	const char *daemon_version;
-	const char *backend; /* "cuda" or "cpu" */
-	const char *device;  /* e.g. "NVIDIA H200 (sm_90, 132 SMs)" */
+	const char *backend;   /* "cuda" or "cpu" */
+	const char *device;    /* e.g. "NVIDIA H200 (sm_90, 132 SMs)" */
 	uint64_t capabilities; /* TILEOPS_CAP_* bits */
 	uint64_t max_message_bytes;
 	uint64_t session_id;
@@ -185,8 +184,8 @@ tileops_status tileops_tensor_write(tileops_client *c, tileops_tensor t, size_t 
  * Copy `len` bytes of the tensor from byte `offset` into host memory `dst`.
  * Waits for every op submitted before it that writes the tensor.
  */
-tileops_status tileops_tensor_read(tileops_client *c, tileops_tensor t, size_t offset,
-                                   void *dst, size_t len);
+tileops_status tileops_tensor_read(tileops_client *c, tileops_tensor t, size_t offset, void *dst,
+                                   size_t len);
 
 /* An opaque CUDA IPC memory handle (cudaIpcMemHandle_t is 64 bytes). */
 typedef struct tileops_ipc_handle {
@@ -198,8 +197,7 @@ typedef struct tileops_ipc_handle {
  * open it (cudaIpcOpenMemHandle). The memory stays valid until the tensor
  * is freed. TILEOPS_ERR_UNSUPPORTED on the CPU backend.
  */
-tileops_status tileops_tensor_export(tileops_client *c, tileops_tensor t,
-                                     tileops_ipc_handle *out);
+tileops_status tileops_tensor_export(tileops_client *c, tileops_tensor t, tileops_ipc_handle *out);
 
 /*
  * Wrap device memory another process exported (cudaIpcGetMemHandle) as a
@@ -290,8 +288,7 @@ typedef struct tileops_completion tileops_completion;
  * At most 256 completions may be outstanding per client; beyond that this
  * call waits for the oldest to finish.
  */
-tileops_status tileops_op_submit(tileops_client *c, const tileops_op *op,
-                                 tileops_completion **out);
+tileops_status tileops_op_submit(tileops_client *c, const tileops_op *op, tileops_completion **out);
 
 /*
  * Like tileops_op_submit, and also measure the op's time on the device.
@@ -397,9 +394,8 @@ tileops_status tileops_plan_run(tileops_plan *p, int64_t size, const tileops_bin
                                 size_t n_bindings);
 
 /* tileops_plan_run without waiting for the answer (see tileops_op_submit). */
-tileops_status tileops_plan_submit(tileops_plan *p, int64_t size,
-                                   const tileops_binding *bindings, size_t n_bindings,
-                                   tileops_completion **out);
+tileops_status tileops_plan_submit(tileops_plan *p, int64_t size, const tileops_binding *bindings,
+                                   size_t n_bindings, tileops_completion **out);
 
 /*
  * Open a plan the daemon captured at start from its warm-up file, by name.
@@ -416,9 +412,8 @@ tileops_status tileops_plan_open(tileops_client *c, const char *name, tileops_pl
  * entries; any out-parameter may be NULL). TILEOPS_ERR_INVALID_ARGUMENT for
  * an unknown name or a plan not opened with tileops_plan_open.
  */
-tileops_status tileops_plan_tensor(const tileops_plan *p, const char *name,
-                                   tileops_tensor *handle, tileops_dtype *dtype, int *ndim,
-                                   int64_t *shape);
+tileops_status tileops_plan_tensor(const tileops_plan *p, const char *name, tileops_tensor *handle,
+                                   tileops_dtype *dtype, int *ndim, int64_t *shape);
 
 /* Free the plan and its graphs in the daemon. NULL is a no-op. */
 void tileops_plan_free(tileops_plan *p);

@@ -22,11 +22,7 @@
 #include "tileops_kernels.h"
 
 /* Which backend a daemon runs (the config key `backend`). */
-typedef enum backend_kind {
-	BACKEND_AUTO = 0,
-	BACKEND_CPU = 1,
-	BACKEND_CUDA = 2
-} backend_kind;
+typedef enum backend_kind { BACKEND_AUTO = 0, BACKEND_CPU = 1, BACKEND_CUDA = 2 } backend_kind;
 
 typedef struct backend backend;
 
@@ -92,7 +88,7 @@ typedef void (*backend_timing_fn)(void *ctx, int slot, void *arg, double elapsed
 
 struct backend {
 	const backend_ops *ops;
-	const char *name;     /* "cpu" or "cuda" */
+	const char *name;      /* "cpu" or "cuda" */
 	char device[160];      /* a description for Hello and stats */
 	uint64_t capabilities; /* TILEOPS_CODE_CAP_* (proto/tileops_codes.h) */
 	int is_gpu;

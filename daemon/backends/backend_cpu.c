@@ -77,12 +77,13 @@ static void cpu_free(backend *be, void *stream, void *ptr)
 	free(ptr);
 }
 
-static tileops_status cpu_write(backend *be, void *stream, void *dst, const arena *a,
-                                size_t aoff, size_t len, char *err, size_t errlen)
+static tileops_status cpu_write(backend *be, void *stream, void *dst, const arena *a, size_t aoff,
+                                size_t len, char *err, size_t errlen)
 {
 	if (arena_copy_in(a, aoff, dst, len) != 0) {
-		snprintf(err, errlen, "arena bytes [%zu, %zu) are no longer backed by the shm object",
-		         aoff, aoff + len);
+		snprintf(err, errlen,
+		         "arena bytes [%zu, %zu) are no longer backed by the shm object", aoff,
+		         aoff + len);
 		return TILEOPS_ERR_RANGE;
 	}
 	return TILEOPS_OK;
@@ -92,8 +93,9 @@ static tileops_status cpu_read(backend *be, void *stream, const void *src, const
                                size_t aoff, size_t len, char *err, size_t errlen)
 {
 	if (arena_copy_out(a, aoff, src, len) != 0) {
-		snprintf(err, errlen, "arena bytes [%zu, %zu) are no longer backed by the shm object",
-		         aoff, aoff + len);
+		snprintf(err, errlen,
+		         "arena bytes [%zu, %zu) are no longer backed by the shm object", aoff,
+		         aoff + len);
 		return TILEOPS_ERR_RANGE;
 	}
 	return TILEOPS_OK;
@@ -225,8 +227,8 @@ static tileops_status cpu_graph_launch(backend *be, void *stream, void *graph, c
 	return TILEOPS_OK;
 }
 
-static tileops_status cpu_ipc_export(backend *be, void *ptr, unsigned char handle[64],
-                                     char *err, size_t errlen)
+static tileops_status cpu_ipc_export(backend *be, void *ptr, unsigned char handle[64], char *err,
+                                     size_t errlen)
 {
 	snprintf(err, errlen, "tensor export needs the CUDA backend (this daemon runs on the CPU)");
 	return TILEOPS_ERR_UNSUPPORTED;

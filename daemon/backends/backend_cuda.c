@@ -465,8 +465,7 @@ static void cuda_arena_detach(backend *be, arena *a)
 	a->pinned = 0;
 }
 
-static tileops_status cuda_alloc(backend *be, size_t bytes, void **ptr, char *err,
-                                 size_t errlen)
+static tileops_status cuda_alloc(backend *be, size_t bytes, void **ptr, char *err, size_t errlen)
 {
 	void *p = NULL;
 	cudaError_t e = cudaMalloc(&p, bytes ? bytes : 256);
@@ -514,9 +513,8 @@ static tileops_status cuda_bounce(backend *be, char *err, size_t errlen)
 	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "cudaMallocHost", err, errlen);
 }
 
-static tileops_status cuda_copy(backend *be, cudaStream_t s, void *dev, const arena *a,
-                                size_t aoff, size_t len, int to_device, char *err,
-                                size_t errlen)
+static tileops_status cuda_copy(backend *be, cudaStream_t s, void *dev, const arena *a, size_t aoff,
+                                size_t len, int to_device, char *err, size_t errlen)
 {
 	cudaError_t e;
 	if (a->pinned) {
@@ -557,8 +555,8 @@ truncated:
 	return TILEOPS_ERR_RANGE;
 }
 
-static tileops_status cuda_write(backend *be, void *stream, void *dst, const arena *a,
-                                 size_t aoff, size_t len, char *err, size_t errlen)
+static tileops_status cuda_write(backend *be, void *stream, void *dst, const arena *a, size_t aoff,
+                                 size_t len, char *err, size_t errlen)
 {
 	return cuda_copy(be, cs(stream), dst, a, aoff, len, 1, err, errlen);
 }
@@ -578,8 +576,8 @@ static void cuda_collect(backend *be)
 		if (q == cudaErrorNotReady)
 			break;
 		float ms = 0.0f;
-		if (q == cudaSuccess && cudaEventElapsedTime(&ms, t->start, t->stop) == cudaSuccess &&
-		    be->timing_cb)
+		if (q == cudaSuccess &&
+		    cudaEventElapsedTime(&ms, t->start, t->stop) == cudaSuccess && be->timing_cb)
 			be->timing_cb(be->timing_ctx, t->slot, t->arg, (double)ms * 1e3);
 		cudaGetLastError();
 		im->head++;
@@ -651,7 +649,8 @@ static tileops_status cuda_launch(backend *be, void *stream, const tk_kernel_ent
 	cudaEventRecord(t->start, s);
 	tk_status st = k->cuda(call, s);
 	if (st == TK_ERR_UNSUPPORTED) {
-		snprintf(err, errlen, "%s: the CUDA kernel does not support these arguments", k->op);
+		snprintf(err, errlen, "%s: the CUDA kernel does not support these arguments",
+		         k->op);
 		return TILEOPS_ERR_UNSUPPORTED;
 	}
 	if (st != TK_OK) {
@@ -815,8 +814,8 @@ static void cuda_graph_destroy(backend *be, void *graph)
 	free(g);
 }
 
-static tileops_status cuda_ipc_export(backend *be, void *ptr, unsigned char handle[64],
-                                      char *err, size_t errlen)
+static tileops_status cuda_ipc_export(backend *be, void *ptr, unsigned char handle[64], char *err,
+                                      size_t errlen)
 {
 	cudaIpcMemHandle_t h;
 	cudaError_t e = cudaIpcGetMemHandle(&h, ptr);
@@ -943,8 +942,8 @@ backend *backend_cuda_open(const backend_options *opt, char *err, size_t errlen)
 	/* The kernels are built for sm_90a only; anything else cannot run them. */
 	if (prop.major != 9 || prop.minor != 0) {
 		snprintf(err, errlen,
-		         "device %d (%s) is sm_%d%d; this build's kernels need sm_90 (Hopper)", device,
-		         prop.name, prop.major, prop.minor);
+		         "device %d (%s) is sm_%d%d; this build's kernels need sm_90 (Hopper)",
+		         device, prop.name, prop.major, prop.minor);
 		return NULL;
 	}
 	backend *be = calloc(1, sizeof(*be));
@@ -970,8 +969,8 @@ backend *backend_cuda_open(const backend_options *opt, char *err, size_t errlen)
 		log_warn("cannot start the release thread: memory is released at once");
 	pool_make(&im->pool, opt->queues);
 	const char *q = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-	log_info("device %d: %d pooled streams, CUDA_DEVICE_MAX_CONNECTIONS=%s", device,
-	         im->pool.n, q ? q : "(driver default)");
+	log_info("device %d: %d pooled streams, CUDA_DEVICE_MAX_CONNECTIONS=%s", device, im->pool.n,
+	         q ? q : "(driver default)");
 	be->ops = &cuda_ops;
 	be->impl = im;
 	be->name = "cuda";

@@ -61,10 +61,11 @@ int arena_map(arena *a, const char *name, uint64_t size, uint64_t max_size, uid_
 {
 	memset(a, 0, sizeof(*a));
 	if (!name_ok(name)) {
-		snprintf(err, errlen,
-		         "arena name '%.64s' is invalid (expected '/tileops-' then letters, digits, "
-		         "'-', '_' or '.')",
-		         name);
+		snprintf(
+		        err, errlen,
+		        "arena name '%.64s' is invalid (expected '/tileops-' then letters, digits, "
+		        "'-', '_' or '.')",
+		        name);
 		return -1;
 	}
 	if (size == 0 || size > max_size) {

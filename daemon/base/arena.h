@@ -51,10 +51,10 @@ int arena_copy_out(const arena *a, size_t off, const void *src, size_t len);
  * and futex words). `off` must be aligned and in range. Return 0, or -1 when
  * the shm object no longer backs the word.
  */
-int arena_load_u64(const arena *a, size_t off, uint64_t *v);  /* acquire */
-int arena_store_u64(const arena *a, size_t off, uint64_t v);  /* release */
-int arena_load_u32(const arena *a, size_t off, uint32_t *v);  /* acquire */
-int arena_store_u32(const arena *a, size_t off, uint32_t v);  /* seq_cst */
-int arena_add_u32(const arena *a, size_t off, uint32_t v);    /* seq_cst */
+int arena_load_u64(const arena *a, size_t off, uint64_t *v); /* acquire */
+int arena_store_u64(const arena *a, size_t off, uint64_t v); /* release */
+int arena_load_u32(const arena *a, size_t off, uint32_t *v); /* acquire */
+int arena_store_u32(const arena *a, size_t off, uint32_t v); /* seq_cst */
+int arena_add_u32(const arena *a, size_t off, uint32_t v);   /* seq_cst */
 
 #endif

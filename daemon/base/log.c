@@ -10,7 +10,7 @@
 
 static atomic_int log_current = LOG_INFO;
 
-static const char *const log_names[] = {"error", "warn", "info", "debug"};
+static const char *const log_names[] = { "error", "warn", "info", "debug" };
 
 void log_set_level(log_level level)
 {

@@ -5,12 +5,7 @@
 #ifndef TILEOPSD_LOG_H
 #define TILEOPSD_LOG_H
 
-typedef enum log_level {
-	LOG_ERROR = 0,
-	LOG_WARN = 1,
-	LOG_INFO = 2,
-	LOG_DEBUG = 3
-} log_level;
+typedef enum log_level { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 } log_level;
 
 /* Set the most verbose level that is printed. */
 void log_set_level(log_level level);

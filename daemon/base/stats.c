@@ -207,7 +207,8 @@ void stats_write_ops_json(stats *st, strbuf *sb)
 		          "\"flops\":%.6g,\"bytes\":%.6g,\"achieved_gbps\":%.3f,"
 		          "\"achieved_tflops\":%.4f}",
 		          (unsigned long long)o->count, (unsigned long long)o->errors,
-		          (unsigned long long)o->timed, o->time_us, o->flops, o->bytes, gbps, tflops);
+		          (unsigned long long)o->timed, o->time_us, o->flops, o->bytes, gbps,
+		          tflops);
 	}
 	sb_printf(sb, "}");
 	free(sum);

@@ -19,9 +19,9 @@
 typedef struct op_counters {
 	uint64_t count;
 	uint64_t errors;
-	uint64_t timed;     /* how many ops time_us covers (a sample on the GPU) */
-	double time_us;     /* device (or CPU) time of the timed ops, summed */
-	double flops;       /* roofline counts, summed over counted ops */
+	uint64_t timed; /* how many ops time_us covers (a sample on the GPU) */
+	double time_us; /* device (or CPU) time of the timed ops, summed */
+	double flops;   /* roofline counts, summed over counted ops */
 	double bytes;
 	double flops_timed; /* the same over the timed ops, for achieved rates */
 	double bytes_timed;
@@ -37,7 +37,7 @@ typedef struct stats_shard {
 typedef struct stats {
 	pthread_mutex_t mu; /* making slots */
 	char names[STATS_MAX_OPS][64];
-	int n_ops;          /* atomic: names below it are final */
+	int n_ops; /* atomic: names below it are final */
 	int n_shards;
 	stats_shard *shards;
 } stats;

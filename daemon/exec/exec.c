@@ -38,9 +38,9 @@ void exec_defer(worker *w, session *s, job *j, uint64_t tag)
 	char msg[256];
 	pending *p = calloc(1, sizeof(*p));
 	void *fence = NULL;
-	tileops_status st = p ? ex->be->ops->fence_create(ex->be, s->stream, &fence, msg,
-	                                                  sizeof(msg))
-	                      : TILEOPS_ERR_OUT_OF_MEMORY;
+	tileops_status st =
+	        p ? ex->be->ops->fence_create(ex->be, s->stream, &fence, msg, sizeof(msg))
+	          : TILEOPS_ERR_OUT_OF_MEMORY;
 	if (st != TILEOPS_OK) {
 		free(p);
 		if (!p)
@@ -101,8 +101,8 @@ static tileops_status tensor_describe(int dtype, size_t ndim, const int64_t *sha
 	size_t es = tk_dtype_size((tk_dtype)dtype);
 	for (size_t i = 0; i < ndim; i++) {
 		if (shape[i] < 0) {
-			snprintf(err, errlen, "dimension %zu has extent %lld; extents must be >= 0", i,
-			         (long long)shape[i]);
+			snprintf(err, errlen, "dimension %zu has extent %lld; extents must be >= 0",
+			         i, (long long)shape[i]);
 			return TILEOPS_ERR_SHAPE;
 		}
 		if (shape[i] && n > MAX_TENSOR_BYTES / es / (uint64_t)shape[i]) {
@@ -213,8 +213,8 @@ static void tensor_free(executor *ex, session *s, job *j, uint64_t handle)
 }
 
 /* Returns 1 when the answer is owed until the copy is done. */
-static int tensor_copy(worker *w, session *s, job *j, int write, uint64_t handle,
-                       uint64_t toff, uint64_t aoff, uint64_t len)
+static int tensor_copy(worker *w, session *s, job *j, int write, uint64_t handle, uint64_t toff,
+                       uint64_t aoff, uint64_t len)
 {
 	executor *ex = w->ex;
 	const char *what = write ? "tensor_write" : "tensor_read";
@@ -236,7 +236,8 @@ static int tensor_copy(worker *w, session *s, job *j, int write, uint64_t handle
 		         "[%llu, %zu)",
 		         what, (unsigned long long)aoff, (unsigned long long)aoff,
 		         (unsigned long long)len,
-		         (unsigned long long)(s->ring.enabled ? s->ring.data_off : 0), s->arena.size);
+		         (unsigned long long)(s->ring.enabled ? s->ring.data_off : 0),
+		         s->arena.size);
 		return 0;
 	}
 	if (len == 0)
@@ -287,10 +288,9 @@ static tileops_status view_of(session *s, const plan_view *pv, uint64_t handle, 
  * its view is zeroed and its bit (from bit0 on) set in *left_out; the op
  * layer accepts that for optional tensors only.
  */
-static tileops_status resolve(session *s, const plan_view *pv, const char *op,
-                              const char *role, size_t n, const uint64_t *handles, size_t max,
-                              tk_tensor *views, uint32_t *left_out, int bit0, char *err,
-                              size_t errlen)
+static tileops_status resolve(session *s, const plan_view *pv, const char *op, const char *role,
+                              size_t n, const uint64_t *handles, size_t max, tk_tensor *views,
+                              uint32_t *left_out, int bit0, char *err, size_t errlen)
 {
 	if (n > max) {
 		snprintf(err, errlen, "%s: %zu %ss given, at most %zu", op, n, role, max);
@@ -304,17 +304,16 @@ static tileops_status resolve(session *s, const plan_view *pv, const char *op,
 		}
 		if (view_of(s, pv, handles[i], &views[i]) != TILEOPS_OK) {
 			snprintf(err, errlen,
-			         "%s: %s %zu: tensor handle %llu is not a tensor of this session", op,
-			         role, i, (unsigned long long)handles[i]);
+			         "%s: %s %zu: tensor handle %llu is not a tensor of this session",
+			         op, role, i, (unsigned long long)handles[i]);
 			return TILEOPS_ERR_UNKNOWN_HANDLE;
 		}
 	}
 	return TILEOPS_OK;
 }
 
-static tileops_status decode_params(const char *op, const Tileops__OpRun *m,
-                                    const char **names, tk_param *values, char *err,
-                                    size_t errlen)
+static tileops_status decode_params(const char *op, const Tileops__OpRun *m, const char **names,
+                                    tk_param *values, char *err, size_t errlen)
 {
 	if (m->n_params > TK_MAX_PARAMS) {
 		snprintf(err, errlen, "%s: %zu params given, at most %d", op, m->n_params,
@@ -346,15 +345,14 @@ static tileops_status decode_params(const char *op, const Tileops__OpRun *m,
 }
 
 tileops_status exec_prepare_op(executor *ex, session *s, const plan_view *pv,
-                               const Tileops__OpRun *m, prepared_op *out, char *err,
-                               size_t errlen)
+                               const Tileops__OpRun *m, prepared_op *out, char *err, size_t errlen)
 {
 	const char *op = m->op && m->op[0] ? m->op : "(no name)";
 	tk_tensor in[TK_MAX_INPUTS], outs[TK_MAX_OUTPUTS];
 	const char *names[TK_MAX_PARAMS];
 	tk_param values[TK_MAX_PARAMS];
 	out->kernel = NULL;
-	out->cost = (op_cost){0, 0};
+	out->cost = (op_cost){ 0, 0 };
 	uint32_t left_out = 0;
 	tileops_status st = resolve(s, pv, op, "input", m->n_inputs, m->inputs, TK_MAX_INPUTS, in,
 	                            &left_out, 0, err, errlen);
@@ -541,8 +539,7 @@ void exec_sqe(worker *w, session *s, const tileops_sqe *e)
 	}
 }
 
-tileops_status exec_ring_until(worker *w, session *s, uint64_t mark, char *err,
-                               size_t errlen)
+tileops_status exec_ring_until(worker *w, session *s, uint64_t mark, char *err, size_t errlen)
 {
 	while (s->ring.consumed < mark) {
 		uint64_t avail = ring_available(&s->ring, &s->arena);
@@ -557,7 +554,8 @@ tileops_status exec_ring_until(worker *w, session *s, uint64_t mark, char *err,
 			return TILEOPS_ERR_PROTOCOL;
 		}
 		if (ring_cq_room(&s->ring, &s->arena) == 0) {
-			snprintf(err, errlen, "the completion ring is full: read completions before "
+			snprintf(err, errlen,
+			         "the completion ring is full: read completions before "
 			         "sending more requests");
 			return TILEOPS_ERR_BUSY;
 		}

@@ -295,8 +295,8 @@ static void worker_sleep(worker *w)
 	struct waitv wv[WAITV_MAX];
 	int n = 0;
 	uint32_t own = __atomic_load_n(&w->bell, __ATOMIC_SEQ_CST);
-	wv[n++] = (struct waitv){own, (uint64_t)(uintptr_t)&w->bell,
-	                         FUTEX2_SIZE_U32 | FUTEX2_PRIVATE, 0};
+	wv[n++] = (struct waitv){ own, (uint64_t)(uintptr_t)&w->bell,
+		                  FUTEX2_SIZE_U32 | FUTEX2_PRIVATE, 0 };
 	pace_leave(w);
 	set_sleeping(w, 1);
 	int overflow = 0;
@@ -308,7 +308,7 @@ static void worker_sleep(worker *w)
 			overflow = 1;
 			continue;
 		}
-		wv[n++] = (struct waitv){val, (uint64_t)(uintptr_t)addr, FUTEX2_SIZE_U32, 0};
+		wv[n++] = (struct waitv){ val, (uint64_t)(uintptr_t)addr, FUTEX2_SIZE_U32, 0 };
 	}
 	int busy = !queue_empty(w);
 	for (session *s = w->rings; s && !busy; s = s->ring_next)
@@ -328,7 +328,7 @@ static void worker_sleep(worker *w)
 		}
 		long rc = syscall(SYS_futex_waitv, wv, n, 0, &ts, CLOCK_MONOTONIC);
 		if (rc < 0 && errno == ENOSYS) {
-			struct timespec rel = {0, 1000000L};
+			struct timespec rel = { 0, 1000000L };
 			syscall(SYS_futex, &w->bell, FUTEX_WAIT_PRIVATE, own, &rel, NULL, 0);
 		}
 	}

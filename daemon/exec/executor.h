@@ -29,32 +29,32 @@ struct Tileops__Request;
 typedef struct manifest manifest;
 
 typedef enum job_kind {
-	JOB_OPEN,     /* make the session's stream, pin its arena, set up its rings */
-	JOB_CLOSE,    /* free everything the session holds on the device */
-	JOB_REQUEST,  /* one control-plane request of the session */
-	JOB_RESET,    /* drop every tenant's cached graphs */
-	JOB_WARMUP    /* make and capture one warm-up plan in an internal session */
+	JOB_OPEN,    /* make the session's stream, pin its arena, set up its rings */
+	JOB_CLOSE,   /* free everything the session holds on the device */
+	JOB_REQUEST, /* one control-plane request of the session */
+	JOB_RESET,   /* drop every tenant's cached graphs */
+	JOB_WARMUP   /* make and capture one warm-up plan in an internal session */
 } job_kind;
 
 typedef struct job {
 	job_kind kind;
 	struct job *next;
-	struct session *s;          /* holds a reference until the job is handed back */
-	struct tp_worker *w;        /* where the answer goes; NULL for none */
+	struct session *s;   /* holds a reference until the job is handed back */
+	struct tp_worker *w; /* where the answer goes; NULL for none */
 	uint64_t seq;
 	struct Tileops__Request *req; /* REQUEST: the decoded request (the loop frees it) */
-	int want_rings;             /* OPEN: the Hello asked for rings */
-	char tenant[64];            /* OPEN: the tenant the Hello named */
+	int want_rings;               /* OPEN: the Hello asked for rings */
+	char tenant[64];              /* OPEN: the tenant the Hello named */
 	const struct warm_plan *warm; /* WARMUP: the plan to make */
 	/* Results. */
 	tileops_status status;
 	char msg[512];
-	uint64_t handle;            /* tensor create/import */
+	uint64_t handle; /* tensor create/import */
 	uint64_t nbytes;
-	unsigned char ipc[64];      /* tensor export */
+	unsigned char ipc[64];                     /* tensor export */
 	struct Tileops__PlanOpenReply *open_reply; /* plan open; free with executor_free_reply */
-	int rings;                  /* OPEN: rings are served */
-	void *fence;                /* executor-private: answered when it passes */
+	int rings;                                 /* OPEN: rings are served */
+	void *fence;                               /* executor-private: answered when it passes */
 } job;
 
 typedef struct executor executor;
@@ -63,14 +63,14 @@ typedef void (*executor_done_fn)(void *ctx, job *j);
 typedef struct executor_config {
 	backend *be;
 	stats *st;
-	manifest *mf;                 /* the executor owns it from here on */
-	const size_t *memory_limit;   /* session_memory_limit, read atomically */
-	int spin_us;                  /* spin this long after the last work, then sleep */
-	int ring_batch;               /* ring entries per session per pass */
-	int stats_sample;             /* time one op in this many on the GPU (0: none) */
-	int pace;                     /* launches a busy thread may lead another by (0: off) */
-	int threads;                  /* executor threads; sessions are shared out among them */
-	const int *cpus;              /* thread i runs on cpus[i % n_cpus]; n_cpus 0: anywhere */
+	manifest *mf;               /* the executor owns it from here on */
+	const size_t *memory_limit; /* session_memory_limit, read atomically */
+	int spin_us;                /* spin this long after the last work, then sleep */
+	int ring_batch;             /* ring entries per session per pass */
+	int stats_sample;           /* time one op in this many on the GPU (0: none) */
+	int pace;                   /* launches a busy thread may lead another by (0: off) */
+	int threads;                /* executor threads; sessions are shared out among them */
+	const int *cpus;            /* thread i runs on cpus[i % n_cpus]; n_cpus 0: anywhere */
 	int n_cpus;
 	tenant_quota default_quota;   /* a session's own tenant */
 	const tenant_config *tenants; /* named tenants */

@@ -12,7 +12,7 @@
 #include "session.h"
 #include "tileops.pb-c.h"
 
-typedef struct plan_view plan_view;   /* plan.c: how a plan's ops see tensors */
+typedef struct plan_view plan_view; /* plan.c: how a plan's ops see tensors */
 
 /* An op checked and ready to launch. */
 typedef struct prepared_op {
@@ -26,8 +26,8 @@ typedef struct prepared_op {
 typedef struct pending {
 	struct pending *next;
 	void *fence;
-	job *job;        /* answer this job, or ... */
-	session *s;      /* ... post a CQE with this tag (holds a reference) */
+	job *job;   /* answer this job, or ... */
+	session *s; /* ... post a CQE with this tag (holds a reference) */
 	uint64_t tag;
 } pending;
 
@@ -51,8 +51,8 @@ typedef struct worker {
 	pthread_mutex_t mu;
 	job *head, *tail;
 	int stopping;
-	uint32_t bell;     /* futex word; bumped by submitters when sleeping */
-	int sleeping;      /* atomic */
+	uint32_t bell; /* futex word; bumped by submitters when sleeping */
+	int sleeping;  /* atomic */
 
 	/* Start-up (under the executor's start_mu). */
 	int started;
@@ -60,8 +60,8 @@ typedef struct worker {
 	char init_msg[256];
 
 	/* This thread only. */
-	session *rings;    /* sessions whose rings are polled */
-	session *rr_next;  /* where the next polling pass starts */
+	session *rings;   /* sessions whose rings are polled */
+	session *rr_next; /* where the next polling pass starts */
 	pending *pend, *pend_tail;
 	/* Asking the device whether events passed takes the driver's context
 	 * lock, which every thread's launches need too: ask at most this often. */
@@ -71,9 +71,9 @@ typedef struct worker {
 	/* The loop thread only: sessions given to this thread and not reaped. */
 	int n_sessions;
 
-	uint64_t launches;  /* ops launched, for the stats' timing sample */
-	int active;         /* its last pass had work (counted in be->active_threads) */
-	int pacing;         /* this thread's pace slot says it has ring work */
+	uint64_t launches;   /* ops launched, for the stats' timing sample */
+	int active;          /* its last pass had work (counted in be->active_threads) */
+	int pacing;          /* this thread's pace slot says it has ring work */
 	unsigned since_pace; /* ring entries run since the last look at the others */
 } worker;
 
@@ -85,9 +85,9 @@ typedef struct worker {
 typedef struct pace_slot {
 	_Alignas(64) uint64_t launched; /* atomic */
 	int busy;                       /* atomic */
-	uint64_t ring_ops;  /* ring entries run (atomic; for the stats) */
-	uint64_t waits;     /* times it waited for a thread behind (atomic) */
-	uint64_t slow_ops;  /* ring entries that took SLOW_OP_US or more to run (atomic) */
+	uint64_t ring_ops;              /* ring entries run (atomic; for the stats) */
+	uint64_t waits;                 /* times it waited for a thread behind (atomic) */
+	uint64_t slow_ops;      /* ring entries that took SLOW_OP_US or more to run (atomic) */
 	uint64_t slow_launches; /* launch calls timed (one in LAUNCH_SAMPLE) that took that long */
 	uint64_t sleeps;        /* times it slept for want of work (atomic) */
 	uint64_t reused;        /* ring ops launched as prepared before (opcache.h; atomic) */
@@ -159,13 +159,11 @@ void exec_job(worker *w, job *j);
 /* Resolve, check against the manifest and build the call of one op. With a
  * plan view, handles resolve through the plan's bindings and bucket. */
 tileops_status exec_prepare_op(executor *ex, session *s, const plan_view *pv,
-                               const Tileops__OpRun *m, prepared_op *out, char *err,
-                               size_t errlen);
+                               const Tileops__OpRun *m, prepared_op *out, char *err, size_t errlen);
 /* Run one submission-ring entry of s; posts (or owes) its completion. */
 void exec_sqe(worker *w, session *s, const tileops_sqe *e);
 /* Consume s's ring entries up to `mark`. Returns TILEOPS_OK or an error. */
-tileops_status exec_ring_until(worker *w, session *s, uint64_t mark, char *err,
-                               size_t errlen);
+tileops_status exec_ring_until(worker *w, session *s, uint64_t mark, char *err, size_t errlen);
 /* Owe a completion until the work queued on s's stream so far is done. */
 void exec_defer(worker *w, session *s, job *j, uint64_t tag);
 /* A fresh handle for a tensor or a plan (any worker). */

@@ -32,7 +32,7 @@ typedef struct plan_graph {
 	int bucket;
 	void *graph;
 	size_t bytes;
-	uint64_t gen;      /* the plan's binding generation it was captured with */
+	uint64_t gen; /* the plan's binding generation it was captured with */
 	uint64_t last_used;
 	struct plan_graph *prev, *next; /* the tenant's LRU list, most recent first */
 } plan_graph;
@@ -46,10 +46,10 @@ typedef struct plan {
 	uint64_t handle;
 	char name[64];
 	tenant *t;
-	session *owner;           /* whose tensors the plan names */
-	int shared;               /* a warm-up plan: bindings are per run */
-	uint64_t bind_session;    /* shared: the session whose tensors are bound */
-	int n_named;              /* shared: the tensors, by name, for PlanOpen */
+	session *owner;        /* whose tensors the plan names */
+	int shared;            /* a warm-up plan: bindings are per run */
+	uint64_t bind_session; /* shared: the session whose tensors are bound */
+	int n_named;           /* shared: the tensors, by name, for PlanOpen */
 	char (*names)[WARM_NAME_MAX];
 	uint64_t *named_handles;
 	struct plan *shared_next; /* the tenant's shared plans */
@@ -58,9 +58,9 @@ typedef struct plan {
 	int64_t buckets[PLAN_MAX_BUCKETS];
 	binding binds[PLAN_MAX_BINDINGS];
 	int n_binds;
-	uint64_t gen;             /* bumped when the bindings change */
+	uint64_t gen; /* bumped when the bindings change */
 	plan_graph *graphs[PLAN_MAX_BUCKETS];
-	struct plan *next;        /* the session's plans */
+	struct plan *next; /* the session's plans */
 } plan;
 
 struct plan_view {
@@ -110,7 +110,8 @@ static void tenant_remove(executor *ex, tenant *t)
 	free(t);
 }
 
-static tileops_status plan_join_tenant_locked(executor *ex, session *s, const char *name, char *err, size_t errlen)
+static tileops_status plan_join_tenant_locked(executor *ex, session *s, const char *name, char *err,
+                                              size_t errlen)
 {
 	if (!name || !name[0]) {
 		char own[64];
@@ -120,17 +121,17 @@ static tileops_status plan_join_tenant_locked(executor *ex, session *s, const ch
 			snprintf(err, errlen, "out of host memory");
 			return TILEOPS_ERR_OUT_OF_MEMORY;
 		}
-			s->tenant->private_to = s->id;
+		s->tenant->private_to = s->id;
 		s->tenant->sessions = 1;
-			return TILEOPS_OK;
+		return TILEOPS_OK;
 	}
 	const tenant_config *tc = NULL;
 	for (int i = 0; i < ex->cfg.n_tenants; i++)
 		if (strcmp(ex->cfg.tenants[i].name, name) == 0)
 			tc = &ex->cfg.tenants[i];
 	if (!tc) {
-		snprintf(err, errlen, "tenant '%.64s' is not configured (see 'tenant' in the config)",
-		         name);
+		snprintf(err, errlen,
+		         "tenant '%.64s' is not configured (see 'tenant' in the config)", name);
 		return TILEOPS_ERR_PERMISSION;
 	}
 	if (!s->internal && ((tc->uid >= 0 && s->uid != tc->uid && s->uid != 0) ||
@@ -193,9 +194,8 @@ static void graph_drop(executor *ex, plan_graph *g, int evicted)
 /* Make room for one more graph in t, evicting t's own LRU graphs only. */
 static void cache_make_room(executor *ex, tenant *t, size_t more_bytes)
 {
-	while (t->lru_tail &&
-	       (t->n_graphs + 1 > t->quota.graphs ||
-	        (t->quota.bytes && t->bytes + more_bytes > t->quota.bytes)))
+	while (t->lru_tail && (t->n_graphs + 1 > t->quota.graphs ||
+	                       (t->quota.bytes && t->bytes + more_bytes > t->quota.bytes)))
 		graph_drop(ex, t->lru_tail, 1);
 }
 
@@ -238,18 +238,18 @@ tileops_status plan_view_of(const plan_view *pv, uint64_t handle, tk_tensor *v)
 }
 
 /* Check (launch == 0) or record (launch == 1) every op of p for a bucket. */
-static tileops_status plan_ops(executor *ex, session *s, plan *p, int bucket, int launch,
-                               char *err, size_t errlen)
+static tileops_status plan_ops(executor *ex, session *s, plan *p, int bucket, int launch, char *err,
+                               size_t errlen)
 {
-	plan_view pv = {p->owner ? p->owner : s, s, p, bucket};
+	plan_view pv = { p->owner ? p->owner : s, s, p, bucket };
 	for (size_t i = 0; i < p->def->n_ops; i++) {
 		prepared_op op;
 		char msg[400];
-		tileops_status st = exec_prepare_op(ex, s, &pv, p->def->ops[i], &op, msg,
-		                                    sizeof(msg));
+		tileops_status st =
+		        exec_prepare_op(ex, s, &pv, p->def->ops[i], &op, msg, sizeof(msg));
 		if (st == TILEOPS_OK && launch)
-			st = ex->be->ops->launch(ex->be, s->stream, op.kernel, &op.call, 0, -1, NULL,
-			                         msg, sizeof(msg));
+			st = ex->be->ops->launch(ex->be, s->stream, op.kernel, &op.call, 0, -1,
+			                         NULL, msg, sizeof(msg));
 		if (st != TILEOPS_OK) {
 			if (p->n_buckets)
 				snprintf(err, errlen, "plan op %zu, bucket %lld: %s", i,
@@ -264,21 +264,25 @@ static tileops_status plan_ops(executor *ex, session *s, plan *p, int bucket, in
 
 /* ---- create, run, free --------------------------------------------------- */
 
-static tileops_status plan_check_def(const Tileops__PlanCreate *m, plan *p, session *s,
-                                     char *err, size_t errlen)
+static tileops_status plan_check_def(const Tileops__PlanCreate *m, plan *p, session *s, char *err,
+                                     size_t errlen)
 {
 	if (m->n_ops == 0 || m->n_ops > PLAN_MAX_OPS) {
-		snprintf(err, errlen, "a plan has 1 to %d ops, this one %zu", PLAN_MAX_OPS, m->n_ops);
+		snprintf(err, errlen, "a plan has 1 to %d ops, this one %zu", PLAN_MAX_OPS,
+		         m->n_ops);
 		return TILEOPS_ERR_INVALID_ARGUMENT;
 	}
 	if (m->n_buckets > PLAN_MAX_BUCKETS) {
-		snprintf(err, errlen, "at most %d buckets, got %zu", PLAN_MAX_BUCKETS, m->n_buckets);
+		snprintf(err, errlen, "at most %d buckets, got %zu", PLAN_MAX_BUCKETS,
+		         m->n_buckets);
 		return TILEOPS_ERR_INVALID_ARGUMENT;
 	}
 	for (size_t i = 0; i < m->n_buckets; i++) {
 		if (m->buckets[i] < 1 || (i && m->buckets[i] <= m->buckets[i - 1])) {
-			snprintf(err, errlen, "buckets must be positive and ascending (bucket %zu is "
-			         "%lld)", i, (long long)m->buckets[i]);
+			snprintf(err, errlen,
+			         "buckets must be positive and ascending (bucket %zu is "
+			         "%lld)",
+			         i, (long long)m->buckets[i]);
 			return TILEOPS_ERR_INVALID_ARGUMENT;
 		}
 		p->buckets[i] = m->buckets[i];
@@ -292,14 +296,18 @@ static tileops_status plan_check_def(const Tileops__PlanCreate *m, plan *p, sess
 	for (size_t i = 0; i < m->n_bucketed; i++) {
 		tensor *t = session_tensor_find(s, m->bucketed[i]);
 		if (!t) {
-			snprintf(err, errlen, "bucketed tensor %llu is not a tensor of this session",
+			snprintf(err, errlen,
+			         "bucketed tensor %llu is not a tensor of this session",
 			         (unsigned long long)m->bucketed[i]);
 			return TILEOPS_ERR_UNKNOWN_HANDLE;
 		}
 		if (t->view.ndim < 1 || t->view.shape[0] != largest) {
-			snprintf(err, errlen, "bucketed tensor %llu has dim 0 of %lld; it must equal "
-			         "the largest bucket, %lld", (unsigned long long)m->bucketed[i],
-			         (long long)(t->view.ndim ? t->view.shape[0] : 0), (long long)largest);
+			snprintf(err, errlen,
+			         "bucketed tensor %llu has dim 0 of %lld; it must equal "
+			         "the largest bucket, %lld",
+			         (unsigned long long)m->bucketed[i],
+			         (long long)(t->view.ndim ? t->view.shape[0] : 0),
+			         (long long)largest);
 			return TILEOPS_ERR_SHAPE;
 		}
 	}
@@ -373,9 +381,10 @@ static tileops_status binding_check(const session *owner, const session *runner,
 	}
 	if (from->view.dtype != to->view.dtype || from->view.ndim != to->view.ndim ||
 	    memcmp(from->view.shape, to->view.shape, sizeof(int64_t) * (size_t)from->view.ndim)) {
-		snprintf(err, errlen, "binding %zu: tensor %llu differs in dtype or shape from "
-		         "plan tensor %llu", i, (unsigned long long)b->tensor,
-		         (unsigned long long)b->plan_tensor);
+		snprintf(err, errlen,
+		         "binding %zu: tensor %llu differs in dtype or shape from "
+		         "plan tensor %llu",
+		         i, (unsigned long long)b->tensor, (unsigned long long)b->plan_tensor);
 		return TILEOPS_ERR_SHAPE;
 	}
 	return TILEOPS_OK;
@@ -383,8 +392,8 @@ static tileops_status binding_check(const session *owner, const session *runner,
 
 /* A shared plan's bindings are those of the run: set them, and note whether
  * they changed (another session, or other tensors). */
-static tileops_status plan_bind_shared(session *s, plan *p, const Tileops__PlanRun *m,
-                                       char *err, size_t errlen)
+static tileops_status plan_bind_shared(session *s, plan *p, const Tileops__PlanRun *m, char *err,
+                                       size_t errlen)
 {
 	if (m->n_bindings > PLAN_MAX_BINDINGS) {
 		snprintf(err, errlen, "a run binds at most %d tensors", PLAN_MAX_BINDINGS);
@@ -396,7 +405,7 @@ static tileops_status plan_bind_shared(session *s, plan *p, const Tileops__PlanR
 		tileops_status st = binding_check(p->owner, s, i, b, err, errlen);
 		if (st != TILEOPS_OK)
 			return st;
-		next[i] = (binding){b->plan_tensor, b->tensor};
+		next[i] = (binding){ b->plan_tensor, b->tensor };
 	}
 	int same = p->bind_session == s->id && p->n_binds == (int)m->n_bindings &&
 	           memcmp(p->binds, next, sizeof(binding) * m->n_bindings) == 0;
@@ -423,13 +432,14 @@ static tileops_status plan_bind(session *s, plan *p, const Tileops__PlanRun *m, 
 		while (k < p->n_binds && p->binds[k].plan_tensor != b->plan_tensor)
 			k++;
 		if (k == PLAN_MAX_BINDINGS) {
-			snprintf(err, errlen, "a plan keeps at most %d bindings", PLAN_MAX_BINDINGS);
+			snprintf(err, errlen, "a plan keeps at most %d bindings",
+			         PLAN_MAX_BINDINGS);
 			return TILEOPS_ERR_INVALID_ARGUMENT;
 		}
 		uint64_t now = k < p->n_binds ? p->binds[k].tensor : b->plan_tensor;
 		if (now == b->tensor)
 			continue;
-		p->binds[k] = (binding){b->plan_tensor, b->tensor};
+		p->binds[k] = (binding){ b->plan_tensor, b->tensor };
 		if (k == p->n_binds)
 			p->n_binds++;
 		p->gen++;
@@ -450,8 +460,8 @@ static int pick_bucket(const plan *p, int64_t size)
 }
 
 /* Capture (or update) the graph of one bucket; returns it, not yet cached. */
-static tileops_status plan_capture(executor *ex, session *s, plan *p, int bucket,
-                                   void **graph, size_t *bytes, char *err, size_t errlen)
+static tileops_status plan_capture(executor *ex, session *s, plan *p, int bucket, void **graph,
+                                   size_t *bytes, char *err, size_t errlen)
 {
 	tenant *t = p->t;
 	double t0 = now_us();
@@ -475,16 +485,16 @@ static tileops_status plan_capture(executor *ex, session *s, plan *p, int bucket
  * cannot hold it even after evicting, *once gets a graph to launch once and
  * destroy, and *out is NULL.
  */
-static tileops_status plan_graph_get(executor *ex, session *s, plan *p, int b,
-                                     plan_graph **out, void **once, char *err, size_t errlen)
+static tileops_status plan_graph_get(executor *ex, session *s, plan *p, int b, plan_graph **out,
+                                     void **once, char *err, size_t errlen)
 {
 	tenant *t = p->t;
 	plan_graph *g = p->graphs[b];
 	*out = NULL;
 	*once = NULL;
 	if (g && g->gen == p->gen) {
-			t->st.hits++;
-			*out = g;
+		t->st.hits++;
+		*out = g;
 		return TILEOPS_OK;
 	}
 	t->st.misses++;
@@ -494,9 +504,9 @@ static tileops_status plan_graph_get(executor *ex, session *s, plan *p, int b,
 		/* New bindings: the instantiated graph is updated in place. */
 		lru_unlink(t, g);
 		p->graphs[b] = NULL;
-			t->n_graphs--;
+		t->n_graphs--;
 		t->bytes -= g->bytes;
-			free(g);
+		free(g);
 	}
 	tileops_status st = plan_capture(ex, s, p, b, &graph, &bytes, err, errlen);
 	if (st != TILEOPS_OK) {
@@ -524,7 +534,8 @@ static tileops_status plan_graph_get(executor *ex, session *s, plan *p, int b,
 	return TILEOPS_OK;
 }
 
-static tileops_status plan_run_locked(executor *ex, session *s, const Tileops__PlanRun *m, char *err, size_t errlen)
+static tileops_status plan_run_locked(executor *ex, session *s, const Tileops__PlanRun *m,
+                                      char *err, size_t errlen)
 {
 	plan *p = plan_find(s, m->plan);
 	if (!p) {
@@ -778,9 +789,10 @@ static tileops_status plan_warmup_locked(executor *ex, session *s, job *j, const
 			return j->status;
 		if (once) {
 			ex->be->ops->graph_destroy(ex->be, once);
-			log_warn("warm-up plan '%s': tenant '%s' cannot keep bucket %lld within its "
-			         "quota; it will be captured when run", p->name, p->t->name,
-			         (long long)(p->n_buckets ? p->buckets[b] : 0));
+			log_warn(
+			        "warm-up plan '%s': tenant '%s' cannot keep bucket %lld within its "
+			        "quota; it will be captured when run",
+			        p->name, p->t->name, (long long)(p->n_buckets ? p->buckets[b] : 0));
 		}
 	}
 	return TILEOPS_OK;
@@ -793,8 +805,9 @@ static void plan_open_locked(executor *ex, session *s, job *j, const char *name)
 		p = p->shared_next;
 	if (!p) {
 		j->status = TILEOPS_ERR_UNKNOWN_HANDLE;
-		snprintf(j->msg, sizeof(j->msg), "plan_open: no warm-up plan '%.64s' in tenant '%s'",
-		         name ? name : "", s->tenant ? s->tenant->name : "?");
+		snprintf(j->msg, sizeof(j->msg),
+		         "plan_open: no warm-up plan '%.64s' in tenant '%s'", name ? name : "",
+		         s->tenant ? s->tenant->name : "?");
 		return;
 	}
 	Tileops__PlanOpenReply *r = calloc(1, sizeof(*r));
@@ -868,7 +881,8 @@ static void plan_write_tenants_json_locked(executor *ex, strbuf *sb)
 
 /* ---- the entry points: each holds the cache lock -------------------------- */
 
-tileops_status plan_join_tenant(executor *ex, session *s, const char *name, char *err, size_t errlen)
+tileops_status plan_join_tenant(executor *ex, session *s, const char *name, char *err,
+                                size_t errlen)
 {
 	pthread_mutex_lock(&ex->cache_mu);
 	tileops_status st = plan_join_tenant_locked(ex, s, name, err, errlen);
@@ -883,7 +897,8 @@ void plan_reset_caches(executor *ex)
 	pthread_mutex_unlock(&ex->cache_mu);
 }
 
-tileops_status plan_run(executor *ex, session *s, const Tileops__PlanRun *m, char *err, size_t errlen)
+tileops_status plan_run(executor *ex, session *s, const Tileops__PlanRun *m, char *err,
+                        size_t errlen)
 {
 	pthread_mutex_lock(&ex->cache_mu);
 	tileops_status st = plan_run_locked(ex, s, m, err, errlen);

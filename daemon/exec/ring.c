@@ -48,8 +48,8 @@ int ring_setup(ring *r, const arena *a, char *err, size_t errlen)
 	else if (h.sq_offset < TILEOPS_RING_HEADER_BYTES || h.sq_offset % 64 ||
 	         h.sq_offset > size || sq_bytes > size - h.sq_offset)
 		bad = "sq_offset puts the submission ring outside the arena or over the header";
-	else if (h.cq_offset < h.sq_offset + sq_bytes || h.cq_offset % 64 ||
-	         h.cq_offset > size || cq_bytes > size - h.cq_offset)
+	else if (h.cq_offset < h.sq_offset + sq_bytes || h.cq_offset % 64 || h.cq_offset > size ||
+	         cq_bytes > size - h.cq_offset)
 		bad = "cq_offset puts the completion ring outside the arena or over the SQ";
 	else if (h.data_offset < h.cq_offset + cq_bytes || h.data_offset % 4096 ||
 	         h.data_offset > size)
@@ -85,8 +85,7 @@ uint64_t ring_available(ring *r, const arena *a)
 	}
 	if (tail < r->sq_head || tail - r->sq_head > r->entries) {
 		char why[160];
-		snprintf(why, sizeof(why),
-		         "sq_tail %llu is outside [sq_head %llu, sq_head + %u]",
+		snprintf(why, sizeof(why), "sq_tail %llu is outside [sq_head %llu, sq_head + %u]",
 		         (unsigned long long)tail, (unsigned long long)r->sq_head, r->entries);
 		ring_break(r, why);
 		return 0;
@@ -146,8 +145,7 @@ int ring_take(ring *r, const arena *a, tileops_sqe *out)
 	return 0;
 }
 
-int ring_post(ring *r, const arena *a, uint64_t tag, int status, double gpu_us,
-              const char *message)
+int ring_post(ring *r, const arena *a, uint64_t tag, int status, double gpu_us, const char *message)
 {
 	if (r->promised)
 		r->promised--;

@@ -18,17 +18,17 @@
 
 typedef struct ring {
 	int enabled;
-	int broken;          /* the client broke its ring; see why */
+	int broken; /* the client broke its ring; see why */
 	char why[160];
-	uint32_t entries;    /* SQ and CQ entries (a power of two) */
+	uint32_t entries; /* SQ and CQ entries (a power of two) */
 	uint64_t sq_off, cq_off, data_off;
-	uint64_t sq_head;    /* the daemon's own count of consumed entries */
-	uint64_t cq_tail;    /* the daemon's own count of posted completions */
-	uint32_t promised;   /* consumed entries whose completion is not posted yet */
-	uint64_t consumed;   /* total consumed, for ring_mark (== sq_head) */
-	int wake_owed;       /* completions posted while the client sleeps */
-	int holding;         /* ring_hold: cq_tail is published by ring_publish */
-	uint64_t published;  /* the cq_tail the client was last shown */
+	uint64_t sq_head;   /* the daemon's own count of consumed entries */
+	uint64_t cq_tail;   /* the daemon's own count of posted completions */
+	uint32_t promised;  /* consumed entries whose completion is not posted yet */
+	uint64_t consumed;  /* total consumed, for ring_mark (== sq_head) */
+	int wake_owed;      /* completions posted while the client sleeps */
+	int holding;        /* ring_hold: cq_tail is published by ring_publish */
+	uint64_t published; /* the cq_tail the client was last shown */
 } ring;
 
 /*

@@ -66,10 +66,10 @@ typedef struct session {
 	void *stream;
 	tensor **buckets;
 	size_t n_buckets;
-	int ex_closed;            /* the close job ran: no more work */
-	int internal;             /* the daemon's own (warm-up plans): no client */
-	int worker;               /* the executor thread that runs its work; fixed at open */
-	struct tenant *tenant;    /* whose graph cache its plans use */
+	int ex_closed;         /* the close job ran: no more work */
+	int internal;          /* the daemon's own (warm-up plans): no client */
+	int worker;            /* the executor thread that runs its work; fixed at open */
+	struct tenant *tenant; /* whose graph cache its plans use */
 	struct plan *plans;
 	struct session *ring_next; /* its executor thread's list of ring sessions */
 	struct opcache *ops;       /* recently prepared ring ops (opcache.h) */

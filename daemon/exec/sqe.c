@@ -20,7 +20,7 @@ static int name_terminated(const char *field, size_t bytes)
 }
 
 static tileops_status sqe_bad(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+        __attribute__((format(printf, 3, 4)));
 
 static tileops_status sqe_bad(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -136,8 +136,7 @@ tileops_status sqe_decode_op(const tileops_sqe *e, sqe_op_run *o, char *err, siz
 }
 
 /* Check a plan-run descriptor and decode it into o (see sqe_decode_op). */
-tileops_status sqe_decode_plan_run(const tileops_sqe *e, sqe_plan_run *o, char *err,
-                                          size_t errlen)
+tileops_status sqe_decode_plan_run(const tileops_sqe *e, sqe_plan_run *o, char *err, size_t errlen)
 {
 	tileops_sqe_plan_run head;
 	size_t want;
@@ -176,4 +175,3 @@ tileops_status sqe_decode_plan_run(const tileops_sqe *e, sqe_plan_run *o, char *
 	o->run.bindings = o->binding_ptrs;
 	return TILEOPS_OK;
 }
-

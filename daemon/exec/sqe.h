@@ -41,7 +41,6 @@ typedef struct sqe_plan_run {
  * the status is TILEOPS_ERR_PROTOCOL and err names the field and value.
  */
 tileops_status sqe_decode_op(const tileops_sqe *e, sqe_op_run *o, char *err, size_t errlen);
-tileops_status sqe_decode_plan_run(const tileops_sqe *e, sqe_plan_run *o, char *err,
-                                   size_t errlen);
+tileops_status sqe_decode_plan_run(const tileops_sqe *e, sqe_plan_run *o, char *err, size_t errlen);
 
 #endif /* TILEOPS_SQE_H */

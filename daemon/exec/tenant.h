@@ -46,5 +46,4 @@ typedef struct tenant {
 	struct tenant *next;
 } tenant;
 
-
 #endif

@@ -19,7 +19,7 @@ typedef struct reader {
 } reader;
 
 static int fail(reader *r, const yaml_node_t *n, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+        __attribute__((format(printf, 3, 4)));
 
 static int fail(reader *r, const yaml_node_t *n, const char *fmt, ...)
 {
@@ -47,13 +47,13 @@ static int copy_name(reader *r, const yaml_node_t *n, char *dst, const char *wha
 {
 	const char *s = scalar(n);
 	if (!s || !*s || strlen(s) >= WARM_NAME_MAX)
-		return fail(r, n, "%s must be a name of 1 to %d characters", what, WARM_NAME_MAX - 1);
+		return fail(r, n, "%s must be a name of 1 to %d characters", what,
+		            WARM_NAME_MAX - 1);
 	snprintf(dst, WARM_NAME_MAX, "%s", s);
 	return 0;
 }
 
-static int parse_int(reader *r, const yaml_node_t *n, int64_t lo, int64_t *out,
-                     const char *what)
+static int parse_int(reader *r, const yaml_node_t *n, int64_t lo, int64_t *out, const char *what)
 {
 	const char *s = scalar(n);
 	char *end;
@@ -86,8 +86,8 @@ static int tensor_list(reader *r, const yaml_node_t *n, const warm_plan *p, int 
 		const char *s = scalar(e);
 		int t = s ? find_tensor(p, s) : -1;
 		if (t < 0)
-			return fail(r, e, "%s: '%s' is not a tensor of plan '%s'", what, s ? s : "?",
-			            p->name);
+			return fail(r, e, "%s: '%s' is not a tensor of plan '%s'", what,
+			            s ? s : "?", p->name);
 		if (k == max)
 			return fail(r, e, "%s: at most %d", what, max);
 		idx[k++] = t;
@@ -152,11 +152,13 @@ static int parse_op(reader *r, const yaml_node_t *n, const warm_plan *p, warm_op
 				rc = copy_name(r, node(r, pp->key), op->param_names[op->n_params],
 				               "a param name");
 				if (rc == 0)
-					rc = parse_param(r, node(r, pp->value), &op->params[op->n_params]);
+					rc = parse_param(r, node(r, pp->value),
+					                 &op->params[op->n_params]);
 				op->n_params++;
 			}
 		} else {
-			rc = fail(r, k, "unknown key '%s' in an op (op, inputs, outputs, params)", key);
+			rc = fail(r, k, "unknown key '%s' in an op (op, inputs, outputs, params)",
+			          key);
 		}
 		if (rc)
 			return rc;
@@ -181,7 +183,8 @@ static int parse_tensor(reader *r, const yaml_node_t *n, warm_tensor *t)
 		} else if (key && strcmp(key, "dtype") == 0) {
 			t->dtype = scalar(v) ? tk_dtype_parse(scalar(v)) : TK_DTYPE_INVALID;
 			if (t->dtype == TK_DTYPE_INVALID)
-				return fail(r, v, "unknown dtype '%s'", scalar(v) ? scalar(v) : "?");
+				return fail(r, v, "unknown dtype '%s'",
+				            scalar(v) ? scalar(v) : "?");
 			have |= 2;
 		} else if (key && strcmp(key, "shape") == 0) {
 			if (!v || v->type != YAML_SEQUENCE_NODE)
@@ -190,7 +193,8 @@ static int parse_tensor(reader *r, const yaml_node_t *n, warm_tensor *t)
 			     it < v->data.sequence.items.top; it++) {
 				if (t->ndim == TK_MAX_DIMS)
 					return fail(r, v, "at most %d dims", TK_MAX_DIMS);
-				if (parse_int(r, node(r, *it), 0, &t->shape[t->ndim++], "an extent"))
+				if (parse_int(r, node(r, *it), 0, &t->shape[t->ndim++],
+				              "an extent"))
 					return -1;
 			}
 			have |= 4;
@@ -228,7 +232,8 @@ static int parse_plan(reader *r, const yaml_node_t *n, warm_plan *p)
 			     it < v->data.sequence.items.top && rc == 0; it++) {
 				if (p->n_buckets == WARM_MAX_BUCKETS)
 					return fail(r, v, "at most %d buckets", WARM_MAX_BUCKETS);
-				rc = parse_int(r, node(r, *it), 1, &p->buckets[p->n_buckets++], "a bucket");
+				rc = parse_int(r, node(r, *it), 1, &p->buckets[p->n_buckets++],
+				               "a bucket");
 			}
 		} else if (strcmp(key, "tensors") == 0) {
 			if (!v || v->type != YAML_SEQUENCE_NODE)
@@ -248,16 +253,18 @@ static int parse_plan(reader *r, const yaml_node_t *n, warm_plan *p)
 		} else if (strcmp(key, "bucketed") == 0) {
 			bucketed = v;
 		} else {
-			rc = fail(r, k, "unknown key '%s' in a plan (name, tenant, buckets, bucketed, "
-			          "tensors, ops)", key);
+			rc = fail(r, k,
+			          "unknown key '%s' in a plan (name, tenant, buckets, bucketed, "
+			          "tensors, ops)",
+			          key);
 		}
 		if (rc)
 			return rc;
 	}
 	if (!p->name[0] || !p->tenant[0] || !ops)
 		return fail(r, n, "a plan needs name, tenant, tensors and ops");
-	if (bucketed && tensor_list(r, bucketed, p, p->bucketed, WARM_MAX_TENSORS, &p->n_bucketed,
-	                            "bucketed"))
+	if (bucketed &&
+	    tensor_list(r, bucketed, p, p->bucketed, WARM_MAX_TENSORS, &p->n_bucketed, "bucketed"))
 		return -1;
 	if (ops->type != YAML_SEQUENCE_NODE)
 		return fail(r, ops, "ops must be a list");
@@ -265,8 +272,8 @@ static int parse_plan(reader *r, const yaml_node_t *n, warm_plan *p)
 	p->ops = calloc(n_ops ? n_ops : 1, sizeof(*p->ops));
 	if (!p->ops)
 		return fail(r, ops, "out of memory");
-	for (yaml_node_item_t *it = ops->data.sequence.items.start; it < ops->data.sequence.items.top;
-	     it++)
+	for (yaml_node_item_t *it = ops->data.sequence.items.start;
+	     it < ops->data.sequence.items.top; it++)
 		if (parse_op(r, node(r, *it), p, &p->ops[p->n_ops++]))
 			return -1;
 	return 0;
@@ -299,7 +306,8 @@ static int parse_root(reader *r, warm_spec *w)
 			return -1;
 		for (int i = 0; i + 1 < w->n_plans; i++)
 			if (strcmp(w->plans[i].name, p->name) == 0)
-				return fail(r, node(r, *it), "plan '%s' is declared twice", p->name);
+				return fail(r, node(r, *it), "plan '%s' is declared twice",
+				            p->name);
 	}
 	return 0;
 }
@@ -313,12 +321,13 @@ int warmup_load(const char *path, warm_spec **out, char *err, size_t errlen)
 		return -1;
 	}
 	yaml_parser_t parser;
-	reader r = {.path = path, .err = err, .errlen = errlen};
+	reader r = { .path = path, .err = err, .errlen = errlen };
 	yaml_parser_initialize(&parser);
 	yaml_parser_set_input_file(&parser, f);
 	int ok = yaml_parser_load(&parser, &r.doc);
 	if (!ok) {
-		snprintf(err, errlen, "%s:%lu: %s", path, (unsigned long)parser.problem_mark.line + 1,
+		snprintf(err, errlen, "%s:%lu: %s", path,
+		         (unsigned long)parser.problem_mark.line + 1,
 		         parser.problem ? parser.problem : "invalid YAML");
 		yaml_parser_delete(&parser);
 		fclose(f);

@@ -26,7 +26,7 @@ typedef struct warm_tensor {
 typedef struct warm_op {
 	char op[WARM_NAME_MAX];
 	int n_in, n_out;
-	int in[TK_MAX_INPUTS];   /* indices into the plan's tensors */
+	int in[TK_MAX_INPUTS]; /* indices into the plan's tensors */
 	int out[TK_MAX_OUTPUTS];
 	int n_params;
 	char param_names[TK_MAX_PARAMS][WARM_NAME_MAX];

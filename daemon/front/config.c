@@ -62,10 +62,23 @@ int config_parse_size(const char *s, size_t *out)
 		return -1;
 	unsigned shift = 0;
 	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	default: break;
+	case 'k':
+	case 'K':
+		shift = 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		end++;
+		break;
+	default:
+		break;
 	}
 	if (*end == 'B' || *end == 'b')
 		end++;
@@ -108,8 +121,7 @@ static int set_address(char *dst, const char *key, const char *value, char *err,
 	return set_string(dst, CONFIG_PATH_MAX, key, value, err, errlen);
 }
 
-static int set_group(gid_t *out, const char *key, const char *value, char *err,
-                     size_t errlen)
+static int set_group(gid_t *out, const char *key, const char *value, char *err, size_t errlen)
 {
 	long gid;
 	if (parse_int(value, 0, 0x7fffffffL, &gid) == 0) {
@@ -137,8 +149,10 @@ int tenant_config_parse(tenant_config *tc, const char *value, const tenant_quota
 	char *save = NULL;
 	char *name = strtok_r(buf, " \t", &save);
 	if (!name || strlen(name) >= sizeof(tc->name) || strchr(name, '=')) {
-		snprintf(err, errlen, "tenant: expected 'NAME graphs=N [bytes=SIZE] [uid=U] "
-		         "[gid=G]', got '%s'", value);
+		snprintf(err, errlen,
+		         "tenant: expected 'NAME graphs=N [bytes=SIZE] [uid=U] "
+		         "[gid=G]', got '%s'",
+		         value);
 		return -1;
 	}
 	snprintf(tc->name, sizeof(tc->name), "%s", name);
@@ -161,8 +175,9 @@ int tenant_config_parse(tenant_config *tc, const char *value, const tenant_quota
 		else if (strcmp(k, "gid") == 0 && parse_int(val, 0, 0x7fffffffL, &v) == 0)
 			tc->gid = v;
 		else {
-			snprintf(err, errlen, "tenant %s: bad setting %s=%s (graphs, bytes, uid, gid)",
-			         name, k, val);
+			snprintf(err, errlen,
+			         "tenant %s: bad setting %s=%s (graphs, bytes, uid, gid)", name, k,
+			         val);
 			return -1;
 		}
 	}
@@ -238,10 +253,10 @@ typedef struct size_key {
 } size_key;
 
 static const size_key size_keys[] = {
-	{"max_message_bytes", offsetof(config, max_message_bytes), 4096},
-	{"max_arena_bytes", offsetof(config, max_arena_bytes), 4096},
-	{"session_memory_limit", offsetof(config, session_memory_limit), 0},
-	{"tenant_graph_bytes", offsetof(config, default_quota.bytes), 0},
+	{ "max_message_bytes", offsetof(config, max_message_bytes), 4096 },
+	{ "max_arena_bytes", offsetof(config, max_arena_bytes), 4096 },
+	{ "session_memory_limit", offsetof(config, session_memory_limit), 0 },
+	{ "tenant_graph_bytes", offsetof(config, default_quota.bytes), 0 },
 };
 
 typedef struct int_key {
@@ -251,17 +266,17 @@ typedef struct int_key {
 } int_key;
 
 static const int_key int_keys[] = {
-	{"device", offsetof(config, device), 0, 1024},
-	{"contexts", offsetof(config, contexts), 1, 4096},
-	{"max_sessions", offsetof(config, max_sessions), 1, 65536},
-	{"max_pending", offsetof(config, max_pending), 1, 65536},
-	{"ring_spin_us", offsetof(config, ring_spin_us), 0, 100000},
-	{"ring_batch", offsetof(config, ring_batch), 1, 4096},
-	{"stats_sample", offsetof(config, stats_sample), 0, 1 << 20},
-	{"executor_threads", offsetof(config, executor_threads), 0, 64},
-	{"executor_pace", offsetof(config, executor_pace), 0, 1 << 20},
-	{"device_queues", offsetof(config, device_queues), 0, 32},
-	{"tenant_graphs", offsetof(config, default_quota.graphs), 0, 1 << 20},
+	{ "device", offsetof(config, device), 0, 1024 },
+	{ "contexts", offsetof(config, contexts), 1, 4096 },
+	{ "max_sessions", offsetof(config, max_sessions), 1, 65536 },
+	{ "max_pending", offsetof(config, max_pending), 1, 65536 },
+	{ "ring_spin_us", offsetof(config, ring_spin_us), 0, 100000 },
+	{ "ring_batch", offsetof(config, ring_batch), 1, 4096 },
+	{ "stats_sample", offsetof(config, stats_sample), 0, 1 << 20 },
+	{ "executor_threads", offsetof(config, executor_threads), 0, 64 },
+	{ "executor_pace", offsetof(config, executor_pace), 0, 1 << 20 },
+	{ "device_queues", offsetof(config, device_queues), 0, 32 },
+	{ "tenant_graphs", offsetof(config, default_quota.graphs), 0, 1 << 20 },
 };
 
 int config_set(config *cfg, const char *key, const char *value, char *err, size_t errlen)
@@ -275,7 +290,8 @@ int config_set(config *cfg, const char *key, const char *value, char *err, size_
 	if (strcmp(key, "warmup") == 0)
 		return set_string(cfg->warmup, sizeof(cfg->warmup), key, value, err, errlen);
 	if (strcmp(key, "ready_file") == 0)
-		return set_string(cfg->ready_file, sizeof(cfg->ready_file), key, value, err, errlen);
+		return set_string(cfg->ready_file, sizeof(cfg->ready_file), key, value, err,
+		                  errlen);
 	if (strcmp(key, "gemm_tune_cache") == 0)
 		return set_string(cfg->gemm_tune_cache, sizeof(cfg->gemm_tune_cache), key, value,
 		                  err, errlen);
@@ -285,7 +301,8 @@ int config_set(config *cfg, const char *key, const char *value, char *err, size_
 		else if (strcmp(value, "first_use") == 0)
 			cfg->gemm_tune = GEMM_TUNE_FIRST_USE;
 		else {
-			snprintf(err, errlen, "gemm_tune: '%s' is not one of off, first_use", value);
+			snprintf(err, errlen, "gemm_tune: '%s' is not one of off, first_use",
+			         value);
 			return -1;
 		}
 		return 0;
@@ -306,8 +323,8 @@ int config_set(config *cfg, const char *key, const char *value, char *err, size_
 	if (strcmp(key, "log_level") == 0) {
 		int lv = log_level_parse(value);
 		if (lv < 0) {
-			snprintf(err, errlen, "log_level: '%s' is not one of error, warn, info, debug",
-			         value);
+			snprintf(err, errlen,
+			         "log_level: '%s' is not one of error, warn, info, debug", value);
 			return -1;
 		}
 		cfg->log_level = lv;
@@ -317,7 +334,8 @@ int config_set(config *cfg, const char *key, const char *value, char *err, size_
 		char *end;
 		unsigned long m = strtoul(value, &end, 8);
 		if (*value == '\0' || *end != '\0' || m > 0777) {
-			snprintf(err, errlen, "socket_mode: '%s' is not an octal mode like 0660", value);
+			snprintf(err, errlen, "socket_mode: '%s' is not an octal mode like 0660",
+			         value);
 			return -1;
 		}
 		cfg->socket_mode = (unsigned)m;
@@ -336,8 +354,8 @@ int config_set(config *cfg, const char *key, const char *value, char *err, size_
 			continue;
 		size_t v;
 		if (config_parse_size(value, &v) != 0 || v < size_keys[i].min) {
-			snprintf(err, errlen, "%s: '%s' is not a size of at least %zu (e.g. 64M)", key,
-			         value, size_keys[i].min);
+			snprintf(err, errlen, "%s: '%s' is not a size of at least %zu (e.g. 64M)",
+			         key, value, size_keys[i].min);
 			return -1;
 		}
 		*(size_t *)((char *)cfg + size_keys[i].offset) = v;
@@ -348,8 +366,8 @@ int config_set(config *cfg, const char *key, const char *value, char *err, size_
 			continue;
 		long v;
 		if (parse_int(value, int_keys[i].min, int_keys[i].max, &v) != 0) {
-			snprintf(err, errlen, "%s: '%s' is not an integer in [%ld, %ld]", key, value,
-			         int_keys[i].min, int_keys[i].max);
+			snprintf(err, errlen, "%s: '%s' is not an integer in [%ld, %ld]", key,
+			         value, int_keys[i].min, int_keys[i].max);
 			return -1;
 		}
 		*(int *)((char *)cfg + int_keys[i].offset) = (int)v;
@@ -381,8 +399,8 @@ int config_load_file(config *cfg, const char *path, char *err, size_t errlen)
 	while (fgets(line, sizeof(line), f)) {
 		lineno++;
 		if (!strchr(line, '\n') && !feof(f)) {
-			snprintf(err, errlen, "%s:%d: line is longer than %zu characters", path, lineno,
-			         sizeof(line) - 2);
+			snprintf(err, errlen, "%s:%d: line is longer than %zu characters", path,
+			         lineno, sizeof(line) - 2);
 			rc = -1;
 			break;
 		}
@@ -394,7 +412,8 @@ int config_load_file(config *cfg, const char *path, char *err, size_t errlen)
 			continue;
 		char *eq = strchr(s, '=');
 		if (!eq) {
-			snprintf(err, errlen, "%s:%d: expected 'key = value', got '%s'", path, lineno, s);
+			snprintf(err, errlen, "%s:%d: expected 'key = value', got '%s'", path,
+			         lineno, s);
 			rc = -1;
 			break;
 		}

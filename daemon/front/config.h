@@ -17,11 +17,10 @@
 
 #define CONFIG_PATH_MAX 512
 
-
 /* gemm_tune: what the daemon does for a GEMM shape the tuning cache lacks. */
 typedef enum gemm_tune_mode {
-	GEMM_TUNE_OFF = 0,       /* use the built-in choice */
-	GEMM_TUNE_FIRST_USE = 1  /* time the candidates on first use, save the cache */
+	GEMM_TUNE_OFF = 0,      /* use the built-in choice */
+	GEMM_TUNE_FIRST_USE = 1 /* time the candidates on first use, save the cache */
 } gemm_tune_mode;
 
 #define CONFIG_GEMM_TUNE_CACHE "/var/lib/tileops/gemm-tune.txt"
@@ -48,17 +47,17 @@ typedef struct config {
 	size_t session_memory_limit; /* 0: no limit */
 	int max_sessions;
 	int max_pending;
-	int ring_spin_us; /* executor spins this long after the last work */
-	int ring_batch;   /* ring entries taken from one session per pass */
-	int stats_sample; /* time one op in this many on the GPU */
-	int executor_pace; /* launches one busy executor thread may lead another by */
-	int device_queues; /* CUDA hardware work queues and pooled streams (0: none) */
+	int ring_spin_us;     /* executor spins this long after the last work */
+	int ring_batch;       /* ring entries taken from one session per pass */
+	int stats_sample;     /* time one op in this many on the GPU */
+	int executor_pace;    /* launches one busy executor thread may lead another by */
+	int device_queues;    /* CUDA hardware work queues and pooled streams (0: none) */
 	int executor_threads; /* 0: 8 on the GPU, 1 on the CPU */
 	/* executor_cpus: executor thread i runs on cpus[i % n_cpus] (n_cpus 0:
 	 * wherever the kernel puts it). */
 	int executor_cpus[CONFIG_CPUS_MAX];
 	int n_executor_cpus;
-	gid_t admin_gid;  /* (gid_t)-1: none */
+	gid_t admin_gid;            /* (gid_t)-1: none */
 	tenant_quota default_quota; /* each session's own tenant */
 	tenant_config tenants[TENANTS_MAX];
 	int n_tenants;

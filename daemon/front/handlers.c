@@ -15,13 +15,13 @@
 #include "tileops.pb-c.h"
 
 /* The wire enums carry the numbers of proto/tileops_codes.h. */
-#define WIRE_STATUS_SAME(name, wire, value, text)                            \
-	_Static_assert((int)TILEOPS__STATUS__STATUS_##wire == (value),        \
+#define WIRE_STATUS_SAME(name, wire, value, text)                      \
+	_Static_assert((int)TILEOPS__STATUS__STATUS_##wire == (value), \
 	               "tileops.proto: STATUS_" #wire " differs from tileops_codes.h");
 TILEOPS_STATUS_LIST(WIRE_STATUS_SAME)
 #undef WIRE_STATUS_SAME
-#define WIRE_DTYPE_SAME(name, value, text, bytes)                            \
-	_Static_assert((int)TILEOPS__DTYPE__DTYPE_##name == (value),          \
+#define WIRE_DTYPE_SAME(name, value, text, bytes)                    \
+	_Static_assert((int)TILEOPS__DTYPE__DTYPE_##name == (value), \
 	               "tileops.proto: DTYPE_" #name " differs from tileops_codes.h");
 TILEOPS_DTYPE_LIST(WIRE_DTYPE_SAME)
 #undef WIRE_DTYPE_SAME
@@ -58,11 +58,11 @@ static void reply_status(server *srv, tp_worker *w, uint64_t seq, tileops_status
 	send_reply(srv, w, &r);
 }
 
-static void reply_fmt(server *srv, tp_worker *w, uint64_t seq, tileops_status st,
-                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void reply_fmt(server *srv, tp_worker *w, uint64_t seq, tileops_status st, const char *fmt,
+                      ...) __attribute__((format(printf, 5, 6)));
 
-static void reply_fmt(server *srv, tp_worker *w, uint64_t seq, tileops_status st,
-                      const char *fmt, ...)
+static void reply_fmt(server *srv, tp_worker *w, uint64_t seq, tileops_status st, const char *fmt,
+                      ...)
 {
 	char msg[512];
 	va_list ap;
@@ -111,8 +111,9 @@ static void run_request(server *srv, session *s, tp_worker *w, Tileops__Request 
 		if (!j) {
 			reply_status(srv, w, seq, TILEOPS_ERR_OUT_OF_MEMORY, "out of host memory");
 		} else {
-			j->kind = req->body_case == TILEOPS__REQUEST__BODY_ADMIN_RESET ? JOB_RESET
-			                                                               : JOB_REQUEST;
+			j->kind = req->body_case == TILEOPS__REQUEST__BODY_ADMIN_RESET
+			                  ? JOB_RESET
+			                  : JOB_REQUEST;
 			j->w = w;
 			j->seq = seq;
 			j->req = req; /* freed when the job comes back */
@@ -162,8 +163,8 @@ static void enqueue_request(server *srv, session *s, tp_worker *w, Tileops__Requ
 				return;
 			}
 			free(h);
-			reply_fmt(srv, w, seq, TILEOPS_ERR_PROTOCOL, "request seq %llu was sent twice",
-			          (unsigned long long)seq);
+			reply_fmt(srv, w, seq, TILEOPS_ERR_PROTOCOL,
+			          "request seq %llu was sent twice", (unsigned long long)seq);
 		}
 	}
 	tileops__request__free_unpacked(req, NULL);
@@ -171,8 +172,8 @@ static void enqueue_request(server *srv, session *s, tp_worker *w, Tileops__Requ
 
 /* ---- Hello --------------------------------------------------------------- */
 
-static void do_hello(server *srv, tp_worker *w, Tileops__Request *req, uint32_t pipe,
-                     int64_t uid, int64_t gid, int64_t pid)
+static void do_hello(server *srv, tp_worker *w, Tileops__Request *req, uint32_t pipe, int64_t uid,
+                     int64_t gid, int64_t pid)
 {
 	Tileops__Hello *h = req->hello;
 	char err[512];
@@ -432,7 +433,7 @@ void handle_stats(server *srv, tp_worker *w)
 		tensors += __atomic_load_n(&s->n_tensors, __ATOMIC_RELAXED);
 		bytes += __atomic_load_n(&s->bytes, __ATOMIC_RELAXED);
 	}
-	strbuf sb = {0};
+	strbuf sb = { 0 };
 	sb_printf(&sb, "{\"version\":");
 	sb_json_string(&sb, TILEOPS_VERSION);
 	sb_printf(&sb, ",\"uptime_s\":%.3f,\"backend\":", server_now() - srv->started_at);

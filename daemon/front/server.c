@@ -171,9 +171,10 @@ static void reload(server *srv)
 			log_error("SIGHUP: %s; keeping the running config", err);
 			return;
 		}
-		if (strcmp(next.listen, srv->cfg.listen) || strcmp(next.stats_listen,
-		    srv->cfg.stats_listen) || next.backend != srv->cfg.backend ||
-		    next.device != srv->cfg.device || next.contexts != srv->cfg.contexts ||
+		if (strcmp(next.listen, srv->cfg.listen) ||
+		    strcmp(next.stats_listen, srv->cfg.stats_listen) ||
+		    next.backend != srv->cfg.backend || next.device != srv->cfg.device ||
+		    next.contexts != srv->cfg.contexts ||
 		    next.max_message_bytes != srv->cfg.max_message_bytes)
 			log_warn("SIGHUP: listen, stats_listen, backend, device, contexts and "
 			         "max_message_bytes change only on restart");
@@ -373,7 +374,7 @@ int server_start(server *srv, char *err, size_t errlen)
 	manifest *mf = NULL;
 	if (manifest_load(srv->cfg.manifest, &mf, err, errlen) != 0)
 		return -1;
-	backend_options bo = {.device = srv->cfg.device, .queues = srv->cfg.device_queues};
+	backend_options bo = { .device = srv->cfg.device, .queues = srv->cfg.device_queues };
 	srv->be = backend_open(srv->cfg.backend, &bo, err, errlen);
 	if (!srv->be) {
 		manifest_free(mf);

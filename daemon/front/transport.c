@@ -120,7 +120,8 @@ static int open_socket(transport *tp, const transport_options *opt, char *err, s
 			int live = nng_dial(probe, opt->address, NULL, 0) == 0;
 			nng_close(probe);
 			if (live) {
-				snprintf(err, errlen, "%s: another daemon is already listening there",
+				snprintf(err, errlen,
+				         "%s: another daemon is already listening there",
 				         opt->address);
 				tp->path[0] = '\0';
 				return -1;
@@ -136,8 +137,8 @@ static int open_socket(transport *tp, const transport_options *opt, char *err, s
 	return 0;
 }
 
-transport *transport_open(const transport_options *opt, const transport_callbacks *cb,
-                          char *err, size_t errlen)
+transport *transport_open(const transport_options *opt, const transport_callbacks *cb, char *err,
+                          size_t errlen)
 {
 	transport *tp = calloc(1, sizeof(*tp));
 	if (!tp) {
@@ -163,7 +164,8 @@ transport *transport_open(const transport_options *opt, const transport_callback
 		if (rv == 0)
 			rv = nng_ctx_open(&w->ctx, tp->sock);
 		if (rv != 0) {
-			snprintf(err, errlen, "cannot make nng context %d: %s", i, nng_strerror(rv));
+			snprintf(err, errlen, "cannot make nng context %d: %s", i,
+			         nng_strerror(rv));
 			transport_close(tp);
 			return NULL;
 		}
@@ -205,8 +207,7 @@ void transport_close(transport *tp)
 	free(tp);
 }
 
-void transport_peer(nng_msg *msg, uint32_t *pipe_id, int64_t *uid, int64_t *gid,
-                    int64_t *pid)
+void transport_peer(nng_msg *msg, uint32_t *pipe_id, int64_t *uid, int64_t *gid, int64_t *pid)
 {
 	nng_pipe p = nng_msg_get_pipe(msg);
 	uint64_t u = UINT64_MAX, g = UINT64_MAX, d = 0;

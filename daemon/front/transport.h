@@ -36,8 +36,8 @@ typedef struct transport_options {
 } transport_options;
 
 /* Listen and start receiving. Returns NULL with a message on failure. */
-transport *transport_open(const transport_options *opt, const transport_callbacks *cb,
-                          char *err, size_t errlen);
+transport *transport_open(const transport_options *opt, const transport_callbacks *cb, char *err,
+                          size_t errlen);
 
 /* Send the answer to the message handed over with w; takes ownership. */
 void transport_reply(tp_worker *w, nng_msg *msg);
@@ -52,7 +52,6 @@ int transport_busy(transport *tp);
 void transport_close(transport *tp);
 
 /* The pipe's peer credentials (ipc:// only); -1 where unknown. */
-void transport_peer(nng_msg *msg, uint32_t *pipe_id, int64_t *uid, int64_t *gid,
-                    int64_t *pid);
+void transport_peer(nng_msg *msg, uint32_t *pipe_id, int64_t *uid, int64_t *gid, int64_t *pid);
 
 #endif

@@ -21,8 +21,8 @@ enum tok_kind { TOK_END, TOK_INT, TOK_FLOAT, TOK_IDENT, TOK_PUNCT };
 
 typedef struct parser {
 	const char *s;
-	size_t pos;      /* start of the current token */
-	size_t end;      /* end of the current token */
+	size_t pos; /* start of the current token */
+	size_t end; /* end of the current token */
 	enum tok_kind kind;
 	char punct[3];
 	int64_t ival;
@@ -53,7 +53,7 @@ static int fail(parser *p, size_t pos, const char *fmt, ...)
 	return -1;
 }
 
-static const char *const puncts2[] = {"//", "==", "!=", "<=", ">=", NULL};
+static const char *const puncts2[] = { "//", "==", "!=", "<=", ">=", NULL };
 
 static int next_token(parser *p)
 {
@@ -189,7 +189,7 @@ static int want(parser *p, int n, expr_type t, const char *what)
 		return -1;
 	if (type_of(p, n) != t)
 		return fail(p, (size_t)p->nodes[n].pos, "%s must be %s, not %s", what,
-			    expr_type_name(t), expr_type_name(type_of(p, n)));
+		            expr_type_name(t), expr_type_name(type_of(p, n)));
 	return n;
 }
 
@@ -199,7 +199,7 @@ static int want_num(parser *p, int n, const char *what)
 		return -1;
 	if (!is_num(type_of(p, n)))
 		return fail(p, (size_t)p->nodes[n].pos, "%s must be a number, not %s", what,
-			    expr_type_name(type_of(p, n)));
+		            expr_type_name(type_of(p, n)));
 	return n;
 }
 
@@ -266,7 +266,8 @@ static int parse_call(parser *p, const char *name, size_t pos)
 		expr_type t = EXPR_T_INT;
 
 		if (n == 1) {
-			if (want(p, args[0], EXPR_T_LIST, "the argument of a one-argument min/max") < 0)
+			if (want(p, args[0], EXPR_T_LIST,
+			         "the argument of a one-argument min/max") < 0)
 				return -1;
 		} else if (n < 2) {
 			return fail(p, pos, "%s() needs a list or at least two numbers", name);
@@ -287,17 +288,20 @@ static int parse_call(parser *p, const char *name, size_t pos)
 		int op, nargs;
 		expr_type ret;
 	} fns[] = {
-		{"product", N_PRODUCT, 1, EXPR_T_INT}, {"len", N_LEN, 1, EXPR_T_INT},
-		{"elem_bytes", N_ELEM_BYTES, 1, EXPR_T_INT}, {"ceil_div", N_CEIL_DIV, 2, EXPR_T_INT},
-		{"broadcastable", N_BROADCASTABLE, 2, EXPR_T_BOOL}, {"has", N_HAS, 1, EXPR_T_BOOL},
-		{"broadcast_shape", N_BROADCAST_SHAPE, 2, EXPR_T_LIST},
+		{ "product", N_PRODUCT, 1, EXPR_T_INT },
+		{ "len", N_LEN, 1, EXPR_T_INT },
+		{ "elem_bytes", N_ELEM_BYTES, 1, EXPR_T_INT },
+		{ "ceil_div", N_CEIL_DIV, 2, EXPR_T_INT },
+		{ "broadcastable", N_BROADCASTABLE, 2, EXPR_T_BOOL },
+		{ "has", N_HAS, 1, EXPR_T_BOOL },
+		{ "broadcast_shape", N_BROADCAST_SHAPE, 2, EXPR_T_LIST },
 	};
 	for (size_t k = 0; k < sizeof(fns) / sizeof(fns[0]); k++) {
 		if (strcmp(name, fns[k].name))
 			continue;
 		if (n != fns[k].nargs)
 			return fail(p, pos, "%s() takes %d argument%s, got %d", name, fns[k].nargs,
-				    fns[k].nargs == 1 ? "" : "s", n);
+			            fns[k].nargs == 1 ? "" : "s", n);
 		switch (fns[k].op) {
 		case N_PRODUCT:
 		case N_LEN:
@@ -468,10 +472,13 @@ static int parse_postfix(parser *p)
 				return -1;
 			if (type_of(p, r) != EXPR_T_TENSOR)
 				return fail(p, pos, "only a tensor has attributes");
-			int op = is_word(p, "shape") ? N_SHAPE : is_word(p, "ndim") ? N_NDIM
-				: is_word(p, "numel") ? N_NUMEL : -1;
+			int op = is_word(p, "shape")   ? N_SHAPE
+			         : is_word(p, "ndim")  ? N_NDIM
+			         : is_word(p, "numel") ? N_NUMEL
+			                               : -1;
 			if (op < 0)
-				return fail(p, p->pos, "a tensor has .shape, .ndim and .numel only");
+				return fail(p, p->pos,
+				            "a tensor has .shape, .ndim and .numel only");
 			if (next_token(p) < 0)
 				return -1;
 			r = new_node(p, op, op == N_SHAPE ? EXPR_T_LIST : EXPR_T_INT, pos, r, -1);
@@ -530,8 +537,11 @@ static int parse_term(parser *p)
 
 	while (r >= 0) {
 		size_t pos = p->pos;
-		int op = is_punct(p, "*") ? N_MUL : is_punct(p, "/") ? N_DIV
-			: is_punct(p, "//") ? N_IDIV : is_punct(p, "%") ? N_MOD : -1;
+		int op = is_punct(p, "*")    ? N_MUL
+		         : is_punct(p, "/")  ? N_DIV
+		         : is_punct(p, "//") ? N_IDIV
+		         : is_punct(p, "%")  ? N_MOD
+		                             : -1;
 		if (op < 0)
 			break;
 		if (next_token(p) < 0)
@@ -558,8 +568,8 @@ static int parse_sum(parser *p)
 
 static int cmp_op(const parser *p)
 {
-	static const char *const names[] = {"==", "!=", "<", "<=", ">", ">="};
-	static const int ops[] = {N_EQ, N_NE, N_LT, N_LE, N_GT, N_GE};
+	static const char *const names[] = { "==", "!=", "<", "<=", ">", ">=" };
+	static const int ops[] = { N_EQ, N_NE, N_LT, N_LE, N_GT, N_GE };
 
 	for (int i = 0; i < 6; i++)
 		if (is_punct(p, names[i]))
@@ -586,7 +596,7 @@ static int parse_cmp(parser *p)
 	if (ta == tb && (ta == EXPR_T_LIST || ta == EXPR_T_BOOL) && (op == N_EQ || op == N_NE))
 		return new_node(p, op, EXPR_T_BOOL, pos, a, b);
 	return fail(p, pos, "cannot compare %s with %s using '%s'", expr_type_name(ta),
-		    expr_type_name(tb), p->s[pos] == '!' || p->s[pos] == '=' ? "==/!=" : "<, >");
+	            expr_type_name(tb), p->s[pos] == '!' || p->s[pos] == '=' ? "==/!=" : "<, >");
 }
 
 static int parse_not(parser *p)
@@ -649,7 +659,7 @@ static int parse_expr(parser *p)
 		t = EXPR_T_FLOAT;
 	else
 		return fail(p, pos, "both branches of 'if' must have one type (%s, %s)",
-			    expr_type_name(ta), expr_type_name(tb));
+		            expr_type_name(ta), expr_type_name(tb));
 	r = new_node(p, N_COND, t, pos, a, b);
 	if (r >= 0)
 		p->nodes[r].c = c;

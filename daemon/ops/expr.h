@@ -41,8 +41,8 @@ typedef enum expr_type {
 	EXPR_T_INT,
 	EXPR_T_FLOAT,
 	EXPR_T_BOOL,
-	EXPR_T_LIST,   /* a list of integers, e.g. a shape */
-	EXPR_T_TENSOR  /* a bare tensor name: only an argument of some functions */
+	EXPR_T_LIST,  /* a list of integers, e.g. a shape */
+	EXPR_T_TENSOR /* a bare tensor name: only an argument of some functions */
 } expr_type;
 
 /* Elements of lists built during one evaluation (literals, concatenation). */

@@ -52,7 +52,7 @@ static int ident_len(const char *s)
 /* Element sizes by wire dtype value; kept here so expressions need no L1. */
 static int64_t dtype_bytes(tk_dtype dt)
 {
-	static const int64_t sizes[] = {0, 4, 2, 2, 4, 8, 1, 1};
+	static const int64_t sizes[] = { 0, 4, 2, 2, 4, 8, 1, 1 };
 
 	return (unsigned)dt < sizeof(sizes) / sizeof(sizes[0]) ? sizes[dt] : 0;
 }
@@ -110,9 +110,15 @@ static int int_arith(evalctx *c, int op, int64_t a, int64_t b, int64_t *r)
 	int ovf = 0;
 
 	switch (op) {
-	case N_ADD: ovf = __builtin_add_overflow(a, b, r); break;
-	case N_SUB: ovf = __builtin_sub_overflow(a, b, r); break;
-	case N_MUL: ovf = __builtin_mul_overflow(a, b, r); break;
+	case N_ADD:
+		ovf = __builtin_add_overflow(a, b, r);
+		break;
+	case N_SUB:
+		ovf = __builtin_sub_overflow(a, b, r);
+		break;
+	case N_MUL:
+		ovf = __builtin_mul_overflow(a, b, r);
+		break;
 	case N_IDIV:
 	case N_MOD:
 		if (b == 0)
@@ -123,7 +129,8 @@ static int int_arith(evalctx *c, int op, int64_t a, int64_t b, int64_t *r)
 		if (op == N_MOD)
 			*r = a - *r * b;
 		break;
-	default: return efail(c, "bad integer operator");
+	default:
+		return efail(c, "bad integer operator");
 	}
 	return ovf ? efail(c, "integer overflow") : 0;
 }
@@ -149,9 +156,15 @@ static int eval_arith(evalctx *c, const node *nd, expr_value *out)
 		return int_arith(c, nd->op, a.v.i, b.v.i, &out->v.i);
 	double x = as_f(&a), y = as_f(&b);
 	switch (nd->op) {
-	case N_ADD: out->v.f = x + y; break;
-	case N_SUB: out->v.f = x - y; break;
-	case N_MUL: out->v.f = x * y; break;
+	case N_ADD:
+		out->v.f = x + y;
+		break;
+	case N_SUB:
+		out->v.f = x - y;
+		break;
+	case N_MUL:
+		out->v.f = x * y;
+		break;
 	default:
 		if (y == 0.0)
 			return efail(c, "division by zero");
@@ -184,12 +197,23 @@ static int compare(evalctx *c, const node *nd, expr_value *out)
 	else
 		cmp = (as_f(&a) > as_f(&b)) - (as_f(&a) < as_f(&b));
 	switch (nd->op) {
-	case N_EQ: r = cmp == 0; break;
-	case N_NE: r = cmp != 0; break;
-	case N_LT: r = cmp < 0; break;
-	case N_LE: r = cmp <= 0; break;
-	case N_GT: r = cmp > 0; break;
-	default: r = cmp >= 0;
+	case N_EQ:
+		r = cmp == 0;
+		break;
+	case N_NE:
+		r = cmp != 0;
+		break;
+	case N_LT:
+		r = cmp < 0;
+		break;
+	case N_LE:
+		r = cmp <= 0;
+		break;
+	case N_GT:
+		r = cmp > 0;
+		break;
+	default:
+		r = cmp >= 0;
 	}
 	out->v.b = r;
 	return 0;
@@ -207,7 +231,7 @@ static int eval_dim(evalctx *c, const node *nd, expr_value *out)
 	k = nd->v.i < 0 ? nd->v.i + n : nd->v.i;
 	if (k < 0 || k >= n)
 		return efail(c, "index %lld is out of range for a list of length %d",
-			     (long long)nd->v.i, n);
+		             (long long)nd->v.i, n);
 	out->type = EXPR_T_INT;
 	out->v.i = t->shape[k];
 	return 0;
@@ -223,7 +247,7 @@ static int eval_index(evalctx *c, const node *nd, expr_value *out)
 	k = i.v.i < 0 ? i.v.i + l.v.l.n : i.v.i;
 	if (k < 0 || k >= l.v.l.n)
 		return efail(c, "index %lld is out of range for a list of length %d",
-			     (long long)i.v.i, l.v.l.n);
+		             (long long)i.v.i, l.v.l.n);
 	out->type = EXPR_T_INT;
 	out->v.i = l.v.l.p[k];
 	return 0;
@@ -330,8 +354,7 @@ static int broadcasts(const expr_value *a, const expr_value *b)
 }
 
 /* The numpy broadcast of two shapes; an error when they do not broadcast. */
-static int broadcast_shape(evalctx *c, const expr_value *a, const expr_value *b,
-			   expr_value *out)
+static int broadcast_shape(evalctx *c, const expr_value *a, const expr_value *b, expr_value *out)
 {
 	int n = a->v.l.n > b->v.l.n ? a->v.l.n : b->v.l.n;
 	int64_t dims[TK_MAX_DIMS];
@@ -344,7 +367,7 @@ static int broadcast_shape(evalctx *c, const expr_value *a, const expr_value *b,
 
 		if (x != y && x != 1 && y != 1)
 			return efail(c, "shapes do not broadcast (dim -%d: %lld vs %lld)", i,
-				     (long long)x, (long long)y);
+			             (long long)x, (long long)y);
 		dims[n - i] = x == 1 ? y : x;
 	}
 	return push_list(c, dims, n, out);
@@ -373,7 +396,7 @@ static int eval_tensor_attr(evalctx *c, const node *nd, expr_value *out)
 	case N_NUMEL:
 		out->type = EXPR_T_INT;
 		return product(c, t->shape, t->ndim > TK_MAX_DIMS ? TK_MAX_DIMS : t->ndim,
-			       &out->v.i);
+		               &out->v.i);
 	default:
 		out->type = EXPR_T_INT;
 		out->v.i = dtype_bytes(t->dtype);
@@ -418,9 +441,15 @@ static int eval_leaf(evalctx *c, const node *nd, expr_value *out)
 
 	out->type = (expr_type)nd->type;
 	switch (nd->op) {
-	case N_INT: out->v.i = nd->v.i; return 0;
-	case N_FLOAT: out->v.f = nd->v.f; return 0;
-	case N_BOOL: out->v.b = (int)nd->v.i; return 0;
+	case N_INT:
+		out->v.i = nd->v.i;
+		return 0;
+	case N_FLOAT:
+		out->v.f = nd->v.f;
+		return 0;
+	case N_BOOL:
+		out->v.b = (int)nd->v.i;
+		return 0;
 	case N_PARAM: {
 		if (sym >= c->env->n_params)
 			return efail(c, "param %d is not bound", sym);
@@ -455,18 +484,31 @@ static int ev(evalctx *c, int n, expr_value *out)
 	expr_value v;
 
 	switch (nd->op) {
-	case N_INT: case N_FLOAT: case N_BOOL: case N_PARAM: case N_VAR: case N_ELEM_BYTES0:
+	case N_INT:
+	case N_FLOAT:
+	case N_BOOL:
+	case N_PARAM:
+	case N_VAR:
+	case N_ELEM_BYTES0:
 		return eval_leaf(c, nd, out);
 	case N_TENSOR:
 		out->type = EXPR_T_TENSOR;
 		out->v.i = nd->v.i;
 		return 0;
-	case N_SHAPE: case N_NDIM: case N_NUMEL: case N_ELEM_BYTES: case N_HAS:
+	case N_SHAPE:
+	case N_NDIM:
+	case N_NUMEL:
+	case N_ELEM_BYTES:
+	case N_HAS:
 		return eval_tensor_attr(c, nd, out);
-	case N_DIM: return eval_dim(c, nd, out);
-	case N_INDEX: return eval_index(c, nd, out);
-	case N_SLICE: return eval_slice(c, nd, out);
-	case N_LIST: return eval_list(c, nd, out);
+	case N_DIM:
+		return eval_dim(c, nd, out);
+	case N_INDEX:
+		return eval_index(c, nd, out);
+	case N_SLICE:
+		return eval_slice(c, nd, out);
+	case N_LIST:
+		return eval_list(c, nd, out);
 	case N_NEG:
 		if (ev(c, nd->a, out) < 0)
 			return -1;
@@ -482,11 +524,22 @@ static int ev(evalctx *c, int n, expr_value *out)
 			return -1;
 		out->v.b = !out->v.b;
 		return 0;
-	case N_ADD: case N_SUB: case N_MUL: case N_DIV: case N_IDIV: case N_MOD:
+	case N_ADD:
+	case N_SUB:
+	case N_MUL:
+	case N_DIV:
+	case N_IDIV:
+	case N_MOD:
 		return eval_arith(c, nd, out);
-	case N_EQ: case N_NE: case N_LT: case N_LE: case N_GT: case N_GE:
+	case N_EQ:
+	case N_NE:
+	case N_LT:
+	case N_LE:
+	case N_GT:
+	case N_GE:
 		return compare(c, nd, out);
-	case N_AND: case N_OR:
+	case N_AND:
+	case N_OR:
 		if (ev(c, nd->a, out) < 0)
 			return -1;
 		if (out->v.b == (nd->op == N_OR))
@@ -497,14 +550,17 @@ static int ev(evalctx *c, int n, expr_value *out)
 			return -1;
 		to_type(out, (expr_type)nd->type);
 		return 0;
-	case N_MIN: case N_MAX: return eval_minmax(c, nd, out);
-	default: return eval_func(c, nd, out);
+	case N_MIN:
+	case N_MAX:
+		return eval_minmax(c, nd, out);
+	default:
+		return eval_func(c, nd, out);
 	}
 }
 
 int expr_eval(const expr *e, expr_env *env, expr_value *out, char *err, size_t errlen)
 {
-	evalctx c = {e, env, err, errlen};
+	evalctx c = { e, env, err, errlen };
 
 	env->top = 0;
 	return ev(&c, e->root, out);
@@ -552,11 +608,17 @@ int expr_is_list_literal(const expr *e)
 const char *expr_type_name(expr_type t)
 {
 	switch (t) {
-	case EXPR_T_INT: return "int";
-	case EXPR_T_FLOAT: return "float";
-	case EXPR_T_BOOL: return "bool";
-	case EXPR_T_LIST: return "list";
-	case EXPR_T_TENSOR: return "tensor";
-	default: return "none";
+	case EXPR_T_INT:
+		return "int";
+	case EXPR_T_FLOAT:
+		return "float";
+	case EXPR_T_BOOL:
+		return "bool";
+	case EXPR_T_LIST:
+		return "list";
+	case EXPR_T_TENSOR:
+		return "tensor";
+	default:
+		return "none";
 	}
 }

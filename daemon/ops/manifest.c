@@ -20,8 +20,8 @@
 
 /* ---- dtypes --------------------------------------------------------------- */
 
-static const char *const dtype_names[TK_DTYPE_COUNT] = {
-	"invalid", "f32", "f16", "bf16", "i32", "i64", "u8", "fp8_e4m3"};
+static const char *const dtype_names[TK_DTYPE_COUNT] = { "invalid", "f32", "f16", "bf16",
+	                                                 "i32",     "i64", "u8",  "fp8_e4m3" };
 
 tk_dtype manifest_dtype_parse(const char *name)
 {
@@ -62,8 +62,8 @@ int ld_fail(ld *L, const yaml_node_t *n, const char *key, const char *fmt, ...)
 
 	if (!L->err || !L->errlen)
 		return -1;
-	w = snprintf(L->err, L->errlen, "%s:%zu:%zu: ", L->file,
-		     n ? n->start_mark.line + 1 : 1, n ? n->start_mark.column + 1 : 1);
+	w = snprintf(L->err, L->errlen, "%s:%zu:%zu: ", L->file, n ? n->start_mark.line + 1 : 1,
+	             n ? n->start_mark.column + 1 : 1);
 	used = w > 0 ? (size_t)w : 0;
 	if (L->op && L->op->name && used < L->errlen)
 		used += (size_t)snprintf(L->err + used, L->errlen - used, "op '%s': ", L->op->name);
@@ -95,7 +95,7 @@ const char *ld_scalar(ld *L, const yaml_node_t *n, const char *key)
 
 int ld_kind(ld *L, const yaml_node_t *n, yaml_node_type_t t, const char *key)
 {
-	static const char *const names[] = {"nothing", "a scalar", "a list", "a mapping"};
+	static const char *const names[] = { "nothing", "a scalar", "a list", "a mapping" };
 
 	if (n && n->type == t)
 		return 0;
@@ -108,8 +108,8 @@ int ld_keys(ld *L, const yaml_node_t *map, const char *what, const char *const *
 {
 	if (ld_kind(L, map, YAML_MAPPING_NODE, NULL) < 0)
 		return -1;
-	for (yaml_node_pair_t *p = map->data.mapping.pairs.start;
-	     p < map->data.mapping.pairs.top; p++) {
+	for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+	     p++) {
 		yaml_node_t *k = ld_node(L, p->key);
 		const char *ks = ld_scalar(L, k, NULL);
 		int ok = 0;
@@ -122,8 +122,8 @@ int ld_keys(ld *L, const yaml_node_t *map, const char *what, const char *const *
 			char list[256] = "";
 			size_t u = 0;
 			for (int i = 0; allowed[i] && u < sizeof(list); i++)
-				u += (size_t)snprintf(list + u, sizeof(list) - u, "%s%s", i ? ", " : "",
-						      allowed[i]);
+				u += (size_t)snprintf(list + u, sizeof(list) - u, "%s%s",
+				                      i ? ", " : "", allowed[i]);
 			return ld_fail(L, k, ks, "unknown key in %s (allowed: %s)", what, list);
 		}
 	}
@@ -135,8 +135,8 @@ int ld_keys(ld *L, const yaml_node_t *map, const char *what, const char *const *
 
 yaml_node_t *ld_get(ld *L, const yaml_node_t *map, const char *key)
 {
-	for (yaml_node_pair_t *p = map->data.mapping.pairs.start;
-	     p < map->data.mapping.pairs.top; p++) {
+	for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+	     p++) {
 		yaml_node_t *k = ld_node(L, p->key);
 
 		if (k && k->type == YAML_SCALAR_NODE && !strcmp((char *)k->data.scalar.value, key))
@@ -229,7 +229,7 @@ int ld_expr(ld *L, const yaml_node_t *n, const char *key, const expr_scope *scop
 	if (expr_parse(s, scope, out, &col, msg, sizeof(msg)) < 0) {
 		yaml_node_t at = *n;
 		int quoted = n->data.scalar.style == YAML_SINGLE_QUOTED_SCALAR_STYLE ||
-			     n->data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE;
+		             n->data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE;
 
 		at.start_mark.column += (size_t)(col - 1 + quoted);
 		return ld_fail(L, &at, key, "bad expression '%s': %s", s, msg);
@@ -238,7 +238,7 @@ int ld_expr(ld *L, const yaml_node_t *n, const char *key, const expr_scope *scop
 		if (expr_result_type(*out) == types[i])
 			return 0;
 	ld_fail(L, n, key, "expression '%s' is %s, expected %s", s,
-		expr_type_name(expr_result_type(*out)), expr_type_name(types[0]));
+	        expr_type_name(expr_result_type(*out)), expr_type_name(types[0]));
 	expr_free(*out);
 	*out = NULL;
 	return -1;
@@ -266,9 +266,9 @@ static int load_file(manifest *m, const char *path, char *err, size_t errlen)
 	yaml_parser_set_input_file(&parser, f);
 	if (!yaml_parser_load(&parser, &L.doc)) {
 		snprintf(err, errlen, "%s:%zu:%zu: bad YAML: %s%s%s", path,
-			 parser.problem_mark.line + 1, parser.problem_mark.column + 1,
-			 parser.problem ? parser.problem : "syntax error",
-			 parser.context ? " " : "", parser.context ? parser.context : "");
+		         parser.problem_mark.line + 1, parser.problem_mark.column + 1,
+		         parser.problem ? parser.problem : "syntax error",
+		         parser.context ? " " : "", parser.context ? parser.context : "");
 		yaml_parser_delete(&parser);
 		fclose(f);
 		return -1;
@@ -344,7 +344,8 @@ static int check_all(manifest *m, char *err, size_t errlen)
 
 		if (i > 0 && !strcmp(op->name, m->ops[i - 1].name)) {
 			snprintf(err, errlen, "%s:%d: op '%s' is declared twice (also at %s:%d)",
-				 op->file, op->line, op->name, m->ops[i - 1].file, m->ops[i - 1].line);
+			         op->file, op->line, op->name, m->ops[i - 1].file,
+			         m->ops[i - 1].line);
 			return -1;
 		}
 		if (manifest_check_op(op, err, errlen) < 0)
@@ -366,7 +367,7 @@ int manifest_parse(const char *path, manifest **out, char *err, size_t errlen)
 	*out = NULL;
 	if (!path || stat(path, &st) < 0) {
 		snprintf(err, errlen, "%s: %s", path ? path : "(null)",
-			 path ? strerror(errno) : "no manifest path");
+		         path ? strerror(errno) : "no manifest path");
 		return -1;
 	}
 	if (!(m = calloc(1, sizeof(*m)))) {

@@ -34,9 +34,9 @@ typedef enum manifest_op_status {
 
 /* A dtype rule: a union of dtypes, and/or "same dtype as tensor i". */
 typedef struct manifest_dtype_rule {
-	uint32_t mask;  /* bit (1 << tk_dtype) for each allowed dtype */
-	int same_as;    /* tensor index, or -1 */
-	char *text;     /* as written, e.g. "f16 | bf16 | f32" or "same_as(x)" */
+	uint32_t mask; /* bit (1 << tk_dtype) for each allowed dtype */
+	int same_as;   /* tensor index, or -1 */
+	char *text;    /* as written, e.g. "f16 | bf16 | f32" or "same_as(x)" */
 } manifest_dtype_rule;
 
 typedef struct manifest_tensor {
@@ -152,8 +152,8 @@ const manifest_op *manifest_find(const manifest *m, const char *name);
  * and output counts and the same param names; every entry is an
  * implemented op. Returns 0, or -1 with every problem found in err.
  */
-int manifest_check_kernels(const manifest *m, const tk_kernel_entry *table, size_t n,
-                           int need_cuda, char *err, size_t errlen);
+int manifest_check_kernels(const manifest *m, const tk_kernel_entry *table, size_t n, int need_cuda,
+                           char *err, size_t errlen);
 
 /* Semantic checks of one parsed op (used by the loader). */
 int manifest_check_op(const manifest_op *op, char *err, size_t errlen);

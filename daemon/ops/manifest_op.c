@@ -19,10 +19,10 @@ typedef struct op_scope {
 	expr_scope scope;
 } op_scope;
 
-static const expr_type T_BOOL[] = {EXPR_T_BOOL};
-static const expr_type T_LIST[] = {EXPR_T_LIST};
-static const expr_type T_NUM[] = {EXPR_T_INT, EXPR_T_FLOAT};
-static const expr_type T_SCALAR[] = {EXPR_T_INT, EXPR_T_FLOAT, EXPR_T_BOOL};
+static const expr_type T_BOOL[] = { EXPR_T_BOOL };
+static const expr_type T_LIST[] = { EXPR_T_LIST };
+static const expr_type T_NUM[] = { EXPR_T_INT, EXPR_T_FLOAT };
+static const expr_type T_SCALAR[] = { EXPR_T_INT, EXPR_T_FLOAT, EXPR_T_BOOL };
 
 static int valid_name(const char *s)
 {
@@ -53,9 +53,9 @@ static int param_index(const manifest_op *op, const char *name)
 
 /* ---- tensors --------------------------------------------------------------- */
 
-static const char *const tensor_keys[] = {"name", "dtype", "rank", "shape", "optional",
-					  "mutated", "doc", NULL};
-static const char *const tensor_req[] = {"name", "dtype", NULL};
+static const char *const tensor_keys[] = { "name",     "dtype",   "rank", "shape",
+	                                   "optional", "mutated", "doc",  NULL };
+static const char *const tensor_req[] = { "name", "dtype", NULL };
 
 static int load_tensor_names(ld *L, manifest_op *op, const yaml_node_t *seq, int output)
 {
@@ -80,7 +80,7 @@ static int load_tensor_names(ld *L, manifest_op *op, const yaml_node_t *seq, int
 			return -1;
 		if (!valid_name(t->name))
 			return ld_fail(L, ld_get(L, n, "name"), "name", "'%s' is not a valid name",
-				       t->name);
+			               t->name);
 		t->line = (int)n->start_mark.line + 1;
 		if (output)
 			op->n_out++;
@@ -116,13 +116,15 @@ static int load_dtype_rule(ld *L, manifest_op *op, const yaml_node_t *n, manifes
 			if (r->same_as >= 0)
 				return ld_fail(L, n, "dtype", "only one same_as() per rule");
 			if ((r->same_as = tensor_index(op, tok + 8)) < 0)
-				return ld_fail(L, n, "dtype", "same_as(%s) names no tensor of the op",
-					       tok + 8);
+				return ld_fail(L, n, "dtype",
+				               "same_as(%s) names no tensor of the op", tok + 8);
 			continue;
 		}
 		if ((dt = manifest_dtype_parse(tok)) == TK_DTYPE_INVALID)
-			return ld_fail(L, n, "dtype", "unknown dtype '%s' (known: f32, f16, bf16, "
-				       "i32, i64, u8, fp8_e4m3)", tok);
+			return ld_fail(L, n, "dtype",
+			               "unknown dtype '%s' (known: f32, f16, bf16, "
+			               "i32, i64, u8, fp8_e4m3)",
+			               tok);
 		r->mask |= 1u << dt;
 	}
 	if (!r->mask && r->same_as < 0)
@@ -153,7 +155,7 @@ static int load_rank(ld *L, const yaml_node_t *n, manifest_tensor *t)
 }
 
 static int load_tensor_rules(ld *L, manifest_op *op, const yaml_node_t *seq, int first,
-			     const expr_scope *sc)
+                             const expr_scope *sc)
 {
 	int i = first;
 
@@ -168,7 +170,8 @@ static int load_tensor_rules(ld *L, manifest_op *op, const yaml_node_t *seq, int
 			return -1;
 		if ((v = ld_get(L, n, "rank")) && load_rank(L, v, t) < 0)
 			return -1;
-		if ((v = ld_get(L, n, "shape")) && ld_expr(L, v, "shape", sc, T_LIST, 1, &t->shape) < 0)
+		if ((v = ld_get(L, n, "shape")) &&
+		    ld_expr(L, v, "shape", sc, T_LIST, 1, &t->shape) < 0)
 			return -1;
 	}
 	return 0;
@@ -176,12 +179,12 @@ static int load_tensor_rules(ld *L, manifest_op *op, const yaml_node_t *seq, int
 
 /* ---- params ---------------------------------------------------------------- */
 
-static const char *const param_keys[] = {"name", "type", "default", "range", "values", "doc",
-					 NULL};
-static const char *const param_req[] = {"name", "type", NULL};
+static const char *const param_keys[] = {
+	"name", "type", "default", "range", "values", "doc", NULL
+};
+static const char *const param_req[] = { "name", "type", NULL };
 
-static int load_value(ld *L, const yaml_node_t *n, const char *key, tk_param_kind k,
-		      tk_param *v)
+static int load_value(ld *L, const yaml_node_t *n, const char *key, tk_param_kind k, tk_param *v)
 {
 	v->kind = k;
 	if (k == TK_PARAM_INT)
@@ -197,8 +200,10 @@ static int load_range(ld *L, const yaml_node_t *n, manifest_param *p)
 
 	if (n->type == YAML_SEQUENCE_NODE) {
 		if (n->data.sequence.items.top - n->data.sequence.items.start != 2)
-			return ld_fail(L, n, "range", "expected [min, max] or an interval like (0, 1]");
-		if (ld_double(L, ld_node(L, n->data.sequence.items.start[0]), "range", &p->lo) < 0 ||
+			return ld_fail(L, n, "range",
+			               "expected [min, max] or an interval like (0, 1]");
+		if (ld_double(L, ld_node(L, n->data.sequence.items.start[0]), "range", &p->lo) <
+		            0 ||
 		    ld_double(L, ld_node(L, n->data.sequence.items.start[1]), "range", &p->hi) < 0)
 			return -1;
 		open = '[';
@@ -211,8 +216,10 @@ static int load_range(ld *L, const yaml_node_t *n, manifest_param *p)
 			return -1;
 		if (sscanf(s, " %c %63[^, ] , %63[^]) ] %c", &open, lo, hi, &close) != 4 ||
 		    (open != '(' && open != '[') || (close != ')' && close != ']'))
-			return ld_fail(L, n, "range", "expected an interval like (0, 1] or [1, inf), "
-				       "got '%s'", s);
+			return ld_fail(L, n, "range",
+			               "expected an interval like (0, 1] or [1, inf), "
+			               "got '%s'",
+			               s);
 		p->lo = !strcmp(lo, "-inf") ? -HUGE_VAL : strtod(lo, &end);
 		if (strcmp(lo, "-inf") && *end)
 			return ld_fail(L, n, "range", "bad lower bound '%s'", lo);
@@ -227,7 +234,7 @@ static int load_range(ld *L, const yaml_node_t *n, manifest_param *p)
 	if (p->has_lo && p->has_hi && p->lo > p->hi)
 		return ld_fail(L, n, "range", "the lower bound exceeds the upper bound");
 	snprintf(text, sizeof(text), "%c%g, %g%c", p->has_lo ? open : '(', p->lo, p->hi,
-		 p->has_hi ? close : ')');
+	         p->has_hi ? close : ')');
 	p->range_text = strdup(text);
 	return 0;
 }
@@ -255,11 +262,13 @@ static int load_params(ld *L, manifest_op *op, const yaml_node_t *seq)
 		v = ld_get(L, n, "type");
 		if (!(type = ld_scalar(L, v, "type")))
 			return -1;
-		p->type = !strcmp(type, "int") ? TK_PARAM_INT : !strcmp(type, "float")
-			? TK_PARAM_FLOAT : !strcmp(type, "bool") ? TK_PARAM_BOOL : TK_PARAM_NONE;
+		p->type = !strcmp(type, "int")     ? TK_PARAM_INT
+		          : !strcmp(type, "float") ? TK_PARAM_FLOAT
+		          : !strcmp(type, "bool")  ? TK_PARAM_BOOL
+		                                   : TK_PARAM_NONE;
 		if (p->type == TK_PARAM_NONE)
 			return ld_fail(L, v, "type", "unknown param type '%s' (int, float or bool)",
-				       type);
+			               type);
 		if ((v = ld_get(L, n, "default"))) {
 			if (load_value(L, v, "default", p->type, &p->def) < 0)
 				return -1;
@@ -274,7 +283,8 @@ static int load_params(ld *L, manifest_op *op, const yaml_node_t *seq)
 			     vi < v->data.sequence.items.top; vi++) {
 				if (p->n_values == MANIFEST_MAX_VALUES)
 					return ld_fail(L, v, "values", "too many values");
-				if (ld_double(L, ld_node(L, *vi), "values", &p->values[p->n_values++]) < 0)
+				if (ld_double(L, ld_node(L, *vi), "values",
+				              &p->values[p->n_values++]) < 0)
 					return -1;
 			}
 		}
@@ -286,8 +296,8 @@ static int load_params(ld *L, manifest_op *op, const yaml_node_t *seq)
 
 static int load_roofline(ld *L, manifest_op *op, const yaml_node_t *n, op_scope *s)
 {
-	static const char *const keys[] = {"vars", "flops", "bytes", NULL};
-	static const char *const req[] = {"flops", "bytes", NULL};
+	static const char *const keys[] = { "vars", "flops", "bytes", NULL };
+	static const char *const req[] = { "flops", "bytes", NULL };
 	yaml_node_t *vars;
 
 	if (ld_keys(L, n, "roofline", keys, req) < 0)
@@ -304,13 +314,14 @@ static int load_roofline(ld *L, manifest_op *op, const yaml_node_t *n, op_scope 
 			if (!name)
 				return -1;
 			if (op->n_vars == MANIFEST_MAX_VARS)
-				return ld_fail(L, k, "vars", "more than %d vars", MANIFEST_MAX_VARS);
+				return ld_fail(L, k, "vars", "more than %d vars",
+				               MANIFEST_MAX_VARS);
 			if (!valid_name(name))
 				return ld_fail(L, k, "vars", "'%s' is not a valid name", name);
 			if (!(v->name = strdup(name)))
 				return ld_fail(L, k, "vars", "out of memory");
 			if (ld_expr(L, ld_node(L, p->value), name, &s->scope, T_SCALAR, 3,
-				    &v->value) < 0)
+			            &v->value) < 0)
 				return -1;
 			s->vars[op->n_vars] = v->name;
 			s->var_types[op->n_vars] = expr_result_type(v->value);
@@ -325,8 +336,8 @@ static int load_roofline(ld *L, manifest_op *op, const yaml_node_t *n, op_scope 
 
 static int load_rules(ld *L, manifest_op *op, const yaml_node_t *seq, const expr_scope *sc)
 {
-	static const char *const keys[] = {"check", "message", NULL};
-	static const char *const req[] = {"check", NULL};
+	static const char *const keys[] = { "check", "message", NULL };
+	static const char *const req[] = { "check", NULL };
 	int n = 0;
 
 	if (ld_kind(L, seq, YAML_SEQUENCE_NODE, "rules") < 0)
@@ -353,12 +364,12 @@ static int load_rules(ld *L, manifest_op *op, const yaml_node_t *seq, const expr
 }
 
 static int load_workload_shapes(ld *L, manifest_op *op, manifest_workload *w,
-				const yaml_node_t *map)
+                                const yaml_node_t *map)
 {
 	if (ld_kind(L, map, YAML_MAPPING_NODE, "shapes") < 0)
 		return -1;
-	for (yaml_node_pair_t *p = map->data.mapping.pairs.start;
-	     p < map->data.mapping.pairs.top; p++) {
+	for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+	     p++) {
 		yaml_node_t *k = ld_node(L, p->key), *v = ld_node(L, p->value);
 		const char *name = ld_scalar(L, k, "shapes");
 		int ti = name ? tensor_index(op, name) : -1, nd = 0;
@@ -384,8 +395,8 @@ static int load_workload_shapes(ld *L, manifest_op *op, manifest_workload *w,
 
 static int load_workload(ld *L, manifest_op *op, manifest_workload *w, const yaml_node_t *n)
 {
-	static const char *const keys[] = {"label", "model", "dtypes", "shapes", "params", NULL};
-	static const char *const req[] = {"label", "model", "dtypes", "shapes", NULL};
+	static const char *const keys[] = { "label", "model", "dtypes", "shapes", "params", NULL };
+	static const char *const req[] = { "label", "model", "dtypes", "shapes", NULL };
 	yaml_node_t *d, *ps;
 
 	if (ld_keys(L, n, "a workload", keys, req) < 0 || ld_string(L, n, "label", &w->label) < 0 ||
@@ -421,10 +432,10 @@ static int load_workload(ld *L, manifest_op *op, manifest_workload *w, const yam
 
 		if (pi < 0)
 			return name ? ld_fail(L, k, "params", "'%s' is not a param of the op", name)
-				    : -1;
+			            : -1;
 		w->param[w->n_params] = pi;
 		if (load_value(L, ld_node(L, p->value), name, op->params[pi].type,
-			       &w->value[w->n_params++]) < 0)
+		               &w->value[w->n_params++]) < 0)
 			return -1;
 	}
 	return 0;
@@ -432,8 +443,8 @@ static int load_workload(ld *L, manifest_op *op, manifest_workload *w, const yam
 
 static int load_kernels(ld *L, manifest_op *op, const yaml_node_t *seq, const expr_scope *sc)
 {
-	static const char *const keys[] = {"name", "backend", "when", "workspace", NULL};
-	static const char *const req[] = {"name", "backend", NULL};
+	static const char *const keys[] = { "name", "backend", "when", "workspace", NULL };
+	static const char *const req[] = { "name", "backend", NULL };
 	int n;
 
 	if (ld_kind(L, seq, YAML_SEQUENCE_NODE, "kernels") < 0)
@@ -446,20 +457,21 @@ static int load_kernels(ld *L, manifest_op *op, const yaml_node_t *seq, const ex
 		manifest_kernel *k = &op->kernels[op->n_kernels++];
 
 		k->line = (int)it->start_mark.line + 1;
-		if (ld_keys(L, it, "a kernel", keys, req) < 0 || ld_string(L, it, "name", &k->name) < 0 ||
+		if (ld_keys(L, it, "a kernel", keys, req) < 0 ||
+		    ld_string(L, it, "name", &k->name) < 0 ||
 		    ld_string(L, it, "backend", &k->backend) < 0)
 			return -1;
 		if (strcmp(k->backend, "cpu") && strcmp(k->backend, "cuda"))
 			return ld_fail(L, ld_get(L, it, "backend"), "backend",
-				       "unknown backend '%s' (cpu or cuda)", k->backend);
+			               "unknown backend '%s' (cpu or cuda)", k->backend);
 		/* The kernel table is generated from these names: the function
 		 * behind cuda_rms_norm is tk_cuda_rms_norm. */
 		if (strncmp(k->name, k->backend, strlen(k->backend)) ||
 		    k->name[strlen(k->backend)] != '_' ||
 		    strcmp(k->name + strlen(k->backend) + 1, op->name))
 			return ld_fail(L, ld_get(L, it, "name"), "name",
-				       "kernel '%s' must be named %s_%s (backend_op)", k->name,
-				       k->backend, op->name);
+			               "kernel '%s' must be named %s_%s (backend_op)", k->name,
+			               k->backend, op->name);
 		if (ld_flag(L, it, "workspace", &k->workspace) < 0)
 			return -1;
 		w = ld_get(L, it, "when");
@@ -472,11 +484,11 @@ static int load_kernels(ld *L, manifest_op *op, const yaml_node_t *seq, const ex
 
 /* ---- one op --------------------------------------------------------------------- */
 
-static const char *const op_keys[] = {"name", "family", "status", "torch", "doc", "inputs",
-				      "outputs", "params", "rules", "roofline", "workloads",
-				      "kernels", NULL};
-static const char *const op_req[] = {"name", "status", "torch", "inputs", "outputs",
-				     "roofline", NULL};
+static const char *const op_keys[] = { "name",      "family",  "status", "torch", "doc",
+	                               "inputs",    "outputs", "params", "rules", "roofline",
+	                               "workloads", "kernels", NULL };
+static const char *const op_req[] = { "name",    "status",   "torch", "inputs",
+	                              "outputs", "roofline", NULL };
 
 static int load_sections(ld *L, manifest_op *op, const yaml_node_t *n)
 {
@@ -498,11 +510,14 @@ static int load_sections(ld *L, manifest_op *op, const yaml_node_t *n)
 		s.tensors[i] = op->tensors[i].name;
 	for (int i = 0; i < op->n_params; i++) {
 		s.params[i] = op->params[i].name;
-		s.param_types[i] = op->params[i].type == TK_PARAM_INT ? EXPR_T_INT
-			: op->params[i].type == TK_PARAM_FLOAT ? EXPR_T_FLOAT : EXPR_T_BOOL;
+		s.param_types[i] = op->params[i].type == TK_PARAM_INT     ? EXPR_T_INT
+		                   : op->params[i].type == TK_PARAM_FLOAT ? EXPR_T_FLOAT
+		                                                          : EXPR_T_BOOL;
 	}
-	s.scope = (expr_scope){s.tensors, op->n_in + op->n_out, s.params, s.param_types,
-			       op->n_params, s.vars, s.var_types, 0};
+	s.scope = (expr_scope){ s.tensors,    op->n_in + op->n_out,
+		                s.params,     s.param_types,
+		                op->n_params, s.vars,
+		                s.var_types,  0 };
 	if (load_roofline(L, op, ld_get(L, n, "roofline"), &s) < 0 ||
 	    load_tensor_rules(L, op, ld_get(L, n, "inputs"), 0, &s.scope) < 0 ||
 	    load_tensor_rules(L, op, ld_get(L, n, "outputs"), op->n_in, &s.scope) < 0)
@@ -521,7 +536,7 @@ static int load_sections(ld *L, manifest_op *op, const yaml_node_t *n)
 			return ld_fail(L, v, "workloads", "out of memory");
 		for (int i = 0; i < count; i++)
 			if (load_workload(L, op, &op->workloads[op->n_workloads++],
-					  ld_node(L, v->data.sequence.items.start[i])) < 0)
+			                  ld_node(L, v->data.sequence.items.start[i])) < 0)
 				return -1;
 	}
 	return 0;
@@ -542,12 +557,12 @@ static int load_op(ld *L, manifest_op *op, const yaml_node_t *n, const char *fam
 		return -1;
 	if (!valid_name(op->name))
 		return ld_fail(L, v, "name", "'%s' is not a valid op name", op->name);
-	if (ld_string(L, n, "family", &op->family) < 0 || ld_string(L, n, "torch", &op->torch) < 0 ||
-	    ld_string(L, n, "doc", &op->doc) < 0)
+	if (ld_string(L, n, "family", &op->family) < 0 ||
+	    ld_string(L, n, "torch", &op->torch) < 0 || ld_string(L, n, "doc", &op->doc) < 0)
 		return -1;
 	if (op->family && strcmp(op->family, family))
 		return ld_fail(L, ld_get(L, n, "family"), "family",
-			       "'%s' differs from the file's family '%s'", op->family, family);
+		               "'%s' differs from the file's family '%s'", op->family, family);
 	free(op->family);
 	op->family = strdup(family);
 	v = ld_get(L, n, "status");
@@ -566,8 +581,8 @@ static int load_op(ld *L, manifest_op *op, const yaml_node_t *n, const char *fam
 
 int ld_file(ld *L, const yaml_node_t *root)
 {
-	static const char *const keys[] = {"family", "doc", "ops", NULL};
-	static const char *const req[] = {"family", "ops", NULL};
+	static const char *const keys[] = { "family", "doc", "ops", NULL };
+	static const char *const req[] = { "family", "ops", NULL };
 	const yaml_node_t *ops;
 	const char *family;
 

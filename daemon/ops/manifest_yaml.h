@@ -21,7 +21,7 @@ typedef struct ld {
 
 /* Write "FILE:LINE:COL: op 'x': key 'k': ..." (node's position) and return -1. */
 int ld_fail(ld *L, const yaml_node_t *n, const char *key, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+        __attribute__((format(printf, 4, 5)));
 yaml_node_t *ld_node(ld *L, yaml_node_item_t id);
 const char *ld_scalar(ld *L, const yaml_node_t *n, const char *key);
 int ld_kind(ld *L, const yaml_node_t *n, yaml_node_type_t t, const char *key);

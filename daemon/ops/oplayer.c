@@ -20,7 +20,7 @@
 typedef struct prep {
 	const manifest_op *op;
 	const tk_tensor *t[MANIFEST_MAX_TENSORS]; /* by manifest index; NULL: absent */
-	tk_param params[TK_MAX_PARAMS];          /* by manifest index, typed, defaults in */
+	tk_param params[TK_MAX_PARAMS];           /* by manifest index, typed, defaults in */
 	expr_value vars[MANIFEST_MAX_VARS];
 	expr_env env;
 	char *err;
@@ -28,7 +28,7 @@ typedef struct prep {
 } prep;
 
 static tileops_status pfail(prep *p, tileops_status st, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+        __attribute__((format(printf, 3, 4)));
 
 static tileops_status pfail(prep *p, tileops_status st, const char *fmt, ...)
 {
@@ -52,7 +52,7 @@ static void shape_str(const int64_t *s, int n, char *buf, size_t len)
 
 	for (int i = 0; i < n && used < len; i++)
 		used += (size_t)snprintf(buf + used, len - used, "%s%lld", i ? ", " : "",
-					 (long long)s[i]);
+		                         (long long)s[i]);
 	if (used < len)
 		snprintf(buf + used, len - used, "]");
 }
@@ -69,8 +69,10 @@ static void value_str(const tk_param *v, char *buf, size_t len)
 
 static const char *kind_name(tk_param_kind k)
 {
-	return k == TK_PARAM_INT ? "int" : k == TK_PARAM_FLOAT ? "float"
-		: k == TK_PARAM_BOOL ? "bool" : "none";
+	return k == TK_PARAM_INT     ? "int"
+	       : k == TK_PARAM_FLOAT ? "float"
+	       : k == TK_PARAM_BOOL  ? "bool"
+	                             : "none";
 }
 
 /* ---- counts and params ------------------------------------------------------- */
@@ -85,17 +87,18 @@ static tileops_status check_counts(prep *p, const op_request *req)
 
 		for (int i = 0; i < op->n_in && u < sizeof(names); i++)
 			u += (size_t)snprintf(names + u, sizeof(names) - u, "%s%s%s", i ? ", " : "",
-					      op->tensors[i].name, op->tensors[i].optional ? "?" : "");
+			                      op->tensors[i].name,
+			                      op->tensors[i].optional ? "?" : "");
 		return pfail(p, TILEOPS_ERR_INVALID_ARGUMENT, "expects %d%s inputs (%s), got %d",
-			     op->n_in_required, op->n_in > op->n_in_required ? " or more" : "",
-			     names, req->n_in);
+		             op->n_in_required, op->n_in > op->n_in_required ? " or more" : "",
+		             names, req->n_in);
 	}
 	if (req->n_out < op->n_out_required || req->n_out > op->n_out) {
 		if (op->n_out_required == op->n_out)
 			return pfail(p, TILEOPS_ERR_INVALID_ARGUMENT, "expects %d output%s, got %d",
-				     op->n_out, op->n_out == 1 ? "" : "s", req->n_out);
+			             op->n_out, op->n_out == 1 ? "" : "s", req->n_out);
 		return pfail(p, TILEOPS_ERR_INVALID_ARGUMENT, "expects %d to %d outputs, got %d",
-			     op->n_out_required, op->n_out, req->n_out);
+		             op->n_out_required, op->n_out, req->n_out);
 	}
 	if ((req->n_in && !req->in) || (req->n_out && !req->out) ||
 	    (req->n_params && (!req->param_names || !req->param_values)))
@@ -109,8 +112,8 @@ static tileops_status check_counts(prep *p, const op_request *req)
 		 * does; only optional tensors may be left out. */
 		if (left && !op->tensors[i].optional)
 			return pfail(p, TILEOPS_ERR_INVALID_ARGUMENT,
-				     "%s %s is required but was left out (handle 0)",
-				     is_in ? "input" : "output", op->tensors[i].name);
+			             "%s %s is required but was left out (handle 0)",
+			             is_in ? "input" : "output", op->tensors[i].name);
 		if (given && !left)
 			p->t[i] = is_in ? &req->in[j] : &req->out[j];
 	}
@@ -126,7 +129,7 @@ static int param_in_range(const manifest_param *mp, double v)
 
 /* Convert a client's value to the declared type: int -> float, 0/1 -> bool. */
 static tileops_status convert_param(prep *p, const manifest_param *mp, const tk_param *in,
-				    tk_param *out)
+                                    tk_param *out)
 {
 	out->kind = mp->type;
 	if (in->kind == mp->type) {
@@ -134,15 +137,15 @@ static tileops_status convert_param(prep *p, const manifest_param *mp, const tk_
 	} else if (mp->type == TK_PARAM_FLOAT && in->kind == TK_PARAM_INT) {
 		out->v.f = (double)in->v.i;
 	} else if (mp->type == TK_PARAM_BOOL && in->kind == TK_PARAM_INT &&
-		   (in->v.i == 0 || in->v.i == 1)) {
+	           (in->v.i == 0 || in->v.i == 1)) {
 		out->v.b = (int)in->v.i;
 	} else {
 		char got[48];
 
 		value_str(in, got, sizeof(got));
 		return pfail(p, TILEOPS_ERR_PARAM, "param '%s' must be %s%s, got %s %s", mp->name,
-			     kind_name(mp->type), mp->type == TK_PARAM_BOOL ? " (or int 0/1)" : "",
-			     kind_name(in->kind), in->kind == TK_PARAM_NONE ? "(no value)" : got);
+		             kind_name(mp->type), mp->type == TK_PARAM_BOOL ? " (or int 0/1)" : "",
+		             kind_name(in->kind), in->kind == TK_PARAM_NONE ? "(no value)" : got);
 	}
 	if (out->kind == TK_PARAM_BOOL)
 		out->v.b = out->v.b != 0;
@@ -162,8 +165,8 @@ static tileops_status check_param_value(prep *p, const manifest_param *mp, const
 	/* Checked on every op: text is made only for a refusal. */
 	if (mp->range_text && !param_in_range(mp, d)) {
 		value_str(v, s, sizeof(s));
-		return pfail(p, TILEOPS_ERR_PARAM, "param '%s' = %s is out of range %s", mp->name, s,
-			     mp->range_text);
+		return pfail(p, TILEOPS_ERR_PARAM, "param '%s' = %s is out of range %s", mp->name,
+		             s, mp->range_text);
 	}
 	for (int k = 0; k < mp->n_values; k++)
 		ok |= mp->values[k] == d;
@@ -173,10 +176,10 @@ static tileops_status check_param_value(prep *p, const manifest_param *mp, const
 
 		for (int k = 0; k < mp->n_values && u < sizeof(list); k++)
 			u += (size_t)snprintf(list + u, sizeof(list) - u, "%s%g", k ? ", " : "",
-					      mp->values[k]);
+			                      mp->values[k]);
 		value_str(v, s, sizeof(s));
-		return pfail(p, TILEOPS_ERR_PARAM, "param '%s' = %s is not one of {%s}", mp->name, s,
-			     list);
+		return pfail(p, TILEOPS_ERR_PARAM, "param '%s' = %s is not one of {%s}", mp->name,
+		             s, list);
 	}
 	return TILEOPS_OK;
 }
@@ -184,7 +187,7 @@ static tileops_status check_param_value(prep *p, const manifest_param *mp, const
 static tileops_status bind_params(prep *p, const op_request *req)
 {
 	const manifest_op *op = p->op;
-	int given[TK_MAX_PARAMS] = {0};
+	int given[TK_MAX_PARAMS] = { 0 };
 	tileops_status st;
 
 	for (size_t i = 0; i < req->n_params; i++) {
@@ -207,7 +210,7 @@ static tileops_status bind_params(prep *p, const op_request *req)
 			continue;
 		if (!op->params[k].has_default)
 			return pfail(p, TILEOPS_ERR_PARAM, "missing required param '%s'",
-				     op->params[k].name);
+			             op->params[k].name);
 		p->params[k] = op->params[k].def;
 	}
 	return TILEOPS_OK;
@@ -230,7 +233,7 @@ static tileops_status check_dtypes(prep *p)
 			continue;
 		if (t->dtype <= TK_DTYPE_INVALID || t->dtype >= TK_DTYPE_COUNT)
 			return pfail(p, TILEOPS_ERR_DTYPE, "%s has an invalid dtype (%d)", mt->name,
-				     (int)t->dtype);
+			             (int)t->dtype);
 		if (r->same_as >= 0 && p->t[r->same_as])
 			allowed |= 1u << p->t[r->same_as]->dtype;
 		else if (r->same_as >= 0 && !r->mask)
@@ -240,9 +243,9 @@ static tileops_status check_dtypes(prep *p)
 		manifest_dtype_mask_str(allowed, want, sizeof(want));
 		if (r->same_as >= 0)
 			return pfail(p, TILEOPS_ERR_DTYPE, "%s has dtype %s, expected %s (%s)",
-				     mt->name, manifest_dtype_name(t->dtype), want, r->text);
+			             mt->name, manifest_dtype_name(t->dtype), want, r->text);
 		return pfail(p, TILEOPS_ERR_DTYPE, "%s has dtype %s, expected %s", mt->name,
-			     manifest_dtype_name(t->dtype), want);
+		             manifest_dtype_name(t->dtype), want);
 	}
 	return TILEOPS_OK;
 }
@@ -259,19 +262,21 @@ static tileops_status check_ranks(prep *p)
 			continue;
 		if (t->ndim < mt->rank_min || t->ndim > mt->rank_max) {
 			if (mt->rank_min == mt->rank_max)
-				return pfail(p, TILEOPS_ERR_SHAPE, "%s has rank %d, expected rank %d",
-					     mt->name, t->ndim, mt->rank_min);
+				return pfail(p, TILEOPS_ERR_SHAPE,
+				             "%s has rank %d, expected rank %d", mt->name, t->ndim,
+				             mt->rank_min);
 			return pfail(p, TILEOPS_ERR_SHAPE, "%s has rank %d, expected rank %d to %d",
-				     mt->name, t->ndim, mt->rank_min, mt->rank_max);
+			             mt->name, t->ndim, mt->rank_min, mt->rank_max);
 		}
 		for (int d = 0; d < t->ndim; d++)
 			if (t->shape[d] < 0)
 				return pfail(p, TILEOPS_ERR_SHAPE, "%s has a negative dimension %d",
-					     mt->name, d);
+				             mt->name, d);
 		if (t->ndim > 0 && t->shape[t->ndim - 1] > 1 && t->stride[t->ndim - 1] != 1)
-			return pfail(p, TILEOPS_ERR_SHAPE, "%s: the last dimension must be contiguous "
-				     "(stride 1), got stride %lld", mt->name,
-				     (long long)t->stride[t->ndim - 1]);
+			return pfail(p, TILEOPS_ERR_SHAPE,
+			             "%s: the last dimension must be contiguous "
+			             "(stride 1), got stride %lld",
+			             mt->name, (long long)t->stride[t->ndim - 1]);
 	}
 	return TILEOPS_OK;
 }
@@ -296,8 +301,9 @@ static tileops_status compute_vars(prep *p)
 	for (int i = 0; i < p->op->n_vars; i++) {
 		p->env.n_vars = i;
 		if (expr_eval(p->op->vars[i].value, &p->env, &p->vars[i], msg, sizeof(msg)) < 0)
-			return pfail(p, TILEOPS_ERR_SHAPE, "roofline var '%s' cannot be computed: %s",
-				     p->op->vars[i].name, msg);
+			return pfail(p, TILEOPS_ERR_SHAPE,
+			             "roofline var '%s' cannot be computed: %s",
+			             p->op->vars[i].name, msg);
 	}
 	p->env.n_vars = p->op->n_vars;
 	return TILEOPS_OK;
@@ -326,15 +332,14 @@ static tileops_status check_declared_shape(prep *p, int i)
 		return TILEOPS_OK;
 	if (expr_eval(mt->shape, &p->env, &v, msg, sizeof(msg)) < 0)
 		return pfail(p, TILEOPS_ERR_SHAPE, "the shape of %s cannot be computed: %s",
-			     mt->name, msg);
-	if (v.v.l.n == t->ndim &&
-	    !memcmp(v.v.l.p, t->shape, (size_t)t->ndim * sizeof(int64_t)))
+		             mt->name, msg);
+	if (v.v.l.n == t->ndim && !memcmp(v.v.l.p, t->shape, (size_t)t->ndim * sizeof(int64_t)))
 		return TILEOPS_OK;
 	shape_str(t->shape, t->ndim, have, sizeof(have));
 	shape_str(v.v.l.p, v.v.l.n, want, sizeof(want));
 	rule_text(mt->shape, text, sizeof(text));
 	return pfail(p, TILEOPS_ERR_SHAPE, "%s has shape %s, expected %s (%s)", mt->name, have,
-		     want, text);
+	             want, text);
 }
 
 /* "; a has shape [2, 3], b has shape [4]" for the tensors a rule names. */
@@ -350,7 +355,7 @@ static void shapes_of(prep *p, uint32_t mask, char *buf, size_t len)
 			continue;
 		shape_str(p->t[i]->shape, p->t[i]->ndim, s, sizeof(s));
 		u += (size_t)snprintf(buf + u, len - u, "%s%s has shape %s", u ? ", " : "; ",
-				      p->op->tensors[i].name, s);
+		                      p->op->tensors[i].name, s);
 	}
 }
 
@@ -360,13 +365,13 @@ static tileops_status check_rules(prep *p)
 		const manifest_rule *r = &p->op->rules[i];
 		uint32_t tensors = expr_tensors_used(r->check);
 		tileops_status st = tensors || !expr_params_used(r->check) ? TILEOPS_ERR_SHAPE
-									   : TILEOPS_ERR_PARAM;
+		                                                           : TILEOPS_ERR_PARAM;
 		char msg[256], shapes[320];
 		expr_value v;
 
 		if (expr_eval(r->check, &p->env, &v, msg, sizeof(msg)) < 0)
 			return pfail(p, st, "rule '%s' cannot be checked: %s", expr_text(r->check),
-				     msg);
+			             msg);
 		if (v.v.b)
 			continue;
 		shapes_of(p, tensors, shapes, sizeof(shapes));
@@ -412,13 +417,13 @@ static tileops_status check_conditions(prep *p, const char *backend)
 		if (v.v.b)
 			return TILEOPS_OK;
 		if (u < sizeof(conds))
-			u += (size_t)snprintf(conds + u, sizeof(conds) - u, "%s%s: %s", u ? "; " : "",
-					      k->name, expr_text(k->when));
+			u += (size_t)snprintf(conds + u, sizeof(conds) - u, "%s%s: %s",
+			                      u ? "; " : "", k->name, expr_text(k->when));
 	}
 	if (!declared)
 		return TILEOPS_OK;
 	return pfail(p, TILEOPS_ERR_UNSUPPORTED, "no %s kernel accepts these arguments (%s)",
-		     backend, conds);
+	             backend, conds);
 }
 
 static tileops_status compute_cost(prep *p, op_cost *cost)
@@ -455,7 +460,7 @@ static tileops_status validate(prep *p, const op_request *req)
 }
 
 static tileops_status build_call(prep *p, const op_request *req, const tk_kernel_entry *e,
-				 tk_call *call)
+                                 tk_call *call)
 {
 	const manifest_op *op = p->op;
 	int n = 0;
@@ -473,8 +478,10 @@ static tileops_status build_call(prep *p, const op_request *req, const tk_kernel
 			if (!strcmp(op->params[j].name, e->params[n]))
 				k = j;
 		if (k < 0 || n == TK_MAX_PARAMS)
-			return pfail(p, TILEOPS_ERR_INTERNAL, "the kernel reads param '%s', which the "
-				     "manifest does not declare", e->params[n]);
+			return pfail(p, TILEOPS_ERR_INTERNAL,
+			             "the kernel reads param '%s', which the "
+			             "manifest does not declare",
+			             e->params[n]);
 		call->params[n] = p->params[k];
 	}
 	call->n_params = n;
@@ -560,9 +567,10 @@ static tileops_status workload_outputs(prep *p, tk_tensor *t)
 			return pfail(p, TILEOPS_ERR_SHAPE, "output %s declares no shape", mt->name);
 		if (expr_eval(mt->shape, &p->env, &v, msg, sizeof(msg)) < 0)
 			return pfail(p, TILEOPS_ERR_SHAPE, "the shape of %s cannot be computed: %s",
-				     mt->name, msg);
+			             mt->name, msg);
 		if (v.v.l.n > TK_MAX_DIMS)
-			return pfail(p, TILEOPS_ERR_SHAPE, "%s would have rank %d", mt->name, v.v.l.n);
+			return pfail(p, TILEOPS_ERR_SHAPE, "%s would have rank %d", mt->name,
+			             v.v.l.n);
 		t[i].ndim = v.v.l.n;
 		memcpy(t[i].shape, v.v.l.p, (size_t)v.v.l.n * sizeof(int64_t));
 		set_packed(&t[i]);
@@ -575,8 +583,9 @@ tileops_status oplayer_check_workload(const manifest_op *op, const manifest_work
 {
 	tk_tensor t[MANIFEST_MAX_TENSORS];
 	const char *names[TK_MAX_PARAMS];
-	op_request req = {op->name, op->n_in_required, op->n_out, t, t + op->n_in,
-			  (size_t)w->n_params, names, w->value, 0};
+	op_request req = { op->name, op->n_in_required, op->n_out,
+		           t,        t + op->n_in,      (size_t)w->n_params,
+		           names,    w->value,          0 };
 	tileops_status st;
 	prep p;
 

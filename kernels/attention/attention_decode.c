@@ -114,8 +114,10 @@ static void dec_row(const dec_shape *s, int64_t b, int64_t t, int64_t hq, int64_
 {
 	const tk_tensor *q = s->q, *o = s->out;
 	int64_t h = hq / (s->Hq / s->Hkv);
-	int64_t qo = b * q->stride[0] + (s->q4 ? t * q->stride[1] : 0) + hq * q->stride[q->ndim - 2];
-	int64_t oo = b * o->stride[0] + (s->q4 ? t * o->stride[1] : 0) + hq * o->stride[o->ndim - 2];
+	int64_t qo =
+	        b * q->stride[0] + (s->q4 ? t * q->stride[1] : 0) + hq * q->stride[q->ndim - 2];
+	int64_t oo =
+	        b * o->stride[0] + (s->q4 ? t * o->stride[1] : 0) + hq * o->stride[o->ndim - 2];
 	double mx = -INFINITY, sum = 0.0;
 
 	for (int64_t j = 0; j < n; j++) {
@@ -193,8 +195,8 @@ tk_status tk_cpu_kv_cache_append(const tk_call *call)
 	const tk_tensor *k = &call->in[0], *v = &call->in[1], *sm = &call->in[2];
 	const tk_tensor *kc = &call->in[3], *vc = &call->in[4];
 
-	if (call->n_in < 5 || k->ndim != 3 || kc->ndim != 4 || sm->ndim != 1 ||
-	    !same_shape(k, v) || !same_shape(kc, vc))
+	if (call->n_in < 5 || k->ndim != 3 || kc->ndim != 4 || sm->ndim != 1 || !same_shape(k, v) ||
+	    !same_shape(kc, vc))
 		return TK_ERR_UNSUPPORTED;
 	size_t es = tk_dtype_size(k->dtype);
 	if (es == 0 || v->dtype != k->dtype || kc->dtype != k->dtype || vc->dtype != k->dtype ||
@@ -212,12 +214,16 @@ tk_status tk_cpu_kv_cache_append(const tk_call *call)
 			continue;
 		int64_t page = slot / ps, off = slot % ps;
 		for (int64_t h = 0; h < k->shape[1]; h++) {
-			char *kd = (char *)kc->data +
-			           (page * kc->stride[0] + off * kc->stride[1] + h * kc->stride[2]) * es;
-			char *vd = (char *)vc->data +
-			           (page * vc->stride[0] + off * vc->stride[1] + h * vc->stride[2]) * es;
-			const char *ks = (const char *)k->data + (t * k->stride[0] + h * k->stride[1]) * es;
-			const char *vs = (const char *)v->data + (t * v->stride[0] + h * v->stride[1]) * es;
+			char *kd = (char *)kc->data + (page * kc->stride[0] + off * kc->stride[1] +
+			                               h * kc->stride[2]) *
+			                                      es;
+			char *vd = (char *)vc->data + (page * vc->stride[0] + off * vc->stride[1] +
+			                               h * vc->stride[2]) *
+			                                      es;
+			const char *ks =
+			        (const char *)k->data + (t * k->stride[0] + h * k->stride[1]) * es;
+			const char *vs =
+			        (const char *)v->data + (t * v->stride[0] + h * v->stride[1]) * es;
 			memcpy(kd, ks, (size_t)k->shape[2] * es);
 			memcpy(vd, vs, (size_t)k->shape[2] * es);
 		}

@@ -163,7 +163,7 @@ __device__ __forceinline__ const char *q_row(const DecArgs &a, int b, int h, int
 template <typename T, int D>
 __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const __grid_constant__ DecArgs a)
 {
-	pdl_enter(); /* launched with PDL: the kernel before completes first */
+	pdl_enter();               /* launched with PDL: the kernel before completes first */
 	constexpr int CPR = D / 8; /* 16-byte pieces per row */
 	constexpr int TILE_BYTES = kTile * D * 2;
 	constexpr int NK = D / 16;
@@ -297,7 +297,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const __grid_consta
 				const int idx = nt * 8 + (lane & 3) * 2 + j;
 				const bool ok = (vm >> idx) & 1u;
 				const int64_t tok = tb + idx;
-				float x0 = s[nt][j] * a.scale_log2, x1 = s[nt][2 + j] * a.scale_log2;
+				float x0 = s[nt][j] * a.scale_log2,
+				      x1 = s[nt][2 + j] * a.scale_log2;
 				s[nt][j] = ok && tok < end0 ? x0 : -INFINITY;
 				s[nt][2 + j] = ok && tok < end1 ? x1 : -INFINITY;
 				mx0 = fmaxf(mx0, s[nt][j]);
@@ -805,8 +806,8 @@ struct AppArgs {
 	char *kc, *vc;
 	const void *slots;
 	int slots64;
-	int64_t T, H, units; /* units of U per head row */
-	int64_t ks[2], vs[2]; /* token and head strides of k and v, in bytes */
+	int64_t T, H, units;    /* units of U per head row */
+	int64_t ks[2], vs[2];   /* token and head strides of k and v, in bytes */
 	int64_t kcs[3], vcs[3]; /* page, slot and head strides of the caches, in bytes */
 	int64_t sl_s0, page_size, num_slots;
 };
@@ -828,9 +829,11 @@ __global__ void __launch_bounds__(256) append_kernel(const __grid_constant__ App
 			continue;
 		int64_t page = slot / a.page_size, off = slot - page * a.page_size;
 		int64_t cb = c * (int64_t)sizeof(U);
-		*reinterpret_cast<U *>(a.kc + page * a.kcs[0] + off * a.kcs[1] + hh * a.kcs[2] + cb) =
+		*reinterpret_cast<U *>(a.kc + page * a.kcs[0] + off * a.kcs[1] + hh * a.kcs[2] +
+		                       cb) =
 		        *reinterpret_cast<const U *>(a.k + t * a.ks[0] + hh * a.ks[1] + cb);
-		*reinterpret_cast<U *>(a.vc + page * a.vcs[0] + off * a.vcs[1] + hh * a.vcs[2] + cb) =
+		*reinterpret_cast<U *>(a.vc + page * a.vcs[0] + off * a.vcs[1] + hh * a.vcs[2] +
+		                       cb) =
 		        *reinterpret_cast<const U *>(a.v + t * a.vs[0] + hh * a.vs[1] + cb);
 	}
 }

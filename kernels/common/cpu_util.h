@@ -48,7 +48,7 @@ tk_status cpu_binary(const tk_call *call, cpu_binary_fn fn);
  * Define the CPU reference tk_cpu_<name> of a unary op: `expr` computes
  * the result from x (a double) and may read the call's params.
  */
-#define CPU_UNARY(name, expr)                                     \
+#define CPU_UNARY(name, expr)                                 \
 	static float name##_fn(float xf, const tk_call *call) \
 	{                                                     \
 		double x = xf;                                \

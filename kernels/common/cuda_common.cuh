@@ -399,8 +399,7 @@ cudaError_t clear_words(void *p, size_t words, cudaStream_t s);
  * of devices it was done on, one per kernel, so a graph capture later sees
  * launches only. Two threads may both set it: harmless.
  */
-static inline cudaError_t allow_dynamic_smem(const void *fn, int bytes,
-                                             std::atomic<uint64_t> &done)
+static inline cudaError_t allow_dynamic_smem(const void *fn, int bytes, std::atomic<uint64_t> &done)
 {
 	int dev = 0;
 	cudaError_t e = cudaGetDevice(&dev);

@@ -22,8 +22,8 @@ namespace tk_gemm_common
 /* 1 when every c, residual and bias access of p can be 16 bytes wide. */
 inline int vec_ok(const tk_gemm_problem *p)
 {
-	bool ok = tkc::aligned16(p->c) && p->ldc % 8 == 0 &&
-	          (p->batch == 1 || p->stride_c % 8 == 0);
+	bool ok =
+	        tkc::aligned16(p->c) && p->ldc % 8 == 0 && (p->batch == 1 || p->stride_c % 8 == 0);
 	if (p->bias != nullptr)
 		ok = ok && tkc::aligned16(p->bias);
 	if (p->residual != nullptr)
@@ -131,15 +131,16 @@ struct Cache {
  * configurations there are in all and writes the best to best) on a miss.
  * Returns the count; best is written when it is > 0.
  */
-template <typename Search> int cached(Cache &cache, const tk_gemm_problem *p,
-                                      tk_gemm_config *best, Search search)
+template <typename Search>
+int cached(Cache &cache, const tk_gemm_problem *p, tk_gemm_config *best, Search search)
 {
 	int dev = 0;
 	if (cudaGetDevice(&dev) != cudaSuccess) {
 		(void)cudaGetLastError();
 		dev = -1;
 	}
-	uint64_t h = (uint64_t)p->m * 0x9e3779b97f4a7c15ULL ^ (uint64_t)p->n * 0xc2b2ae3d27d4eb4fULL ^
+	uint64_t h = (uint64_t)p->m * 0x9e3779b97f4a7c15ULL ^
+	             (uint64_t)p->n * 0xc2b2ae3d27d4eb4fULL ^
 	             (uint64_t)p->k * 0x165667b19e3779f9ULL ^ (uint64_t)p->batch ^
 	             (uint64_t)p->workspace_bytes ^ (uint64_t)dev;
 	Cache::Slot *s = &cache.slot[(h >> 29) & 63];

@@ -68,10 +68,10 @@ namespace
 
 using namespace tk_sm90;
 
-constexpr int BK = 64;           /* k per slot: one 128-byte swizzle row */
-constexpr int THREADS = 160;     /* one consumer warpgroup, one producer warp */
-constexpr int MAX_CLUSTER = 8;   /* the portable cluster size */
-constexpr int MAX_SPLIT = 16;    /* through the workspace */
+constexpr int BK = 64;         /* k per slot: one 128-byte swizzle row */
+constexpr int THREADS = 160;   /* one consumer warpgroup, one producer warp */
+constexpr int MAX_CLUSTER = 8; /* the portable cluster size */
+constexpr int MAX_SPLIT = 16;  /* through the workspace */
 constexpr int MAX_STAGES = 16;
 constexpr int SMEM_SLACK = 1024; /* the ring is aligned up to the swizzle period */
 
@@ -80,18 +80,18 @@ struct DecodeArgs {
 	const void *bias, *res;
 	long long ldc, ldr, stride_c, stride_r;
 	int m, n;
-	int ktiles;              /* k tiles of 64 in K */
-	int split;               /* CTAs along K */
-	int in_cluster;          /* 1: the split CTAs are a cluster; 0: the workspace */
-	int trigger;             /* PDL: let the next kernel launch at the start */
-	int k_per;               /* k tiles per CTA (the last may have fewer) */
-	int stages;              /* ring slots */
+	int ktiles;               /* k tiles of 64 in K */
+	int split;                /* CTAs along K */
+	int in_cluster;           /* 1: the split CTAs are a cluster; 0: the workspace */
+	int trigger;              /* PDL: let the next kernel launch at the start */
+	int k_per;                /* k tiles per CTA (the last may have fewer) */
+	int stages;               /* ring slots */
 	int a_batched, b_batched; /* 0: one matrix shared by every batch */
-	int vec;                 /* c, residual and bias allow 16-byte access */
+	int vec;                  /* c, residual and bias allow 16-byte access */
 	float alpha;
-	int tiles;          /* weight tiles of one batch */
-	unsigned *counts;   /* workspace split: a counter per tile and batch */
-	float *part;        /* and NT x BN f32 per CTA */
+	int tiles;        /* weight tiles of one batch */
+	unsigned *counts; /* workspace split: a counter per tile and batch */
+	float *part;      /* and NT x BN f32 per CTA */
 };
 
 /*
@@ -162,9 +162,9 @@ __device__ __forceinline__ void store8(const DecodeArgs &p, float (&x)[8], int b
 {
 	T *c = static_cast<T *>(p.c) + (size_t)bz * p.stride_c + (size_t)t * p.ldc;
 	const T *bias = static_cast<const T *>(p.bias);
-	const T *res = p.res ? static_cast<const T *>(p.res) + (size_t)bz * p.stride_r +
-	                               (size_t)t * p.ldr
-	                     : nullptr;
+	const T *res =
+	        p.res ? static_cast<const T *>(p.res) + (size_t)bz * p.stride_r + (size_t)t * p.ldr
+	              : nullptr;
 #pragma unroll
 	for (int e = 0; e < 8; e++)
 		x[e] *= p.alpha;
@@ -282,8 +282,10 @@ __global__ void __launch_bounds__(THREADS, 1)
 				uint64_t db = sw128_desc(sx + kk * 32, 16, 1024);
 #pragma unroll
 				for (int mi = 0; mi < MI; mi++)
-					mma<T, NT>(acc[mi], sw128_desc(sw + mi * 64 * 128 + kk * 32, 16, 1024),
-					           db);
+					mma<T, NT>(
+					        acc[mi],
+					        sw128_desc(sw + mi * 64 * 128 + kk * 32, 16, 1024),
+					        db);
 			}
 			slot_issued(acc, empty, prev, s, phase, stages, tid);
 		}
@@ -360,10 +362,11 @@ __global__ void __launch_bounds__(THREADS, 1)
 				lo = __ldcg(v);
 				hi = __ldcg(v + 1);
 			} else {
-				const float *src = p.split > 1
-				                           ? cg::this_cluster().map_shared_rank(mine, o)
-				                           : mine;
-				const float4 *v = reinterpret_cast<const float4 *>(src + t * LD + r8);
+				const float *src =
+				        p.split > 1 ? cg::this_cluster().map_shared_rank(mine, o)
+				                    : mine;
+				const float4 *v =
+				        reinterpret_cast<const float4 *>(src + t * LD + r8);
 				lo = v[0];
 				hi = v[1];
 			}
@@ -395,8 +398,10 @@ int token_tile(int64_t m)
 template <typename T> const void *kernel_t(int bn, int nt)
 {
 	static const void *const fns[2][5] = {
-		{ (const void *)gemm_decode_kernel<T, 64, 8>, (const void *)gemm_decode_kernel<T, 64, 16>,
-		  (const void *)gemm_decode_kernel<T, 64, 32>, (const void *)gemm_decode_kernel<T, 64, 64>,
+		{ (const void *)gemm_decode_kernel<T, 64, 8>,
+		  (const void *)gemm_decode_kernel<T, 64, 16>,
+		  (const void *)gemm_decode_kernel<T, 64, 32>,
+		  (const void *)gemm_decode_kernel<T, 64, 64>,
 		  (const void *)gemm_decode_kernel<T, 64, 128> },
 		{ (const void *)gemm_decode_kernel<T, 128, 8>,
 		  (const void *)gemm_decode_kernel<T, 128, 16>,
@@ -420,7 +425,6 @@ int smem_of(int bn, int nt, int stages)
 {
 	return ring_region(bn, nt, stages) + 16 * stages + SMEM_SLACK;
 }
-
 
 /*
  * What the family serves: f16 or bf16, weights [N, K], 1 <= M <= 128;
@@ -466,8 +470,8 @@ size_t counts_bytes(const tk_gemm_problem *p, int bn)
 
 size_t workspace_for(const tk_gemm_problem *p, const tk_gemm_config *c)
 {
-	return counts_bytes(p, c->tile_n) + (size_t)(n_tiles(p, c->tile_n) * p->batch) *
-	                                            c->split_k * c->tile_m * c->tile_n * 4;
+	return counts_bytes(p, c->tile_n) +
+	       (size_t)(n_tiles(p, c->tile_n) * p->batch) * c->split_k * c->tile_m * c->tile_n * 4;
 }
 
 int64_t k_tiles(const tk_gemm_problem *p)
@@ -550,8 +554,8 @@ int64_t wave_ctas(const tk_gemm_problem *p, const tk_gemm_config *c, const Limit
 	std::lock_guard<std::mutex> guard(lock);
 	for (int i = 0; i < used; i++) {
 		const Entry &e = cache[i];
-		if (e.dev == dev && e.dt == (int)p->dtype && e.bn == c->tile_n && e.nt == c->tile_m &&
-		    e.stages == c->stages && e.cluster == cl)
+		if (e.dev == dev && e.dt == (int)p->dtype && e.bn == c->tile_n &&
+		    e.nt == c->tile_m && e.stages == c->stages && e.cluster == cl)
 			return e.ctas;
 	}
 	const void *fn = kernel_of(p->dtype, c->tile_n, c->tile_m);
@@ -592,8 +596,7 @@ int64_t wave_ctas(const tk_gemm_problem *p, const tk_gemm_config *c, const Limit
  */
 double model_us(const tk_gemm_problem *p, const tk_gemm_config *c, const Limits &d)
 {
-	const double bw = 4.0e12, bw_sm = 60e9, per_wave = 3.0, per_split = 3.0,
-	             per_ws_split = 0.5;
+	const double bw = 4.0e12, bw_sm = 60e9, per_wave = 3.0, per_split = 3.0, per_ws_split = 0.5;
 	int64_t ctas = n_tiles(p, c->tile_n) * c->split_k * p->batch;
 	int fit = d.smem_sm / (smem_of(c->tile_n, c->tile_m, c->stages) + 1024);
 	if (fit < 1)
@@ -655,7 +658,8 @@ int search(const tk_gemm_problem *p, const Limits &d, tk_gemm_config *out, int m
 			for (int v = 0; v < 4; v++) {
 				/* v: the two rings, in a cluster, then through the workspace */
 				int stages = variants[v & 1];
-				if (stages < 2 || ((v & 1) && stages == deep) || (v >= 2 && split == 1))
+				if (stages < 2 || ((v & 1) && stages == deep) ||
+				    (v >= 2 && split == 1))
 					continue;
 				tk_gemm_config c = config_of(nt, bn, stages, split, v < 2);
 				if (!config_ok(p, &c, d))
@@ -687,10 +691,10 @@ extern "C" int tk_gemm_decode_candidates(const tk_gemm_problem *p, tk_gemm_confi
 	if (max == 1) {
 		/* The built-in choice asks on every call: cached per shape. */
 		tk_gemm_config best = {};
-		int count = tk_gemm_common::cached(choice_cache, p, &best,
-		                                   [&d](const tk_gemm_problem *q, tk_gemm_config *b) {
-			                                   return search(q, d, b, 1);
-		                                   });
+		int count = tk_gemm_common::cached(
+		        choice_cache, p, &best, [&d](const tk_gemm_problem *q, tk_gemm_config *b) {
+			        return search(q, d, b, 1);
+		        });
 		if (count > 0)
 			out[0] = best;
 		return count;

@@ -19,24 +19,20 @@ extern "C" {
 
 /* Tiled WMMA (f16, bf16) and SIMT (f32): every problem. gemm.cu */
 int tk_gemm_simple_candidates(const tk_gemm_problem *p, tk_gemm_config *out, int max);
-tk_status tk_gemm_simple_launch(const tk_gemm_problem *p, const tk_gemm_config *cfg,
-                                void *stream);
+tk_status tk_gemm_simple_launch(const tk_gemm_problem *p, const tk_gemm_config *cfg, void *stream);
 
 /* TMA + wgmma, warp-specialized, persistent: f16, bf16. gemm_sm90.cu */
 int tk_gemm_sm90_candidates(const tk_gemm_problem *p, tk_gemm_config *out, int max);
-tk_status tk_gemm_sm90_launch(const tk_gemm_problem *p, const tk_gemm_config *cfg,
-                              void *stream);
+tk_status tk_gemm_sm90_launch(const tk_gemm_problem *p, const tk_gemm_config *cfg, void *stream);
 
 /* M <= 128, weight streaming with split-K: f16, bf16. gemm_smallm.cu */
 int tk_gemm_smallm_candidates(const tk_gemm_problem *p, tk_gemm_config *out, int max);
-tk_status tk_gemm_smallm_launch(const tk_gemm_problem *p, const tk_gemm_config *cfg,
-                                void *stream);
+tk_status tk_gemm_smallm_launch(const tk_gemm_problem *p, const tk_gemm_config *cfg, void *stream);
 
 /* M <= 128, TMA + wgmma weight streaming, split-K in a cluster: f16, bf16.
  * gemm_decode.cu */
 int tk_gemm_decode_candidates(const tk_gemm_problem *p, tk_gemm_config *out, int max);
-tk_status tk_gemm_decode_launch(const tk_gemm_problem *p, const tk_gemm_config *cfg,
-                                void *stream);
+tk_status tk_gemm_decode_launch(const tk_gemm_problem *p, const tk_gemm_config *cfg, void *stream);
 
 /* f32, register-tiled on the CUDA cores, split-K through the workspace.
  * gemm_simt.cu */

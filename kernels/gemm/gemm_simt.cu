@@ -175,22 +175,22 @@ __device__ __forceinline__ void step_products(const float *as, const float *bs, 
  * epilogue (alpha, bias, residual) into c. last: a shared word of the CTA.
  */
 __device__ __forceinline__ void finish_tile(const SimtArgs &g, float (&acc)[8][8], unsigned *last,
-                                            int tid, int tx, int ty, int bz, int sp, int m0,
-                                            int n0)
+                                            int tid, int tx, int ty, int bz, int sp, int m0, int n0)
 {
 	if (g.split > 1) {
 		/* Publish this K range's partial tile; the last of the tile's CTAs
 		 * sums them all in K order. */
 		const long long tile =
 		        ((long long)bz * g.tiles_m + blockIdx.y) * g.tiles_n + blockIdx.x;
-		float4 *mine = reinterpret_cast<float4 *>(g.part + (tile * g.split + sp) * PART_FLOATS);
+		float4 *mine =
+		        reinterpret_cast<float4 *>(g.part + (tile * g.split + sp) * PART_FLOATS);
 #pragma unroll
 		for (int i = 0; i < 8; i++) {
 #pragma unroll
 			for (int q = 0; q < 2; q++)
 				__stcg(mine + (i * 2 + q) * THREADS + tid,
-				       make_float4(acc[i][4 * q], acc[i][4 * q + 1], acc[i][4 * q + 2],
-				                   acc[i][4 * q + 3]));
+				       make_float4(acc[i][4 * q], acc[i][4 * q + 1],
+				                   acc[i][4 * q + 2], acc[i][4 * q + 3]));
 		}
 		__threadfence();
 		__syncthreads();
@@ -291,8 +291,7 @@ __global__ void __launch_bounds__(THREADS, blocks_of(STAGES)) gemm_simt_kernel(S
  * TB: b is [N, K]. Past M, N or K the vectors are zeros (K, and for an
  * [K, N] b also N, come in whole vectors).
  */
-template <int TB>
-__global__ void __launch_bounds__(THREADS, 2) gemm_simt_vec_kernel(SimtArgs g)
+template <int TB> __global__ void __launch_bounds__(THREADS, 2) gemm_simt_vec_kernel(SimtArgs g)
 {
 	__shared__ __align__(16) float sa[2][TK][LDS];
 	__shared__ __align__(16) float sb[2][TK][LDS];
@@ -311,8 +310,8 @@ __global__ void __launch_bounds__(THREADS, 2) gemm_simt_vec_kernel(SimtArgs g)
 	for (int i = 0; i < 2; i++) {
 		int r = (tid >> 2) + 64 * i, gm = m0 + r;
 		ra[i] = gm < g.m;
-		pa[i] = g.a + bz * g.sa + (long long)(ra[i] ? gm : 0) * g.lda + (long long)kt0 * TK +
-		        4 * q;
+		pa[i] = g.a + bz * g.sa + (long long)(ra[i] ? gm : 0) * g.lda +
+		        (long long)kt0 * TK + 4 * q;
 		if (TB) {
 			int gn = n0 + r;
 			rb[i] = gn < g.n;
@@ -321,7 +320,8 @@ __global__ void __launch_bounds__(THREADS, 2) gemm_simt_vec_kernel(SimtArgs g)
 		} else {
 			int kr = (tid >> 5) + 8 * i, gn = n0 + c4;
 			rb[i] = gn < g.n;
-			pb[i] = g.b + bz * g.sb + ((long long)kt0 * TK + kr) * g.ldb + (rb[i] ? gn : 0);
+			pb[i] = g.b + bz * g.sb + ((long long)kt0 * TK + kr) * g.ldb +
+			        (rb[i] ? gn : 0);
 		}
 	}
 	float4 va[2], vb[2];
@@ -360,7 +360,8 @@ __global__ void __launch_bounds__(THREADS, 2) gemm_simt_vec_kernel(SimtArgs g)
 				sb[slot][4 * q + 2][r] = vb[i].z;
 				sb[slot][4 * q + 3][r] = vb[i].w;
 			} else {
-				*reinterpret_cast<float4 *>(&sb[slot][(tid >> 5) + 8 * i][c4]) = vb[i];
+				*reinterpret_cast<float4 *>(&sb[slot][(tid >> 5) + 8 * i][c4]) =
+				        vb[i];
 			}
 		}
 	};
@@ -418,7 +419,8 @@ __global__ void __launch_bounds__(GV_WARPS * 32) gemm_simt_gemv_kernel(SimtArgs 
 			const int k = k0 + 128 * u;
 #pragma unroll
 			for (int r = 0; r < GV_ROWS; r++)
-				bv[u][r] = k < g.k ? __ldg(reinterpret_cast<const float4 *>(brow[r] + k))
+				bv[u][r] = k < g.k ? __ldg(reinterpret_cast<const float4 *>(
+				                             brow[r] + k))
 				                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 		}
 #pragma unroll
@@ -428,8 +430,8 @@ __global__ void __launch_bounds__(GV_WARPS * 32) gemm_simt_gemv_kernel(SimtArgs 
 			for (int i = 0; i < GV_M; i++) {
 				if (i >= g.m || k >= g.k)
 					continue;
-				const float4 av =
-				        __ldg(reinterpret_cast<const float4 *>(a + (long long)i * g.lda + k));
+				const float4 av = __ldg(reinterpret_cast<const float4 *>(
+				        a + (long long)i * g.lda + k));
 #pragma unroll
 				for (int r = 0; r < GV_ROWS; r++) {
 					float v = acc[r][i];
@@ -558,8 +560,7 @@ bool config_ok(const tk_gemm_problem *p, const tk_gemm_config *c)
 	    c->split_k > MAX_SPLIT || per_of(p, c->split_k) == 0 || p->batch * c->split_k > 65535 ||
 	    (c->stages == 2 && !vec_ok(p)))
 		return false;
-	return c->split_k == 1 || (p->workspace != nullptr &&
-	                           ((uintptr_t)p->workspace & 15) == 0 &&
+	return c->split_k == 1 || (p->workspace != nullptr && ((uintptr_t)p->workspace & 15) == 0 &&
 	                           workspace_for(p, c->split_k) <= p->workspace_bytes);
 }
 

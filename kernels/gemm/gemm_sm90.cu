@@ -443,8 +443,8 @@ template <typename T> __device__ __forceinline__ uint32_t pack2(float x, float y
  * shared-memory wavefronts on the bmm in Nsight Compute).
  */
 template <typename T, int NR, int CH, bool BIAS>
-__device__ __forceinline__ void chunk_write(const Sm90Args &p, const float (&acc)[NR],
-                                            uint32_t dst, int n0, int tid)
+__device__ __forceinline__ void chunk_write(const Sm90Args &p, const float (&acc)[NR], uint32_t dst,
+                                            int n0, int tid)
 {
 	const float alpha = p.alpha;
 	int row = (tid >> 5) * 16 + ((tid & 31) >> 2), colq = (tid & 3) * 2;
@@ -481,8 +481,8 @@ __device__ __forceinline__ void chunk_write(const Sm90Args &p, const float (&acc
 
 /* Every chunk of the tile into its own buffer (chunks CH .. the last). */
 template <typename T, int NR, int CH, bool BIAS>
-__device__ __forceinline__ void tile_write(const Sm90Args &p, const float (&acc)[NR],
-                                           uint32_t buf, int n0, int tid)
+__device__ __forceinline__ void tile_write(const Sm90Args &p, const float (&acc)[NR], uint32_t buf,
+                                           int n0, int tid)
 {
 	if constexpr (CH * STAGE_COLS < NR * 2) {
 		chunk_write<T, NR, CH, BIAS>(p, acc, buf + CH * TMA_CHUNK_BYTES, n0, tid);
@@ -830,9 +830,9 @@ __global__ void __launch_bounds__(THREADS, 1)
 					                                     smem_addr(stg), 1 + wg,
 					                                     b, m0, tn * BN, tid);
 				else if (tma)
-					epilogue_tma<T, NR, L::CHUNKS, false>(p, acc[mi], &map_c,
-					                                      smem_addr(stg), 1 + wg,
-					                                      b, m0, tn * BN, tid);
+					epilogue_tma<T, NR, L::CHUNKS, false>(
+					        p, acc[mi], &map_c, smem_addr(stg), 1 + wg, b, m0,
+					        tn * BN, tid);
 			}
 			if (!tma)
 				epilogue_chunks<T, NR, 0>(p, acc[mi], stg, 1 + wg, b, m0, tn * BN,
@@ -874,9 +874,9 @@ struct Sm90Maps {
 };
 
 const Sm90Shape SHAPES[] = {
-	{ 128, 256, 4 }, { 128, 128, 6 }, { 256, 128, 4 }, { 128, 192, 5 }, { 128, 64, 8 },
-	{ 64, 256, 5 },  { 64, 128, 8 },  { 128, 176, 5 }, { 64, 256, 4 },  { 128, 256, 3 },
-	{ 64, 64, 12 },
+	{ 128, 256, 4 }, { 128, 128, 6 }, { 256, 128, 4 }, { 128, 192, 5 },
+	{ 128, 64, 8 },  { 64, 256, 5 },  { 64, 128, 8 },  { 128, 176, 5 },
+	{ 64, 256, 4 },  { 128, 256, 3 }, { 64, 64, 12 },
 };
 constexpr int N_SHAPES = (int)(sizeof(SHAPES) / sizeof(SHAPES[0]));
 constexpr int MAX_SPLIT = 16;
@@ -1244,8 +1244,8 @@ extern "C" tk_status tk_gemm_sm90_launch(const tk_gemm_problem *p, const tk_gemm
 	 * bytes (docs/kernel-notes.md: a run with N = 257 through this path
 	 * came out wrong). */
 	a.tma_c =
-	        tma_c_tile(sh.bm, sh.bn) && p->residual == nullptr &&
-	        p->n % 8 == 0 && a.vec && !search_plain_epilogue() &&
+	        tma_c_tile(sh.bm, sh.bn) && p->residual == nullptr && p->n % 8 == 0 && a.vec &&
+	        !search_plain_epilogue() &&
 	        make_map(&maps.c, p->dtype, p->c, p->n, p->m, p->batch, p->ldc,
 	                 p->batch > 1 ? p->stride_c : 0, STAGE_COLS, 64, CU_TENSOR_MAP_SWIZZLE_64B);
 	a.cluster_split = cluster;

@@ -24,8 +24,8 @@
 #define LINE_MAX_LEN 512
 #define FIELD_MAX (1 << 20)
 
-static const char *const kind_names[TK_GEMM_KIND_COUNT] = { "simple", "sm90", "smallm",
-                                                                        "decode", "simt" };
+static const char *const kind_names[TK_GEMM_KIND_COUNT] = { "simple", "sm90", "smallm", "decode",
+	                                                    "simt" };
 static const char header_word[] = "tileops-gemm-tune";
 static const int format_version = 1;
 

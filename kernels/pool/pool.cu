@@ -214,9 +214,10 @@ __global__ void __launch_bounds__(256) pool2x_vec(const __grid_constant__ PoolAr
 				}
 #pragma unroll
 				for (int r = 0; r < R; r++) {
-					v[u][2 * r] = *reinterpret_cast<const Vec<T> *>(p + r * pl.in[2]);
-					v[u][2 * r + 1] =
-					        *reinterpret_cast<const Vec<T> *>(p + r * pl.in[2] + N);
+					v[u][2 * r] =
+					        *reinterpret_cast<const Vec<T> *>(p + r * pl.in[2]);
+					v[u][2 * r + 1] = *reinterpret_cast<const Vec<T> *>(
+					        p + r * pl.in[2] + N);
 				}
 				continue;
 			}

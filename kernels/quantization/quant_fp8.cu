@@ -466,8 +466,8 @@ __global__ void __launch_bounds__(kHeldThreads, 1)
  * process limited to a share of the SMs). The shared-memory limit is
  * raised once per device.
  */
-template <typename T> bool held_launch(const QArgs &a, int64_t units, cudaStream_t s,
-                                       cudaError_t *err)
+template <typename T>
+bool held_launch(const QArgs &a, int64_t units, cudaStream_t s, cudaError_t *err)
 {
 	static std::atomic<uint64_t> ready{ 0 }, refused{ 0 };
 	const int S = kHeldThreads;
@@ -493,8 +493,8 @@ template <typename T> bool held_launch(const QArgs &a, int64_t units, cudaStream
 		          cudaFuncSetAttribute(quant_tensor_held<T>,
 		                               cudaFuncAttributeMaxDynamicSharedMemorySize,
 		                               (int)most) == cudaSuccess &&
-		          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, quant_tensor_held<T>,
-		                                                        S, most) == cudaSuccess &&
+		          cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+		                  &blocks, quant_tensor_held<T>, S, most) == cudaSuccess &&
 		          blocks >= 1;
 		(void)cudaGetLastError();
 		(ok ? ready : refused).fetch_or(bit, std::memory_order_release);
@@ -589,8 +589,9 @@ tk_status quant_run(QArgs &a, const tk_iter &it, bool per_token, cudaStream_t s)
 			launch_pdl(quant_tensor<T, false, true>, g, threads, 0, s, a);
 	}
 	if (dense && units < ((int64_t)1 << 32) - kFlatThreads)
-		launch_pdl(quant_tensor_flat<T>, (unsigned)((units + kFlatThreads - 1) / kFlatThreads),
-		           kFlatThreads, 0, s, a, (uint32_t)units, first_wave(kFlatThreads));
+		launch_pdl(quant_tensor_flat<T>,
+		           (unsigned)((units + kFlatThreads - 1) / kFlatThreads), kFlatThreads, 0,
+		           s, a, (uint32_t)units, first_wave(kFlatThreads));
 	else if (flat)
 		launch_pdl(quant_tensor_vec<T, false>, gf, threads, 0, s, a);
 	else if (a.vec)

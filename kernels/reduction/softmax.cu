@@ -641,8 +641,8 @@ template <typename T> static inline bool sm_onsm_fits(const SmArgs &a, int plan_
 template <typename T, bool LOG> cudaError_t sm_onsm_launch(SmArgs &a, cudaStream_t s)
 {
 	static std::atomic<uint64_t> raised{ 0 };
-	const cudaError_t e = allow_dynamic_smem(reinterpret_cast<const void *>(softmax_onsm<T, LOG>),
-	                                         (int)kOnSmShared, raised);
+	const cudaError_t e = allow_dynamic_smem(
+	        reinterpret_cast<const void *>(softmax_onsm<T, LOG>), (int)kOnSmShared, raised);
 	if (e != cudaSuccess)
 		return e;
 	const unsigned g = grid_persistent(a.rows, 1, 1);

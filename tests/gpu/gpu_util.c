@@ -26,7 +26,8 @@ uint64_t gpu_fresh_seed(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	gpu_case_seed = ((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20)) + ++counter * 0x9e37ULL;
+	gpu_case_seed =
+	        ((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20)) + ++counter * 0x9e37ULL;
 	gpu_case_seed |= 1;
 	return gpu_case_seed;
 }

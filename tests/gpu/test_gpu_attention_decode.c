@@ -56,7 +56,6 @@ static void *workspace(void)
 	return ws;
 }
 
-
 /*
  * A random page table: every sequence's pages drawn from a shuffled list
  * of all pages, so they are scattered; when `share`, sequence 1 starts
@@ -291,12 +290,13 @@ Test(gpu_attention_decode_paged, pages_of_16_and_256_scattered_and_shared_match_
 				int64_t ps = sizes[si], maxp = (4097 + ps - 1) / ps;
 				dcase x;
 				char what[96];
-				dcase_make(&x, di ? TK_F16 : TK_BF16, 1, 4, 1, 2 * groups[gi], 2, 128,
-				           4 * maxp + 3, ps, maxp, 2.0, &rng);
+				dcase_make(&x, di ? TK_F16 : TK_BF16, 1, 4, 1, 2 * groups[gi], 2,
+				           128, 4 * maxp + 3, ps, maxp, 2.0, &rng);
 				dcase_scatter(&x, &rng, 1);
 				memcpy(dcase_lens(&x), mixed_lens, sizeof(mixed_lens));
-				snprintf(what, sizeof(what), "page %lld gqa %lld lens 1,17,1000,4097",
-				         (long long)ps, (long long)groups[gi]);
+				snprintf(what, sizeof(what),
+				         "page %lld gqa %lld lens 1,17,1000,4097", (long long)ps,
+				         (long long)groups[gi]);
 				run_case(&x, 1, what);
 				dcase_free(&x);
 			}

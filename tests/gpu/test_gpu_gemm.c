@@ -192,8 +192,7 @@ static void data_check(gdata *d, const gcase *g, const char *how)
 	log_case(what, rel, tol);
 	cr_expect_leq(rel, tol, "%s: relative error %.3g > %.3g (seed 0x%llx)", what, rel, tol,
 	              (unsigned long long)gpu_case_seed);
-	cr_expect(gpu_padding_kept(&got, got.data, d->init), "%s wrote outside its elements",
-	          what);
+	cr_expect(gpu_padding_kept(&got, got.data, d->init), "%s wrote outside its elements", what);
 	free(want);
 	free(got.data);
 }
@@ -369,8 +368,8 @@ static void family_sweep(const gcase *g, candidates_fn family, const char *name)
 	cr_assert_eq(cudaStreamCreate(&s), cudaSuccess);
 	p = problem_of(&d, g, ws, TK_WORKSPACE_BYTES);
 	n = family(&p, cfgs, 512);
-	cr_assert_gt(n, 0, "the %s family declined m %ld n %ld k %ld", name, (long)g->m,
-	             (long)g->n, (long)g->k);
+	cr_assert_gt(n, 0, "the %s family declined m %ld n %ld k %ld", name, (long)g->m, (long)g->n,
+	             (long)g->k);
 	cr_assert_leq(n, 512);
 	for (int i = 0; i < n; i++) {
 		char how[96];
@@ -924,8 +923,8 @@ Test(gpu_gemm_pdl, chained_products_give_the_same_bits_with_and_without_pdl)
 		cr_assert_eq(cudaMemcpy(run ? got : first, x.d, bytes, cudaMemcpyDeviceToHost),
 		             cudaSuccess);
 		cr_assert(run == 0 || memcmp(first, got, bytes) == 0,
-		          "the chain with PDL %d gave other bits than with PDL on (seed 0x%llx)", pdl,
-		          (unsigned long long)gpu_case_seed);
+		          "the chain with PDL %d gave other bits than with PDL on (seed 0x%llx)",
+		          pdl, (unsigned long long)gpu_case_seed);
 	}
 	tk_cuda_set_pdl(was);
 

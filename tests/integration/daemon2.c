@@ -18,7 +18,6 @@
 
 static daemon2 *running2;
 
-
 static const char *env_path(const char *name)
 {
 	const char *p = getenv(name);
@@ -81,10 +80,9 @@ void daemon2_start(daemon2 *d, const char *config)
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
 			_exit(127);
-		execl(bin, "tileopsd", "--config", conf, "--backend", th_expected_backend(), "--listen",
-		      d->address,
-		      "--stats", d->stats, "--manifest", manifest, "--ready-file", d->ready,
-		      (char *)NULL);
+		execl(bin, "tileopsd", "--config", conf, "--backend", th_expected_backend(),
+		      "--listen", d->address, "--stats", d->stats, "--manifest", manifest,
+		      "--ready-file", d->ready, (char *)NULL);
 		_exit(127);
 	}
 	running2 = d;
@@ -147,7 +145,6 @@ void daemon2_stop(daemon2 *d)
 	daemon2_remove_dir(d);
 	running2 = NULL;
 }
-
 
 void daemon2_kill_running(void)
 {

@@ -159,7 +159,8 @@ Test(llm, bmm_multiplies_each_batch)
 			for (int j = 0; j < N; j++) {
 				double acc = 0.0;
 				for (int k = 0; k < K; k++)
-					acc += (double)a[(z * M + i) * K + k] * b[(z * K + k) * N + j];
+					acc += (double)a[(z * M + i) * K + k] *
+					       b[(z * K + k) * N + j];
 				want[(z * M + i) * N + j] = (float)(0.5 * acc);
 			}
 	float *got = th_read_f32(client, c, B * M * N);
@@ -372,7 +373,8 @@ Test(llm, a_decode_step_as_a_plan_matches_its_ops_one_by_one_as_lengths_grow)
 		th_read(client, one.y, a, sizeof(a));
 		th_read(client, planned.y, b, sizeof(b));
 		cr_assert_eq(memcmp(a, b, sizeof(a)), 0,
-		             "step %d: the plan's output differs from the ops run one by one", step_i);
+		             "step %d: the plan's output differs from the ops run one by one",
+		             step_i);
 		th_read(client, planned.kc, k, sizeof(k));
 		uint16_t k1[SPAGES * SPAGE * HKV * D];
 		th_read(client, one.kc, k1, sizeof(k1));
@@ -400,8 +402,8 @@ static void weight_round_ops(tileops_tensor x, tileops_tensor w0, tileops_tensor
 	memcpy(t, tensors, sizeof(tensors));
 	for (int i = 0; i < 4; i++) {
 		int prod = i & 1, n_in = prod ? 2 : 1;
-		tileops_op o = { prod ? "gemm" : "neg", t[i], (size_t)n_in, &t[i][n_in], 1,
-			         prod ? p : NULL, prod ? 1u : 0u };
+		tileops_op o = { prod ? "gemm" : "neg", t[i],          (size_t)n_in, &t[i][n_in], 1,
+			         prod ? p : NULL,       prod ? 1u : 0u };
 		ops[i] = o;
 	}
 }

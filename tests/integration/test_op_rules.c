@@ -41,8 +41,8 @@ static void refused(tileops_status got, tileops_status want, const char *a, cons
 
 	cr_assert_eq(got, want, "status %d (%s), expected %d: %s", got, tileops_strerror(got), want,
 	             msg);
-	cr_assert(th_contains(msg, a) && th_contains(msg, b), "message lacks '%s' or '%s': %s",
-	          a, b, msg);
+	cr_assert(th_contains(msg, a) && th_contains(msg, b), "message lacks '%s' or '%s': %s", a,
+	          b, msg);
 	const int64_t s[] = { 4 };
 	tileops_tensor x = th_tensor_f32(client, 1, s, NULL), y = th_tensor_f32(client, 1, s, NULL);
 	cr_assert_eq(run("silu", &x, 1, &y, 1), TILEOPS_OK, "the daemon stopped serving: %s",

@@ -41,7 +41,6 @@
 
 /* ---- the fixture --------------------------------------------------------- */
 
-
 static tileops_client *client;
 /* Not on a test's stack: the fixture stops it if the test failed first. */
 static daemon2 second;

@@ -56,8 +56,8 @@ Test(protocol, connect_reports_the_cpu_backend_and_versions)
 	cr_assert_str_eq(info.daemon_version, TILEOPS_VERSION_STRING);
 	cr_assert_str_eq(info.backend, th_expected_backend());
 	cr_assert(info.device && *info.device, "the daemon names no device");
-	cr_assert_eq((info.capabilities & TILEOPS_CAP_GPU) != 0,
-	             strcmp(info.backend, "cuda") == 0, "GPU capability does not match the backend");
+	cr_assert_eq((info.capabilities & TILEOPS_CAP_GPU) != 0, strcmp(info.backend, "cuda") == 0,
+	             "GPU capability does not match the backend");
 	cr_assert(info.session_id != 0, "session id 0");
 	cr_assert(info.max_message_bytes >= 64 * 1024, "max_message_bytes %llu is implausible",
 	          (unsigned long long)info.max_message_bytes);

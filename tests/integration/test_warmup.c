@@ -27,22 +27,22 @@ static daemon2 d;
 static char dir[64];
 
 static const char plan_yaml[] =
-	"plans:\n"
-	"  - name: decode-mlp\n"
-	"    tenant: serving\n"
-	"    buckets: [1, 2, 4, 8]\n"
-	"    bucketed: [x, h, g, y]\n"
-	"    tensors:\n"
-	"      - {name: x, dtype: f32, shape: [8, 32]}\n"
-	"      - {name: w, dtype: f32, shape: [32]}\n"
-	"      - {name: h, dtype: f32, shape: [8, 32]}\n"
-	"      - {name: wg, dtype: f32, shape: [48, 32]}\n"
-	"      - {name: g, dtype: f32, shape: [8, 48]}\n"
-	"      - {name: y, dtype: f32, shape: [8, 48]}\n"
-	"    ops:\n"
-	"      - {op: rms_norm, inputs: [x, w], outputs: [h], params: {eps: 1.0e-5}}\n"
-	"      - {op: gemm, inputs: [h, wg], outputs: [g], params: {trans_b: true}}\n"
-	"      - {op: silu, inputs: [g], outputs: [y]}\n";
+        "plans:\n"
+        "  - name: decode-mlp\n"
+        "    tenant: serving\n"
+        "    buckets: [1, 2, 4, 8]\n"
+        "    bucketed: [x, h, g, y]\n"
+        "    tensors:\n"
+        "      - {name: x, dtype: f32, shape: [8, 32]}\n"
+        "      - {name: w, dtype: f32, shape: [32]}\n"
+        "      - {name: h, dtype: f32, shape: [8, 32]}\n"
+        "      - {name: wg, dtype: f32, shape: [48, 32]}\n"
+        "      - {name: g, dtype: f32, shape: [8, 48]}\n"
+        "      - {name: y, dtype: f32, shape: [8, 48]}\n"
+        "    ops:\n"
+        "      - {op: rms_norm, inputs: [x, w], outputs: [h], params: {eps: 1.0e-5}}\n"
+        "      - {op: gemm, inputs: [h, wg], outputs: [g], params: {trans_b: true}}\n"
+        "      - {op: silu, inputs: [g], outputs: [y]}\n";
 
 static void write_files(const char *yaml, char *config, size_t len)
 {
@@ -88,7 +88,7 @@ static tileops_client *connect_tenant(const char *tenant)
 
 static tileops_tensor make(tileops_client *c, int rows, int cols, const float *v)
 {
-	int64_t shape[2] = {rows, cols};
+	int64_t shape[2] = { rows, cols };
 	tileops_tensor t;
 	int ndim = cols ? 2 : 1;
 
@@ -97,8 +97,9 @@ static tileops_tensor make(tileops_client *c, int rows, int cols, const float *v
 	cr_assert_eq(tileops_tensor_create(c, TILEOPS_F32, ndim, shape, &t), TILEOPS_OK, "%s",
 	             tileops_last_error());
 	if (v)
-		cr_assert_eq(tileops_tensor_write(c, t, 0, v, sizeof(float) * (size_t)rows *
-		                                                   (size_t)(cols ? cols : 1)),
+		cr_assert_eq(tileops_tensor_write(c, t, 0, v,
+		                                  sizeof(float) * (size_t)rows *
+		                                          (size_t)(cols ? cols : 1)),
 		             TILEOPS_OK, "%s", tileops_last_error());
 	return t;
 }
@@ -145,14 +146,15 @@ Test(warmup, a_session_of_the_tenant_runs_the_plan_on_its_own_tensors)
 	tileops_tensor tx = make(c, ROWS, H, x), tw = make(c, H, 0, w), twg = make(c, I, H, wg);
 	tileops_tensor th = make(c, ROWS, H, NULL), tg = make(c, ROWS, I, NULL);
 	tileops_tensor ty = make(c, ROWS, I, NULL);
-	const char *names[6] = {"x", "w", "wg", "h", "g", "y"};
-	tileops_tensor mine[6] = {tx, tw, twg, th, tg, ty};
+	const char *names[6] = { "x", "w", "wg", "h", "g", "y" };
+	tileops_tensor mine[6] = { tx, tw, twg, th, tg, ty };
 	tileops_binding b[6];
 	for (int i = 0; i < 6; i++) {
 		int ndim = 0;
 		int64_t shape[TILEOPS_MAX_DIMS];
-		cr_assert_eq(tileops_plan_tensor(p, names[i], &b[i].plan_tensor, NULL, &ndim, shape),
-		             TILEOPS_OK, "%s", tileops_last_error());
+		cr_assert_eq(
+		        tileops_plan_tensor(p, names[i], &b[i].plan_tensor, NULL, &ndim, shape),
+		        TILEOPS_OK, "%s", tileops_last_error());
 		cr_assert(ndim >= 1 && shape[0] > 0);
 		b[i].tensor = mine[i];
 	}
@@ -173,8 +175,10 @@ Test(warmup, a_session_of_the_tenant_runs_the_plan_on_its_own_tensors)
 			for (int k = 0; k < H; k++)
 				acc += (double)hrow[k] * wg[n * H + k];
 			want[r * I + n] = (float)(acc / (1.0 + exp(-acc)));
-			cr_assert(fabsf(y[r * I + n] - want[r * I + n]) <= 1e-4f * (1 + fabsf(want[r * I + n])),
-			          "row %d col %d: got %g, want %g", r, n, y[r * I + n], want[r * I + n]);
+			cr_assert(fabsf(y[r * I + n] - want[r * I + n]) <=
+			                  1e-4f * (1 + fabsf(want[r * I + n])),
+			          "row %d col %d: got %g, want %g", r, n, y[r * I + n],
+			          want[r * I + n]);
 		}
 	}
 	/* A second run with the same bindings replays the cached graph. */
@@ -226,15 +230,14 @@ static int run_daemon(const char *config, char *out, size_t len)
 Test(warmup, a_broken_warmup_file_stops_the_start_naming_the_problem)
 {
 	char config[256], out[4096];
-	static const char bad_op[] =
-		"plans:\n"
-		"  - name: p\n"
-		"    tenant: serving\n"
-		"    tensors:\n"
-		"      - {name: a, dtype: f32, shape: [4]}\n"
-		"      - {name: b, dtype: f16, shape: [4]}\n"
-		"    ops:\n"
-		"      - {op: add, inputs: [a, b], outputs: [a]}\n";
+	static const char bad_op[] = "plans:\n"
+	                             "  - name: p\n"
+	                             "    tenant: serving\n"
+	                             "    tensors:\n"
+	                             "      - {name: a, dtype: f32, shape: [4]}\n"
+	                             "      - {name: b, dtype: f16, shape: [4]}\n"
+	                             "    ops:\n"
+	                             "      - {op: add, inputs: [a, b], outputs: [a]}\n";
 
 	write_files(bad_op, config, sizeof(config));
 	cr_assert_eq(run_daemon(config, out, sizeof(out)), 1, "%s", out);

@@ -21,7 +21,6 @@ static const tk_kernel_entry *entry(const char *op)
 	return e;
 }
 
-
 /* Logical index of q / out element (b, t, hq, d). */
 static int64_t q_index(const dcase *x, int64_t b, int64_t t, int64_t hq, int64_t d)
 {
@@ -64,8 +63,10 @@ static double *naive_decode(dcase *x, double scale)
 				for (int64_t e = 0; e < n; e++) {
 					double dot = 0.0;
 					for (int64_t d = 0; d < x->D; d++)
-						dot += tt_get(&x->c.in[0], q_index(x, b, t, hq, d)) *
-						       tt_get(&x->c.in[1], cache_index(x, b, ent[e], h, d));
+						dot += tt_get(&x->c.in[0],
+						              q_index(x, b, t, hq, d)) *
+						       tt_get(&x->c.in[1],
+						              cache_index(x, b, ent[e], h, d));
 					sc[e] = dot * scale;
 					mx = fmax(mx, sc[e]);
 				}
@@ -76,8 +77,9 @@ static double *naive_decode(dcase *x, double scale)
 				for (int64_t d = 0; d < x->D; d++) {
 					double acc = 0.0;
 					for (int64_t e = 0; e < n; e++)
-						acc += sc[e] * tt_get(&x->c.in[2],
-						                      cache_index(x, b, ent[e], h, d));
+						acc += sc[e] *
+						       tt_get(&x->c.in[2],
+						              cache_index(x, b, ent[e], h, d));
 					want[q_index(x, b, t, hq, d)] = n ? acc / sum : 0.0;
 				}
 			}
@@ -207,7 +209,7 @@ Test(attention_decode_paged, pages_out_of_range_are_skipped_not_read)
 
 	dcase_make(&x, TK_F16, 1, 2, 2, 4, 1, 16, 6, 8, 4, 1.0, &rng);
 	static const int32_t table[2][4] = {
-		{ 1, 600, 3, -7 }, /* two pages out of range */
+		{ 1, 600, 3, -7 },     /* two pages out of range */
 		{ 99, -1, 100000, 6 }, /* page 6 == num_pages is out of range too */
 	};
 	memcpy(dcase_table(&x), table, sizeof(table));
@@ -314,8 +316,10 @@ Test(kv_cache_append, then_decode_sees_the_appended_tokens)
 	/* Page 0 comes first in the cache: token t went to slot 1 + t, 2 heads of 16 each. */
 	for (int64_t t = 0; t < 2; t++) {
 		for (int64_t i = 0; i < 2 * 16; i++) {
-			cr_assert_eq(tt_get(&x.c.in[1], (1 + t) * 32 + i), tt_get(&a.in[0], t * 32 + i));
-			cr_assert_eq(tt_get(&x.c.in[2], (1 + t) * 32 + i), tt_get(&a.in[1], t * 32 + i));
+			cr_assert_eq(tt_get(&x.c.in[1], (1 + t) * 32 + i),
+			             tt_get(&a.in[0], t * 32 + i));
+			cr_assert_eq(tt_get(&x.c.in[2], (1 + t) * 32 + i),
+			             tt_get(&a.in[1], t * 32 + i));
 		}
 	}
 	check_decode(&x, "after append, T 2");

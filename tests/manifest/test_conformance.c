@@ -15,8 +15,8 @@ static void setup(void)
 {
 	char err[4096] = "";
 
-	cr_assert_eq(manifest_parse(TILEOPS_SOURCE_DIR "/manifest", &m, err, sizeof(err)), 0,
-		     "%s", err);
+	cr_assert_eq(manifest_parse(TILEOPS_SOURCE_DIR "/manifest", &m, err, sizeof(err)), 0, "%s",
+	             err);
 }
 
 static void teardown(void)
@@ -37,7 +37,7 @@ Test(conformance, every_kernel_in_the_table_is_an_implemented_op)
 
 		cr_assert_not_null(op, "kernel '%s' is not in the manifest", t[i].op);
 		cr_assert_eq(op->status, MANIFEST_IMPLEMENTED, "'%s' has a kernel but is spec",
-			     t[i].op);
+		             t[i].op);
 	}
 }
 
@@ -61,7 +61,7 @@ Test(conformance, every_implemented_op_matches_its_kernel_entry)
 		for (; e->params[n]; n++) {
 			cr_assert_lt(n, op->n_params, "'%s' kernel reads more params", op->name);
 			cr_assert_str_eq(e->params[n], op->params[n].name, "'%s' param %d order",
-					 op->name, n);
+			                 op->name, n);
 		}
 		cr_assert_eq(n, op->n_params, "'%s' param count", op->name);
 		cr_assert_gt(op->n_workloads, 0, "'%s' has no workload", op->name);
@@ -81,12 +81,13 @@ Test(conformance, every_workload_satisfies_its_ops_rules)
 
 				if (!(op->workloads[w].dtypes & (1u << dt)))
 					continue;
-				cr_assert_eq(oplayer_check_workload(op, &op->workloads[w], (tk_dtype)dt,
-								    &cost, err, sizeof(err)),
-					     TILEOPS_OK, "%s / %s: %s", op->name,
-					     op->workloads[w].label, err);
+				cr_assert_eq(oplayer_check_workload(op, &op->workloads[w],
+				                                    (tk_dtype)dt, &cost, err,
+				                                    sizeof(err)),
+				             TILEOPS_OK, "%s / %s: %s", op->name,
+				             op->workloads[w].label, err);
 				cr_assert_gt(cost.bytes, 0, "%s / %s moves no bytes", op->name,
-					     op->workloads[w].label);
+				             op->workloads[w].label);
 			}
 		}
 	}
@@ -102,7 +103,7 @@ Test(conformance, dtype_names_match_the_kernel_library)
 
 Test(conformance, a_mismatched_kernel_table_is_reported)
 {
-	static const char *const wrong_params[] = {"approx", NULL};
+	static const char *const wrong_params[] = { "approx", NULL };
 	size_t n;
 	const tk_kernel_entry *t = tk_kernels(&n);
 	tk_kernel_entry table[64];
@@ -113,10 +114,11 @@ Test(conformance, a_mismatched_kernel_table_is_reported)
 	for (size_t i = 0; i < n; i++)
 		if (!strcmp(table[i].op, "gelu"))
 			table[i].params = wrong_params;
-	table[n] = (tk_kernel_entry){"bogus", 1, 1, wrong_params + 1, t[0].cpu, NULL, 0};
+	table[n] = (tk_kernel_entry){ "bogus", 1, 1, wrong_params + 1, t[0].cpu, NULL, 0 };
 	cr_assert_eq(manifest_check_kernels(m, table, n + 1, 0, err, sizeof(err)), -1);
 	cr_assert(strstr(err, "op 'gelu': the kernel reads param 'approx', which the manifest "
-			      "does not declare"), "%s", err);
+	                      "does not declare"),
+	          "%s", err);
 	cr_assert(strstr(err, "kernel 'bogus' is registered but no op of that name"), "%s", err);
 	/* Without rms_norm's entry, the implemented op is uncovered. */
 	for (size_t i = 0; i < n; i++)
@@ -124,5 +126,5 @@ Test(conformance, a_mismatched_kernel_table_is_reported)
 			table[i].op = "rms_norm_v2";
 	cr_assert_eq(manifest_check_kernels(m, table, n, 0, err, sizeof(err)), -1);
 	cr_assert(strstr(err, "op 'rms_norm' is implemented but has no registered cpu kernel"),
-		  "%s", err);
+	          "%s", err);
 }

@@ -7,13 +7,13 @@
 
 #include "expr.h"
 
-static const char *const tensor_names[] = {"x", "y", "bias"};
-static const char *const param_names[] = {"eps", "n", "flag"};
-static const expr_type param_types[] = {EXPR_T_FLOAT, EXPR_T_INT, EXPR_T_BOOL};
-static const char *const var_names[] = {"rows"};
-static const expr_type var_types[] = {EXPR_T_INT};
-static const expr_scope scope = {tensor_names, 3, param_names, param_types, 3,
-				 var_names, var_types, 1};
+static const char *const tensor_names[] = { "x", "y", "bias" };
+static const char *const param_names[] = { "eps", "n", "flag" };
+static const expr_type param_types[] = { EXPR_T_FLOAT, EXPR_T_INT, EXPR_T_BOOL };
+static const char *const var_names[] = { "rows" };
+static const expr_type var_types[] = { EXPR_T_INT };
+static const expr_scope scope = { tensor_names, 3, param_names, param_types, 3, var_names,
+	                          var_types,    1 };
 
 static tk_tensor tx, ty;
 static const tk_tensor *tensors[3];
@@ -36,22 +36,22 @@ static void setup(void)
 	tensors[0] = &tx;
 	tensors[1] = &ty;
 	tensors[2] = NULL; /* bias: an absent optional tensor */
-	params[0] = (tk_param){.kind = TK_PARAM_FLOAT, .v.f = 1e-6};
-	params[1] = (tk_param){.kind = TK_PARAM_INT, .v.i = 5};
-	params[2] = (tk_param){.kind = TK_PARAM_BOOL, .v.b = 1};
-	vars[0] = (expr_value){.type = EXPR_T_INT, .v.i = 6};
+	params[0] = (tk_param){ .kind = TK_PARAM_FLOAT, .v.f = 1e-6 };
+	params[1] = (tk_param){ .kind = TK_PARAM_INT, .v.i = 5 };
+	params[2] = (tk_param){ .kind = TK_PARAM_BOOL, .v.b = 1 };
+	vars[0] = (expr_value){ .type = EXPR_T_INT, .v.i = 6 };
 }
 
 static expr_value eval_ok(const char *src)
 {
-	expr_env env = {tensors, 3, params, 3, vars, 1, 0, {0}};
+	expr_env env = { tensors, 3, params, 3, vars, 1, 0, { 0 } };
 	char err[256] = "";
 	expr_value v;
 	expr *e = NULL;
 	int col = 0;
 
 	cr_assert_eq(expr_parse(src, &scope, &e, &col, err, sizeof(err)), 0,
-		     "parse '%s': col %d: %s", src, col, err);
+	             "parse '%s': col %d: %s", src, col, err);
 	cr_assert_eq(expr_eval(e, &env, &v, err, sizeof(err)), 0, "eval '%s': %s", src, err);
 	expr_free(e);
 	return v;
@@ -157,7 +157,7 @@ Test(expr, parse_errors_name_the_column)
 
 static void eval_fails(const char *src, const char *want_msg)
 {
-	expr_env env = {tensors, 3, params, 3, vars, 1, 0, {0}};
+	expr_env env = { tensors, 3, params, 3, vars, 1, 0, { 0 } };
 	char err[256] = "";
 	expr_value v;
 	expr *e = NULL;

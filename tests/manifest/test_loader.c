@@ -26,7 +26,7 @@ static void refused(const char *file, const char *where, const char *what)
 Test(loader, unknown_key_is_refused_with_file_line_and_key)
 {
 	refused("unknown_key.yaml", "unknown_key.yaml:6:5: op 'toy': key 'colour'",
-		"unknown key in an op (allowed: name, family,");
+	        "unknown key in an op (allowed: name, family,");
 }
 
 Test(loader, bad_yaml_is_refused_with_its_position)
@@ -37,32 +37,32 @@ Test(loader, bad_yaml_is_refused_with_its_position)
 Test(loader, unknown_dtype_is_refused)
 {
 	refused("unknown_dtype.yaml", "unknown_dtype.yaml:8:16: op 'toy': key 'dtype'",
-		"unknown dtype 'f8'");
+	        "unknown dtype 'f8'");
 }
 
 Test(loader, missing_required_key_is_refused)
 {
 	refused("missing_key.yaml", "missing_key.yaml:3:5: op 'toy': key 'torch'",
-		"missing required key");
+	        "missing required key");
 }
 
 Test(loader, bad_expression_names_its_column)
 {
 	/* The column points at the end of the text, inside the quoted scalar. */
 	refused("bad_expr.yaml", "bad_expr.yaml:12:32: op 'toy': key 'shape'",
-		"bad expression 'x.shape[:-1] + ': unexpected end of expression");
+	        "bad expression 'x.shape[:-1] + ': unexpected end of expression");
 }
 
 Test(loader, expression_of_the_wrong_type_is_refused)
 {
 	refused("wrong_type.yaml", "wrong_type.yaml:12:16: op 'toy': key 'shape'",
-		"expression 'x.ndim + 1' is int, expected list");
+	        "expression 'x.ndim + 1' is int, expected list");
 }
 
 Test(loader, same_as_must_name_a_tensor)
 {
 	refused("bad_same_as.yaml", "bad_same_as.yaml:11:16: op 'toy': key 'dtype'",
-		"same_as(y) names no tensor of the op");
+	        "same_as(y) names no tensor of the op");
 }
 
 Test(loader, an_op_declared_twice_is_refused)
@@ -73,13 +73,13 @@ Test(loader, an_op_declared_twice_is_refused)
 Test(loader, an_optional_output_before_a_required_one_is_refused)
 {
 	refused("optional_output_first.yaml", "optional_output_first.yaml:14: op 'toy'",
-		"output 'out' follows an optional output: optional outputs must come last");
+	        "output 'out' follows an optional output: optional outputs must come last");
 }
 
 Test(loader, a_default_outside_its_values_is_refused)
 {
 	refused("bad_default.yaml", "bad_default.yaml:31: op 'scaled'",
-		"param 'steps': default 3 is not one of its values");
+	        "param 'steps': default 3 is not one of its values");
 }
 
 Test(loader, a_missing_path_is_refused)
@@ -130,14 +130,23 @@ Test(loader, a_good_file_loads_into_the_documented_structs)
 
 Test(loader, the_project_manifest_loads_with_every_family)
 {
-	static const char *const ops[] = {"add", "rms_norm", "softmax", "rope_neox", "max_pool2d",
-					  "gemm", "bmm", "quant_fp8_per_token", "attention_prefill",
-					  "attention_decode_paged", "silu_and_mul", NULL};
+	static const char *const ops[] = { "add",
+		                           "rms_norm",
+		                           "softmax",
+		                           "rope_neox",
+		                           "max_pool2d",
+		                           "gemm",
+		                           "bmm",
+		                           "quant_fp8_per_token",
+		                           "attention_prefill",
+		                           "attention_decode_paged",
+		                           "silu_and_mul",
+		                           NULL };
 	char err[4096] = "";
 	manifest *m = NULL;
 
-	cr_assert_eq(manifest_load(TILEOPS_SOURCE_DIR "/manifest", &m, err, sizeof(err)), 0,
-		     "%s", err);
+	cr_assert_eq(manifest_load(TILEOPS_SOURCE_DIR "/manifest", &m, err, sizeof(err)), 0, "%s",
+	             err);
 	for (int i = 0; ops[i]; i++)
 		cr_assert_not_null(manifest_find(m, ops[i]), "%s is missing", ops[i]);
 	cr_assert_eq(m->n_files, 9); /* one per family, diagnostic included */

@@ -34,7 +34,7 @@ TestSuite(oplayer, .init = setup, .fini = teardown);
 static tk_tensor T(tk_dtype dt, int ndim, int64_t d0, int64_t d1, int64_t d2)
 {
 	tk_tensor t;
-	int64_t dims[3] = {d0, d1, d2}, s = 1;
+	int64_t dims[3] = { d0, d1, d2 }, s = 1;
 
 	memset(&t, 0, sizeof(t));
 	t.dtype = dt;
@@ -57,7 +57,7 @@ typedef struct req_builder {
 
 static void req(req_builder *b, const char *op, int n_in, int n_out)
 {
-	b->r = (op_request){op, n_in, n_out, b->in, b->out, 0, b->names, b->values, 0};
+	b->r = (op_request){ op, n_in, n_out, b->in, b->out, 0, b->names, b->values, 0 };
 }
 
 static void param(req_builder *b, const char *name, tk_param v)
@@ -66,9 +66,9 @@ static void param(req_builder *b, const char *name, tk_param v)
 	b->values[b->r.n_params++] = v;
 }
 
-#define PI(x) ((tk_param){.kind = TK_PARAM_INT, .v.i = (x)})
-#define PF(x) ((tk_param){.kind = TK_PARAM_FLOAT, .v.f = (x)})
-#define PB(x) ((tk_param){.kind = TK_PARAM_BOOL, .v.b = (x)})
+#define PI(x) ((tk_param){ .kind = TK_PARAM_INT, .v.i = (x) })
+#define PF(x) ((tk_param){ .kind = TK_PARAM_FLOAT, .v.f = (x) })
+#define PB(x) ((tk_param){ .kind = TK_PARAM_BOOL, .v.b = (x) })
 
 static tileops_status prep(req_builder *b)
 {
@@ -126,11 +126,12 @@ Test(oplayer, spec_op_is_refused_as_unsupported)
 
 	/* tests/manifest/data/good.yaml declares `toy` with status spec. */
 	cr_assert_eq(manifest_parse(TILEOPS_SOURCE_DIR "/tests/manifest/data/good.yaml", &spec, e,
-				    sizeof(e)), 0, "%s", e);
+	                            sizeof(e)),
+	             0, "%s", e);
 	req(&b, "toy", 1, 1);
 	b.in[0] = b.out[0] = T(TK_F32, 1, 8, 0, 0);
 	cr_assert_eq(oplayer_prepare(spec, &b.r, 0, &call, &kernel, &cost, err, sizeof(err)),
-		     TILEOPS_ERR_UNSUPPORTED, "%s", err);
+	             TILEOPS_ERR_UNSUPPORTED, "%s", err);
 	cr_assert(strstr(err, "op 'toy' is declared but has no kernel yet"), "%s", err);
 	manifest_free(spec);
 }
@@ -153,7 +154,8 @@ Test(oplayer, same_as_dtype_rule_is_enforced)
 
 	rms(&b);
 	b.in[1].dtype = TK_F16;
-	refused(&b, TILEOPS_ERR_DTYPE, "rms_norm: weight has dtype f16, expected bf16 (same_as(x))");
+	refused(&b, TILEOPS_ERR_DTYPE,
+	        "rms_norm: weight has dtype f16, expected bf16 (same_as(x))");
 }
 
 Test(oplayer, dtype_union_is_enforced)
@@ -174,7 +176,7 @@ Test(oplayer, declared_shape_is_enforced_with_its_rule_text)
 	rms(&b);
 	b.in[1].shape[0] = 4095;
 	refused(&b, TILEOPS_ERR_SHAPE,
-		"rms_norm: weight has shape [4095], expected [4096] (x.shape[-1])");
+	        "rms_norm: weight has shape [4095], expected [4096] (x.shape[-1])");
 }
 
 Test(oplayer, rank_is_enforced)
@@ -195,8 +197,9 @@ Test(oplayer, output_shape_is_enforced)
 
 	rms(&b);
 	b.out[0].shape[0] = 3;
-	refused(&b, TILEOPS_ERR_SHAPE, "rms_norm: out has shape [3, 4096], expected [2, 4096] "
-		"(x.shape)");
+	refused(&b, TILEOPS_ERR_SHAPE,
+	        "rms_norm: out has shape [3, 4096], expected [2, 4096] "
+	        "(x.shape)");
 }
 
 Test(oplayer, non_contiguous_last_dimension_is_refused)
@@ -217,9 +220,10 @@ Test(oplayer, broadcast_rule_names_the_shapes)
 	b.in[1] = T(TK_F32, 1, 4, 0, 0);
 	cr_assert_eq(prep(&b), TILEOPS_OK, "%s", err);
 	b.in[1] = T(TK_F32, 1, 3, 0, 0);
-	refused(&b, TILEOPS_ERR_SHAPE, "mul: a and b must broadcast to the shape of out (numpy "
-		"rules) (broadcastable(a, out) and broadcastable(b, out)); a has shape [2, 4], "
-		"b has shape [3], out has shape [2, 4]");
+	refused(&b, TILEOPS_ERR_SHAPE,
+	        "mul: a and b must broadcast to the shape of out (numpy "
+	        "rules) (broadcastable(a, out) and broadcastable(b, out)); a has shape [2, 4], "
+	        "b has shape [3], out has shape [2, 4]");
 	/* Both sides broadcast: [3, 1, 5] and [4, 1] make [3, 4, 5]. */
 	b.in[0] = T(TK_F32, 3, 3, 1, 5);
 	b.in[1] = T(TK_F32, 2, 4, 1, 0);
@@ -282,7 +286,7 @@ Test(oplayer, an_optional_input_left_out_keeps_the_ones_after_it)
 	cr_assert_eq(prep(&b), TILEOPS_OK, "%s", err);
 	cr_assert_eq(call.n_in, 4);
 	cr_assert_float_eq(cost.flops, 2.0 * 8 * 32 * 16 + 8 * 32, 1e-6,
-			   "the residual's add counts, the absent bias's does not");
+	                   "the residual's add counts, the absent bias's does not");
 	b.in[3] = T(TK_F16, 2, 8, 31, 0);
 	refused(&b, TILEOPS_ERR_SHAPE, "gemm: residual has shape [8, 31], expected [8, 32] (M, N)");
 }
@@ -342,7 +346,8 @@ Test(oplayer, param_values_and_types_are_enforced)
 	refused(&b, TILEOPS_ERR_PARAM, "gelu: param 'approximate' must be int, got float 0.5");
 	gemm(&b, 0);
 	param(&b, "trans_b", PI(2));
-	refused(&b, TILEOPS_ERR_PARAM, "gemm: param 'trans_b' must be bool (or int 0/1), got int 2");
+	refused(&b, TILEOPS_ERR_PARAM,
+	        "gemm: param 'trans_b' must be bool (or int 0/1), got int 2");
 	gelu(&b);
 	param(&b, "approximate", PI(1));
 	cr_assert_eq(prep(&b), TILEOPS_OK, "%s", err);
@@ -356,10 +361,11 @@ Test(oplayer, missing_required_param_is_refused)
 	op_cost c;
 
 	cr_assert_eq(manifest_parse(TILEOPS_SOURCE_DIR "/tests/manifest/data/good.yaml", &g, e,
-				    sizeof(e)), 0, "%s", e);
+	                            sizeof(e)),
+	             0, "%s", e);
 	const manifest_op *op = manifest_find(g, "scaled");
 	cr_assert_eq(oplayer_check_workload(op, &op->workloads[0], TK_F32, &c, err, sizeof(err)),
-		     TILEOPS_ERR_PARAM);
+	             TILEOPS_ERR_PARAM);
 	cr_assert_str_eq(err, "scaled: missing required param 'factor'");
 	manifest_free(g);
 }
@@ -372,12 +378,12 @@ Test(oplayer, cuda_without_a_cuda_kernel_is_unsupported)
 		cr_skip_test("this build has CUDA kernels");
 	rms(&b);
 	cr_assert_eq(oplayer_prepare(m, &b.r, 1, &call, &kernel, &cost, err, sizeof(err)),
-		     TILEOPS_ERR_UNSUPPORTED);
+	             TILEOPS_ERR_UNSUPPORTED);
 	cr_assert_str_eq(err, "rms_norm: no cuda kernel is registered");
 }
 
 Test(oplayer, null_arguments_are_refused)
 {
 	cr_assert_eq(oplayer_prepare(m, NULL, 0, &call, &kernel, &cost, err, sizeof(err)),
-		     TILEOPS_ERR_INVALID_ARGUMENT);
+	             TILEOPS_ERR_INVALID_ARGUMENT);
 }

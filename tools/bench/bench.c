@@ -447,7 +447,8 @@ static void print_table(const struct result *r, int n, struct floors fl, int dae
 	       "graph: %.2f us (%.2f us launched with PDL)\n\n",
 	       copy_tbps, fl.empty_us, fl.empty_pdl_us);
 	print_copy_sizes(stdout, fl);
-	printf("\n| op | workload | shapes | dtype | us, back to back | one call us | graph us/call "
+	printf("\n| op | workload | shapes | dtype | us, back to back | one call us | graph "
+	       "us/call "
 	       "| without PDL | TB/s | TFLOP/s | %% of copy |%s\n",
 	       daemon ? " via daemon us | daemon % of copy |" : "");
 	printf("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |%s\n",

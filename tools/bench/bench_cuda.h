@@ -16,14 +16,14 @@
 #include "bench_common.h" /* bench_median */
 
 /* A CUDA runtime call that must succeed: on failure, where and why, then exit 1. */
-#define CK(call)                                                                   \
-	do {                                                                       \
-		cudaError_t e_ = (call);                                           \
-		if (e_ != cudaSuccess) {                                           \
+#define CK(call)                                                                      \
+	do {                                                                          \
+		cudaError_t e_ = (call);                                              \
+		if (e_ != cudaSuccess) {                                              \
 			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
-			        cudaGetErrorString(e_));                           \
-			exit(1);                                                   \
-		}                                                                  \
+			        cudaGetErrorString(e_));                              \
+			exit(1);                                                      \
+		}                                                                     \
 	} while (0)
 
 #ifdef __cplusplus

@@ -417,8 +417,8 @@ static void add_quant(void)
 	} shapes[] = {
 		{ "quant_fp8_per_tensor", "llama3.1-8b activations prefill", 4096, 4096, 0 },
 		{ "quant_fp8_per_tensor", "llama3.1-405b activations prefill", 4096, 16384, 0 },
-		{ "quant_fp8_per_tensor", "llama3.1-8b activations prefill, given scale", 4096, 4096,
-		  1 },
+		{ "quant_fp8_per_tensor", "llama3.1-8b activations prefill, given scale", 4096,
+		  4096, 1 },
 		{ "quant_fp8_per_tensor", "llama3.1-70b one token, given scale", 1, 8192, 1 },
 		{ "quant_fp8_per_token", "llama3.1-70b activations decode", 128, 8192, 0 },
 		{ "quant_fp8_per_token", "llama3.1-70b one token", 1, 8192, 0 },

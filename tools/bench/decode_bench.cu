@@ -138,7 +138,6 @@ double median(std::vector<float> v)
 	return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-
 tk_tensor tensor(void *data, tk_dtype dt, int ndim, const int64_t *shape)
 {
 	tk_tensor t;
@@ -251,16 +250,15 @@ struct Result {
 	double us, bytes, tbps, pct;
 };
 
-Result run_case(const Case &c, void *ws, cudaStream_t st, int replays, double copy_tbps,
-                size_t l2)
+Result run_case(const Case &c, void *ws, cudaStream_t st, int replays, double copy_tbps, size_t l2)
 {
 	const tk_kernel_entry *e = tk_kernel_find(c.op);
 	const bool append = strcmp(c.op, "kv_cache_append") == 0;
 	const double kv = append ? 2.0 * c.B * c.Hkv * c.D * 2 * 2 /* read and written */
 	                         : 2.0 * c.B * c.L * c.Hkv * c.D * 2;
 	/* The append's caches are large and it touches a few rows of them: one set. */
-	const int nsets = append || kv > 3.0 * (double)l2 ? 1
-	                                                  : std::min(8, (int)(3.0 * l2 / kv) + 1);
+	const int nsets =
+	        append || kv > 3.0 * (double)l2 ? 1 : std::min(8, (int)(3.0 * l2 / kv) + 1);
 	std::vector<Set> sets(nsets);
 	Result r = { 0, kv, 0, 0 };
 
@@ -274,7 +272,8 @@ Result run_case(const Case &c, void *ws, cudaStream_t st, int replays, double co
 	for (int i = 0; i < nsets; i++) {
 		tk_status s = e->cuda(&sets[i].call, st);
 		if (s != TK_OK) {
-			fprintf(stderr, "%s: the launcher refused %s (status %d)\n", c.op, c.label, s);
+			fprintf(stderr, "%s: the launcher refused %s (status %d)\n", c.op, c.label,
+			        s);
 			exit(1);
 		}
 	}
@@ -325,14 +324,14 @@ void emit_row(const char *label, const char *op, const Result &r, FILE *mf, FILE
 	if (mf)
 		fputs(line, mf);
 	if (jf)
-		fprintf(jf, "{\"bench\": \"decode\", \"name\": \"%s\", \"kernel\": \"%s\", "
-		            "\"us\": %.6g, \"bytes\": %.6g, \"tbps\": %.6g, \"pct_copy\": %.6g}\n",
+		fprintf(jf,
+		        "{\"bench\": \"decode\", \"name\": \"%s\", \"kernel\": \"%s\", "
+		        "\"us\": %.6g, \"bytes\": %.6g, \"tbps\": %.6g, \"pct_copy\": %.6g}\n",
 		        label, op, r.us, r.bytes, r.tbps, r.pct);
 }
 
 /* The swept cases under every setting; the variables are restored afterwards. */
-void run_sweep(void *ws, cudaStream_t st, int replays, double copy, size_t l2, FILE *mf,
-               FILE *jf)
+void run_sweep(void *ws, cudaStream_t st, int replays, double copy, size_t l2, FILE *mf, FILE *jf)
 {
 	static const char *const names[3] = { "TILEOPS_DECODE_SPLITS", "TILEOPS_DECODE_MERGE",
 		                              "TILEOPS_DECODE_ORDER" };
@@ -387,7 +386,8 @@ int main(int argc, char **argv)
 		} else if (strcmp(argv[i], "--no-sweep") == 0) {
 			do_sweep = 0;
 		} else {
-			fprintf(stderr, "usage: %s [--json FILE] [--md FILE] [--replays N] [--no-sweep]\n",
+			fprintf(stderr,
+			        "usage: %s [--json FILE] [--md FILE] [--replays N] [--no-sweep]\n",
 			        argv[0]);
 			return 2;
 		}
@@ -408,14 +408,16 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (jf)
-		fprintf(jf, "{\"bench\": \"decode\", \"name\": \"copy_tbps\", \"kernel\": \"copy\", "
-		            "\"value\": %.6g, \"gpu\": \"%s\"}\n",
+		fprintf(jf,
+		        "{\"bench\": \"decode\", \"name\": \"copy_tbps\", \"kernel\": \"copy\", "
+		        "\"value\": %.6g, \"gpu\": \"%s\"}\n",
 		        copy, prop.name);
 	char head[1024];
-	snprintf(head, sizeof(head),
-	         "%s, copy %.3f TB/s (1 GiB D2D, read + written), %d calls per graph\n\n"
-	         "| case (bf16, d128) | us | KV TB/s | %% of copy |\n| --- | ---: | ---: | ---: |\n",
-	         prop.name, copy, GRAPH_CALLS);
+	snprintf(
+	        head, sizeof(head),
+	        "%s, copy %.3f TB/s (1 GiB D2D, read + written), %d calls per graph\n\n"
+	        "| case (bf16, d128) | us | KV TB/s | %% of copy |\n| --- | ---: | ---: | ---: |\n",
+	        prop.name, copy, GRAPH_CALLS);
 	fputs(head, stdout);
 	if (mf)
 		fputs(head, mf);

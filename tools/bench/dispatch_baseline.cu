@@ -545,7 +545,8 @@ void trace_streams(const options *o, const thread_arg *args, int n, double t0, d
 	for (int i = 0; i < n; i++) {
 		const spin_ctx *s = &args[i].s;
 		CK(cudaMemcpy(st, s->stamps, k * 2 * sizeof(uint64_t), cudaMemcpyDeviceToHost));
-		double first = (double)st[0] / 1e3 - offset, last = (double)st[2 * k - 1] / 1e3 - offset;
+		double first = (double)st[0] / 1e3 - offset,
+		       last = (double)st[2 * k - 1] / 1e3 - offset;
 		long gaps = 0, starved = 0, queued = 0;
 		for (size_t j = 1; j < k; j++) {
 			double prev_end = (double)st[2 * j - 1] / 1e3 - offset;
@@ -560,8 +561,8 @@ void trace_streams(const options *o, const thread_arg *args, int n, double t0, d
 		printf("trace: thread %2d: launched %7.2f  synced %7.2f  device %7.2f .. %7.2f  "
 		       "%5.2f us/kernel  gaps %5ld  host-starved %5ld  queued at end %5ld\n",
 		       i, (s->launches_done_us - t0) / 1e3, (args[i].r.end_us - t0) / 1e3,
-		       (first - t0) / 1e3, (last - t0) / 1e3, (last - first) / (double)(k - 1), gaps,
-		       starved, queued);
+		       (first - t0) / 1e3, (last - t0) / 1e3, (last - first) / (double)(k - 1),
+		       gaps, starved, queued);
 	}
 	free(st);
 }
@@ -631,7 +632,8 @@ void usage(FILE *f)
 {
 	fprintf(f, "usage: " PROG " [--n N] [--reps R] [--json FILE]\n"
 	           "       " PROG " --procs P [--kernels K] [--ns NS] [--blocks B] [--label NAME]\n"
-	           "       " PROG " --streams P [--pool N] [--trace] [--kernels K] [--ns NS] [--blocks B]\n"
+	           "       " PROG
+	           " --streams P [--pool N] [--trace] [--kernels K] [--ns NS] [--blocks B]\n"
 	           "In-process CUDA dispatch figures (see the comment at the top of\n"
 	           "kernels/bench/dispatch_baseline.cu and docs/perf.md).\n");
 }
@@ -709,7 +711,8 @@ bool parse_args(int argc, char **argv, options *o)
 		}
 	}
 	if (optind < argc || (o->procs > 0 && o->streams > 0) ||
-	    ((o->pool > 0 || o->trace) && o->streams == 0) || (o->pool > 0 && o->pool < o->streams)) {
+	    ((o->pool > 0 || o->trace) && o->streams == 0) ||
+	    (o->pool > 0 && o->pool < o->streams)) {
 		usage(stderr);
 		return false;
 	}

@@ -24,14 +24,15 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: tileops-manifest [-m PATH] COMMAND\n"
-		   "  validate [PATH]  check the schema, expressions, workloads and kernel coverage\n"
-		   "  list             one line per op\n"
-		   "  show OP          everything the manifest says about OP\n"
-		   "  json             the whole manifest as JSON\n"
-		   "  docs [OUT]       write the op reference (docs/ops.md) to OUT or stdout\n"
-		   "PATH: a manifest directory or file; default $TILEOPS_MANIFEST, then %s\n",
-		TILEOPS_DEFAULT_MANIFEST);
+	fprintf(f,
+	        "usage: tileops-manifest [-m PATH] COMMAND\n"
+	        "  validate [PATH]  check the schema, expressions, workloads and kernel coverage\n"
+	        "  list             one line per op\n"
+	        "  show OP          everything the manifest says about OP\n"
+	        "  json             the whole manifest as JSON\n"
+	        "  docs [OUT]       write the op reference (docs/ops.md) to OUT or stdout\n"
+	        "PATH: a manifest directory or file; default $TILEOPS_MANIFEST, then %s\n",
+	        TILEOPS_DEFAULT_MANIFEST);
 }
 
 void tool_param_default(const manifest_param *p, char *buf, size_t len)
@@ -71,19 +72,19 @@ void tool_signature(const manifest_op *op, char *buf, size_t len)
 	size_t u = (size_t)snprintf(buf, len, "%s(", op->name);
 
 	for (int i = 0; i < op->n_in && u < len; i++)
-		u += (size_t)snprintf(buf + u, len - u, "%s%s%s", i ? ", " : "", op->tensors[i].name,
-				      op->tensors[i].optional ? "=None" : "");
+		u += (size_t)snprintf(buf + u, len - u, "%s%s%s", i ? ", " : "",
+		                      op->tensors[i].name, op->tensors[i].optional ? "=None" : "");
 	for (int i = 0; i < op->n_params && u < len; i++) {
 		char d[48];
 
 		tool_param_default(&op->params[i], d, sizeof(d));
 		u += (size_t)snprintf(buf + u, len - u, "%s%s%s%s", i ? ", " : ", *, ",
-				      op->params[i].name, op->params[i].has_default ? "=" : "",
-				      op->params[i].has_default ? d : "");
+		                      op->params[i].name, op->params[i].has_default ? "=" : "",
+		                      op->params[i].has_default ? d : "");
 	}
 	for (int i = 0; i < op->n_out && u < len; i++)
 		u += (size_t)snprintf(buf + u, len - u, "%s%s", i ? ", " : ") -> ",
-				      op->tensors[op->n_in + i].name);
+		                      op->tensors[op->n_in + i].name);
 }
 
 void tool_rank(const manifest_tensor *t, char *buf, size_t len)
@@ -101,10 +102,10 @@ void tool_dims(const manifest_workload *w, const manifest_op *op, char *buf, siz
 	buf[0] = 0;
 	for (int s = 0; s < w->n_shapes && u < len; s++) {
 		u += (size_t)snprintf(buf + u, len - u, "%s%s [", s ? ", " : "",
-				      op->tensors[w->tensor[s]].name);
+		                      op->tensors[w->tensor[s]].name);
 		for (int d = 0; d < w->ndim[s] && u < len; d++)
 			u += (size_t)snprintf(buf + u, len - u, "%s%lld", d ? ", " : "",
-					      (long long)w->shape[s][d]);
+			                      (long long)w->shape[s][d]);
 		if (u < len)
 			u += (size_t)snprintf(buf + u, len - u, "]");
 	}
@@ -148,18 +149,20 @@ static int cmd_validate(const char *path)
 				if (!(op->workloads[w].dtypes & (1u << dt)))
 					continue;
 				checked++;
-				if (oplayer_check_workload(op, &op->workloads[w], (tk_dtype)dt, &cost,
-							   err, sizeof(err)) == TILEOPS_OK)
+				if (oplayer_check_workload(op, &op->workloads[w], (tk_dtype)dt,
+				                           &cost, err, sizeof(err)) == TILEOPS_OK)
 					continue;
-				fprintf(stderr, "%s:%d: workload '%s' (%s) breaks the op's rules: %s\n",
-					op->file, op->workloads[w].line, op->workloads[w].label,
-					manifest_dtype_name((tk_dtype)dt), err);
+				fprintf(stderr,
+				        "%s:%d: workload '%s' (%s) breaks the op's rules: %s\n",
+				        op->file, op->workloads[w].line, op->workloads[w].label,
+				        manifest_dtype_name((tk_dtype)dt), err);
 				bad++;
 			}
 		}
 	}
 	if (!bad)
-		printf("manifest ok: %d ops (%d implemented), %zu kernels, %d workload runs checked%s\n",
+		printf("manifest ok: %d ops (%d implemented), %zu kernels, %d workload runs "
+		       "checked%s\n",
 		       m->n_ops, implemented, n, checked, tk_have_cuda() ? ", cuda covered" : "");
 	manifest_free(m);
 	return bad ? 1 : 0;

@@ -51,7 +51,7 @@ static void json_tensor(FILE *f, const manifest_tensor *t)
 	fprintf(f, ", \"rank\": [%d, %d], \"shape\": ", t->rank_min, t->rank_max);
 	jstr(f, t->shape ? expr_text(t->shape) : NULL);
 	fprintf(f, ", \"optional\": %s, \"mutated\": %s, \"doc\": ", t->optional ? "true" : "false",
-		t->mutated ? "true" : "false");
+	        t->mutated ? "true" : "false");
 	jstr(f, t->doc);
 	fputc('}', f);
 }
@@ -78,7 +78,7 @@ static void json_param(FILE *f, const manifest_param *p)
 static void json_workload(FILE *f, const manifest_op *op, const manifest_workload *w)
 {
 	tk_dtype dt = tool_first_dtype(w->dtypes);
-	op_cost cost = {0, 0};
+	op_cost cost = { 0, 0 };
 	char err[512];
 
 	fputs("{\"label\": ", f);
@@ -112,7 +112,7 @@ static void json_op(FILE *f, const manifest_op *op)
 	fputs(", \"family\": ", f);
 	jstr(f, op->family);
 	fprintf(f, ", \"status\": \"%s\", \"torch\": ",
-		op->status == MANIFEST_IMPLEMENTED ? "implemented" : "spec");
+	        op->status == MANIFEST_IMPLEMENTED ? "implemented" : "spec");
 	jstr(f, op->torch);
 	fputs(", \"doc\": ", f);
 	jstr(f, op->doc);
@@ -206,7 +206,8 @@ static void doc_tensors(FILE *f, const manifest_op *op)
 		fprintf(f, " | %s | ", r);
 		if (t->shape)
 			md_code(f, expr_text(t->shape));
-		fprintf(f, " | %s%s", t->optional ? "optional. " : "", t->mutated ? "mutated. " : "");
+		fprintf(f, " | %s%s", t->optional ? "optional. " : "",
+		        t->mutated ? "mutated. " : "");
 		md(f, t->doc);
 		fputs(" |\n", f);
 	}
@@ -259,10 +260,11 @@ static void doc_workloads(FILE *f, const manifest_op *op)
 	if (!op->n_workloads)
 		return;
 	fputs("\n| workload | model | shapes | dtypes | GFLOP | MB moved |\n"
-	      "| --- | --- | --- | --- | --- | --- |\n", f);
+	      "| --- | --- | --- | --- | --- | --- |\n",
+	      f);
 	for (int i = 0; i < op->n_workloads; i++) {
 		const manifest_workload *w = &op->workloads[i];
-		op_cost cost = {0, 0};
+		op_cost cost = { 0, 0 };
 		char dims[512], err[512], dts[128];
 
 		tool_dims(w, op, dims, sizeof(dims));
@@ -270,7 +272,7 @@ static void doc_workloads(FILE *f, const manifest_op *op)
 		fprintf(f, "| %s | %s | %s | ", w->label, w->model, dims);
 		md(f, dts);
 		if (oplayer_check_workload(op, w, tool_first_dtype(w->dtypes), &cost, err,
-					   sizeof(err)) == TILEOPS_OK)
+		                           sizeof(err)) == TILEOPS_OK)
 			fprintf(f, " | %.4g | %.4g |\n", cost.flops / 1e9, cost.bytes / 1e6);
 		else
 			fputs(" | - | - |\n", f);
@@ -284,7 +286,7 @@ static void doc_op(FILE *f, const manifest_op *op)
 	tool_signature(op, sig, sizeof(sig));
 	fprintf(f, "\n### %s\n\n`%s`\n\n", op->name, sig);
 	fprintf(f, "Status: **%s**. Matches `%s`.",
-		op->status == MANIFEST_IMPLEMENTED ? "implemented" : "spec", op->torch);
+	        op->status == MANIFEST_IMPLEMENTED ? "implemented" : "spec", op->torch);
 	if (op->doc)
 		fprintf(f, " %s", op->doc);
 	fputs("\n\n", f);
@@ -296,7 +298,7 @@ static void doc_op(FILE *f, const manifest_op *op)
 		fputs("\nKernels:", f);
 	for (int i = 0; i < op->n_kernels; i++) {
 		fprintf(f, "%s`%s` (%s, when ", i ? "; " : " ", op->kernels[i].name,
-			op->kernels[i].backend);
+		        op->kernels[i].backend);
 		md_code(f, expr_text(op->kernels[i].when));
 		fputc(')', f);
 	}
@@ -315,18 +317,22 @@ int tool_docs(const manifest *m, const char *out)
 	}
 	for (int i = 0; i < m->n_ops; i++)
 		implemented += m->ops[i].status == MANIFEST_IMPLEMENTED;
-	fprintf(f, "# TileOPs ops\n\n"
-		"Generated from the files in manifest/ by `tileops-manifest docs docs/ops.md`; do not edit.\n"
-		"The schema is in [manifest.md](manifest.md). %d ops, %d implemented; the others "
-		"are specified and refused with TILEOPS_ERR_UNSUPPORTED until their kernels exist.\n"
-		"GFLOP and MB are the roofline formulas evaluated at each workload's first dtype.\n\n"
-		"| op | family | status | matches |\n| --- | --- | --- | --- |\n", m->n_ops,
-		implemented);
+	fprintf(f,
+	        "# TileOPs ops\n\n"
+	        "Generated from the files in manifest/ by `tileops-manifest docs docs/ops.md`; do "
+	        "not edit.\n"
+	        "The schema is in [manifest.md](manifest.md). %d ops, %d implemented; the others "
+	        "are specified and refused with TILEOPS_ERR_UNSUPPORTED until their kernels "
+	        "exist.\n"
+	        "GFLOP and MB are the roofline formulas evaluated at each workload's first "
+	        "dtype.\n\n"
+	        "| op | family | status | matches |\n| --- | --- | --- | --- |\n",
+	        m->n_ops, implemented);
 	for (int i = 0; i < m->n_ops; i++)
 		fprintf(f, "| [%s](#%s) | %s | %s | `%s` |\n", m->ops[i].name, m->ops[i].name,
-			m->ops[i].family,
-			m->ops[i].status == MANIFEST_IMPLEMENTED ? "implemented" : "spec",
-			m->ops[i].torch);
+		        m->ops[i].family,
+		        m->ops[i].status == MANIFEST_IMPLEMENTED ? "implemented" : "spec",
+		        m->ops[i].torch);
 	/* Ops are sorted by name; group them by family in file order of appearance. */
 	for (int fi = 0; fi < m->n_files; fi++) {
 		family = NULL;

@@ -362,7 +362,8 @@ static int parse_args(int argc, char **argv, struct options *o, job *extra, int 
 		i++;
 	}
 	if (o->manifest == NULL && *n_extra == 0) {
-		fprintf(stderr, "tileops-tune: nothing to tune: give --manifest DIR, --shape, or both\n");
+		fprintf(stderr,
+		        "tileops-tune: nothing to tune: give --manifest DIR, --shape, or both\n");
 		return -1;
 	}
 	return 0;
