@@ -10,7 +10,7 @@ packages=(
 	libnng-dev libmbedtls-dev libuv1-dev libyaml-dev
 	libprotobuf-c-dev protobuf-c-compiler
 	libcriterion-dev
-	procps util-linux
+	procps util-linux clang-format git
 )
 
 missing=()
