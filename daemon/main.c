@@ -31,6 +31,7 @@ static void usage(FILE *f)
 	        "      --log-level LEVEL  error | warn | info | debug (default info)\n"
 	        "      --ready-file PATH  write the pid to PATH once serving (removed at exit)\n"
 	        "      --warmup FILE      plans to capture before serving (deploy/warmup.yaml)\n"
+	        "      --diagnostic-ops   also serve the diagnostic ops (spin: benches, tests)\n"
 	        "      --check            check the config, the manifest and the warm-up file,\n"
 	        "                         print what is wrong, and exit (0: all valid)\n"
 	        "  -h, --help             print this and exit\n"
@@ -41,7 +42,7 @@ static void usage(FILE *f)
 	        TILEOPS_DEFAULT_MANIFEST);
 }
 
-enum { OPT_LOG_LEVEL = 256, OPT_READY_FILE, OPT_CHECK, OPT_WARMUP };
+enum { OPT_LOG_LEVEL = 256, OPT_READY_FILE, OPT_CHECK, OPT_WARMUP, OPT_DIAGNOSTIC_OPS };
 
 static int check_only;
 
@@ -56,6 +57,7 @@ static const struct option long_opts[] = {
 	{ "ready-file", required_argument, NULL, OPT_READY_FILE },
 	{ "check", no_argument, NULL, OPT_CHECK },
 	{ "warmup", required_argument, NULL, OPT_WARMUP },
+	{ "diagnostic-ops", no_argument, NULL, OPT_DIAGNOSTIC_OPS },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -129,7 +131,9 @@ static int parse_args(int argc, char **argv, config *cfg)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":c:l:s:b:d:m:hV", long_opts, NULL)) != -1) {
 		const char *key = opt_key(c);
-		if (key && config_set(cfg, key, optarg, err, sizeof(err)) != 0) {
+		if (c == OPT_DIAGNOSTIC_OPS)
+			cfg->diagnostic_ops = 1;
+		else if (key && config_set(cfg, key, optarg, err, sizeof(err)) != 0) {
 			fprintf(stderr, "tileopsd: %s\n", err);
 			return -1;
 		}

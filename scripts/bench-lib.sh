@@ -43,7 +43,8 @@ bench_header() {
 bench_start_daemon() {
 	"$bin/tileopsd" --backend cuda --listen "ipc://$run/tileopsd.sock" \
 		--stats "ipc://$run/stats.sock" --manifest "$manifest" \
-		--ready-file "$run/tileopsd.pid" --log-level info >"$run/tileopsd.log" 2>&1 &
+		--ready-file "$run/tileopsd.pid" --log-level info --diagnostic-ops \
+		>"$run/tileopsd.log" 2>&1 &
 	daemon=$!
 	for _ in $(seq 1 600); do
 		[ -s "$run/tileopsd.pid" ] && break

@@ -53,7 +53,7 @@ for entry in ${CONFIGS:-executor_threads=1 executor_threads=2 executor_threads=4
 	${dcpu[@]+"${dcpu[@]}"} env ${daemon_env[@]+"${daemon_env[@]}"} \
 		"$daemon_bin" --backend cuda --config "$run/conf" --listen "ipc://$run/d.sock" \
 		--stats "ipc://$run/s.sock" --manifest "$root/.carry/manifest" \
-		--ready-file "$run/pid" 2>"$run/log" &
+		--ready-file "$run/pid" --diagnostic-ops 2>"$run/log" &
 	daemon=$!
 	for _ in $(seq 1 200); do [ -s "$run/pid" ] && break; sleep 0.1; done
 	for ns in ${NS:-5000}; do

@@ -279,6 +279,25 @@ static const int_key int_keys[] = {
 	{ "tenant_graphs", offsetof(config, default_quota.graphs), 0, 1 << 20 },
 };
 
+/* "on" or "off" (also true/false, yes/no, 1/0). */
+static int set_switch(int *out, const char *key, const char *value, char *err, size_t errlen)
+{
+	static const char *const on[] = { "on", "true", "yes", "1" };
+	static const char *const off[] = { "off", "false", "no", "0" };
+	for (size_t i = 0; i < sizeof(on) / sizeof(on[0]); i++) {
+		if (strcmp(value, on[i]) == 0) {
+			*out = 1;
+			return 0;
+		}
+		if (strcmp(value, off[i]) == 0) {
+			*out = 0;
+			return 0;
+		}
+	}
+	snprintf(err, errlen, "%s: '%s' is not on or off", key, value);
+	return -1;
+}
+
 int config_set(config *cfg, const char *key, const char *value, char *err, size_t errlen)
 {
 	if (strcmp(key, "listen") == 0)
@@ -307,6 +326,8 @@ int config_set(config *cfg, const char *key, const char *value, char *err, size_
 		}
 		return 0;
 	}
+	if (strcmp(key, "diagnostic_ops") == 0)
+		return set_switch(&cfg->diagnostic_ops, key, value, err, errlen);
 	if (strcmp(key, "backend") == 0) {
 		if (strcmp(value, "auto") == 0)
 			cfg->backend = BACKEND_AUTO;

@@ -195,6 +195,7 @@ static void reload(server *srv)
 		          srv->cfg.manifest, err);
 		return;
 	}
+	m->serve_diagnostic = srv->cfg.diagnostic_ops;
 	/* The executor threads read the manifest during their passes: the swap
 	 * waits for the passes in progress, then the old one is no one's. */
 	manifest_free(executor_swap_manifest(srv->ex, m));
@@ -374,6 +375,9 @@ int server_start(server *srv, char *err, size_t errlen)
 	manifest *mf = NULL;
 	if (manifest_load(srv->cfg.manifest, &mf, err, errlen) != 0)
 		return -1;
+	mf->serve_diagnostic = srv->cfg.diagnostic_ops;
+	if (srv->cfg.diagnostic_ops)
+		log_info("serving the diagnostic ops (diagnostic_ops = on)");
 	backend_options bo = { .device = srv->cfg.device, .queues = srv->cfg.device_queues };
 	srv->be = backend_open(srv->cfg.backend, &bo, err, errlen);
 	if (!srv->be) {

@@ -291,14 +291,22 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int list_dir(const char *dir, char ***names, int *count, char *err, size_t errlen)
+/*
+ * Append the *.yaml files of dir, in name order, to names[*count..]. A
+ * directory that is missing is an error unless `optional`; an empty one is
+ * an error unless `optional`.
+ */
+static int list_dir(const char *dir, int optional, char ***names, int *count, char *err,
+                    size_t errlen)
 {
 	DIR *d = opendir(dir);
 	struct dirent *de;
-	int n = 0, cap = 0;
-	char **v = NULL;
+	int n = *count, cap = *count, first = *count;
+	char **v = *names;
 
 	if (!d) {
+		if (optional && errno == ENOENT)
+			return 0;
 		snprintf(err, errlen, "%s: cannot open directory: %s", dir, strerror(errno));
 		return -1;
 	}
@@ -320,14 +328,13 @@ static int list_dir(const char *dir, char ***names, int *count, char *err, size_
 		snprintf(v[n++], plen, "%s/%s", dir, de->d_name);
 	}
 	closedir(d);
-	if (n == 0) {
-		free(v);
+	*names = v;
+	*count = n;
+	if (n == first && !optional) {
 		snprintf(err, errlen, "%s: no *.yaml files in the directory", dir);
 		return -1;
 	}
-	qsort(v, (size_t)n, sizeof(*v), cmp_str);
-	*names = v;
-	*count = n;
+	qsort(v + first, (size_t)(n - first), sizeof(*v), cmp_str);
 	return 0;
 }
 
@@ -374,9 +381,17 @@ int manifest_parse(const char *path, manifest **out, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
+	int n_product = 0;
 	if (S_ISDIR(st.st_mode)) {
-		if (list_dir(path, &m->files, &m->n_files, err, errlen) < 0) {
-			free(m);
+		char diag[4096];
+		snprintf(diag, sizeof(diag), "%s/" MANIFEST_DIAGNOSTIC_DIR, path);
+		if (list_dir(path, 0, &m->files, &m->n_files, err, errlen) < 0) {
+			manifest_free(m);
+			return -1;
+		}
+		n_product = m->n_files;
+		if (list_dir(diag, 1, &m->files, &m->n_files, err, errlen) < 0) {
+			manifest_free(m);
 			return -1;
 		}
 	} else {
@@ -387,12 +402,16 @@ int manifest_parse(const char *path, manifest **out, char *err, size_t errlen)
 			return -1;
 		}
 		m->n_files = 1;
+		n_product = 1;
 	}
 	for (int i = 0; i < m->n_files; i++) {
+		int before = m->n_ops;
 		if (load_file(m, m->files[i], err, errlen) < 0) {
 			manifest_free(m);
 			return -1;
 		}
+		for (int k = before; k < m->n_ops; k++)
+			m->ops[k].diagnostic = i >= n_product;
 	}
 	if (check_all(m, err, errlen) < 0) {
 		manifest_free(m);

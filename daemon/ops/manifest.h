@@ -119,6 +119,7 @@ typedef struct manifest_op {
 	manifest_workload *workloads;
 	int n_kernels;
 	manifest_kernel *kernels;
+	int diagnostic; /* from MANIFEST_DIAGNOSTIC_DIR: served only when asked */
 } manifest_op;
 
 typedef struct manifest {
@@ -126,10 +127,24 @@ typedef struct manifest {
 	manifest_op *ops; /* sorted by name */
 	int n_files;
 	char **files;
+	/* Whether the op layer serves the diagnostic ops (set by the daemon from
+	 * its config; 0 after loading). */
+	int serve_diagnostic;
 } manifest;
 
 /*
- * Load `path`: a directory (every *.yaml in it, in name order) or one file.
+ * The subfolder of a manifest directory with the diagnostic ops: ops that
+ * stand for device work of a chosen length (spin) or fault on purpose, for
+ * benches and tests. They are loaded with the rest, so the kernel table
+ * and the manifest agree, but the op layer refuses them unless
+ * serve_diagnostic is set (the daemon's diagnostic_ops = on): a client
+ * could otherwise hold the device with them.
+ */
+#define MANIFEST_DIAGNOSTIC_DIR "diagnostic"
+
+/*
+ * Load `path`: a directory (every *.yaml in it, in name order, then those of
+ * its MANIFEST_DIAGNOSTIC_DIR subfolder, if there is one) or one file.
  * Validates the schema, every expression, cross references and the
  * agreement of implemented ops with the kernel table (tk_kernels(): each has
  * a cpu kernel with the same inputs, outputs and param names).

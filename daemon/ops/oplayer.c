@@ -509,6 +509,15 @@ tileops_status oplayer_prepare(const manifest *m, const op_request *req, int hav
 			snprintf(err, errlen, "unknown op '%s'", req->op);
 		return TILEOPS_ERR_UNKNOWN_OP;
 	}
+	if (p.op->diagnostic && !m->serve_diagnostic) {
+		if (err && errlen)
+			snprintf(
+			        err, errlen,
+			        "op '%s' is a diagnostic op, served only when the daemon runs with "
+			        "diagnostic_ops = on",
+			        req->op);
+		return TILEOPS_ERR_UNKNOWN_OP;
+	}
 	if (p.op->status != MANIFEST_IMPLEMENTED) {
 		if (err && errlen)
 			snprintf(err, errlen, "op '%s' is declared but has no kernel yet", req->op);
