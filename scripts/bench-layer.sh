@@ -3,7 +3,7 @@
 # tileopsd as single ops and as a plan (one client, then PROCS client
 # processes at once), then the same kernels in-process (launched one by one
 # and as a CUDA graph). Prints one markdown table with the plan targets met
-# or not (docs/perf-layer.md says what every number measures).
+# or not (docs/perf.md, "A decode layer: single ops and plans", says what every number measures).
 #
 # Run from the repository root with what scripts/gpu-pack.sh packed:
 # .carry/pack.tar.xz is unpacked to .carry/bin (tileopsd,

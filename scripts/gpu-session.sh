@@ -112,11 +112,11 @@ if has torch; then
 	if [ ! -f "$res/bench/tileops.json" ] && [ -d "$root/.carry/bench" ]; then
 		mkdir -p "$res/bench" && cp "$root/.carry/bench/"*.json "$res/bench/"
 	fi
-	timeout 560 python3 "$root/kernels/bench/torch_baseline.py" \
+	timeout 560 python3 "$root/tools/bench/torch_baseline.py" \
 		--workloads "$res/bench/workloads.json" --json "$res/bench/torch.json" \
 		--compile-budget-s "${COMPILE_BUDGET_S:-150}" >"$res/bench/torch.log" 2>&1
 	echo "torch_baseline rc=$?" >>"$out/summary.txt"
-	python3 "$root/kernels/bench/compare.py" "$res/bench/tileops.json" \
+	python3 "$root/tools/bench/compare.py" "$res/bench/tileops.json" \
 		"$res/bench/torch.json" --md "$out/compare.md" >"$res/bench/compare.txt" 2>&1
 	echo "compare rc=$?" >>"$out/summary.txt"
 fi

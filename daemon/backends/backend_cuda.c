@@ -58,9 +58,9 @@ typedef struct cuda_pool {
 /*
  * Releases put off: cudaFree and cudaHostUnregister wait for the whole
  * device and hold the driver's locks meanwhile, so every other thread's
- * launches stall for as long (on an H200 with 8 clients launching, each
- * session that closed cost the others 1 to 2 ms per release, and the last
- * client finished up to 10 ms late: docs/perf.md, "Dispatch"). A
+ * launches stall for as long (on an H200 with 8 clients launching,
+ * sessions closing beside them cost the others 4 to 6 launch calls of 1 ms
+ * or more: docs/perf.md, "What the many-process figure rests on"). A
  * background thread does them while no executor thread has work
  * (be->active_threads), one at a time, or once one has waited
  * DEFER_MAX_US (then one every DEFER_GAP_US, busy or not), or at once when

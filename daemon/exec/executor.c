@@ -132,8 +132,9 @@ int executor_poll_pending(worker *w)
  * Every thread launches into the one device context, which does not serve
  * launching threads evenly: under load one thread can get far fewer
  * launches than the others for a while, and its sessions fall behind
- * everyone else's (on an H200 with 8 busy clients, in about one run in two
- * a process finished 30% after the rest; docs/perf.md, "Dispatch"). Pacing
+ * everyone else's (on an H200 with 8 busy clients, 5 of 14 runs were
+ * balanced without pacing and the stream pool, 17 of 22 with them;
+ * docs/perf.md, "What the many-process figure rests on"). Pacing
  * makes such runs rarer, not impossible. A thread with ring work publishes its
  * launch count, and every PACE_EVERY entries looks at the other threads
  * with work: while it is more than `pace` launches ahead of one of them, it

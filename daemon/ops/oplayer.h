@@ -20,7 +20,7 @@
 #include "tileops_codes.h"
 #include "tileops_kernels.h"
 
-typedef struct manifest manifest; /* daemon/manifest/manifest.h */
+typedef struct manifest manifest; /* manifest.h */
 typedef struct manifest_op manifest_op;
 typedef struct manifest_workload manifest_workload;
 

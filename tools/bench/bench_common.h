@@ -3,8 +3,8 @@
  * (one JSON line per measurement, a markdown table at the end), number
  * parsing, and client processes started together behind a pipe barrier.
  *
- * Used by the benches through tileopsd (client/bench) and by the
- * in-process CUDA baselines (kernels/bench), so it depends on nothing but
+ * Used by the benches through tileopsd (tileops-bench-dispatch, tileops-bench-layer) and by the
+ * in-process CUDA baselines (the *_baseline.cu benches), so it depends on nothing but
  * libc and POSIX. Not thread safe: the report is one per process.
  */
 #ifndef TILEOPS_BENCH_COMMON_H

@@ -1,7 +1,7 @@
 /*
  * tileops-bench-layer - a Llama-style decode layer through tileopsd, as
- * single ops and as a plan (the layer is client/bench/layer_spec.h; what
- * every figure means is in docs/perf-layer.md).
+ * single ops and as a plan (the layer is layer_spec.h; what
+ * every figure means is in docs/perf.md, "A decode layer: single ops and plans").
  *
  *   tileops-bench-layer [--address ADDR] [--runs N] [--warmup W] [--json FILE]
  *                       [layer sizes]
@@ -471,7 +471,7 @@ static void usage(FILE *f)
 	           "       " PROG " --procs P [--layers R] [--address ADDR] [--json FILE]\n"
 	           "       " LAYER_USAGE
 	           "A decode layer through tileopsd, as single ops and as a plan\n"
-	           "(see docs/perf-layer.md).\n");
+	           "(see docs/perf.md, \"A decode layer\").\n");
 }
 
 static int parse_args(int argc, char **argv, struct options *o)

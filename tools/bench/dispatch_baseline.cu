@@ -1,7 +1,7 @@
 /*
  * tileops-bench-dispatch-baseline - what dispatch costs without tileopsd:
  * CUDA driven in-process on the same machine, the figures the dispatch
- * bench through the daemon (client/bench/bench_dispatch.c) is held to.
+ * bench through the daemon (bench_dispatch.c) is held to.
  *
  *   tileops-bench-dispatch-baseline [--n N] [--reps R] [--json FILE]
  *   tileops-bench-dispatch-baseline --procs P [--kernels K] [--label NAME]
@@ -635,7 +635,7 @@ void usage(FILE *f)
 	           "       " PROG
 	           " --streams P [--pool N] [--trace] [--kernels K] [--ns NS] [--blocks B]\n"
 	           "In-process CUDA dispatch figures (see the comment at the top of\n"
-	           "kernels/bench/dispatch_baseline.cu and docs/perf.md).\n");
+	           "tools/bench/dispatch_baseline.cu and docs/perf.md).\n");
 }
 
 bool parse_args(int argc, char **argv, options *o)

@@ -1,9 +1,9 @@
 /*
  * tileops-bench-layer-baseline - the decode layer of tileops-bench-layer
- * (client/bench/layer_spec.h) run in-process, without tileopsd: the same L1
+ * (layer_spec.h) run in-process, without tileopsd: the same L1
  * launchers the daemon calls, on one stream of this process, with the same
  * sizes and contents. The figures the plan bench is held to
- * (docs/perf-layer.md).
+ * (docs/perf.md, "A decode layer: single ops and plans").
  *
  *   tileops-bench-layer-baseline [--runs N] [--warmup W] [--json FILE] [layer sizes]
  *
@@ -342,7 +342,7 @@ void usage(FILE *f)
 	fprintf(f, "usage: " PROG " [--runs N] [--warmup W] [--json FILE]\n"
 	           "       " LAYER_USAGE
 	           "The decode layer of tileops-bench-layer in-process, launched one by one\n"
-	           "and as a CUDA graph (see docs/perf-layer.md).\n");
+	           "and as a CUDA graph (see docs/perf.md, \"A decode layer\").\n");
 }
 
 bool parse_args(int argc, char **argv, options *o)

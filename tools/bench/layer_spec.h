@@ -2,9 +2,9 @@
  * layer_spec.h - the decode layer both layer benches run: its tensors,
  * their shapes and initial contents, and its ops in order, so that the
  * bench through tileopsd (bench_layer.c) and the in-process CUDA baseline
- * (kernels/bench/layer_baseline.cu) run exactly the same work.
+ * (layer_baseline.cu) run exactly the same work.
  *
- * A Llama 3.1 8B-shaped layer in bf16 (docs/perf-layer.md):
+ * A Llama 3.1 8B-shaped layer in bf16 (docs/perf.md, "A decode layer: single ops and plans"):
  *   h = rms_norm(x, w_attn_norm)
  *   q = gemm(h, w_q), k = gemm(h, w_k), v = gemm(h, w_v)      (trans_b)
  *   rope_neox(q_heads, k_heads, positions)                    (in place)
