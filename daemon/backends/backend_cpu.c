@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "clock.h"
 
 /* A plan on the CPU: the recorded calls, run in order. */
 typedef struct cpu_graph {
@@ -101,13 +102,6 @@ static tileops_status cpu_read(backend *be, void *stream, const void *src, const
 	return TILEOPS_OK;
 }
 
-static double now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
 static tileops_status cpu_record(cpu_graph *g, const tk_kernel_entry *k, const tk_call *call,
                                  char *err, size_t errlen)
 {
@@ -137,9 +131,9 @@ static tileops_status cpu_launch(backend *be, void *stream, const tk_kernel_entr
 	cpu_stream *cs = stream;
 	if (cs->recording)
 		return cpu_record(cs->recording, k, call, err, errlen);
-	double t0 = now_us();
+	double t0 = clock_now_us();
 	tk_status st = k->cpu(call);
-	double t1 = now_us();
+	double t1 = clock_now_us();
 	if (st == TK_ERR_UNSUPPORTED) {
 		snprintf(err, errlen, "%s: the CPU kernel does not support these arguments", k->op);
 		return TILEOPS_ERR_UNSUPPORTED;

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "clock.h"
 #include "log.h"
 
 #define CUDA_TIMING_RING 256
@@ -130,12 +131,10 @@ static tileops_status cuda_fail(cudaError_t e, const char *what, char *err, size
 	return TILEOPS_ERR_BACKEND;
 }
 
-/* CLOCK_MONOTONIC in microseconds, never 0. */
+/* The clock in whole microseconds, never 0. */
 static uint64_t now_us(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u + 1u;
+	return (uint64_t)clock_now_us() + 1u;
 }
 
 static void release_one(const cuda_deferred *d)

@@ -1,7 +1,7 @@
 /*
  * executor.c - the device-owning threads: their queues, their polling of
  * their sessions' rings and of pending completions, and how they sleep (see
- * executor.h). Running each request is exec.c.
+ * executor.h). Running each request is dispatch.c.
  *
  * Sessions are shared out among the threads when they open; everything of a
  * session then runs on its thread, in order. What the threads share (the
@@ -18,9 +18,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "executor_int.h"
+#include "clock.h"
+#include "completion.h"
+#include "dispatch.h"
 #include "log.h"
 #include "manifest.h"
+#include "plan.h"
+#include "worker.h"
 
 /* futex_waitv (Linux 5.16) lets the executor sleep on every ring's bell and
  * its own at once. Older kernels: sleep on its own bell with a short
@@ -43,11 +47,9 @@ struct waitv {
 	uint32_t reserved;
 };
 
-double exec_now_us(void)
+uint64_t exec_next_handle(executor *ex)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+	return __atomic_fetch_add(&ex->next_handle, 1, __ATOMIC_RELAXED);
 }
 
 static void count(uint64_t *c)
@@ -84,46 +86,6 @@ void executor_count_launch(worker *w, double us)
 	count(&me->launches_timed);
 	if (us >= SLOW_OP_US)
 		count(&me->slow_launches);
-}
-
-void executor_hand_back(executor *ex, job *j)
-{
-	ex->cfg.done(ex->cfg.ctx, j);
-}
-
-/* ---- pending completions ------------------------------------------------ */
-
-int executor_poll_pending(worker *w)
-{
-	executor *ex = w->ex;
-	int progressed = 0;
-	pending **pp = &w->pend;
-	w->pend_tail = NULL;
-	while (*pp) {
-		pending *p = *pp;
-		char msg[256] = "";
-		tileops_status st = ex->be->ops->fence_query(ex->be, p->fence, msg, sizeof(msg));
-		if (st == TILEOPS_IN_PROGRESS) {
-			w->pend_tail = p;
-			pp = &p->next;
-			continue;
-		}
-		*pp = p->next;
-		ex->be->ops->fence_free(ex->be, p->fence);
-		if (p->job) {
-			if (st != TILEOPS_OK && p->job->status == TILEOPS_OK) {
-				p->job->status = st;
-				snprintf(p->job->msg, sizeof(p->job->msg), "%s", msg);
-			}
-			executor_hand_back(ex, p->job);
-		} else {
-			exec_post(ex, p->s, p->tag, st, -1.0, msg);
-			session_unref(p->s);
-		}
-		free(p);
-		progressed = 1;
-	}
-	return progressed;
 }
 
 /* ---- pacing ------------------------------------------------------------- */
@@ -202,7 +164,7 @@ static void pace_step(worker *w)
 			continue;
 		while (__atomic_load_n(&o->busy, __ATOMIC_RELAXED) &&
 		       __atomic_load_n(&o->launched, __ATOMIC_RELAXED) + pace < mine) {
-			double now = exec_now_us();
+			double now = clock_now_us();
 			if (deadline == 0.0) {
 				deadline = now + PACE_WAIT_US;
 				count(&me->waits);
@@ -245,13 +207,13 @@ static int poll_rings(worker *w)
 			ring_hold(&s->ring);
 		}
 		/* One clock read per entry: each entry's time runs to the next's start. */
-		double t0 = n > 0 ? exec_now_us() : 0.0;
+		double t0 = n > 0 ? clock_now_us() : 0.0;
 		for (uint64_t i = 0; i < n; i++) {
 			tileops_sqe e;
 			if (ring_take(&s->ring, &s->arena, &e) != 0)
 				break;
-			exec_sqe(w, s, &e);
-			double t1 = exec_now_us(), us = t1 - t0;
+			dispatch_sqe(w, s, &e);
+			double t1 = clock_now_us(), us = t1 - t0;
 			t0 = t1;
 			add_us(&ex->pace[w->index].op_us, us);
 			if (us >= SLOW_OP_US)
@@ -362,18 +324,18 @@ static int worker_pass(worker *w, int *stopping)
 	while (j) {
 		job *next = j->next;
 		j->next = NULL;
-		exec_job(w, j);
+		dispatch_job(w, j);
 		j = next;
 	}
 	worked |= poll_rings(w);
-	double now = exec_now_us();
+	double now = clock_now_us();
 	/* A ring op waiting for its device time is answered as soon as it has one. */
 	if (ex->be->ops->collect_timings && (w->timed_owed > 0 || now >= w->next_collect_us)) {
 		ex->be->ops->collect_timings(ex->be);
 		w->next_collect_us = now + COLLECT_EVERY_US;
 	}
 	if (w->pend && now >= w->next_fence_us) {
-		worked |= executor_poll_pending(w);
+		worked |= completion_poll(w);
 		w->next_fence_us = now + FENCE_EVERY_US;
 	}
 	pthread_rwlock_unlock(&ex->mf_lock);
@@ -419,11 +381,11 @@ static void *worker_main(void *arg)
 	pthread_mutex_unlock(&ex->start_mu);
 	if (st != TILEOPS_OK)
 		return NULL;
-	double last_work = exec_now_us();
+	double last_work = clock_now_us();
 	for (;;) {
 		int stopping;
 		int worked = worker_pass(w, &stopping);
-		double now = exec_now_us();
+		double now = clock_now_us();
 		/* The backend releases what stalls launches while no thread has
 		 * work (backend.h). */
 		if (worked != w->active) {
@@ -442,7 +404,7 @@ static void *worker_main(void *arg)
 		if (owed || now - last_work < (double)ex->cfg.spin_us)
 			continue;
 		worker_sleep(w);
-		last_work = exec_now_us();
+		last_work = clock_now_us();
 	}
 	if (ex->be->ops->thread_fini)
 		ex->be->ops->thread_fini(ex->be);
@@ -511,7 +473,7 @@ executor *executor_start(const executor_config *cfg, char *err, size_t errlen)
 	ex->be = cfg->be;
 	ex->mf = cfg->mf;
 	ex->next_handle = 1;
-	ex->be->timing_cb = exec_timed;
+	ex->be->timing_cb = completion_timed;
 	ex->be->timing_ctx = ex;
 	pthread_mutex_init(&ex->start_mu, NULL);
 	pthread_cond_init(&ex->started_cv, NULL);
@@ -624,8 +586,8 @@ void executor_write_tenants_json(executor *ex, strbuf *sb)
 
 void executor_free_reply(job *j)
 {
-	plan_open_reply_free(j->open_reply);
-	j->open_reply = NULL;
+	plan_open_result_free(j->open);
+	j->open = NULL;
 }
 
 void executor_stop(executor *ex)

@@ -25,7 +25,8 @@
 
 struct session;
 struct tp_worker;
-struct Tileops__Request;
+struct request;
+struct plan_open_result;
 typedef struct manifest manifest;
 
 typedef enum job_kind {
@@ -42,7 +43,7 @@ typedef struct job {
 	struct session *s;   /* holds a reference until the job is handed back */
 	struct tp_worker *w; /* where the answer goes; NULL for none */
 	uint64_t seq;
-	struct Tileops__Request *req; /* REQUEST: the decoded request (the loop frees it) */
+	struct request *req;          /* REQUEST: what to run (the loop frees it) */
 	int want_rings;               /* OPEN: the Hello asked for rings */
 	char tenant[64];              /* OPEN: the tenant the Hello named */
 	const struct warm_plan *warm; /* WARMUP: the plan to make */
@@ -51,10 +52,9 @@ typedef struct job {
 	char msg[512];
 	uint64_t handle; /* tensor create/import */
 	uint64_t nbytes;
-	unsigned char ipc[64];                     /* tensor export */
-	struct Tileops__PlanOpenReply *open_reply; /* plan open; free with executor_free_reply */
-	int rings;                                 /* OPEN: rings are served */
-	void *fence;                               /* executor-private: answered when it passes */
+	unsigned char ipc[64];         /* tensor export */
+	struct plan_open_result *open; /* plan open; free with executor_free_reply */
+	int rings;                     /* OPEN: rings are served */
 } job;
 
 typedef struct executor executor;

@@ -17,7 +17,7 @@
 
 #include <stdint.h>
 
-#include "executor_int.h"
+#include "launch.h"
 #include "tileops_ring.h"
 
 /*

@@ -18,14 +18,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "executor_int.h"
-#include "log.h"
-#include "tenant.h"
-#include "warmup.h"
+#include "plan.h"
 
-#define PLAN_MAX_BUCKETS 32
-#define PLAN_MAX_OPS 4096
-#define PLAN_MAX_BINDINGS 64
+#include "clock.h"
+#include "launch.h"
+#include "log.h"
+#include "tensors.h"
 
 typedef struct plan_graph {
 	struct plan *plan;
@@ -37,10 +35,7 @@ typedef struct plan_graph {
 	struct plan_graph *prev, *next; /* the tenant's LRU list, most recent first */
 } plan_graph;
 
-typedef struct binding {
-	uint64_t plan_tensor;
-	uint64_t tensor;
-} binding;
+typedef plan_binding binding;
 
 typedef struct plan {
 	uint64_t handle;
@@ -53,7 +48,7 @@ typedef struct plan {
 	char (*names)[WARM_NAME_MAX];
 	uint64_t *named_handles;
 	struct plan *shared_next; /* the tenant's shared plans */
-	Tileops__PlanCreate *def; /* owned */
+	plan_def *def;            /* owned */
 	int n_buckets;            /* 0: no buckets (one graph) */
 	int64_t buckets[PLAN_MAX_BUCKETS];
 	binding binds[PLAN_MAX_BINDINGS];
@@ -63,19 +58,13 @@ typedef struct plan {
 	struct plan *next; /* the session's plans */
 } plan;
 
-struct plan_view {
+/* How a plan's ops see tensors while it is checked or captured. */
+typedef struct plan_view {
 	const session *owner;  /* unbound handles resolve here */
 	const session *runner; /* bound tensors resolve here */
 	const plan *p;
 	int bucket;
-};
-
-static double now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
+} plan_view;
 
 /* ---- tenants ------------------------------------------------------------- */
 
@@ -212,14 +201,16 @@ static void plan_reset_caches_locked(executor *ex)
 
 static int is_bucketed(const plan *p, uint64_t handle)
 {
-	for (size_t i = 0; i < p->def->n_bucketed; i++)
+	for (int i = 0; i < p->def->n_bucketed; i++)
 		if (p->def->bucketed[i] == handle)
 			return 1;
 	return 0;
 }
 
-tileops_status plan_view_of(const plan_view *pv, uint64_t handle, tk_tensor *v)
+/* The view of a handle as the plan's ops see it (a tensor_resolver). */
+static tileops_status plan_view_of(const void *ctx, uint64_t handle, tk_tensor *v)
 {
+	const plan_view *pv = ctx;
 	const session *where = pv->owner;
 	uint64_t h = handle;
 	for (int i = 0; i < pv->p->n_binds; i++) {
@@ -242,20 +233,21 @@ static tileops_status plan_ops(executor *ex, session *s, plan *p, int bucket, in
                                size_t errlen)
 {
 	plan_view pv = { p->owner ? p->owner : s, s, p, bucket };
-	for (size_t i = 0; i < p->def->n_ops; i++) {
+	tensor_resolver views = { plan_view_of, &pv };
+	for (int i = 0; i < p->def->n_ops; i++) {
 		prepared_op op;
 		char msg[400];
 		tileops_status st =
-		        exec_prepare_op(ex, s, &pv, p->def->ops[i], &op, msg, sizeof(msg));
+		        launch_prepare(ex, &views, &p->def->ops[i], &op, msg, sizeof(msg));
 		if (st == TILEOPS_OK && launch)
 			st = ex->be->ops->launch(ex->be, s->stream, op.kernel, &op.call, 0, -1,
 			                         NULL, msg, sizeof(msg));
 		if (st != TILEOPS_OK) {
 			if (p->n_buckets)
-				snprintf(err, errlen, "plan op %zu, bucket %lld: %s", i,
+				snprintf(err, errlen, "plan op %d, bucket %lld: %s", i,
 				         (long long)p->buckets[bucket], msg);
 			else
-				snprintf(err, errlen, "plan op %zu: %s", i, msg);
+				snprintf(err, errlen, "plan op %d: %s", i, msg);
 			return st;
 		}
 	}
@@ -264,48 +256,39 @@ static tileops_status plan_ops(executor *ex, session *s, plan *p, int bucket, in
 
 /* ---- create, run, free --------------------------------------------------- */
 
-static tileops_status plan_check_def(const Tileops__PlanCreate *m, plan *p, session *s, char *err,
+/* Check what the definition says of the session's tensors and buckets
+ * (its counts were bounded when it was decoded). */
+static tileops_status plan_check_def(const plan_def *d, plan *p, session *s, char *err,
                                      size_t errlen)
 {
-	if (m->n_ops == 0 || m->n_ops > PLAN_MAX_OPS) {
-		snprintf(err, errlen, "a plan has 1 to %d ops, this one %zu", PLAN_MAX_OPS,
-		         m->n_ops);
-		return TILEOPS_ERR_INVALID_ARGUMENT;
-	}
-	if (m->n_buckets > PLAN_MAX_BUCKETS) {
-		snprintf(err, errlen, "at most %d buckets, got %zu", PLAN_MAX_BUCKETS,
-		         m->n_buckets);
-		return TILEOPS_ERR_INVALID_ARGUMENT;
-	}
-	for (size_t i = 0; i < m->n_buckets; i++) {
-		if (m->buckets[i] < 1 || (i && m->buckets[i] <= m->buckets[i - 1])) {
+	for (int i = 0; i < d->n_buckets; i++) {
+		if (d->buckets[i] < 1 || (i && d->buckets[i] <= d->buckets[i - 1])) {
 			snprintf(err, errlen,
-			         "buckets must be positive and ascending (bucket %zu is "
-			         "%lld)",
-			         i, (long long)m->buckets[i]);
+			         "buckets must be positive and ascending (bucket %d is %lld)", i,
+			         (long long)d->buckets[i]);
 			return TILEOPS_ERR_INVALID_ARGUMENT;
 		}
-		p->buckets[i] = m->buckets[i];
+		p->buckets[i] = d->buckets[i];
 	}
-	p->n_buckets = (int)m->n_buckets;
-	if (m->n_bucketed && !m->n_buckets) {
+	p->n_buckets = d->n_buckets;
+	if (d->n_bucketed && !d->n_buckets) {
 		snprintf(err, errlen, "bucketed tensors given without buckets");
 		return TILEOPS_ERR_INVALID_ARGUMENT;
 	}
-	int64_t largest = m->n_buckets ? m->buckets[m->n_buckets - 1] : 0;
-	for (size_t i = 0; i < m->n_bucketed; i++) {
-		tensor *t = session_tensor_find(s, m->bucketed[i]);
+	int64_t largest = d->n_buckets ? d->buckets[d->n_buckets - 1] : 0;
+	for (int i = 0; i < d->n_bucketed; i++) {
+		tensor *t = session_tensor_find(s, d->bucketed[i]);
 		if (!t) {
 			snprintf(err, errlen,
 			         "bucketed tensor %llu is not a tensor of this session",
-			         (unsigned long long)m->bucketed[i]);
+			         (unsigned long long)d->bucketed[i]);
 			return TILEOPS_ERR_UNKNOWN_HANDLE;
 		}
 		if (t->view.ndim < 1 || t->view.shape[0] != largest) {
 			snprintf(err, errlen,
 			         "bucketed tensor %llu has dim 0 of %lld; it must equal "
 			         "the largest bucket, %lld",
-			         (unsigned long long)m->bucketed[i],
+			         (unsigned long long)d->bucketed[i],
 			         (long long)(t->view.ndim ? t->view.shape[0] : 0),
 			         (long long)largest);
 			return TILEOPS_ERR_SHAPE;
@@ -314,7 +297,7 @@ static tileops_status plan_check_def(const Tileops__PlanCreate *m, plan *p, sess
 	return TILEOPS_OK;
 }
 
-void plan_create(executor *ex, session *s, job *j, const Tileops__PlanCreate *m)
+void plan_create(executor *ex, session *s, job *j, plan_def **defp)
 {
 	plan *p = calloc(1, sizeof(*p));
 	if (!p) {
@@ -322,30 +305,18 @@ void plan_create(executor *ex, session *s, job *j, const Tileops__PlanCreate *m)
 		snprintf(j->msg, sizeof(j->msg), "out of host memory");
 		return;
 	}
-	/* Keep a private copy of the definition: the request is the loop's. */
-	size_t len = tileops__plan_create__get_packed_size(m);
-	uint8_t *buf = malloc(len ? len : 1);
-	if (buf) {
-		tileops__plan_create__pack(m, buf);
-		p->def = tileops__plan_create__unpack(NULL, len, buf);
-		free(buf);
-	}
-	if (!p->def) {
-		free(p);
-		j->status = TILEOPS_ERR_OUT_OF_MEMORY;
-		snprintf(j->msg, sizeof(j->msg), "out of host memory");
-		return;
-	}
+	p->def = *defp;
+	*defp = NULL;
 	p->t = s->tenant;
 	p->owner = s;
-	snprintf(p->name, sizeof(p->name), "%s", m->name ? m->name : "");
-	j->status = plan_check_def(m, p, s, j->msg, sizeof(j->msg));
+	snprintf(p->name, sizeof(p->name), "%s", p->def->name);
+	j->status = plan_check_def(p->def, p, s, j->msg, sizeof(j->msg));
 	/* Every op, every bucket, checked now: a run never meets a rule error. */
 	int nb = p->n_buckets ? p->n_buckets : 1;
 	for (int b = 0; b < nb && j->status == TILEOPS_OK; b++)
 		j->status = plan_ops(ex, s, p, b, 0, j->msg, sizeof(j->msg));
 	if (j->status != TILEOPS_OK) {
-		tileops__plan_create__free_unpacked(p->def, NULL);
+		plan_def_free(p->def);
 		free(p);
 		return;
 	}
@@ -368,13 +339,13 @@ static plan *plan_find(session *s, uint64_t handle)
 
 /* Check binding i: the plan tensor (in `owner`) and the tensor to use in
  * its place (in `runner`) exist and agree in dtype and shape. */
-static tileops_status binding_check(const session *owner, const session *runner, size_t i,
-                                    const Tileops__PlanBinding *b, char *err, size_t errlen)
+static tileops_status binding_check(const session *owner, const session *runner, int i,
+                                    const plan_binding *b, char *err, size_t errlen)
 {
 	tensor *from = session_tensor_find(owner, b->plan_tensor);
 	tensor *to = session_tensor_find(runner, b->tensor);
 	if (!from || !to) {
-		snprintf(err, errlen, "binding %zu: tensor %llu is not a %s", i,
+		snprintf(err, errlen, "binding %d: tensor %llu is not a %s", i,
 		         (unsigned long long)(from ? b->tensor : b->plan_tensor),
 		         from || owner == runner ? "tensor of this session" : "tensor of the plan");
 		return TILEOPS_ERR_UNKNOWN_HANDLE;
@@ -382,7 +353,7 @@ static tileops_status binding_check(const session *owner, const session *runner,
 	if (from->view.dtype != to->view.dtype || from->view.ndim != to->view.ndim ||
 	    memcmp(from->view.shape, to->view.shape, sizeof(int64_t) * (size_t)from->view.ndim)) {
 		snprintf(err, errlen,
-		         "binding %zu: tensor %llu differs in dtype or shape from "
+		         "binding %d: tensor %llu differs in dtype or shape from "
 		         "plan tensor %llu",
 		         i, (unsigned long long)b->tensor, (unsigned long long)b->plan_tensor);
 		return TILEOPS_ERR_SHAPE;
@@ -392,39 +363,32 @@ static tileops_status binding_check(const session *owner, const session *runner,
 
 /* A shared plan's bindings are those of the run: set them, and note whether
  * they changed (another session, or other tensors). */
-static tileops_status plan_bind_shared(session *s, plan *p, const Tileops__PlanRun *m, char *err,
+static tileops_status plan_bind_shared(session *s, plan *p, const plan_run_desc *m, char *err,
                                        size_t errlen)
 {
-	if (m->n_bindings > PLAN_MAX_BINDINGS) {
-		snprintf(err, errlen, "a run binds at most %d tensors", PLAN_MAX_BINDINGS);
-		return TILEOPS_ERR_INVALID_ARGUMENT;
-	}
-	binding next[PLAN_MAX_BINDINGS];
-	for (size_t i = 0; i < m->n_bindings; i++) {
-		const Tileops__PlanBinding *b = m->bindings[i];
-		tileops_status st = binding_check(p->owner, s, i, b, err, errlen);
+	for (int i = 0; i < m->n_bindings; i++) {
+		tileops_status st = binding_check(p->owner, s, i, &m->bindings[i], err, errlen);
 		if (st != TILEOPS_OK)
 			return st;
-		next[i] = (binding){ b->plan_tensor, b->tensor };
 	}
-	int same = p->bind_session == s->id && p->n_binds == (int)m->n_bindings &&
-	           memcmp(p->binds, next, sizeof(binding) * m->n_bindings) == 0;
+	int same = p->bind_session == s->id && p->n_binds == m->n_bindings &&
+	           memcmp(p->binds, m->bindings, sizeof(binding) * (size_t)m->n_bindings) == 0;
 	if (!same) {
-		memcpy(p->binds, next, sizeof(binding) * m->n_bindings);
-		p->n_binds = (int)m->n_bindings;
+		memcpy(p->binds, m->bindings, sizeof(binding) * (size_t)m->n_bindings);
+		p->n_binds = m->n_bindings;
 		p->bind_session = s->id;
 		p->gen++;
 	}
 	return TILEOPS_OK;
 }
 
-static tileops_status plan_bind(session *s, plan *p, const Tileops__PlanRun *m, char *err,
+static tileops_status plan_bind(session *s, plan *p, const plan_run_desc *m, char *err,
                                 size_t errlen)
 {
 	if (p->shared)
 		return plan_bind_shared(s, p, m, err, errlen);
-	for (size_t i = 0; i < m->n_bindings; i++) {
-		const Tileops__PlanBinding *b = m->bindings[i];
+	for (int i = 0; i < m->n_bindings; i++) {
+		const plan_binding *b = &m->bindings[i];
 		tileops_status st = binding_check(s, s, i, b, err, errlen);
 		if (st != TILEOPS_OK)
 			return st;
@@ -464,7 +428,7 @@ static tileops_status plan_capture(executor *ex, session *s, plan *p, int bucket
                                    size_t *bytes, char *err, size_t errlen)
 {
 	tenant *t = p->t;
-	double t0 = now_us();
+	double t0 = clock_now_us();
 	tileops_status st = ex->be->ops->capture_begin(ex->be, s->stream, err, errlen);
 	if (st != TILEOPS_OK)
 		return st;
@@ -475,7 +439,7 @@ static tileops_status plan_capture(executor *ex, session *s, plan *p, int bucket
 	}
 	st = ex->be->ops->capture_end(ex->be, s->stream, graph, bytes, err, errlen);
 	t->st.captures++;
-	t->st.capture_us += now_us() - t0;
+	t->st.capture_us += clock_now_us() - t0;
 	return st;
 }
 
@@ -534,8 +498,8 @@ static tileops_status plan_graph_get(executor *ex, session *s, plan *p, int b, p
 	return TILEOPS_OK;
 }
 
-static tileops_status plan_run_locked(executor *ex, session *s, const Tileops__PlanRun *m,
-                                      char *err, size_t errlen)
+static tileops_status plan_run_locked(executor *ex, session *s, const plan_run_desc *m, char *err,
+                                      size_t errlen)
 {
 	plan *p = plan_find(s, m->plan);
 	if (!p) {
@@ -581,7 +545,7 @@ static void plan_drop_graphs(executor *ex, plan *p)
 static void plan_destroy(executor *ex, plan *p)
 {
 	plan_drop_graphs(ex, p);
-	tileops__plan_create__free_unpacked(p->def, NULL);
+	plan_def_free(p->def);
 	free(p->names);
 	free(p->named_handles);
 	free(p);
@@ -630,12 +594,12 @@ static void plan_forget_tensor_locked(executor *ex, session *s, uint64_t handle)
 		int uses = 0;
 		for (int i = 0; i < p->n_binds; i++)
 			uses |= p->binds[i].tensor == handle || p->binds[i].plan_tensor == handle;
-		for (size_t i = 0; i < p->def->n_ops && !uses; i++) {
-			const Tileops__OpRun *op = p->def->ops[i];
-			for (size_t k = 0; k < op->n_inputs; k++)
-				uses |= op->inputs[k] == handle;
-			for (size_t k = 0; k < op->n_outputs; k++)
-				uses |= op->outputs[k] == handle;
+		for (int i = 0; i < p->def->n_ops && !uses; i++) {
+			const op_desc *op = &p->def->ops[i];
+			for (int k = 0; k < op->n_in; k++)
+				uses |= op->in[k] == handle;
+			for (int k = 0; k < op->n_out; k++)
+				uses |= op->out[k] == handle;
 		}
 		if (uses)
 			plan_drop_graphs(ex, p);
@@ -670,60 +634,40 @@ static void plan_close_session_locked(executor *ex, session *s)
 
 /* ---- warm-up plans ------------------------------------------------------- */
 
-/* Build the PlanCreate of a warm-up plan over the tensors just made. */
-static tileops_status warm_build(const warm_plan *wp, const uint64_t *handles,
-                                 Tileops__PlanCreate *pc, Tileops__OpRun *runs,
-                                 Tileops__OpRun **run_ptrs, Tileops__Param *params,
-                                 Tileops__Param **param_ptrs, uint64_t *io, int64_t *buckets,
-                                 uint64_t *bucketed)
+/* The definition of a warm-up plan over the tensors just made. */
+static plan_def *warm_def(const warm_plan *wp, const uint64_t *handles)
 {
-	size_t np = 0, nio = 0;
+	plan_def *d = calloc(1, sizeof(*d));
+	if (!d || !(d->ops = calloc((size_t)wp->n_ops + 1, sizeof(*d->ops))) ||
+	    !(d->bucketed = calloc((size_t)wp->n_bucketed + 1, sizeof(*d->bucketed)))) {
+		plan_def_free(d);
+		return NULL;
+	}
+	snprintf(d->name, sizeof(d->name), "%s", wp->name);
+	d->n_ops = wp->n_ops;
 	for (int i = 0; i < wp->n_ops; i++) {
 		const warm_op *o = &wp->ops[i];
-		Tileops__OpRun *r = &runs[i];
-		tileops__op_run__init(r);
-		r->op = (char *)o->op;
-		r->inputs = &io[nio];
+		op_desc *r = &d->ops[i];
+		snprintf(r->op, sizeof(r->op), "%s", o->op);
+		r->n_in = o->n_in;
 		for (int k = 0; k < o->n_in; k++)
-			io[nio++] = handles[o->in[k]];
-		r->n_inputs = (size_t)o->n_in;
-		r->outputs = &io[nio];
+			r->in[k] = handles[o->in[k]];
+		r->n_out = o->n_out;
 		for (int k = 0; k < o->n_out; k++)
-			io[nio++] = handles[o->out[k]];
-		r->n_outputs = (size_t)o->n_out;
-		r->params = &param_ptrs[np];
+			r->out[k] = handles[o->out[k]];
+		r->n_params = o->n_params;
 		for (int k = 0; k < o->n_params; k++) {
-			Tileops__Param *p = &params[np];
-			tileops__param__init(p);
-			p->name = (char *)o->param_names[k];
-			if (o->params[k].kind == TK_PARAM_INT) {
-				p->value_case = TILEOPS__PARAM__VALUE_I;
-				p->i = o->params[k].v.i;
-			} else if (o->params[k].kind == TK_PARAM_FLOAT) {
-				p->value_case = TILEOPS__PARAM__VALUE_F;
-				p->f = o->params[k].v.f;
-			} else {
-				p->value_case = TILEOPS__PARAM__VALUE_B;
-				p->b = o->params[k].v.b;
-			}
-			param_ptrs[np++] = p;
+			snprintf(r->param_names[k], sizeof(r->param_names[k]), "%s",
+			         o->param_names[k]);
+			r->params[k] = o->params[k];
 		}
-		r->n_params = (size_t)o->n_params;
-		run_ptrs[i] = r;
 	}
-	tileops__plan_create__init(pc);
-	pc->ops = run_ptrs;
-	pc->n_ops = (size_t)wp->n_ops;
-	for (int i = 0; i < wp->n_buckets; i++)
-		buckets[i] = wp->buckets[i];
-	pc->buckets = buckets;
-	pc->n_buckets = (size_t)wp->n_buckets;
+	d->n_buckets = wp->n_buckets;
+	memcpy(d->buckets, wp->buckets, sizeof(int64_t) * (size_t)wp->n_buckets);
+	d->n_bucketed = wp->n_bucketed;
 	for (int i = 0; i < wp->n_bucketed; i++)
-		bucketed[i] = handles[wp->bucketed[i]];
-	pc->bucketed = bucketed;
-	pc->n_bucketed = (size_t)wp->n_bucketed;
-	pc->name = (char *)wp->name;
-	return TILEOPS_OK;
+		d->bucketed[i] = handles[wp->bucketed[i]];
+	return d;
 }
 
 static tileops_status plan_warmup_locked(executor *ex, session *s, job *j, const warm_plan *wp)
@@ -731,37 +675,18 @@ static tileops_status plan_warmup_locked(executor *ex, session *s, job *j, const
 	/* The tensors, then the plan over them, then every bucket captured. */
 	uint64_t handles[WARM_MAX_TENSORS];
 	for (int i = 0; i < wp->n_tensors; i++) {
-		exec_make_tensor(ex, s, j, &wp->tensors[i]);
+		tensors_make_warm(ex, s, j, &wp->tensors[i]);
 		if (j->status != TILEOPS_OK)
 			return j->status;
 		handles[i] = j->handle;
 	}
-	size_t n_io = 0, n_params = 0;
-	for (int i = 0; i < wp->n_ops; i++) {
-		n_io += (size_t)(wp->ops[i].n_in + wp->ops[i].n_out);
-		n_params += (size_t)wp->ops[i].n_params;
-	}
-	Tileops__PlanCreate pc;
-	Tileops__OpRun *runs = calloc((size_t)wp->n_ops + 1, sizeof(*runs));
-	Tileops__OpRun **run_ptrs = calloc((size_t)wp->n_ops + 1, sizeof(*run_ptrs));
-	Tileops__Param *params = calloc(n_params + 1, sizeof(*params));
-	Tileops__Param **param_ptrs = calloc(n_params + 1, sizeof(*param_ptrs));
-	uint64_t *io = calloc(n_io + 1, sizeof(*io));
-	int64_t buckets[WARM_MAX_BUCKETS];
-	uint64_t bucketed[WARM_MAX_TENSORS];
-	if (!runs || !run_ptrs || !params || !param_ptrs || !io) {
+	plan_def *d = warm_def(wp, handles);
+	if (!d) {
 		j->status = TILEOPS_ERR_OUT_OF_MEMORY;
 		snprintf(j->msg, sizeof(j->msg), "out of host memory");
-	} else {
-		warm_build(wp, handles, &pc, runs, run_ptrs, params, param_ptrs, io, buckets,
-		           bucketed);
-		plan_create(ex, s, j, &pc);
+		return j->status;
 	}
-	free(runs);
-	free(run_ptrs);
-	free(params);
-	free(param_ptrs);
-	free(io);
+	plan_create(ex, s, j, &d);
 	if (j->status != TILEOPS_OK)
 		return j->status;
 	plan *p = s->plans; /* plan_create put it first */
@@ -810,52 +735,38 @@ static void plan_open_locked(executor *ex, session *s, job *j, const char *name)
 		         s->tenant ? s->tenant->name : "?");
 		return;
 	}
-	Tileops__PlanOpenReply *r = calloc(1, sizeof(*r));
-	Tileops__PlanTensor *ts = calloc((size_t)p->n_named + 1, sizeof(*ts));
-	Tileops__PlanTensor **tp = calloc((size_t)p->n_named + 1, sizeof(*tp));
-	int64_t *b = calloc((size_t)p->n_buckets + 1, sizeof(*b));
-	if (!r || !ts || !tp || !b) {
+	plan_open_result *r = calloc(1, sizeof(*r));
+	plan_open_tensor *ts = calloc((size_t)p->n_named + 1, sizeof(*ts));
+	if (!r || !ts) {
 		free(r);
 		free(ts);
-		free(tp);
-		free(b);
 		j->status = TILEOPS_ERR_OUT_OF_MEMORY;
 		snprintf(j->msg, sizeof(j->msg), "out of host memory");
 		return;
 	}
-	tileops__plan_open_reply__init(r);
 	r->plan = p->handle;
+	r->tensors = ts;
+	r->n_tensors = p->n_named;
 	for (int i = 0; i < p->n_named; i++) {
 		const tensor *t = session_tensor_find(p->owner, p->named_handles[i]);
-		tileops__plan_tensor__init(&ts[i]);
-		ts[i].name = p->names[i];
+		snprintf(ts[i].name, sizeof(ts[i].name), "%s", p->names[i]);
 		ts[i].handle = p->named_handles[i];
 		if (t) {
-			ts[i].dtype = (Tileops__DType)t->view.dtype;
-			ts[i].shape = (int64_t *)t->view.shape;
-			ts[i].n_shape = (size_t)t->view.ndim;
+			ts[i].dtype = (int)t->view.dtype;
+			ts[i].ndim = t->view.ndim;
+			memcpy(ts[i].shape, t->view.shape, sizeof(int64_t) * (size_t)t->view.ndim);
 		}
-		tp[i] = &ts[i];
 	}
-	if (p->n_named == 0)
-		free(ts); /* nothing points at it */
-	r->tensors = tp;
-	r->n_tensors = (size_t)p->n_named;
-	for (int i = 0; i < p->n_buckets; i++)
-		b[i] = p->buckets[i];
-	r->buckets = b;
-	r->n_buckets = (size_t)p->n_buckets;
-	j->open_reply = r;
+	r->n_buckets = p->n_buckets;
+	memcpy(r->buckets, p->buckets, sizeof(int64_t) * (size_t)p->n_buckets);
+	j->open = r;
 }
 
-void plan_open_reply_free(Tileops__PlanOpenReply *r)
+void plan_open_result_free(plan_open_result *r)
 {
 	if (!r)
 		return;
-	if (r->n_tensors)
-		free(r->tensors[0]);
 	free(r->tensors);
-	free(r->buckets);
 	free(r);
 }
 
@@ -897,8 +808,7 @@ void plan_reset_caches(executor *ex)
 	pthread_mutex_unlock(&ex->cache_mu);
 }
 
-tileops_status plan_run(executor *ex, session *s, const Tileops__PlanRun *m, char *err,
-                        size_t errlen)
+tileops_status plan_run(executor *ex, session *s, const plan_run_desc *m, char *err, size_t errlen)
 {
 	pthread_mutex_lock(&ex->cache_mu);
 	tileops_status st = plan_run_locked(ex, s, m, err, errlen);

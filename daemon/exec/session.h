@@ -18,8 +18,7 @@
 #include "ring.h"
 #include "tileops_kernels.h"
 
-struct tp_worker;
-struct Tileops__Request;
+struct held_request; /* front/order.h */
 
 typedef struct tensor {
 	uint64_t handle;
@@ -28,14 +27,6 @@ typedef struct tensor {
 	int imported;
 	struct tensor *next; /* hash chain */
 } tensor;
-
-/* A request waiting for its turn (its seq is not the next one yet). */
-typedef struct held_request {
-	uint64_t seq;
-	struct tp_worker *w;
-	struct Tileops__Request *req;
-	struct held_request *next;
-} held_request;
 
 typedef struct session {
 	/* Fixed once the Hello has been checked. */
@@ -49,7 +40,7 @@ typedef struct session {
 	/* Loop thread: request order. Requests run in seq order; later ones
 	 * wait in `held`. */
 	uint64_t next_seq;
-	held_request *held; /* sorted by seq */
+	struct held_request *held; /* sorted by seq */
 	int n_held;
 	double gap_since; /* when the head of `held` started waiting, seconds */
 	int closing;
@@ -91,10 +82,5 @@ tensor *session_tensor_find(const session *s, uint64_t handle);
 int session_tensor_insert(session *s, tensor *t);
 /* Remove and return the tensor, or NULL. */
 tensor *session_tensor_remove(session *s, uint64_t handle);
-
-/* Insert a request into the held list in seq order; -1 if seq is already held. */
-int session_hold(session *s, held_request *h);
-/* The head of the held list if it is the next to run, removed; else NULL. */
-held_request *session_next_ready(session *s);
 
 #endif

@@ -9,9 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
+#include "decode.h"
+#include "handlers.h"
 #include "log.h"
 #include "manifest.h"
-#include "server.h"
+#include "order.h"
+#include "plan.h"
+#include "reply.h"
+#include "sessions.h"
 #include "tileops.pb-c.h"
 
 /* The wire enums carry the numbers of proto/tileops_codes.h. */
@@ -25,60 +31,6 @@ TILEOPS_STATUS_LIST(WIRE_STATUS_SAME)
 	               "tileops.proto: DTYPE_" #name " differs from tileops_codes.h");
 TILEOPS_DTYPE_LIST(WIRE_DTYPE_SAME)
 #undef WIRE_DTYPE_SAME
-
-#define GAP_TIMEOUT_SECONDS 2.0
-
-/* ---- replies ------------------------------------------------------------- */
-
-static void send_reply(server *srv, tp_worker *w, Tileops__Reply *r)
-{
-	stats_count_request(&srv->st, r->status != TILEOPS__STATUS__STATUS_OK);
-	if (r->status != TILEOPS__STATUS__STATUS_OK)
-		log_debug("request %llu: status %d: %s", (unsigned long long)r->seq, (int)r->status,
-		          r->message);
-	if (!w)
-		return;
-	size_t len = tileops__reply__get_packed_size(r);
-	nng_msg *m;
-	if (nng_msg_alloc(&m, len) != 0) {
-		log_error("out of memory for a %zu-byte reply; the client will time out", len);
-		return;
-	}
-	tileops__reply__pack(r, nng_msg_body(m));
-	transport_reply(w, m);
-}
-
-static void reply_status(server *srv, tp_worker *w, uint64_t seq, tileops_status st,
-                         const char *msg)
-{
-	Tileops__Reply r = TILEOPS__REPLY__INIT;
-	r.seq = seq;
-	r.status = (Tileops__Status)st;
-	r.message = (char *)(msg ? msg : "");
-	send_reply(srv, w, &r);
-}
-
-static void reply_fmt(server *srv, tp_worker *w, uint64_t seq, tileops_status st, const char *fmt,
-                      ...) __attribute__((format(printf, 5, 6)));
-
-static void reply_fmt(server *srv, tp_worker *w, uint64_t seq, tileops_status st, const char *fmt,
-                      ...)
-{
-	char msg[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	reply_status(srv, w, seq, st, msg);
-}
-
-static session *session_by_pipe(server *srv, uint32_t pipe)
-{
-	for (session *s = srv->sessions; s; s = s->next)
-		if (s->pipe == pipe)
-			return s;
-	return NULL;
-}
 
 /* ---- requests in seq order ----------------------------------------------- */
 
@@ -107,18 +59,28 @@ static void run_request(server *srv, session *s, tp_worker *w, Tileops__Request 
 		          "admin_reset: uid %lld is not the daemon's uid, root or in admin_group",
 		          (long long)s->uid);
 	} else {
+		/* Decoded when its turn comes, so an error is answered in order too. */
 		job *j = calloc(1, sizeof(*j));
-		if (!j) {
-			reply_status(srv, w, seq, TILEOPS_ERR_OUT_OF_MEMORY, "out of host memory");
+		request *r = NULL;
+		int reset = req->body_case == TILEOPS__REQUEST__BODY_ADMIN_RESET;
+		char err[512];
+		tileops_status st = TILEOPS_OK;
+		if (!j || (!reset && !(r = calloc(1, sizeof(*r))))) {
+			st = TILEOPS_ERR_OUT_OF_MEMORY;
+			snprintf(err, sizeof(err), "out of host memory");
+		} else if (!reset) {
+			st = wire_decode(req, r, err, sizeof(err));
+		}
+		if (st != TILEOPS_OK) {
+			reply_status(srv, w, seq, st, err);
+			request_free(r);
+			free(j);
 		} else {
-			j->kind = req->body_case == TILEOPS__REQUEST__BODY_ADMIN_RESET
-			                  ? JOB_RESET
-			                  : JOB_REQUEST;
+			j->kind = reset ? JOB_RESET : JOB_REQUEST;
 			j->w = w;
 			j->seq = seq;
-			j->req = req; /* freed when the job comes back */
-			server_submit(srv, s, j);
-			return;
+			j->req = r; /* freed when the job comes back */
+			sessions_submit(srv, s, j);
 		}
 	}
 	tileops__request__free_unpacked(req, NULL);
@@ -136,7 +98,7 @@ static void session_pump(server *srv, session *s)
 	if (!s->held || s->held->seq == s->next_seq)
 		s->gap_since = 0;
 	else if (s->gap_since == 0)
-		s->gap_since = server_now();
+		s->gap_since = clock_now_s();
 }
 
 static void enqueue_request(server *srv, session *s, tp_worker *w, Tileops__Request *req)
@@ -229,7 +191,7 @@ static void do_hello(server *srv, tp_worker *w, Tileops__Request *req, uint32_t 
 	j->seq = req->seq;
 	j->want_rings = h->rings;
 	snprintf(j->tenant, sizeof(j->tenant), "%s", h->tenant ? h->tenant : "");
-	server_submit(srv, s, j);
+	sessions_submit(srv, s, j);
 }
 
 void handle_request(server *srv, tp_worker *w, nng_msg *msg)
@@ -247,7 +209,7 @@ void handle_request(server *srv, tp_worker *w, nng_msg *msg)
 		          len);
 		return;
 	}
-	session *s = session_by_pipe(srv, pipe);
+	session *s = sessions_by_pipe(srv, pipe);
 	if (req->body_case == TILEOPS__REQUEST__BODY_HELLO && !s) {
 		do_hello(srv, w, req, pipe, uid, gid, pid);
 		tileops__request__free_unpacked(req, NULL);
@@ -283,12 +245,43 @@ static void open_done(server *srv, session *s, job *j)
 	r.message = (char *)"";
 	r.body_case = TILEOPS__REPLY__BODY_HELLO;
 	r.hello = &hr;
-	send_reply(srv, j->w, &r);
+	reply_send(srv, j->w, &r);
 	log_info("session %llu opened (pid %lld, uid %lld, '%s', arena %zu bytes%s%s, "
 	         "executor thread %d)",
 	         (unsigned long long)s->id, (long long)s->pid, (long long)s->uid, s->name,
 	         s->arena.size, s->arena.pinned ? ", pinned" : "", j->rings ? ", rings" : "",
 	         s->worker);
+}
+
+/* PlanOpenReply from what plan_open found; the strings and arrays stay the
+ * result's. Returns 0, or -1 when out of memory (nothing to free then). */
+static int encode_plan_open(const plan_open_result *o, Tileops__PlanOpenReply *r)
+{
+	tileops__plan_open_reply__init(r);
+	r->plan = o->plan;
+	r->n_buckets = (size_t)o->n_buckets;
+	r->buckets = (int64_t *)o->buckets;
+	r->n_tensors = (size_t)o->n_tensors;
+	if (!o->n_tensors)
+		return 0;
+	Tileops__PlanTensor *ts = calloc((size_t)o->n_tensors, sizeof(*ts));
+	Tileops__PlanTensor **tp = calloc((size_t)o->n_tensors, sizeof(*tp));
+	if (!ts || !tp) {
+		free(ts);
+		free(tp);
+		return -1;
+	}
+	for (int i = 0; i < o->n_tensors; i++) {
+		tileops__plan_tensor__init(&ts[i]);
+		ts[i].name = (char *)o->tensors[i].name;
+		ts[i].handle = o->tensors[i].handle;
+		ts[i].dtype = (Tileops__DType)o->tensors[i].dtype;
+		ts[i].n_shape = (size_t)o->tensors[i].ndim;
+		ts[i].shape = (int64_t *)o->tensors[i].shape;
+		tp[i] = &ts[i];
+	}
+	r->tensors = tp;
+	return 0;
 }
 
 static void request_done(server *srv, job *j)
@@ -297,16 +290,18 @@ static void request_done(server *srv, job *j)
 	Tileops__TensorCreateReply tr = TILEOPS__TENSOR_CREATE_REPLY__INIT;
 	Tileops__TensorExportReply er = TILEOPS__TENSOR_EXPORT_REPLY__INIT;
 	Tileops__PlanCreateReply pr = TILEOPS__PLAN_CREATE_REPLY__INIT;
+	Tileops__PlanOpenReply por;
+	int encoded_open = 0;
 	r.seq = j->seq;
 	r.status = (Tileops__Status)j->status;
 	r.message = j->msg;
-	if (j->status == TILEOPS_OK) {
-		switch (j->req->body_case) {
-		case TILEOPS__REQUEST__BODY_TENSOR_CREATE:
-		case TILEOPS__REQUEST__BODY_TENSOR_IMPORT:
+	if (j->status == TILEOPS_OK && j->req) {
+		switch (j->req->kind) {
+		case REQ_TENSOR_CREATE:
+		case REQ_TENSOR_IMPORT:
 			tr.handle = j->handle;
 			tr.nbytes = j->nbytes;
-			if (j->req->body_case == TILEOPS__REQUEST__BODY_TENSOR_CREATE) {
+			if (j->req->kind == REQ_TENSOR_CREATE) {
 				r.body_case = TILEOPS__REPLY__BODY_TENSOR_CREATE;
 				r.tensor_create = &tr;
 			} else {
@@ -314,28 +309,49 @@ static void request_done(server *srv, job *j)
 				r.tensor_import = &tr;
 			}
 			break;
-		case TILEOPS__REQUEST__BODY_TENSOR_EXPORT:
+		case REQ_TENSOR_EXPORT:
 			er.ipc_handle.data = j->ipc;
-			er.ipc_handle.len = 64;
+			er.ipc_handle.len = sizeof(j->ipc);
 			r.body_case = TILEOPS__REPLY__BODY_TENSOR_EXPORT;
 			r.tensor_export = &er;
 			break;
-		case TILEOPS__REQUEST__BODY_PLAN_CREATE:
+		case REQ_PLAN_CREATE:
 			pr.plan = j->handle;
 			r.body_case = TILEOPS__REPLY__BODY_PLAN_CREATE;
 			r.plan_create = &pr;
 			break;
-		case TILEOPS__REQUEST__BODY_PLAN_OPEN:
-			r.body_case = TILEOPS__REPLY__BODY_PLAN_OPEN;
-			r.plan_open = j->open_reply;
+		case REQ_PLAN_OPEN:
+			if (j->open && encode_plan_open(j->open, &por) == 0) {
+				encoded_open = 1;
+				r.body_case = TILEOPS__REPLY__BODY_PLAN_OPEN;
+				r.plan_open = &por;
+			} else {
+				r.status = (Tileops__Status)TILEOPS_ERR_OUT_OF_MEMORY;
+				r.message = (char *)"out of host memory";
+			}
 			break;
 		default:
 			break;
 		}
 	}
-	send_reply(srv, j->w, &r);
+	reply_send(srv, j->w, &r);
+	if (encoded_open && por.n_tensors) {
+		free(por.tensors[0]);
+		free(por.tensors);
+	}
 	executor_free_reply(j);
-	tileops__request__free_unpacked(j->req, NULL);
+	request_free(j->req);
+	j->req = NULL;
+}
+
+/* A warm-up job came back: the first failure stops the start. */
+static void warmup_done(server *srv, job *j)
+{
+	srv->warm_pending--;
+	if (j->status != TILEOPS_OK && !srv->warm_error[0])
+		snprintf(srv->warm_error, sizeof(srv->warm_error),
+		         "warm-up plan '%.63s' (%.200s:%d): %.300s", j->warm->name, srv->cfg.warmup,
+		         j->warm->line, j->msg);
 }
 
 void handle_job_done(server *srv, job *j)
@@ -361,69 +377,6 @@ void handle_job_done(server *srv, job *j)
 	free(j);
 }
 
-/* ---- closing sessions ---------------------------------------------------- */
-
-void session_reap(server *srv, session *s, const char *why)
-{
-	if (s->closing)
-		return;
-	s->closing = 1;
-	executor_release_worker(srv->ex, s->worker);
-	for (session **pp = &srv->sessions; *pp; pp = &(*pp)->next) {
-		if (*pp == s) {
-			*pp = s->next;
-			srv->n_sessions--;
-			break;
-		}
-	}
-	while (s->held) {
-		held_request *h = s->held;
-		s->held = h->next;
-		reply_fmt(srv, h->w, h->seq, TILEOPS_ERR_CLOSED, "session closed: %s", why);
-		tileops__request__free_unpacked(h->req, NULL);
-		free(h);
-	}
-	s->n_held = 0;
-	size_t n = __atomic_load_n(&s->n_tensors, __ATOMIC_RELAXED);
-	size_t bytes = __atomic_load_n(&s->bytes, __ATOMIC_RELAXED);
-	log_info("session %llu closed (%s): freeing %zu tensors, %zu bytes",
-	         (unsigned long long)s->id, why, n, bytes);
-	job *j = calloc(1, sizeof(*j));
-	if (!j) {
-		/* Without memory for the job the device memory leaks, but the daemon
-		 * stays consistent. */
-		log_error("session %llu: out of memory while closing; %zu bytes leaked",
-		          (unsigned long long)s->id, bytes);
-	} else {
-		j->kind = JOB_CLOSE;
-		server_submit(srv, s, j);
-	}
-	session_unref(s);
-}
-
-void sessions_check_gaps(server *srv)
-{
-	double now = server_now();
-	for (session *s = srv->sessions; s; s = s->next) {
-		if (!s->gap_since || now - s->gap_since < GAP_TIMEOUT_SECONDS)
-			continue;
-		/* A request never arrived; the ones after it cannot run in order. */
-		uint64_t missing = s->next_seq;
-		while (s->held) {
-			held_request *h = s->held;
-			s->held = h->next;
-			s->next_seq = h->seq + 1;
-			reply_fmt(srv, h->w, h->seq, TILEOPS_ERR_PROTOCOL,
-			          "request seq %llu never arrived; requests after it were refused",
-			          (unsigned long long)missing);
-			tileops__request__free_unpacked(h->req, NULL);
-			free(h);
-		}
-		s->n_held = 0;
-		s->gap_since = 0;
-	}
-}
-
 /* ---- the stats socket ---------------------------------------------------- */
 
 void handle_stats(server *srv, tp_worker *w)
@@ -436,7 +389,7 @@ void handle_stats(server *srv, tp_worker *w)
 	strbuf sb = { 0 };
 	sb_printf(&sb, "{\"version\":");
 	sb_json_string(&sb, TILEOPS_VERSION);
-	sb_printf(&sb, ",\"uptime_s\":%.3f,\"backend\":", server_now() - srv->started_at);
+	sb_printf(&sb, ",\"uptime_s\":%.3f,\"backend\":", clock_now_s() - srv->started_at);
 	sb_json_string(&sb, srv->be->name);
 	sb_printf(&sb, ",\"device\":");
 	sb_json_string(&sb, srv->be->device);

@@ -11,19 +11,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+#include "handlers.h"
 #include "log.h"
 #include "manifest.h"
+#include "sessions.h"
 #include "tk_gemm.h"
 #include "warmup.h"
 
 #define STOP_GRACE_SECONDS 30.0
-
-double server_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ---- the inbox: events from other threads -------------------------------- */
 
@@ -93,12 +89,9 @@ static int allow_peer(void *ctx, uint32_t pipe, uint64_t uid, uint64_t gid, uint
 
 static void pipe_gone(server *srv, uint32_t pipe)
 {
-	for (session *s = srv->sessions; s; s = s->next) {
-		if (s->pipe == pipe) {
-			session_reap(srv, s, "client disconnected");
-			return;
-		}
-	}
+	session *s = sessions_by_pipe(srv, pipe);
+	if (s)
+		session_reap(srv, s, "client disconnected");
 }
 
 static void drain_inbox(server *srv)
@@ -134,15 +127,6 @@ static void on_wake(uv_async_t *h)
 	drain_inbox(h->data);
 }
 
-void server_submit(server *srv, session *s, job *j)
-{
-	j->s = s;
-	if (s)
-		session_ref(s);
-	srv->jobs_in_flight++;
-	executor_submit(srv->ex, j);
-}
-
 /* ---- signals and the tick ----------------------------------------------- */
 
 static void begin_stop(server *srv, const char *why)
@@ -151,7 +135,7 @@ static void begin_stop(server *srv, const char *why)
 		return;
 	log_info("%s: stopping (no new connections; finishing work in flight)", why);
 	srv->stopping = 1;
-	srv->stop_deadline = server_now() + STOP_GRACE_SECONDS;
+	srv->stop_deadline = clock_now_s() + STOP_GRACE_SECONDS;
 	transport_stop_listening(srv->control);
 }
 
@@ -214,7 +198,7 @@ static void on_tick(uv_timer_t *h)
 	if (!srv->stopping)
 		return;
 	int idle = srv->jobs_in_flight == 0 && transport_busy(srv->control) == 0;
-	if (idle || server_now() > srv->stop_deadline) {
+	if (idle || clock_now_s() > srv->stop_deadline) {
 		if (!idle)
 			log_warn("stop: work still in flight after %.0f s; stopping anyway",
 			         STOP_GRACE_SECONDS);
@@ -278,15 +262,6 @@ static int open_stats_socket(server *srv, char *err, size_t errlen)
 
 /* ---- warm-up ------------------------------------------------------------ */
 
-void warmup_done(server *srv, job *j)
-{
-	srv->warm_pending--;
-	if (j->status != TILEOPS_OK && !srv->warm_error[0])
-		snprintf(srv->warm_error, sizeof(srv->warm_error),
-		         "warm-up plan '%.63s' (%.200s:%d): %.300s", j->warm->name, srv->cfg.warmup,
-		         j->warm->line, j->msg);
-}
-
 /*
  * Capture the warm-up plans, each in an internal session of its tenant, and
  * wait for them (answering stats requests meanwhile). A plan that cannot be
@@ -304,7 +279,7 @@ static int run_warmup(server *srv, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	double t0 = server_now();
+	double t0 = clock_now_s();
 	for (int i = 0; i < n; i++) {
 		session *s = session_new(srv->next_session_id++, 0);
 		job *j = calloc(1, sizeof(*j));
@@ -322,7 +297,7 @@ static int run_warmup(server *srv, char *err, size_t errlen)
 		j->kind = JOB_WARMUP;
 		j->warm = &srv->warm->plans[i];
 		srv->warm_pending++;
-		server_submit(srv, s, j);
+		sessions_submit(srv, s, j);
 	}
 	while (srv->warm_pending > 0) {
 		uv_run(&srv->loop, UV_RUN_NOWAIT);
@@ -334,7 +309,7 @@ static int run_warmup(server *srv, char *err, size_t errlen)
 		snprintf(err, errlen, "%s", srv->warm_error);
 		return -1;
 	}
-	log_info("warm-up: %d plans captured in %.1f ms", n, (server_now() - t0) * 1e3);
+	log_info("warm-up: %d plans captured in %.1f ms", n, (clock_now_s() - t0) * 1e3);
 	return 0;
 }
 
@@ -364,7 +339,7 @@ static int gemm_tuning_load(const config *cfg, char *err, size_t errlen)
 int server_start(server *srv, char *err, size_t errlen)
 {
 	srv->uid = getuid();
-	srv->started_at = server_now();
+	srv->started_at = clock_now_s();
 	srv->next_session_id = 1;
 	srv->next_handle = 1;
 	pthread_mutex_init(&srv->inbox_mu, NULL);

@@ -77,21 +77,4 @@ void server_run(server *srv);
 /* Tear down: finish queued work, free sessions, close sockets. */
 void server_finish(server *srv);
 
-/* Seconds on the monotonic clock. */
-double server_now(void);
-
-/* handlers.c: one request or one finished job, on the loop thread. */
-void handle_request(server *srv, tp_worker *w, nng_msg *msg);
-void handle_job_done(server *srv, job *j);
-void handle_stats(server *srv, tp_worker *w);
-/* A warm-up job came back. */
-void warmup_done(server *srv, job *j);
-/* Close a session: answer what it still holds, free its device memory. */
-void session_reap(server *srv, session *s, const char *why);
-/* Fail requests that waited too long for a missing seq. */
-void sessions_check_gaps(server *srv);
-
-/* Send a job to the executor on behalf of s (takes a session reference). */
-void server_submit(server *srv, session *s, job *j);
-
 #endif

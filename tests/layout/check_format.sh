@@ -9,5 +9,7 @@ if ! command -v "$cf" >/dev/null; then
 	echo "check_format.sh: $cf not found (scripts/deps.sh installs it)" >&2
 	exit 1
 fi
-git ls-files '*.c' '*.h' '*.cu' '*.cuh' | xargs "$cf" --dry-run -Werror
+git ls-files --cached --others --exclude-standard '*.c' '*.h' '*.cu' '*.cuh' |
+	while IFS= read -r f; do [ -f "$f" ] && printf '%s\n' "$f"; done |
+	xargs "$cf" --dry-run -Werror
 echo "every source is formatted ($("$cf" --version))"

@@ -7,7 +7,8 @@
 #   daemon/base                 logging, stats, the arena
 #   daemon/ops, daemon/backends the op layer; where kernels run
 #   daemon/policy               the tuning table
-#   daemon/exec                 the device side of sessions
+#   daemon/wire                 requests decoded from either plane
+#   daemon/exec                 the device side of sessions (no wire types)
 #   daemon/front, daemon/main.c the loop and the command line
 #   client                      libtileops: sees proto only
 #   tools, tests                may look at anything below them
@@ -19,10 +20,17 @@ set -euo pipefail
 root=${1:?usage: check_layers.sh SOURCE_DIR}
 cd "$root"
 
+# The project's files: tracked or new, not ignored, still there.
+sources() {
+	git ls-files --cached --others --exclude-standard "$@" | while IFS= read -r f; do
+		[ -f "$f" ] && printf '%s\n' "$f"
+	done
+}
+
 declare -A where
 while IFS= read -r f; do
 	where[$(basename "$f")]=$(dirname "$f")
-done < <(git ls-files '*.h' '*.cuh' '*.inc' 2>/dev/null || find . -name '*.h' -o -name '*.cuh')
+done < <(sources '*.h' '*.cuh' '*.inc')
 # Generated at build time.
 where[tileops.pb-c.h]=proto
 where[tk_ops.h]=kernels/generated
@@ -37,7 +45,8 @@ allowed() {
 	daemon/ops*) echo "daemon/ops daemon/base proto kernels/tileops_kernels.h" ;;
 	daemon/backends*) echo "daemon/backends daemon/base proto kernels/tileops_kernels.h" ;;
 	daemon/policy*) echo "daemon/policy daemon/ops daemon/base proto kernels/tileops_kernels.h" ;;
-	daemon/exec*) echo "daemon/exec daemon/policy daemon/ops daemon/backends daemon/base proto kernels/tileops_kernels.h" ;;
+	daemon/wire*) echo "daemon/wire daemon/base proto kernels/tileops_kernels.h" ;;
+	daemon/exec*) echo "daemon/exec daemon/wire/request.h daemon/wire/sqe.h daemon/policy daemon/ops daemon/backends daemon/base proto/tileops_codes.h proto/tileops_ring.h kernels/tileops_kernels.h" ;;
 	daemon/front* | daemon) echo "daemon proto kernels/tileops_kernels.h" ;;
 	client*) echo "client proto" ;;
 	tools* | tests*) echo "." ;;
@@ -66,7 +75,7 @@ while IFS= read -r src; do
 			bad=1
 		fi
 	done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$src")
-done < <(git ls-files '*.c' '*.h' '*.cu' '*.cuh' | grep -v '^tests/\|^tools/')
+done < <(sources '*.c' '*.h' '*.cu' '*.cuh' | grep -v '^tests/\|^tools/')
 
 if [ $bad = 0 ]; then
 	echo "every include runs down the layers"

@@ -1,26 +1,16 @@
 /*
- * executor_int.h - what executor.c (the thread and its polling) and exec.c
- * (running requests) share. Executor thread only, except where noted.
+ * worker.h - the executor and its threads, as the modules of exec/ see
+ * them: executor.c runs the threads, dispatch.c the requests, completion.c
+ * what is owed to clients, launch.c the ops, tensors.c and plan.c what a
+ * session holds. Executor thread only, except where noted.
  */
-#ifndef TILEOPSD_EXECUTOR_INT_H
-#define TILEOPSD_EXECUTOR_INT_H
+#ifndef TILEOPSD_WORKER_H
+#define TILEOPSD_WORKER_H
 
 #include <pthread.h>
 
 #include "executor.h"
-#include "oplayer.h"
 #include "session.h"
-#include "tileops.pb-c.h"
-
-typedef struct plan_view plan_view; /* plan.c: how a plan's ops see tensors */
-
-/* An op checked and ready to launch. */
-typedef struct prepared_op {
-	tk_call call;
-	const tk_kernel_entry *kernel;
-	op_cost cost;
-	int slot; /* stats slot, -1 for none */
-} prepared_op;
 
 /* A completion owed once a fence passes: a job's answer or a ring CQE. */
 typedef struct pending {
@@ -126,64 +116,14 @@ struct executor {
 	uint64_t lru_clock;
 };
 
-/* plan.c */
-tileops_status plan_view_of(const plan_view *pv, uint64_t handle, tk_tensor *v);
-/* Run a plan request (create, run, free) of s; fills j's status and results. */
-void plan_create(executor *ex, session *s, job *j, const Tileops__PlanCreate *m);
-tileops_status plan_run(executor *ex, session *s, const Tileops__PlanRun *m, char *err,
-                        size_t errlen);
-void plan_free(executor *ex, session *s, job *j, uint64_t handle);
-/* Free every plan of s and release its tenant (session close). */
-void plan_close_session(executor *ex, session *s);
-/* Find or make s's tenant at open; an error for a tenant it may not join. */
-tileops_status plan_join_tenant(executor *ex, session *s, const char *name, char *err,
-                                size_t errlen);
-/* Drop every cached graph of every tenant. */
-void plan_reset_caches(executor *ex);
-struct warm_plan;
-struct warm_tensor;
-/* Make one warm-up plan's tensors and plan in the internal session s and
- * capture every bucket; the plan is then shared with s's tenant. */
-tileops_status plan_warmup(executor *ex, session *s, job *j, const struct warm_plan *wp);
-/* Answer a PlanOpen: the shared plan of s's tenant named `name`. */
-void plan_open(executor *ex, session *s, job *j, const char *name);
-void plan_open_reply_free(Tileops__PlanOpenReply *r);
-/* exec.c: make a tensor for a warm-up plan (j gets status, handle). */
-void exec_make_tensor(executor *ex, session *s, job *j, const struct warm_tensor *t);
-/* A tensor of s is going away: drop the graphs that may use its memory. */
-void plan_forget_tensor(executor *ex, session *s, uint64_t handle);
-void plan_write_tenants_json(executor *ex, strbuf *sb);
-
-/* exec.c */
-void exec_job(worker *w, job *j);
-/* Resolve, check against the manifest and build the call of one op. With a
- * plan view, handles resolve through the plan's bindings and bucket. */
-tileops_status exec_prepare_op(executor *ex, session *s, const plan_view *pv,
-                               const Tileops__OpRun *m, prepared_op *out, char *err, size_t errlen);
-/* Run one submission-ring entry of s; posts (or owes) its completion. */
-void exec_sqe(worker *w, session *s, const tileops_sqe *e);
-/* Consume s's ring entries up to `mark`. Returns TILEOPS_OK or an error. */
-tileops_status exec_ring_until(worker *w, session *s, uint64_t mark, char *err, size_t errlen);
-/* Owe a completion until the work queued on s's stream so far is done. */
-void exec_defer(worker *w, session *s, job *j, uint64_t tag);
 /* A fresh handle for a tensor or a plan (any worker). */
 uint64_t exec_next_handle(executor *ex);
-/* Post a completion on s's ring and count it. gpu_us < 0: none. */
-void exec_post(executor *ex, session *s, uint64_t tag, tileops_status st, double gpu_us,
-               const char *msg);
-/* The backend's timing callback. */
-void exec_timed(void *ctx, int slot, void *arg, double us);
 
-/* executor.c */
-void executor_hand_back(executor *ex, job *j);
-/* CLOCK_MONOTONIC in microseconds. */
-double exec_now_us(void);
-/* A launch call of this thread took `us` (exec.c times one in LAUNCH_SAMPLE). */
+/* Counters a worker keeps for the stats (executor.c). */
+/* A launch call of this thread took `us` (launch.c times one in LAUNCH_SAMPLE). */
 void executor_count_launch(worker *w, double us);
 #define LAUNCH_SAMPLE 8
-/* This thread launched a ring op as prepared before (exec.c). */
+/* This thread launched a ring op as prepared before (opcache.h). */
 void executor_count_reuse(worker *w);
-/* Answer every owed completion of w whose fence has passed; 1 if any was. */
-int executor_poll_pending(worker *w);
 
 #endif

@@ -12,7 +12,11 @@ _Static_assert(TILEOPS_SQE_OP_MAX_INPUTS == TK_MAX_INPUTS &&
                        TILEOPS_SQE_OP_MAX_OUTPUTS == TK_MAX_OUTPUTS &&
                        TILEOPS_SQE_OP_MAX_PARAMS == TK_MAX_PARAMS,
                "op descriptor limits are the op layer's");
-_Static_assert(TILEOPS_SQE_PLAN_MAX_BINDINGS <= 64, "plan-run descriptor within plan limits");
+_Static_assert(TILEOPS_SQE_PLAN_MAX_BINDINGS <= PLAN_MAX_BINDINGS,
+               "plan-run descriptor within plan limits");
+_Static_assert(TILEOPS_SQE_OP_NAME_BYTES == OP_NAME_BYTES &&
+                       TILEOPS_SQE_PARAM_NAME_BYTES == PARAM_NAME_BYTES,
+               "descriptor names fit an op_desc");
 
 static int name_terminated(const char *field, size_t bytes)
 {
@@ -33,43 +37,39 @@ static tileops_status sqe_bad(char *err, size_t errlen, const char *fmt, ...)
 	return TILEOPS_ERR_PROTOCOL;
 }
 
-static tileops_status sqe_decode_param(const tileops_sqe_param *d, size_t i, sqe_op_run *o,
-                                       char *err, size_t errlen)
+static tileops_status sqe_decode_param(const tileops_sqe_param *d, int i, op_desc *o, char *err,
+                                       size_t errlen)
 {
-	Tileops__Param *p = &o->params[i];
-
 	if (!name_terminated(d->name, sizeof(d->name)))
 		return sqe_bad(err, errlen,
-		               "op descriptor: param %zu name is not NUL-terminated within its %zu "
+		               "op descriptor: param %d name is not NUL-terminated within its %zu "
 		               "bytes",
 		               i, sizeof(d->name));
 	if (d->reserved != 0)
-		return sqe_bad(err, errlen, "op descriptor: param %zu reserved is %u, expected 0",
-		               i, d->reserved);
-	tileops__param__init(p);
-	memcpy(o->names[i], d->name, sizeof(d->name));
-	p->name = o->names[i];
+		return sqe_bad(err, errlen, "op descriptor: param %d reserved is %u, expected 0", i,
+		               d->reserved);
+	memcpy(o->param_names[i], d->name, sizeof(d->name));
+	tk_param *p = &o->params[i];
 	switch (d->kind) {
 	case TILEOPS_SQE_PARAM_INT:
-		p->value_case = TILEOPS__PARAM__VALUE_I;
-		p->i = d->value.i;
+		p->kind = TK_PARAM_INT;
+		p->v.i = d->value.i;
 		break;
 	case TILEOPS_SQE_PARAM_FLOAT:
-		p->value_case = TILEOPS__PARAM__VALUE_F;
-		p->f = d->value.f;
+		p->kind = TK_PARAM_FLOAT;
+		p->v.f = d->value.f;
 		break;
 	case TILEOPS_SQE_PARAM_BOOL:
-		p->value_case = TILEOPS__PARAM__VALUE_B;
-		p->b = d->value.i != 0;
+		p->kind = TK_PARAM_BOOL;
+		p->v.b = d->value.i != 0;
 		break;
 	default:
 		return sqe_bad(err, errlen,
-		               "op descriptor: param %zu ('%.31s') kind is %u, expected %u (int), "
+		               "op descriptor: param %d ('%.31s') kind is %u, expected %u (int), "
 		               "%u (float) or %u (bool)",
 		               i, d->name, d->kind, TILEOPS_SQE_PARAM_INT, TILEOPS_SQE_PARAM_FLOAT,
 		               TILEOPS_SQE_PARAM_BOOL);
 	}
-	o->param_ptrs[i] = p;
 	return TILEOPS_OK;
 }
 
@@ -77,7 +77,7 @@ static tileops_status sqe_decode_param(const tileops_sqe_param *d, size_t i, sqe
  * Check an op descriptor and decode it into o. `e` is the worker's own
  * copy of the entry (ring_take), so every field is read once, here.
  */
-tileops_status sqe_decode_op(const tileops_sqe *e, sqe_op_run *o, char *err, size_t errlen)
+tileops_status wire_decode_sqe_op(const tileops_sqe *e, op_desc *o, char *err, size_t errlen)
 {
 	tileops_sqe_op head;
 	size_t want, off = sizeof(head);
@@ -111,13 +111,12 @@ tileops_status sqe_decode_op(const tileops_sqe *e, sqe_op_run *o, char *err, siz
 	if (head.reserved != 0)
 		return sqe_bad(err, errlen, "op descriptor: reserved is %u, expected 0",
 		               head.reserved);
-	tileops__op_run__init(&o->run);
 	memcpy(o->op, head.op, sizeof(head.op));
-	memcpy(o->inputs, e->payload + off, sizeof(uint64_t) * head.n_inputs);
+	memcpy(o->in, e->payload + off, sizeof(uint64_t) * head.n_inputs);
 	off += sizeof(uint64_t) * head.n_inputs;
-	memcpy(o->outputs, e->payload + off, sizeof(uint64_t) * head.n_outputs);
+	memcpy(o->out, e->payload + off, sizeof(uint64_t) * head.n_outputs);
 	off += sizeof(uint64_t) * head.n_outputs;
-	for (size_t i = 0; i < head.n_params; i++, off += sizeof(tileops_sqe_param)) {
+	for (int i = 0; i < (int)head.n_params; i++, off += sizeof(tileops_sqe_param)) {
 		tileops_sqe_param d;
 
 		memcpy(&d, e->payload + off, sizeof(d));
@@ -125,18 +124,15 @@ tileops_status sqe_decode_op(const tileops_sqe *e, sqe_op_run *o, char *err, siz
 		if (st != TILEOPS_OK)
 			return st;
 	}
-	o->run.op = o->op;
-	o->run.n_inputs = head.n_inputs;
-	o->run.inputs = o->inputs;
-	o->run.n_outputs = head.n_outputs;
-	o->run.outputs = o->outputs;
-	o->run.n_params = head.n_params;
-	o->run.params = o->param_ptrs;
+	o->n_in = (int)head.n_inputs;
+	o->n_out = (int)head.n_outputs;
+	o->n_params = (int)head.n_params;
 	return TILEOPS_OK;
 }
 
 /* Check a plan-run descriptor and decode it into o (see sqe_decode_op). */
-tileops_status sqe_decode_plan_run(const tileops_sqe *e, sqe_plan_run *o, char *err, size_t errlen)
+tileops_status wire_decode_sqe_plan_run(const tileops_sqe *e, plan_run_desc *o, char *err,
+                                        size_t errlen)
 {
 	tileops_sqe_plan_run head;
 	size_t want;
@@ -159,19 +155,15 @@ tileops_status sqe_decode_plan_run(const tileops_sqe *e, sqe_plan_run *o, char *
 	if (head.reserved != 0)
 		return sqe_bad(err, errlen, "plan-run descriptor: reserved is %u, expected 0",
 		               head.reserved);
-	tileops__plan_run__init(&o->run);
 	for (uint32_t i = 0; i < head.n_bindings; i++) {
 		tileops_sqe_binding b;
 
 		memcpy(&b, e->payload + sizeof(head) + sizeof(b) * i, sizeof(b));
-		tileops__plan_binding__init(&o->bindings[i]);
 		o->bindings[i].plan_tensor = b.plan_tensor;
 		o->bindings[i].tensor = b.tensor;
-		o->binding_ptrs[i] = &o->bindings[i];
 	}
-	o->run.plan = head.plan;
-	o->run.size = head.size;
-	o->run.n_bindings = head.n_bindings;
-	o->run.bindings = o->binding_ptrs;
+	o->plan = head.plan;
+	o->size = head.size;
+	o->n_bindings = (int)head.n_bindings;
 	return TILEOPS_OK;
 }

@@ -1,0 +1,103 @@
+/*
+ * completion.c - answers owed to the loop and to sessions' rings (see
+ * completion.h).
+ */
+#include "completion.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+void completion_hand_back(executor *ex, job *j)
+{
+	ex->cfg.done(ex->cfg.ctx, j);
+}
+
+void completion_post(executor *ex, session *s, uint64_t tag, tileops_status st, double gpu_us,
+                     const char *msg)
+{
+	if (ring_post(&s->ring, &s->arena, tag, (int)st, gpu_us, msg) == 0)
+		stats_count_request(ex->cfg.st, st != TILEOPS_OK);
+}
+
+void completion_defer(worker *w, session *s, job *j, uint64_t tag)
+{
+	executor *ex = w->ex;
+	char msg[256];
+	pending *p = calloc(1, sizeof(*p));
+	void *fence = NULL;
+	tileops_status st =
+	        p ? ex->be->ops->fence_create(ex->be, s->stream, &fence, msg, sizeof(msg))
+	          : TILEOPS_ERR_OUT_OF_MEMORY;
+	if (st != TILEOPS_OK) {
+		free(p);
+		if (!p)
+			snprintf(msg, sizeof(msg), "out of host memory");
+		if (j) {
+			j->status = st;
+			snprintf(j->msg, sizeof(j->msg), "%s", msg);
+			completion_hand_back(ex, j);
+		} else {
+			completion_post(ex, s, tag, st, -1.0, msg);
+		}
+		return;
+	}
+	p->fence = fence;
+	p->job = j;
+	p->tag = tag;
+	if (!j) {
+		p->s = s;
+		session_ref(s);
+	}
+	if (w->pend_tail)
+		w->pend_tail->next = p;
+	else
+		w->pend = p;
+	w->pend_tail = p;
+}
+
+int completion_poll(worker *w)
+{
+	executor *ex = w->ex;
+	int progressed = 0;
+	pending **pp = &w->pend;
+	w->pend_tail = NULL;
+	while (*pp) {
+		pending *p = *pp;
+		char msg[256] = "";
+		tileops_status st = ex->be->ops->fence_query(ex->be, p->fence, msg, sizeof(msg));
+		if (st == TILEOPS_IN_PROGRESS) {
+			w->pend_tail = p;
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next;
+		ex->be->ops->fence_free(ex->be, p->fence);
+		if (p->job) {
+			if (st != TILEOPS_OK && p->job->status == TILEOPS_OK) {
+				p->job->status = st;
+				snprintf(p->job->msg, sizeof(p->job->msg), "%s", msg);
+			}
+			completion_hand_back(ex, p->job);
+		} else {
+			completion_post(ex, p->s, p->tag, st, -1.0, msg);
+			session_unref(p->s);
+		}
+		free(p);
+		progressed = 1;
+	}
+	return progressed;
+}
+
+void completion_timed(void *ctx, int slot, void *arg, double us)
+{
+	executor *ex = ctx;
+	stats_op_time(ex->cfg.st, slot, us);
+	timed_cqe *t = arg;
+	if (!t)
+		return;
+	if (exec_worker)
+		exec_worker->timed_owed--;
+	completion_post(ex, t->s, t->tag, TILEOPS_OK, us, "");
+	session_unref(t->s);
+	free(t);
+}

@@ -1,0 +1,96 @@
+/*
+ * launch.c - one op from its request to the device (see launch.h).
+ */
+#include "launch.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "clock.h"
+#include "manifest.h"
+
+/*
+ * Views of the tensors an op names. The handle 0 leaves a tensor out: its
+ * view is zeroed and its bit (from bit0 on) set in *left_out; the op layer
+ * accepts that for optional tensors only.
+ */
+static tileops_status resolve(const tensor_resolver *views, const char *op, const char *role, int n,
+                              const uint64_t *handles, tk_tensor *out, uint32_t *left_out, int bit0,
+                              char *err, size_t errlen)
+{
+	for (int i = 0; i < n; i++) {
+		if (handles[i] == 0) {
+			memset(&out[i], 0, sizeof(out[i]));
+			*left_out |= 1u << (bit0 + i);
+			continue;
+		}
+		if (views->view(views->ctx, handles[i], &out[i]) != TILEOPS_OK) {
+			snprintf(err, errlen,
+			         "%s: %s %d: tensor handle %llu is not a tensor of this session",
+			         op, role, i, (unsigned long long)handles[i]);
+			return TILEOPS_ERR_UNKNOWN_HANDLE;
+		}
+	}
+	return TILEOPS_OK;
+}
+
+tileops_status launch_prepare(executor *ex, const tensor_resolver *views, const op_desc *d,
+                              prepared_op *out, char *err, size_t errlen)
+{
+	tk_tensor in[TK_MAX_INPUTS], outs[TK_MAX_OUTPUTS];
+	const char *names[TK_MAX_PARAMS];
+	out->kernel = NULL;
+	out->cost = (op_cost){ 0, 0 };
+	uint32_t left_out = 0;
+	tileops_status st =
+	        resolve(views, d->op, "input", d->n_in, d->in, in, &left_out, 0, err, errlen);
+	if (st == TILEOPS_OK)
+		st = resolve(views, d->op, "output", d->n_out, d->out, outs, &left_out,
+		             TK_MAX_INPUTS, err, errlen);
+	if (st == TILEOPS_OK) {
+		for (int i = 0; i < d->n_params; i++)
+			names[i] = d->param_names[i];
+		op_request req = {
+			.op = d->op,
+			.n_in = d->n_in,
+			.n_out = d->n_out,
+			.in = in,
+			.out = outs,
+			.n_params = (size_t)d->n_params,
+			.param_names = names,
+			.param_values = d->params,
+			.left_out = left_out,
+		};
+		st = oplayer_prepare(ex->mf, &req, ex->be->is_gpu, &out->call, &out->kernel,
+		                     &out->cost, err, errlen);
+	}
+	out->slot = -1;
+	if (st == TILEOPS_OK || (st != TILEOPS_ERR_UNKNOWN_OP && manifest_find(ex->mf, d->op)))
+		out->slot = stats_op_slot(ex->cfg.st, d->op);
+	return st;
+}
+
+tileops_status launch_prepared(executor *ex, session *s, const prepared_op *p, tileops_status st,
+                               timed_cqe *timed, char *err, size_t errlen)
+{
+	/* Device time for the stats comes from a sample of the ops (every one
+	 * on the CPU, where timing is free), and from every op that asks. Each
+	 * thread counts its own launches: one counter shared by all of them
+	 * would bounce between their cores on every op. */
+	uint64_t n = exec_worker ? exec_worker->launches++ : 0;
+	int sampled = timed != NULL || !ex->be->is_gpu ||
+	              (ex->cfg.stats_sample > 0 && n % (uint64_t)ex->cfg.stats_sample == 0);
+	/* The launch call is timed for the stats in one op of LAUNCH_SAMPLE
+	 * (a clock read costs tens of nanoseconds). */
+	if (st == TILEOPS_OK) {
+		int clocked = exec_worker && n % LAUNCH_SAMPLE == 0;
+		double t0 = clocked ? clock_now_us() : 0.0;
+		st = ex->be->ops->launch(ex->be, s->stream, p->kernel, &p->call, sampled, p->slot,
+		                         timed, err, errlen);
+		if (clocked)
+			executor_count_launch(exec_worker, clock_now_us() - t0);
+	}
+	stats_op_count(ex->cfg.st, p->slot, st != TILEOPS_OK, sampled, p->cost.flops,
+	               p->cost.bytes);
+	return st;
+}

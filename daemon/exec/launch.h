@@ -1,0 +1,39 @@
+/*
+ * launch.h - one op, from its request to the device: its handles resolved
+ * to views, checked by the op layer against the manifest, launched on the
+ * session's stream, and counted in the stats. Executor thread only.
+ */
+#ifndef TILEOPSD_LAUNCH_H
+#define TILEOPSD_LAUNCH_H
+
+#include "oplayer.h"
+#include "request.h"
+#include "tensors.h"
+#include "worker.h"
+
+/* An op checked and ready to launch. */
+typedef struct prepared_op {
+	tk_call call;
+	const tk_kernel_entry *kernel;
+	op_cost cost;
+	int slot; /* stats slot, -1 for none */
+} prepared_op;
+
+/*
+ * Resolve d's handles through `views`, check the op against the manifest
+ * and build its call. Returns TILEOPS_OK, or an error with err naming the
+ * op, the argument and the rule. out->slot is set either way (-1 for an
+ * op the manifest does not know, so made-up names cannot grow the stats).
+ */
+tileops_status launch_prepare(executor *ex, const tensor_resolver *views, const op_desc *d,
+                              prepared_op *out, char *err, size_t errlen);
+
+/*
+ * Launch a prepared op on s's stream (when st is TILEOPS_OK) and count it,
+ * or count its failure st. `timed`, when not NULL, gets the op's device
+ * time through the timing callback (it is consumed only on success).
+ */
+tileops_status launch_prepared(executor *ex, session *s, const prepared_op *p, tileops_status st,
+                               timed_cqe *timed, char *err, size_t errlen);
+
+#endif

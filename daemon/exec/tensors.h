@@ -1,0 +1,43 @@
+/*
+ * tensors.h - a session's tensors on the device: made, imported, freed,
+ * copied to and from its arena, exported, and looked up as kernel views.
+ * Executor thread of the session only. Each function that answers a job
+ * sets j->status and j->msg (and the job's results) and leaves the job to
+ * the caller, except where it says it owes the answer.
+ */
+#ifndef TILEOPSD_TENSORS_H
+#define TILEOPSD_TENSORS_H
+
+#include "request.h"
+#include "warmup.h"
+#include "worker.h"
+
+/* Make a tensor (ipc NULL) or import one (ipc: the exporter's 64-byte
+ * handle) of `spec`; j gets the handle and byte count. */
+void tensors_make(executor *ex, session *s, job *j, const tensor_spec *spec,
+                  const unsigned char *ipc);
+/* A warm-up plan's tensor, named in the error message. */
+void tensors_make_warm(executor *ex, session *s, job *j, const warm_tensor *t);
+/* Free a tensor; the caller first drops the plans' graphs that use it
+ * (plan_forget_tensor). */
+void tensors_free(executor *ex, session *s, job *j, uint64_t handle);
+/* Free every tensor of s (session close). */
+void tensors_free_all(executor *ex, session *s);
+/* A copy between a tensor and the arena; returns 1 when the answer is
+ * owed until the copy is done (completion_defer), 0 when it is j's now. */
+int tensors_copy(worker *w, session *s, job *j, int write, uint64_t handle, uint64_t toff,
+                 uint64_t aoff, uint64_t len);
+void tensors_export(executor *ex, session *s, job *j, uint64_t handle);
+
+/*
+ * How an op's handles become kernel views: the session's own tensors
+ * (tensors_resolver), or what a plan being checked or captured maps them
+ * to (plan.c). view() returns TILEOPS_OK or TILEOPS_ERR_UNKNOWN_HANDLE.
+ */
+typedef struct tensor_resolver {
+	tileops_status (*view)(const void *ctx, uint64_t handle, tk_tensor *v);
+	const void *ctx;
+} tensor_resolver;
+tensor_resolver tensors_resolver(const session *s);
+
+#endif
