@@ -103,6 +103,9 @@ int arena_map(arena *a, const char *name, uint64_t size, uint64_t max_size, uid_
 		snprintf(err, errlen, "cannot map arena '%s': %s", name, strerror(errno));
 		return -1;
 	}
+	/* Both sides have it mapped now: the name is not needed any more, and a
+	 * client killed before it could remove the name leaves nothing behind. */
+	shm_unlink(name);
 	a->base = p;
 	a->size = (size_t)size;
 	return 0;

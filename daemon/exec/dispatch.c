@@ -233,9 +233,12 @@ static int job_request(worker *w, session *s, job *j)
 {
 	executor *ex = w->ex;
 	request *r = j->req;
-	if (s->ex_closed) {
+	if (s->ex_closed || !s->stream) {
+		/* The loop holds requests until the open succeeded; this is the
+		 * second line. */
 		j->status = TILEOPS_ERR_CLOSED;
-		snprintf(j->msg, sizeof(j->msg), "the session is closed");
+		snprintf(j->msg, sizeof(j->msg), "%s",
+		         s->ex_closed ? "the session is closed" : "the session was never opened");
 		return 0;
 	}
 	if (s->ring.enabled && r->ring_mark > s->ring.consumed) {

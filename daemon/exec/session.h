@@ -43,6 +43,7 @@ typedef struct session {
 	struct held_request *held; /* sorted by seq */
 	int n_held;
 	double gap_since; /* when the head of `held` started waiting, seconds */
+	int opened;       /* its open job succeeded: requests wait until then */
 	int closing;
 	struct session *next;
 

@@ -26,7 +26,10 @@ static tileops_status tensor_describe(int dtype, size_t ndim, const int64_t *sha
 		         TK_MAX_DIMS);
 		return TILEOPS_ERR_SHAPE;
 	}
-	uint64_t n = 1;
+	/* The product of the non-zero extents bounds every stride as well as the
+	 * bytes: a tensor with a zero extent holds nothing, but its strides are
+	 * still products of the others. */
+	uint64_t n = 1, nonzero = 1;
 	size_t es = tk_dtype_size((tk_dtype)dtype);
 	for (size_t i = 0; i < ndim; i++) {
 		if (shape[i] < 0) {
@@ -34,10 +37,14 @@ static tileops_status tensor_describe(int dtype, size_t ndim, const int64_t *sha
 			         i, (long long)shape[i]);
 			return TILEOPS_ERR_SHAPE;
 		}
-		if (shape[i] && n > MAX_TENSOR_BYTES / es / (uint64_t)shape[i]) {
-			snprintf(err, errlen, "shape is too large (over 2^46 bytes)");
+		if (shape[i] && nonzero > MAX_TENSOR_BYTES / es / (uint64_t)shape[i]) {
+			snprintf(err, errlen,
+			         "shape is too large (its non-zero extents multiply to over 2^46 "
+			         "bytes)");
 			return TILEOPS_ERR_SHAPE;
 		}
+		if (shape[i])
+			nonzero *= (uint64_t)shape[i];
 		n *= (uint64_t)shape[i];
 	}
 	memset(&t->view, 0, sizeof(t->view));

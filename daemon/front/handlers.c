@@ -90,7 +90,7 @@ static void run_request(server *srv, session *s, tp_worker *w, Tileops__Request 
 static void session_pump(server *srv, session *s)
 {
 	held_request *h;
-	while (!s->closing && (h = session_next_ready(s))) {
+	while (s->opened && !s->closing && (h = session_next_ready(s))) {
 		s->next_seq++;
 		run_request(srv, s, h->w, h->req);
 		free(h);
@@ -101,6 +101,11 @@ static void session_pump(server *srv, session *s)
 		s->gap_since = clock_now_s();
 }
 
+/* How far ahead of the next expected seq a request may be: the client
+ * numbers its requests 1, 2, 3..., so only reordering in flight puts one
+ * ahead, never by much; a seq near 2^64 would wrap the order. */
+#define SEQ_WINDOW (1u << 16)
+
 static void enqueue_request(server *srv, session *s, tp_worker *w, Tileops__Request *req)
 {
 	uint64_t seq = req->seq;
@@ -108,6 +113,11 @@ static void enqueue_request(server *srv, session *s, tp_worker *w, Tileops__Requ
 		reply_fmt(srv, w, seq, TILEOPS_ERR_PROTOCOL,
 		          "request seq %llu was already used (the next expected is %llu)",
 		          (unsigned long long)seq, (unsigned long long)s->next_seq);
+	} else if (seq - s->next_seq >= SEQ_WINDOW) {
+		reply_fmt(srv, w, seq, TILEOPS_ERR_PROTOCOL,
+		          "request seq %llu is too far ahead of the next expected, %llu (at most "
+		          "%u ahead)",
+		          (unsigned long long)seq, (unsigned long long)s->next_seq, SEQ_WINDOW);
 	} else if (s->n_held >= srv->cfg.max_pending) {
 		reply_fmt(srv, w, seq, TILEOPS_ERR_BUSY,
 		          "too many requests waiting in this session (max_pending = %d)",
@@ -227,6 +237,7 @@ void handle_request(server *srv, tp_worker *w, nng_msg *msg)
 static void open_done(server *srv, session *s, job *j)
 {
 	if (j->status != TILEOPS_OK) {
+		/* Requests pipelined behind the Hello are answered by the reap. */
 		reply_fmt(srv, j->w, j->seq, j->status, "hello: %s", j->msg);
 		session_reap(srv, s, "could not be opened");
 		return;
@@ -251,6 +262,8 @@ static void open_done(server *srv, session *s, job *j)
 	         (unsigned long long)s->id, (long long)s->pid, (long long)s->uid, s->name,
 	         s->arena.size, s->arena.pinned ? ", pinned" : "", j->rings ? ", rings" : "",
 	         s->worker);
+	s->opened = 1;
+	session_pump(srv, s);
 }
 
 /* PlanOpenReply from what plan_open found; the strings and arrays stay the

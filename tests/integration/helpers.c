@@ -598,6 +598,44 @@ Tileops__Reply *th_raw_call(th_raw *r, Tileops__Request *req)
 	return rep;
 }
 
+void th_raw_pipeline(th_raw *r, Tileops__Request **reqs, int n, Tileops__Reply **replies)
+{
+	nng_ctx ctx[64];
+	nng_aio *aio[64];
+	cr_assert(n > 0 && n <= 64, "th_raw_pipeline: %d requests, at most 64", n);
+	for (int i = 0; i < n; i++) {
+		size_t len;
+		uint8_t *buf = th_raw_pack(r, reqs[i], &len);
+		nng_msg *m;
+		cr_assert_eq(nng_ctx_open(&ctx[i], r->sock), 0);
+		cr_assert_eq(nng_aio_alloc(&aio[i], NULL, NULL), 0);
+		nng_aio_set_timeout(aio[i], TH_TIMEOUT_MS);
+		cr_assert_eq(nng_msg_alloc(&m, len), 0);
+		memcpy(nng_msg_body(m), buf, len);
+		free(buf);
+		nng_aio_set_msg(aio[i], m);
+		nng_ctx_send(ctx[i], aio[i]);
+	}
+	for (int i = 0; i < n; i++) {
+		nng_aio_wait(aio[i]);
+		cr_assert_eq(nng_aio_result(aio[i]), 0, "pipelined request %d: send failed", i);
+		nng_ctx_recv(ctx[i], aio[i]);
+	}
+	for (int i = 0; i < n; i++) {
+		nng_aio_wait(aio[i]);
+		replies[i] = NULL;
+		if (nng_aio_result(aio[i]) == 0) {
+			nng_msg *m = nng_aio_get_msg(aio[i]);
+			replies[i] = tileops__reply__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
+			cr_assert(replies[i] != NULL,
+			          "pipelined request %d: the reply is not a Reply", i);
+			nng_msg_free(m);
+		}
+		nng_aio_free(aio[i]);
+		nng_ctx_close(ctx[i]);
+	}
+}
+
 void th_raw_close(th_raw *r)
 {
 	nng_close(r->sock);

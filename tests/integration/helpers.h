@@ -152,6 +152,13 @@ Tileops__Reply *th_raw_send_bytes(th_raw *r, const void *buf, size_t len, int ti
 /* Pack a request (seq set here) into a malloc'd buffer; *len gets its size. */
 uint8_t *th_raw_pack(th_raw *r, Tileops__Request *req, size_t *len);
 void th_raw_close(th_raw *r);
+/*
+ * Send n requests at once, each on its own nng context (so none waits for
+ * the one before it to be answered), with consecutive seqs from r->seq;
+ * then wait for every reply. replies[i] is NULL for a request that got no
+ * answer within TH_TIMEOUT_MS. Free them with tileops__reply__free_unpacked.
+ */
+void th_raw_pipeline(th_raw *r, Tileops__Request **reqs, int n, Tileops__Reply **replies);
 
 /* Small request builders for raw tests (no params beyond what is named). */
 Tileops__Reply *th_raw_create(th_raw *r, Tileops__DType dt, size_t ndim, const int64_t *shape);

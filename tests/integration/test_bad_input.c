@@ -4,6 +4,10 @@
  * on serving: each test ends by checking that a good request still works.
  */
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -581,4 +585,112 @@ Test(raw, seq_gap_is_answered_after_a_wait_and_the_session_goes_on)
 	             TILEOPS__STATUS__STATUS_OK, "", "create with seq 6");
 	th_raw_close(&r);
 	expect_daemon_serving();
+}
+
+Test(raw, requests_pipelined_behind_a_refused_hello_never_run)
+{
+	th_raw r;
+	const int64_t shape[] = { 4 };
+	Tileops__Request reqs[3] = { TILEOPS__REQUEST__INIT, TILEOPS__REQUEST__INIT,
+		                     TILEOPS__REQUEST__INIT };
+	Tileops__Hello h = TILEOPS__HELLO__INIT;
+	Tileops__TensorCreate tc = TILEOPS__TENSOR_CREATE__INIT;
+	Tileops__OpRun op = TILEOPS__OP_RUN__INIT;
+	uint64_t handles[2] = { 1, 2 };
+	Tileops__Request *p[3] = { &reqs[0], &reqs[1], &reqs[2] };
+	Tileops__Reply *rep[3];
+	char shm[64];
+
+	th_raw_open(&r);
+	/* The Hello names a tenant no config declares: its open fails. */
+	snprintf(shm, sizeof(shm), "/tileops-test-refused-%d", (int)getpid());
+	shm_unlink(shm);
+	int fd = shm_open(shm, O_CREAT | O_EXCL | O_RDWR, 0600);
+	cr_assert(fd >= 0 && ftruncate(fd, 1 << 16) == 0);
+	close(fd);
+	h.protocol_version = TILEOPS__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT;
+	h.client_name = "refused";
+	h.arena_name = shm;
+	h.arena_bytes = 1 << 16;
+	h.tenant = "no-such-tenant";
+	reqs[0].body_case = TILEOPS__REQUEST__BODY_HELLO;
+	reqs[0].hello = &h;
+	tc.dtype = TILEOPS__DTYPE__DTYPE_F32;
+	tc.n_shape = 1;
+	tc.shape = (int64_t *)shape;
+	reqs[1].body_case = TILEOPS__REQUEST__BODY_TENSOR_CREATE;
+	reqs[1].tensor_create = &tc;
+	op.op = "add";
+	op.n_inputs = 2;
+	op.inputs = handles;
+	op.n_outputs = 1;
+	op.outputs = handles;
+	reqs[2].body_case = TILEOPS__REQUEST__BODY_OP_RUN;
+	reqs[2].op_run = &op;
+	r.seq = 0;
+	th_raw_pipeline(&r, p, 3, rep);
+	for (int i = 0; i < 3; i++) {
+		cr_assert(rep[i] != NULL, "request %d got no answer", i);
+		cr_assert_neq(rep[i]->status, TILEOPS__STATUS__STATUS_OK,
+		              "request %d on a refused session succeeded", i);
+		tileops__reply__free_unpacked(rep[i], NULL);
+	}
+	shm_unlink(shm);
+	th_raw_close(&r);
+	expect_daemon_serving();
+}
+
+Test(raw, a_zero_extent_does_not_let_the_other_extents_overflow)
+{
+	th_raw r;
+	const int64_t huge[] = { 0, (int64_t)1 << 62, (int64_t)1 << 62 };
+	const int64_t wide[] = { 0, (int64_t)1 << 40, (int64_t)1 << 40 };
+	const int64_t empty[] = { 0, 1 << 20 };
+
+	th_raw_open(&r);
+	th_raw_hello(&r, 1 << 16);
+	expect_reply(th_raw_create(&r, TILEOPS__DTYPE__DTYPE_F32, 3, huge),
+	             TILEOPS__STATUS__STATUS_SHAPE, "too large", "[0, 2^62, 2^62]");
+	expect_reply(th_raw_create(&r, TILEOPS__DTYPE__DTYPE_F32, 3, wide),
+	             TILEOPS__STATUS__STATUS_SHAPE, "too large", "[0, 2^40, 2^40]");
+	expect_reply(th_raw_create(&r, TILEOPS__DTYPE__DTYPE_F32, 2, empty),
+	             TILEOPS__STATUS__STATUS_OK, "", "[0, 2^20] (no bytes, small strides)");
+	th_raw_close(&r);
+	expect_daemon_serving();
+}
+
+Test(raw, a_seq_far_ahead_is_refused_at_once_and_cannot_wrap_the_order)
+{
+	th_raw r;
+	const int64_t shape[] = { 2 };
+
+	th_raw_open(&r);
+	th_raw_hello(&r, 1 << 16);
+	int64_t t0 = th_now_ms();
+	r.seq = UINT64_MAX;
+	expect_reply(th_raw_create(&r, TILEOPS__DTYPE__DTYPE_F32, 1, shape),
+	             TILEOPS__STATUS__STATUS_PROTOCOL, "too far ahead", "create with seq 2^64-1");
+	r.seq = (uint64_t)1 << 40;
+	expect_reply(th_raw_create(&r, TILEOPS__DTYPE__DTYPE_F32, 1, shape),
+	             TILEOPS__STATUS__STATUS_PROTOCOL, "too far ahead", "create with seq 2^40");
+	cr_assert_lt(th_now_ms() - t0, 1500, "the refusals waited for the gap timeout");
+	r.seq = 1;
+	expect_reply(th_raw_create(&r, TILEOPS__DTYPE__DTYPE_F32, 1, shape),
+	             TILEOPS__STATUS__STATUS_OK, "", "create with seq 1 after them");
+	th_raw_close(&r);
+	expect_daemon_serving();
+}
+
+Test(raw, the_daemon_removes_the_arena_name_once_it_has_mapped_it)
+{
+	th_raw r;
+
+	th_raw_open(&r);
+	th_raw_hello(&r, 1 << 16);
+	int fd = shm_open(r.shm_name, O_RDWR, 0);
+	int err = errno;
+	cr_assert(fd < 0 && err == ENOENT,
+	          "arena %s is still linked after the Hello (a client killed now would leak it)",
+	          r.shm_name);
+	th_raw_close(&r);
 }
