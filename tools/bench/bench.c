@@ -1,48 +1,59 @@
 /*
  * tileops-bench - the roofline bench of the memory-bound L1 kernels.
  *
- * For every workload (bench_workloads.c, mirroring the manifest) it times
- * direct calls of the op's CUDA launcher and reports the median time, the
- * achieved TB/s and TFLOP/s from the roofline counts, and the percentage
- * of the copy bandwidth it measured itself at the start of the run
- * (cudaMemcpy device to device of 2 GiB, bytes read plus written).
+ * For every workload of the manifest (bench_cases.c: each op's workloads at
+ * each dtype they list, made into kernel calls by the op layer when the
+ * bench starts) it times direct calls of the op's CUDA launcher and
+ * reports the median time, the achieved TB/s and TFLOP/s from the roofline
+ * counts, and the percentage of the copy bandwidth it measured itself at
+ * the start of the run (cudaMemcpy device to device of 2 GiB, bytes read
+ * plus written).
  *
  * Method: inputs hold random values (never zeros), drawn once on the host
- * and copied in; every workload rotates through enough copies of its
- * tensors (at least 4, and at least 256 MiB in all) that the 60 MiB L2
- * does not serve them. The time reported (median_us, from which TB/s and
- * the % of copy come) is that of calls back to back: one call on each copy
- * captured in a CUDA graph, the median replay (of 50 unless --runs)
- * divided by the copies, as a model's forward pass runs them. Each call is
- * also timed alone with CUDA events (single_us), behind a delay kernel
- * (DELAY_NS) so the host has enqueued the call before the device reaches
- * its first event; even so a lone call carries the device's own start and
- * end of a launch, about 4 us, which is a third of a 32 MiB workload.
- * Workloads under 64 MiB are also timed back to back without programmatic
- * dependent launch (median_nopdl_us). Ops that declare workspace get one
- * buffer for all calls, as tileopsd gives it. Workloads moving less than
- * 32 MiB are also timed back to back on one copy: 20 calls captured in a
- * CUDA graph, the median replay divided by 20, next to a graph of 20 empty
- * kernels timed the same way; once with programmatic dependent launch as
- * the kernels are launched by default (tk_cuda_pdl) and once without
- * (graph_nopdl_us), with the empty kernel timed both ways too.
+ * and copied in; integer inputs (positions, lengths, page tables, slots)
+ * hold valid values made from the op's other shapes (bench_cases.c). Every
+ * workload rotates through enough copies of its tensors (at least 4, and
+ * at least 256 MiB in all) that the 60 MiB L2 does not serve them. The
+ * time reported (median_us, from which TB/s and the % of copy come) is
+ * that of calls back to back: one call on each copy captured in a CUDA
+ * graph, the median replay (of 50 unless --runs) divided by the copies, as
+ * a model's forward pass runs them. Each call is also timed alone with
+ * CUDA events (single_us), behind a delay kernel (DELAY_NS) so the host
+ * has enqueued the call before the device reaches its first event; even so
+ * a lone call carries the device's own start and end of a launch, about
+ * 4 us, which is a third of a 32 MiB workload. Workloads under 64 MiB are
+ * also timed back to back without programmatic dependent launch
+ * (median_nopdl_us). Ops that declare workspace get one buffer for all
+ * calls, as tileopsd gives it. Workloads moving less than 32 MiB are also
+ * timed back to back on one copy: 20 calls captured in a CUDA graph, the
+ * median replay divided by 20, next to a graph of 20 empty kernels timed
+ * the same way; once with programmatic dependent launch as the kernels are
+ * launched by default (tk_cuda_pdl) and once without (graph_nopdl_us),
+ * with the empty kernel timed both ways too.
  *
- *   tileops-bench [--json FILE] [--op SUBSTRING] [--workload SUBSTRING]
- *                 [--runs N] [--list FILE] [--daemon ADDRESS]
+ *   tileops-bench [--manifest PATH] [--json FILE] [--op SUBSTRING]
+ *                 [--workload SUBSTRING] [--family NAME] [--runs N]
+ *                 [--list FILE] [--dry-run] [--daemon ADDRESS]
  *
- * --list FILE writes the workloads as JSON (shapes, dtypes, params, counts)
- * for kernels/bench/torch_baseline.py, which times PyTorch on the same
- * shapes. --daemon ADDRESS also times every workload through the tileopsd
+ * --manifest PATH: the manifest directory (default $TILEOPS_MANIFEST, then
+ * the source tree's manifest/, then ./manifest). The gemm and attention
+ * families have benches of their own and the diagnostic one computes
+ * nothing: they are left out unless --family names one. --list FILE writes
+ * the workloads as JSON (shapes, dtypes, params, counts) for
+ * tools/bench/torch_baseline.py, which times PyTorch on the same shapes.
+ * --dry-run prints the cases it would run, with their counts, the copies
+ * rotated and how integer inputs are filled; neither touches the GPU.
+ * --daemon ADDRESS also times every workload through the tileopsd
  * listening there (bench_daemon.c: the op submitted back to back from a
  * client, one sync), reported beside the direct time with its own % of
- * copy. The gemm and attention families have benches of their own and are
- * skipped (bw_skipped).
+ * copy.
  */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "bench.h"
@@ -59,8 +70,8 @@ int bench_launch_delay(void *stream, uint64_t ns);
 #define DELAY_NS 40000
 
 struct options {
-	const char *json, *filter, *workload, *list, *daemon;
-	int runs;
+	const char *manifest, *json, *filter, *workload, *family, *list, *daemon;
+	int runs, dry_run;
 };
 
 struct result {
@@ -68,7 +79,7 @@ struct result {
 	int ok, sets, runs;
 	double median_us, single_us, graph_us, graph_nopdl_us, tbps, tflops, pct;
 	double median_nopdl_us; /* back to back without PDL, workloads under 64 MiB */
-	char error[128];
+	char error[200];
 	/* through tileopsd (--daemon): ok, us per op back to back, % of copy */
 	int d_ok;
 	double d_us, d_pct;
@@ -93,9 +104,9 @@ static double rand_unit(void)
 /* Values in [0.25, 2): positive, so log, sqrt, div and pow stay finite. */
 static void host_fill(struct bench_host *h)
 {
-	static const tk_dtype dts[] = { TK_F32, TK_F16, TK_BF16 };
+	static const tk_dtype dts[] = { TK_F32, TK_F16, TK_BF16, TK_FP8_E4M3 };
 
-	for (int k = 0; k < 3; k++) {
+	for (int k = 0; k < 4; k++) {
 		tk_dtype dt = dts[k];
 		void *p = malloc((size_t)HOST_ELEMS * tk_dtype_size(dt));
 		if (p == NULL) {
@@ -108,95 +119,56 @@ static void host_fill(struct bench_host *h)
 				((float *)p)[i] = v;
 			else if (dt == TK_F16)
 				((uint16_t *)p)[i] = tk_f32_to_f16(v);
-			else
+			else if (dt == TK_BF16)
 				((uint16_t *)p)[i] = tk_f32_to_bf16(v);
+			else
+				((uint8_t *)p)[i] = tk_f32_to_fp8e4m3(v);
 		}
 		host_rand[dt] = p;
 		h->values[dt] = p;
 	}
 	h->elems = HOST_ELEMS;
-	h->rand_unit = rand_unit;
 }
 
-static int64_t numel_of(const bw_tensor *t)
+/*
+ * The device memory of tensor t, filled: an input with its integer values
+ * or the random floats, an output with 0xff bytes. An absent input has none.
+ */
+static void *make_tensor(const bw_tensor *t, int input)
 {
-	int64_t n = 1;
+	size_t bytes = bw_tensor_bytes(t);
+	void *data;
 
-	for (int d = 0; d < t->ndim; d++)
-		n *= t->shape[d];
-	return n;
-}
-
-static size_t bytes_of(const bw_workload *w, const bw_tensor *t)
-{
-	return (size_t)numel_of(t) * tk_dtype_size(bw_dtype(w, t));
-}
-
-/* A device tensor for t, filled: random floats, or positions below `limit`. */
-static tk_tensor make_tensor(const bw_workload *w, const bw_tensor *t, int input, int64_t limit)
-{
-	tk_tensor x;
-	size_t bytes = bytes_of(w, t);
-
-	memset(&x, 0, sizeof(x));
-	x.dtype = bw_dtype(w, t);
-	x.ndim = t->ndim;
-	memcpy(x.shape, t->shape, sizeof(x.shape));
-	tk_set_contiguous(&x);
-	CK(cudaMalloc(&x.data, bytes > 0 ? bytes : 16));
+	if (t->absent)
+		return NULL;
+	CK(cudaMalloc(&data, bytes > 0 ? bytes : 16));
 	if (!input) {
-		CK(cudaMemset(x.data, 0xff, bytes));
-		return x;
+		CK(cudaMemset(data, 0xff, bytes));
+		return data;
 	}
-	if (x.dtype == TK_I64 || x.dtype == TK_I32) {
-		int64_t n = numel_of(t);
-		void *h = malloc(bytes > 0 ? bytes : 16);
-		for (int64_t i = 0; i < n; i++) {
-			int64_t v = (int64_t)(rand_unit() * (double)limit);
-			if (x.dtype == TK_I64)
-				((int64_t *)h)[i] = v;
-			else
-				((int32_t *)h)[i] = (int32_t)v;
-		}
-		CK(cudaMemcpy(x.data, h, bytes, cudaMemcpyHostToDevice));
-		free(h);
-		return x;
+	if (t->values != NULL) {
+		CK(cudaMemcpy(data, t->values, bytes, cudaMemcpyHostToDevice));
+		return data;
 	}
-	size_t chunk = (size_t)HOST_ELEMS * tk_dtype_size(x.dtype);
+	size_t chunk = (size_t)HOST_ELEMS * tk_dtype_size(t->dt);
 	for (size_t off = 0; off < bytes; off += chunk) {
 		size_t n = bytes - off < chunk ? bytes - off : chunk;
-		CK(cudaMemcpy((char *)x.data + off, host_rand[x.dtype], n, cudaMemcpyHostToDevice));
+		CK(cudaMemcpy((char *)data + off, host_rand[t->dt], n, cudaMemcpyHostToDevice));
 	}
-	return x;
+	return data;
 }
 
-static double set_bytes(const bw_workload *w)
-{
-	double b = 0.0;
-
-	for (int i = 0; i < w->n_in; i++)
-		b += (double)bytes_of(w, &w->in[i]);
-	for (int i = 0; i < w->n_out; i++)
-		b += (double)bytes_of(w, &w->out[i]);
-	return b;
-}
-
-/* The calls of `sets` copies of the workload's tensors. */
+/* The calls of `sets` copies of the workload's tensors: the op layer's call, data filled in. */
 static tk_call *make_sets(const bw_workload *w, int sets)
 {
 	tk_call *c = calloc((size_t)sets, sizeof(tk_call));
-	/* rope: positions must index the cache when there is one */
-	int64_t limit = w->n_in > 3 ? w->in[3].shape[0] : 131072;
 
 	for (int s = 0; s < sets; s++) {
-		c[s].n_in = w->n_in;
-		c[s].n_out = w->n_out;
-		c[s].n_params = w->n_params;
-		memcpy(c[s].params, w->params, sizeof(w->params));
+		c[s] = w->call;
 		for (int i = 0; i < w->n_in; i++)
-			c[s].in[i] = make_tensor(w, &w->in[i], 1, limit);
+			c[s].in[i].data = make_tensor(&w->in[i], 1);
 		for (int i = 0; i < w->n_out; i++)
-			c[s].out[i] = make_tensor(w, &w->out[i], 0, 0);
+			c[s].out[i].data = make_tensor(&w->out[i], 0);
 	}
 	return c;
 }
@@ -311,16 +283,15 @@ static int empty_pdl_once(void *arg, cudaStream_t s)
 static int run_direct(const bw_workload *w, const struct options *o, cudaStream_t s,
                       struct result *r)
 {
-	const tk_kernel_entry *e = tk_kernel_find(w->op);
-	double sb = set_bytes(w);
-	int sets = (int)ceil(256.0 * MIB / (sb > 1.0 ? sb : 1.0));
+	const tk_kernel_entry *e = w->kernel;
+	double sb = bw_set_bytes(w);
+	int sets = bw_sets(w);
 	int runs = o->runs;
 
-	if (e == NULL || e->cuda == NULL) {
-		snprintf(r->error, sizeof(r->error), "no CUDA kernel for %s", w->op);
+	if (w->error[0] != '\0') {
+		snprintf(r->error, sizeof(r->error), "%s", w->error);
 		return -1;
 	}
-	sets = sets < 4 ? 4 : (sets > 1024 ? 1024 : sets);
 	tk_call *c = make_sets(w, sets);
 	void *ws = NULL;
 	/* Workspace as the daemon hands it out: one buffer, calls in stream order. */
@@ -394,6 +365,10 @@ static void shape_str(const bw_workload *w, char *buf, size_t len)
 
 	buf[0] = '\0';
 	for (int i = 0; i < w->n_in && u < len; i++) {
+		if (w->in[i].absent) {
+			u += (size_t)snprintf(buf + u, len - u, "%snone", i ? " " : "");
+			continue;
+		}
 		u += (size_t)snprintf(buf + u, len - u, "%s[", i ? " " : "");
 		for (int d = 0; d < w->in[i].ndim && u < len; d++)
 			u += (size_t)snprintf(buf + u, len - u, "%s%ld", d ? "x" : "",
@@ -403,13 +378,30 @@ static void shape_str(const bw_workload *w, char *buf, size_t len)
 	}
 }
 
+/* Text for a Markdown table cell: a '|' (as in a dtype rule) would end it. */
+static void md_cell(const char *s, char *buf, size_t len)
+{
+	size_t u = 0;
+
+	for (; *s && u + 2 < len; s++) {
+		if (*s == '|')
+			buf[u++] = '\\';
+		buf[u++] = *s;
+	}
+	buf[u] = '\0';
+}
+
 /* The daemon's columns of a row: time and % of copy, or the error. */
 static void daemon_cells(const struct result *r, char *buf, size_t len)
 {
-	if (r->d_ok)
+	char e[sizeof(r->d_error) * 2];
+
+	if (r->d_ok) {
 		snprintf(buf, len, " %.2f | %.1f |", r->d_us, r->d_pct);
-	else
-		snprintf(buf, len, " error: %s | |", r->d_error);
+		return;
+	}
+	md_cell(r->d_error, e, sizeof(e));
+	snprintf(buf, len, " error: %s | |", e);
 }
 
 /*
@@ -456,12 +448,14 @@ static void print_table(const struct result *r, int n, struct floors fl, int dae
 	for (int i = 0; i < n; i++) {
 		char sh[160];
 		shape_str(r[i].w, sh, sizeof(sh));
-		char dc[200] = "";
+		char dc[400] = "";
 		if (daemon)
 			daemon_cells(&r[i], dc, sizeof(dc));
 		if (!r[i].ok) {
+			char e[sizeof(r[i].error) * 2];
+			md_cell(r[i].error, e, sizeof(e));
 			printf("| %s | %s | %s | %s | error: %s | | | | | | |%s\n", r[i].w->op,
-			       r[i].w->label, sh, tk_dtype_name(r[i].w->dt), r[i].error, dc);
+			       r[i].w->label, sh, tk_dtype_name(r[i].w->dt), e, dc);
 			continue;
 		}
 		char g[32] = "", gn[32] = "";
@@ -486,12 +480,16 @@ static void json_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-static void json_shape(FILE *f, const bw_workload *w, const bw_tensor *t)
+static void json_shape(FILE *f, const bw_tensor *t)
 {
+	if (t->absent) {
+		fprintf(f, "null");
+		return;
+	}
 	fprintf(f, "{\"shape\": [");
 	for (int d = 0; d < t->ndim; d++)
 		fprintf(f, "%s%ld", d ? ", " : "", (long)t->shape[d]);
-	fprintf(f, "], \"dtype\": \"%s\", \"mutated\": %s}", tk_dtype_name(bw_dtype(w, t)),
+	fprintf(f, "], \"dtype\": \"%s\", \"mutated\": %s}", tk_dtype_name(t->dt),
 	        t->mutated ? "true" : "false");
 }
 
@@ -504,12 +502,12 @@ static void json_workload(FILE *f, const bw_workload *w)
 	fprintf(f, ", \"dtype\": \"%s\", \"inputs\": [", tk_dtype_name(w->dt));
 	for (int i = 0; i < w->n_in; i++) {
 		fprintf(f, "%s", i ? ", " : "");
-		json_shape(f, w, &w->in[i]);
+		json_shape(f, &w->in[i]);
 	}
 	fprintf(f, "], \"outputs\": [");
 	for (int i = 0; i < w->n_out; i++) {
 		fprintf(f, "%s", i ? ", " : "");
-		json_shape(f, w, &w->out[i]);
+		json_shape(f, &w->out[i]);
 	}
 	fprintf(f, "], \"params\": {");
 	for (int i = 0; i < w->n_params; i++) {
@@ -519,16 +517,17 @@ static void json_workload(FILE *f, const bw_workload *w)
 			fprintf(f, "%ld", (long)p->v.i);
 		else if (p->kind == TK_PARAM_BOOL)
 			fprintf(f, "%s", p->v.b ? "true" : "false");
+		else if (isinf(p->v.f)) /* as Python's json reads it (clamp's default bounds) */
+			fprintf(f, "%sInfinity", p->v.f < 0 ? "-" : "");
 		else
 			fprintf(f, "%.17g", p->v.f);
 	}
 	fprintf(f, "}, \"bytes\": %.0f, \"flops\": %.0f", w->bytes, w->flops);
 }
 
-static int write_list(const char *path)
+/* The cases that can run, as JSON for torch_baseline.py. */
+static int write_list(const char *path, const bw_cases *c)
 {
-	int n;
-	const bw_workload *w = bw_all(&n);
 	FILE *f = fopen(path, "w");
 
 	if (f == NULL) {
@@ -536,17 +535,54 @@ static int write_list(const char *path)
 		return 1;
 	}
 	fprintf(f, "[");
-	for (int i = 0, first = 1; i < n; i++) {
-		if (bw_skipped(w[i].op))
+	for (int i = 0, first = 1; i < c->n; i++) {
+		if (c->w[i].error[0] != '\0')
 			continue;
 		fprintf(f, "%s\n  {", first ? "" : ",");
-		json_workload(f, &w[i]);
+		json_workload(f, &c->w[i]);
 		fprintf(f, "}");
 		first = 0;
 	}
 	fprintf(f, "\n");
 	fprintf(f, "]\n");
 	fclose(f);
+	return 0;
+}
+
+/* What a run would do, without a GPU: each case's counts, copies and integer inputs. */
+static int print_cases(const bw_cases *c, const char *path)
+{
+	int runnable = 0;
+
+	printf("tileops-bench: %d cases from %s\n", c->n, path);
+	printf("\n| op | workload | shapes | dtype | bytes | flops | copies | integer inputs |\n");
+	printf("| --- | --- | --- | --- | ---: | ---: | ---: | --- |\n");
+	for (int i = 0; i < c->n; i++) {
+		const bw_workload *w = &c->w[i];
+		char sh[160], fills[512] = "", e[sizeof(w->error) * 2];
+		size_t u = 0;
+
+		shape_str(w, sh, sizeof(sh));
+		if (w->error[0] != '\0') {
+			md_cell(w->error, e, sizeof(e));
+			printf("| %s | %s | %s | %s | | | | error: %s |\n", w->op, w->label, sh,
+			       tk_dtype_name(w->dt), e);
+			continue;
+		}
+		runnable++;
+		for (int k = 0; k < w->n_in && u < sizeof(fills); k++)
+			if (w->in[k].values != NULL)
+				u += (size_t)snprintf(fills + u, sizeof(fills) - u, "%s%s: %s",
+				                      u ? "; " : "", w->in[k].name, w->in[k].fill);
+		printf("| %s | %s | %s | %s | %.0f | %.0f | %d | %s |\n", w->op, w->label, sh,
+		       tk_dtype_name(w->dt), w->bytes, w->flops, bw_sets(w), fills);
+	}
+	printf("\n%d of %d cases can run", runnable, c->n);
+	if (c->not_benched[0] != '\0')
+		printf("; no cases from %s", c->not_benched);
+	printf("\n");
+	if (c->skipped[0] != '\0')
+		printf("families left out (--family NAME runs one): %s\n", c->skipped);
 	return 0;
 }
 
@@ -620,31 +656,52 @@ static int write_json(const char *path, const struct result *r, int n, struct fl
 static int usage(void)
 {
 	fprintf(stderr,
-	        "usage: tileops-bench [--json FILE] [--op SUBSTRING] [--workload SUBSTRING] "
-	        "[--runs N] [--list FILE] [--daemon ADDRESS]\n");
+	        "usage: tileops-bench [--manifest PATH] [--json FILE] [--op SUBSTRING] "
+	        "[--workload SUBSTRING] [--family NAME] [--runs N] [--list FILE] [--dry-run] "
+	        "[--daemon ADDRESS]\n");
 	return 2;
+}
+
+/* $TILEOPS_MANIFEST, else the source tree's manifest when it is there, else ./manifest. */
+static const char *default_manifest(void)
+{
+	const char *env = getenv("TILEOPS_MANIFEST");
+	struct stat st;
+
+	if (env != NULL && *env != '\0')
+		return env;
+	if (stat(TILEOPS_SOURCE_MANIFEST, &st) == 0 && S_ISDIR(st.st_mode))
+		return TILEOPS_SOURCE_MANIFEST;
+	return "manifest";
 }
 
 int main(int argc, char **argv)
 {
-	struct options o = { NULL, NULL, NULL, NULL, NULL, 50 };
+	struct options o = { NULL, NULL, NULL, NULL, NULL, NULL, NULL, 50, 0 };
 	struct bench_host host;
 	struct bench_daemon *daemon = NULL;
 	struct cudaDeviceProp prop;
 	cudaStream_t s;
-	int n;
+	bw_cases cases;
+	char err[4096];
 
 	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json") && i + 1 < argc)
+		if (!strcmp(argv[i], "--manifest") && i + 1 < argc)
+			o.manifest = argv[++i];
+		else if (!strcmp(argv[i], "--json") && i + 1 < argc)
 			o.json = argv[++i];
 		else if (!strcmp(argv[i], "--op") && i + 1 < argc)
 			o.filter = argv[++i];
 		else if (!strcmp(argv[i], "--workload") && i + 1 < argc)
 			o.workload = argv[++i];
+		else if (!strcmp(argv[i], "--family") && i + 1 < argc)
+			o.family = argv[++i];
 		else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
 			o.runs = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--list") && i + 1 < argc)
 			o.list = argv[++i];
+		else if (!strcmp(argv[i], "--dry-run"))
+			o.dry_run = 1;
 		else if (!strcmp(argv[i], "--daemon") && i + 1 < argc)
 			o.daemon = argv[++i];
 		else
@@ -652,11 +709,25 @@ int main(int argc, char **argv)
 	}
 	if (o.runs < 5)
 		o.runs = 5;
-	if (o.list != NULL)
-		return write_list(o.list);
+	if (o.manifest == NULL)
+		o.manifest = default_manifest();
+	/* The cases come first: --list and --dry-run end here, before any CUDA call. */
+	bw_filter filter = { o.filter, o.workload, o.family };
+	if (bw_cases_load(o.manifest, &filter, &cases, err, sizeof(err)) != 0) {
+		fprintf(stderr, "tileops-bench: %s\n", err);
+		return 1;
+	}
+	if (o.list != NULL || o.dry_run) {
+		int rc = o.list != NULL ? write_list(o.list, &cases) : 0;
+		if (o.dry_run)
+			rc |= print_cases(&cases, o.manifest);
+		bw_cases_free(&cases);
+		return rc;
+	}
 
-	const bw_workload *w = bw_all(&n);
-	struct result *r = calloc((size_t)n, sizeof(*r));
+	const bw_workload *w = cases.w;
+	int n = cases.n;
+	struct result *r = calloc((size_t)(n > 0 ? n : 1), sizeof(*r));
 	int nr = 0;
 
 	CK(cudaGetDeviceProperties(&prop, 0));
@@ -665,7 +736,6 @@ int main(int argc, char **argv)
 	memset(&host, 0, sizeof(host));
 	host_fill(&host);
 	if (o.daemon != NULL) {
-		char err[256];
 		if (bench_daemon_open(o.daemon, &daemon, err, sizeof(err)) != 0) {
 			fprintf(stderr, "tileops-bench: %s\n", err);
 			return 1;
@@ -681,10 +751,6 @@ int main(int argc, char **argv)
 	        prop.name, copy_tbps, fl.empty_us, fl.empty_pdl_us);
 	print_copy_sizes(stderr, fl);
 	for (int i = 0; i < n; i++) {
-		if (bw_skipped(w[i].op) ||
-		    (o.filter != NULL && strstr(w[i].op, o.filter) == NULL) ||
-		    (o.workload != NULL && strstr(w[i].label, o.workload) == NULL))
-			continue;
 		struct result *x = &r[nr++];
 		x->w = &w[i];
 		if (run_direct(&w[i], &o, s, x) == 0) {
@@ -692,8 +758,11 @@ int main(int argc, char **argv)
 			x->tflops = w[i].flops / (x->median_us * 1e-6) / 1e12;
 			x->pct = 100.0 * x->tbps / copy_tbps;
 		}
-		if (daemon != NULL && bench_daemon_time(daemon, &w[i], o.runs, &host, &x->d_us,
-		                                        x->d_error, sizeof(x->d_error)) == 0) {
+		if (daemon != NULL && w[i].error[0] != '\0')
+			snprintf(x->d_error, sizeof(x->d_error),
+			         "not run: the case was refused (see the direct column)");
+		else if (daemon != NULL && bench_daemon_time(daemon, &w[i], o.runs, &host, &x->d_us,
+		                                             x->d_error, sizeof(x->d_error)) == 0) {
 			x->d_ok = 1;
 			x->d_pct = 100.0 * (w[i].bytes / (x->d_us * 1e-6) / 1e12) / copy_tbps;
 		}
@@ -706,6 +775,7 @@ int main(int argc, char **argv)
 	if (o.json != NULL && write_json(o.json, r, nr, fl, prop.name, daemon != NULL) != 0)
 		return 1;
 	free(r);
+	bw_cases_free(&cases);
 	cudaStreamDestroy(s);
 	return 0;
 }

@@ -70,34 +70,20 @@ static int fail(char *err, size_t len, const char *what, tileops_status st)
 	return -1;
 }
 
-/* Fill a tensor of n elements: the random floats, or indices below `limit`. */
-static int fill(tileops_client *c, tileops_tensor t, tk_dtype dt, int64_t n, int64_t limit,
+/* Fill an input: its integer values, or the random floats. */
+static int fill(tileops_client *c, tileops_tensor t, const bw_tensor *bt,
                 const struct bench_host *h, char *err, size_t len)
 {
-	size_t es = tk_dtype_size(dt), bytes = (size_t)n * es;
+	size_t es = tk_dtype_size(bt->dt), bytes = bw_tensor_bytes(bt);
+	const void *src = bt->values != NULL ? bt->values : h->values[bt->dt];
+	size_t chunk = bt->values != NULL ? bytes : h->elems * es;
 	tileops_status st;
 
-	if (dt == TK_I64 || dt == TK_I32) {
-		void *buf = malloc(bytes > 0 ? bytes : 16);
-		if (buf == NULL) {
-			snprintf(err, len, "out of host memory");
-			return -1;
-		}
-		for (int64_t i = 0; i < n; i++) {
-			int64_t v = (int64_t)(h->rand_unit() * (double)limit);
-			if (dt == TK_I64)
-				((int64_t *)buf)[i] = v;
-			else
-				((int32_t *)buf)[i] = (int32_t)v;
-		}
-		st = tileops_tensor_write(c, t, 0, buf, bytes);
-		free(buf);
-		return st == TILEOPS_OK ? 0 : fail(err, len, "tileops_tensor_write", st);
+	if (src == NULL) {
+		snprintf(err, len, "no values to fill %s (%s) with", bt->name,
+		         tk_dtype_name(bt->dt));
+		return -1;
 	}
-	const void *src = h->values[dt];
-	size_t chunk = h->elems * es;
-	if (src == NULL)
-		return 0; /* an output-only dtype: nothing to fill */
 	for (size_t off = 0; off < bytes; off += chunk) {
 		size_t m = bytes - off < chunk ? bytes - off : chunk;
 		st = tileops_tensor_write(c, t, off, src, m);
@@ -120,29 +106,27 @@ struct set {
 	tileops_tensor in[BW_MAX_IN], out[BW_MAX_OUT];
 };
 
+/* An absent optional input is left out with the handle 0, as a client does. */
 static int make_set(tileops_client *c, const bw_workload *w, struct set *s,
                     const struct bench_host *h, char *err, size_t len)
 {
-	int64_t limit = w->n_in > 3 ? w->in[3].shape[0] : 131072; /* rope: within the cache */
-
 	for (int k = 0; k < w->n_in + w->n_out; k++) {
 		const bw_tensor *t = k < w->n_in ? &w->in[k] : &w->out[k - w->n_in];
 		tileops_tensor *dst = k < w->n_in ? &s->in[k] : &s->out[k - w->n_in];
-		tk_dtype dt = bw_dtype(w, t);
-		tileops_dtype cdt = dtype_of(dt);
-		int64_t n = 1;
+		tileops_dtype cdt = dtype_of(t->dt);
 		tileops_status st;
 
+		*dst = 0;
+		if (t->absent)
+			continue;
 		if (cdt == 0) {
-			snprintf(err, len, "dtype %s has no client dtype", tk_dtype_name(dt));
+			snprintf(err, len, "dtype %s has no client dtype", tk_dtype_name(t->dt));
 			return -1;
 		}
 		st = tileops_tensor_create(c, cdt, t->ndim, t->shape, dst);
 		if (st != TILEOPS_OK)
 			return fail(err, len, "tileops_tensor_create", st);
-		for (int d = 0; d < t->ndim; d++)
-			n *= t->shape[d];
-		if (k < w->n_in && fill(c, *dst, dt, n, limit, h, err, len) != 0)
+		if (k < w->n_in && fill(c, *dst, t, h, err, len) != 0)
 			return -1;
 	}
 	return 0;
@@ -151,9 +135,11 @@ static int make_set(tileops_client *c, const bw_workload *w, struct set *s,
 static void free_set(tileops_client *c, const bw_workload *w, const struct set *s)
 {
 	for (int k = 0; k < w->n_in; k++)
-		tileops_tensor_free(c, s->in[k]);
+		if (s->in[k] != 0)
+			tileops_tensor_free(c, s->in[k]);
 	for (int k = 0; k < w->n_out; k++)
-		tileops_tensor_free(c, s->out[k]);
+		if (s->out[k] != 0)
+			tileops_tensor_free(c, s->out[k]);
 }
 
 /* Submit `n` ops rotating over the sets, then sync; every completion must succeed. */
@@ -190,14 +176,10 @@ static int submit_run(tileops_client *c, tileops_op *ops, int sets, int first, i
 int bench_daemon_time(struct bench_daemon *d, const bw_workload *w, int runs,
                       const struct bench_host *h, double *us, char *err, size_t len)
 {
-	double sb = 0.0;
+	double sb = bw_set_bytes(w);
 	tileops_param params[TK_MAX_PARAMS];
 	int sets, made = 0, rc = 0;
 
-	for (int i = 0; i < w->n_in; i++)
-		sb += (double)bw_tensor_bytes(w, &w->in[i]);
-	for (int i = 0; i < w->n_out; i++)
-		sb += (double)bw_tensor_bytes(w, &w->out[i]);
 	/* 128 MiB rotated (twice the L2), at least 2 copies: the writes cost host time. */
 	sets = (int)(128.0 * MIB / (sb > 1.0 ? sb : 1.0)) + 1;
 	sets = sets < 2 ? 2 : (sets > 64 ? 64 : sets);
