@@ -7,8 +7,11 @@
  *   tileops-manifest [-m PATH] show OP
  *   tileops-manifest [-m PATH] json
  *   tileops-manifest [-m PATH] docs [OUT]
+ *   tileops-manifest [-m PATH] check-ops [--root DIR]
  *
- * PATH defaults to $TILEOPS_MANIFEST, then the installed manifest.
+ * PATH defaults to $TILEOPS_MANIFEST, then the installed manifest; for
+ * check-ops, to DIR/manifest, DIR being the source tree (by default the
+ * one this program was built from).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +24,9 @@
 #ifndef TILEOPS_DEFAULT_MANIFEST
 #define TILEOPS_DEFAULT_MANIFEST "/usr/local/share/tileops/manifest"
 #endif
+#ifndef TILEOPS_SOURCE_DIR
+#define TILEOPS_SOURCE_DIR "."
+#endif
 
 static void usage(FILE *f)
 {
@@ -31,8 +37,13 @@ static void usage(FILE *f)
 	        "  show OP          everything the manifest says about OP\n"
 	        "  json             the whole manifest as JSON\n"
 	        "  docs [OUT]       write the op reference (docs/ops.md) to OUT or stdout\n"
+	        "  check-ops [--root DIR]\n"
+	        "                   every op has its kernels, workloads, roofline, doc, "
+	        "docs/ops.md\n"
+	        "                   entry and CPU reference test in the source tree DIR (default\n"
+	        "                   %s; the manifest: DIR/manifest unless -m)\n"
 	        "PATH: a manifest directory or file; default $TILEOPS_MANIFEST, then %s\n",
-	        TILEOPS_DEFAULT_MANIFEST);
+	        TILEOPS_SOURCE_DIR, TILEOPS_DEFAULT_MANIFEST);
 }
 
 void tool_param_default(const manifest_param *p, char *buf, size_t len)
@@ -231,17 +242,48 @@ static int cmd_show(const manifest *m, const char *name)
 	return 0;
 }
 
+/* ---- check-ops --------------------------------------------------------------------------- */
+
+static int cmd_check_ops(int argc, char **argv, const char *path)
+{
+	static char err[8192], own[4096];
+	const char *root = TILEOPS_SOURCE_DIR;
+	manifest *m;
+	int rc;
+
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--root") && i + 1 < argc) {
+			root = argv[++i];
+		} else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!path) {
+		snprintf(own, sizeof(own), "%s/manifest", root);
+		path = own;
+	}
+	if (manifest_parse(path, &m, err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
+	rc = tool_check_ops(m, root);
+	manifest_free(m);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	static char err[8192];
 	const char *path = getenv("TILEOPS_MANIFEST");
 	manifest *m;
-	int i = 1, rc;
+	int i = 1, rc, given = 0;
 
 	if (!path || !*path)
 		path = TILEOPS_DEFAULT_MANIFEST;
 	if (i + 1 < argc && !strcmp(argv[i], "-m")) {
 		path = argv[i + 1];
+		given = 1;
 		i += 2;
 	}
 	if (i >= argc || !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -250,6 +292,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[i], "validate"))
 		return cmd_validate(i + 1 < argc ? argv[i + 1] : path);
+	if (!strcmp(argv[i], "check-ops"))
+		return cmd_check_ops(argc - i - 1, argv + i + 1, given ? path : NULL);
 	if (manifest_parse(path, &m, err, sizeof(err)) < 0) {
 		fprintf(stderr, "%s\n", err);
 		return 1;

@@ -1,6 +1,7 @@
 /*
  * tool.h - pieces of tileops-manifest shared by its command files
- * (tool.c: validate, list, show; tool_docs.c: json, docs).
+ * (tool.c: validate, list, show; tool_docs.c: json, docs; tool_check.c:
+ * check-ops).
  */
 #ifndef TILEOPS_MANIFEST_TOOL_H
 #define TILEOPS_MANIFEST_TOOL_H
@@ -25,5 +26,11 @@ tk_dtype tool_first_dtype(uint32_t mask);
 int tool_json(const manifest *m);
 /* Write the op reference as Markdown to `out` (stdout when NULL). */
 int tool_docs(const manifest *m, const char *out);
+/*
+ * check-ops (tool_check.c): report every part an op of `m` lacks in the
+ * source tree at `root` (kernels, docs/ops.md, tests/kernels), one line
+ * each on stdout. Returns the exit status: 0 when nothing is missing.
+ */
+int tool_check_ops(const manifest *m, const char *root);
 
 #endif /* TILEOPS_MANIFEST_TOOL_H */
