@@ -11,7 +11,7 @@
 #include "log.h"
 #include "manifest.h"
 #include "server.h"
-#include "tk_gemm.h"
+#include "tuning.h"
 #include "warmup.h"
 
 static void usage(FILE *f)
@@ -156,8 +156,8 @@ static int check_files(const config *cfg)
 		fprintf(stderr, "tileopsd: warm-up: %s\n", err);
 		rc = 1;
 	}
-	if (tk_gemm_table_check(cfg->gemm_tune_cache, err, sizeof(err)) != TK_OK) {
-		fprintf(stderr, "tileopsd: gemm tuning cache: %s\n", err);
+	if (tuning_check(cfg->gemm_tune_cache, err, sizeof(err)) != TILEOPS_OK) {
+		fprintf(stderr, "tileopsd: tuning table: %s\n", err);
 		rc = 1;
 	}
 	manifest_free(m);

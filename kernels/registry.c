@@ -9,6 +9,7 @@
  * into the CPU-only tileops_kernels, whose rows have none, so a program that
  * links only the CPU references carries no device code.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,5 +59,12 @@ int tk_cuda_set_pdl(int on)
 {
 	(void)on;
 	return 0;
+}
+
+tk_status tk_cuda_device_id(int device, char *buf, size_t len)
+{
+	(void)device;
+	snprintf(buf, len, "none");
+	return TK_ERR_UNSUPPORTED;
 }
 #endif

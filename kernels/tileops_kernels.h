@@ -8,7 +8,11 @@
  * on a caller-given stream. Both take the same tk_call.
  *
  * Ownership: tensors' memory belongs to the caller. Kernels never allocate
- * device memory that outlives a call and never synchronize the stream.
+ * device memory that outlives a call and never synchronize the stream
+ * (the one exception is named: a tunable family's measure function, which
+ * is not a launcher). They read no files and no environment: what is
+ * policy (which configuration a call gets, PDL on or off) comes from the
+ * caller, through tk_call.choice and tk_cuda_set_pdl.
  *
  * Thread safety: every function here may be called from any thread; the CUDA
  * launchers must be called on a thread where the intended device is current.
@@ -91,6 +95,43 @@ typedef struct tk_param {
 #define TK_WORKSPACE_BYTES ((size_t)32 << 20)
 
 /*
+ * A choice among the ways a tunable kernel can run one call (its tile
+ * sizes, schedule, split count: what each field means is the family's, see
+ * its tk_tuning). An empty choice (mode TK_CHOICE_NONE, as a zeroed tk_call
+ * has) leaves the pick to the kernel's built-in rule; every kernel that is
+ * not tunable ignores it.
+ *
+ *   TK_CHOICE_PREFER  run the choice where it can serve the call, else the
+ *                     built-in rule (what the daemon's tuning table gives:
+ *                     an entry measured on one call of a shape class may
+ *                     not fit another of the class)
+ *   TK_CHOICE_EXACT   run exactly the choice, or refuse with
+ *                     TK_ERR_UNSUPPORTED (what a tuner, a bench or a test
+ *                     asks when it times or checks one candidate)
+ */
+#define TK_CHOICE_FIELDS 7
+
+typedef enum tk_choice_mode {
+	TK_CHOICE_NONE = 0,
+	TK_CHOICE_PREFER = 1,
+	TK_CHOICE_EXACT = 2
+} tk_choice_mode;
+
+typedef struct tk_choice {
+	int32_t mode; /* a tk_choice_mode */
+	int32_t v[TK_CHOICE_FIELDS];
+} tk_choice;
+
+/* 1 when a and b name the same choice (their fields; the mode is not compared). */
+static inline int tk_choice_same(const tk_choice *a, const tk_choice *b)
+{
+	for (int i = 0; i < TK_CHOICE_FIELDS; i++)
+		if (a->v[i] != b->v[i])
+			return 0;
+	return 1;
+}
+
+/*
  * One op invocation. Inputs, outputs and params are in the order the op
  * declares them (tk_kernel_entry.params names the params in order); the
  * op layer fills in defaults, so every declared param is present.
@@ -102,6 +143,10 @@ typedef struct tk_param {
  * workspace, when not NULL, is workspace_bytes of device memory the kernel
  * owns for the duration of the launch (stream order): the caller never
  * hands the same workspace to two launches that may run at once.
+ *
+ * choice: how a tunable kernel runs this call (see tk_choice); a caller
+ * that fills a tk_call field by field sets it (mode TK_CHOICE_NONE for the
+ * built-in rule).
  */
 typedef struct tk_call {
 	int n_in;
@@ -112,6 +157,7 @@ typedef struct tk_call {
 	tk_param params[TK_MAX_PARAMS];
 	void *workspace;
 	size_t workspace_bytes;
+	tk_choice choice;
 } tk_call;
 
 /* 1 when input i was given (present and not left out). */
@@ -144,8 +190,67 @@ typedef tk_status (*tk_cpu_fn)(const tk_call *call);
 typedef tk_status (*tk_cuda_fn)(const tk_call *call, void *stream);
 
 /*
+ * The tuning interface of a tunable kernel family (gemm and bmm, attention
+ * prefill, attention decode). Policy is not the kernels': which choice a
+ * call gets is decided above them (the daemon's tuning table, keyed by
+ * family and shape class; docs/tuning.md). This says what there is to
+ * choose from.
+ *
+ * family: the table's key for the ops that share it ("gemm" for gemm and
+ * bmm). class_syntax and choice_syntax describe the two texts for messages.
+ *
+ * shape_class: the class of call (the table's key) into buf, as in
+ * "bf16 nt m128 n2112 k7168"; 0, or -1 when the kernel cannot serve the
+ * call, so nothing is to be chosen. Arithmetic on the call's shapes and
+ * params only (never its data), so it may run anywhere.
+ *
+ * parse_class: check a class as written in a file and write it in the
+ * form shape_class writes; 0, or -1 with what is wrong in why.
+ *
+ * format_choice / parse_choice: a choice as text ("sm90 m128 n256 k64 s4
+ * c1 sk1", "turns", "splits 16") and back; parse_choice returns 0 or -1
+ * and sets the mode to TK_CHOICE_PREFER.
+ *
+ * candidates: the choices that can serve call exactly (mode
+ * TK_CHOICE_EXACT), distinct in what runs; writes up to max of them and
+ * returns how many there are in all. NULL in a build without CUDA (they
+ * depend on the device).
+ *
+ * measure: NULL unless the family has one (gemm). Times every candidate on
+ * call's inputs, writing scratch outputs only (call's outputs, and an
+ * input that aliases one, keep their bytes), and puts the fastest whose
+ * output matches the family's reference kernel in *best (mode
+ * TK_CHOICE_PREFER) with its median time per call in *us. stream (a
+ * cudaStream_t; NULL: the legacy default stream, whose earlier work it
+ * waits for, then times on a private stream) must not be capturing.
+ * Without a workspace in call it allocates one of TK_WORKSPACE_BYTES, as a
+ * launch gets. It waits for the device (it synchronizes the streams it
+ * runs on) and takes tens of milliseconds to seconds: a caller's explicit
+ * decision, never part of a launch.
+ * budget_ms caps each candidate's timing (0: the family's default). err
+ * says why it failed.
+ */
+typedef struct tk_tuning {
+	const char *family;
+	const char *class_syntax;
+	const char *choice_syntax;
+	int (*shape_class)(const tk_call *call, char *buf, size_t len);
+	int (*parse_class)(const char *text, char *buf, size_t len, char *why, size_t whylen);
+	int (*format_choice)(const tk_choice *c, char *buf, size_t len);
+	int (*parse_choice)(const char *text, tk_choice *c);
+	int (*candidates)(const tk_call *call, tk_choice *out, int max);
+	tk_status (*measure)(const tk_call *call, void *stream, double budget_ms, tk_choice *best,
+	                     double *us, char *err, size_t errlen);
+} tk_tuning;
+
+/* Longest shape class or choice text any family writes, with its NUL. */
+#define TK_TUNING_TEXT_MAX 96
+
+/*
  * The central dispatch table entry. `params` is a NULL-terminated list of
  * the param names in the order the kernels read them from tk_call.params.
+ * tuning is NULL unless the op's cuda kernel is tunable (the manifest's
+ * `tuning: true`); CPU-only builds have it too, without candidates.
  */
 typedef struct tk_kernel_entry {
 	const char *op;
@@ -155,6 +260,7 @@ typedef struct tk_kernel_entry {
 	tk_cpu_fn cpu;
 	tk_cuda_fn cuda;  /* NULL when the build has no CUDA kernel for it */
 	size_t workspace; /* bytes of tk_call.workspace the CUDA kernel can use */
+	const tk_tuning *tuning;
 } tk_kernel_entry;
 
 /* The table, and its length. Entries are sorted by op name. */
@@ -166,16 +272,25 @@ int tk_have_cuda(void);
 
 /*
  * Programmatic dependent launch of the memory-bound CUDA kernels (the
- * elementwise, row, reduction, rope, pooling and fp8 kernels): each is
- * launched so that the kernel after it in a stream or graph starts while it
- * runs and waits on the device for its results, which hides a launch's
- * latency between dependent small kernels. On unless the environment holds
- * TILEOPS_PDL=0 when the first kernel is launched. tk_cuda_set_pdl sets it
- * for the launches that follow and returns the previous setting. Both are
- * 0 and do nothing in a build without CUDA.
+ * elementwise, row, reduction, rope, pooling and fp8 kernels), the GEMMs
+ * and attention decode: each is launched so that the kernel after it in a
+ * stream or graph starts while it runs and waits on the device for its
+ * results, which hides a launch's latency between dependent small kernels.
+ * On until tk_cuda_set_pdl(0); the setting is the process's (the daemon
+ * sets it once at start from its config, `pdl`), read at every launch.
+ * tk_cuda_set_pdl returns the previous setting. Both are 0 and do nothing
+ * in a build without CUDA.
  */
 int tk_cuda_pdl(void);
 int tk_cuda_set_pdl(int on);
+
+/*
+ * The GPU `device` as the tuning table's header names it: "NVIDIA H200
+ * sm=90" (its name as CUDA reports it and its compute capability).
+ * TK_ERR_UNSUPPORTED, with "none" in buf, in a build without CUDA;
+ * TK_ERR_LAUNCH when the device cannot be queried.
+ */
+tk_status tk_cuda_device_id(int device, char *buf, size_t len);
 
 /* Conversions used by the CPU references and tests (round to nearest even). */
 float tk_f16_to_f32(uint16_t h);

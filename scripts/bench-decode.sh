@@ -4,9 +4,10 @@
 # through their L1 launchers (CUDA graphs of back-to-back calls, full
 # sequences, random page tables) against the copy bandwidth it measures in
 # the same run, and prints one markdown table (us, KV TB/s, % of copy),
-# then a sweep of the launcher's run-time choices (TILEOPS_DECODE_SPLITS,
-# _MERGE, _ORDER) over the batch-1 65536-token cases, a row per setting
-# (NO_SWEEP=1 leaves it out).
+# then a sweep of every split count the kernel's tuning interface offers
+# (exact choices through tk_call.choice, docs/tuning.md) over the batch-1
+# 65536-token and the 70B batch-32 cases, a row per count after the
+# built-in rule's (NO_SWEEP=1 leaves it out).
 #
 # Run from the repository root with what scripts/gpu-pack.sh packed
 # (.carry/pack.tar.xz is unpacked to .carry/bin and .carry/lib when

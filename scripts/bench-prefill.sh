@@ -2,7 +2,7 @@
 # The attention prefill bench, on the GPU machine, in one run: our kernels
 # (tileops-bench-prefill) on the manifest's workloads and the target shapes,
 # then PyTorch's scaled_dot_product_attention forced to cuDNN and to flash
-# on the same shapes (kernels/bench/attention_torch.py), then one markdown
+# on the same shapes (tools/bench/attention_torch.py), then one markdown
 # table side by side with the ratios.
 #
 # Run from the repository root with what scripts/gpu-pack.sh packed
@@ -10,22 +10,24 @@
 # prefill.jsonl (ours), prefill-torch.jsonl (torch), prefill.log (every
 # program's output) and prefill.md (the table). RUNS overrides 20.
 #
-# Every shape is timed with each kernel variant in VARIANTS (default
-# "d,0,1,2,3,4": d the launcher's own choice per shape (variant -1 in the
-# table), then values of TILEOPS_PREFILL_VARIANT: 0 the free-running
-# consumers, 1 the ping-pong schedule with the lean loop, 2 the lean loop
-# alone, 3 and 4 those two with wide key tiles for non-causal d128 and d256
-# and a longest-first causal order across groups of heads), one row each.
-# Each variant runs in its own process with its own time limit, the default
-# first, so a variant that fails or hangs costs only its own rows. Torch runs
-# each shape once and every variant's row is compared with it.
+# Every shape is timed with each choice in VARIANTS (default
+# "d,plain,turns,turns-wide,lean-wide": d the launcher's built-in choice per
+# shape, then the schedules of the kernel's tuning interface as exact
+# choices (docs/tuning.md): plain the free-running consumers, turns the
+# consumers taking turns with the lean loop, turns-wide and lean-wide with
+# wide key tiles for non-causal d128 and d256 and a longest-first causal
+# order across groups of heads; "all" is every schedule the interface offers
+# for a shape), one row each. Each choice runs in its own process with its
+# own time limit, the default first, so a choice that fails or hangs costs
+# only its own rows. Torch runs each shape once and every row is compared
+# with it.
 set -u
 out=${OUT:-/tmp/tileops-out}
 mkdir -p "$out"
 . "$PWD/scripts/bench-lib.sh"
 bench_setup_paths
 runs=${RUNS:-20}
-variants=${VARIANTS:-d,0,1,2,3,4}
+variants=${VARIANTS:-d,plain,turns,turns-wide,lean-wide}
 ours=$out/prefill.jsonl
 theirs=$out/prefill-torch.jsonl
 shapes=$out/prefill-shapes.jsonl
@@ -56,7 +58,7 @@ for l in open(sys.argv[1]):
         seen.add(k)
         sys.stdout.write(l)
 PY
-bench_step timeout 300 python3 "$PWD/kernels/bench/attention_torch.py" --shapes "$shapes" \
+bench_step timeout 300 python3 "$PWD/tools/bench/attention_torch.py" --shapes "$shapes" \
 	--json "$theirs" --runs "$runs"
 
 python3 - "$ours" "$theirs" >"$table" <<'PY'
@@ -69,11 +71,13 @@ def rows(path):
         return []
 
 ours, theirs = rows(sys.argv[1]), rows(sys.argv[2])
-# Each shape's variants together, in the order the shapes were first timed.
-first = {}
+# Each shape's choices together, in the order the shapes and choices were first timed.
+first, order = {}, {}
 for i, r in enumerate(ours):
     first.setdefault((r["label"], r["dtype"], r["causal"]), i)
-ours.sort(key=lambda r: (first[(r["label"], r["dtype"], r["causal"])], r.get("variant", 0)))
+    order.setdefault(str(r.get("variant", "d")), i)
+ours.sort(key=lambda r: (first[(r["label"], r["dtype"], r["causal"])],
+                         order[str(r.get("variant", "d"))]))
 
 def key(r):
     return (r["label"], r["dtype"], r["causal"])
@@ -95,15 +99,15 @@ def ratio(a, b):
     return "%.2fx" % (a["tflops"] / b["tflops"])
 
 print("TFLOP/s (causal counts half the FLOPs); ratios are ours over theirs.\n")
-print("| shape | dtype | causal | variant | ours | cuDNN | flash | ours/cuDNN | ours/flash "
+print("| shape | dtype | causal | choice | ours | cuDNN | flash | ours/cuDNN | ours/flash "
       "| gqa in torch |")
-print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+print("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
 for r in ours:
     c = torch_by.get((key(r), "torch-cudnn"))
     f = torch_by.get((key(r), "torch-flash"))
     gqa = (c or f or {}).get("gqa", "")
     print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-        r["label"], r["dtype"], "yes" if r["causal"] else "no", r.get("variant", 0), cell(r),
+        r["label"], r["dtype"], "yes" if r["causal"] else "no", r.get("variant", "d"), cell(r),
         cell(c), cell(f), ratio(r, c), ratio(r, f), gqa))
 PY
 cat "$table"

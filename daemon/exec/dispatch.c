@@ -28,6 +28,8 @@ static tileops_status run_op(executor *ex, session *s, const op_desc *d, const t
 	prepared_op p;
 	tensor_resolver views = tensors_resolver(s);
 	tileops_status st = launch_prepare(ex, &views, d, &p, err, errlen);
+	if (st == TILEOPS_OK)
+		(void)launch_first_use(ex, s, &p); /* before it is cached: with its choice */
 	if (st == TILEOPS_OK && key) {
 		uint64_t handles[TK_MAX_INPUTS + TK_MAX_OUTPUTS];
 		memcpy(handles, d->in, sizeof(handles[0]) * (size_t)d->n_in);

@@ -25,6 +25,7 @@
 
 struct session;
 struct tp_worker;
+struct tuning;
 struct request;
 struct plan_open_result;
 typedef struct manifest manifest;
@@ -75,6 +76,7 @@ typedef struct executor_config {
 	tenant_quota default_quota;   /* a session's own tenant */
 	const tenant_config *tenants; /* named tenants */
 	int n_tenants;
+	struct tuning *tuning; /* the tunable kernels' choices (daemon/policy); NULL: built-in */
 	executor_done_fn done;
 	void *ctx;
 } executor_config;

@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "clock.h"
+#include "log.h"
 #include "manifest.h"
+#include "tuning.h"
 
 /*
  * Views of the tensors an op names. The handle 0 leaves a tensor out: its
@@ -64,10 +66,29 @@ tileops_status launch_prepare(executor *ex, const tensor_resolver *views, const 
 		st = oplayer_prepare(ex->mf, &req, ex->be->is_gpu, &out->call, &out->kernel,
 		                     &out->cost, err, errlen);
 	}
+	/* The tuning table's choice for the call (or none), once per prepared
+	 * op: ring ops are cached prepared, plans keep theirs in the graph. */
+	if (st == TILEOPS_OK)
+		tuning_apply(ex->be->is_gpu ? ex->cfg.tuning : NULL, out->kernel, &out->call);
 	out->slot = -1;
 	if (st == TILEOPS_OK || (st != TILEOPS_ERR_UNKNOWN_OP && manifest_find(ex->mf, d->op)))
 		out->slot = stats_op_slot(ex->cfg.st, d->op);
 	return st;
+}
+
+int launch_first_use(executor *ex, session *s, prepared_op *p)
+{
+	char cls[TK_TUNING_TEXT_MAX], err[512];
+
+	if (!ex->be->is_gpu || !tuning_claim(ex->cfg.tuning, p->kernel, &p->call, cls, sizeof(cls)))
+		return 0;
+	if (ex->be->ops->sync(ex->be, s->stream, err, sizeof(err)) != TILEOPS_OK) {
+		log_warn("tuning: %s %s not measured: %s", p->kernel->op, cls, err);
+		return 0;
+	}
+	(void)tuning_measure(ex->cfg.tuning, p->kernel, &p->call, cls, err, sizeof(err));
+	tuning_apply(ex->cfg.tuning, p->kernel, &p->call);
+	return 1;
 }
 
 tileops_status launch_prepared(executor *ex, session *s, const prepared_op *p, tileops_status st,

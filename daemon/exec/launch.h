@@ -29,6 +29,17 @@ tileops_status launch_prepare(executor *ex, const tensor_resolver *views, const 
                               prepared_op *out, char *err, size_t errlen);
 
 /*
+ * First-use tuning (gemm_tune = first_use) of a prepared op of s, outside
+ * any plan: when the op's class is missing from the tuning table and its
+ * family can measure, s's stream is synchronized (the op's inputs are then
+ * ready), the candidates are timed on scratch outputs (this waits for the
+ * device: tens of milliseconds to a second, once per class;
+ * docs/tuning.md) and the table's new choice is put in p's call. Returns 1
+ * when it measured, else 0 (and p is as it was).
+ */
+int launch_first_use(executor *ex, session *s, prepared_op *p);
+
+/*
  * Launch a prepared op on s's stream (when st is TILEOPS_OK) and count it,
  * or count its failure st. `timed`, when not NULL, gets the op's device
  * time through the timing callback (it is consumed only on success).

@@ -30,6 +30,7 @@ void config_defaults(config *cfg)
 	snprintf(cfg->manifest, sizeof(cfg->manifest), "%s", TILEOPS_DEFAULT_MANIFEST);
 	snprintf(cfg->gemm_tune_cache, sizeof(cfg->gemm_tune_cache), "%s", CONFIG_GEMM_TUNE_CACHE);
 	cfg->gemm_tune = GEMM_TUNE_OFF;
+	cfg->pdl = 1;
 	cfg->backend = BACKEND_AUTO;
 	cfg->device = 0;
 	cfg->log_level = LOG_INFO;
@@ -314,6 +315,8 @@ int config_set(config *cfg, const char *key, const char *value, char *err, size_
 	if (strcmp(key, "gemm_tune_cache") == 0)
 		return set_string(cfg->gemm_tune_cache, sizeof(cfg->gemm_tune_cache), key, value,
 		                  err, errlen);
+	if (strcmp(key, "pdl") == 0)
+		return set_switch(&cfg->pdl, key, value, err, errlen);
 	if (strcmp(key, "gemm_tune") == 0) {
 		if (strcmp(value, "off") == 0)
 			cfg->gemm_tune = GEMM_TUNE_OFF;

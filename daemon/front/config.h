@@ -36,6 +36,7 @@ typedef struct config {
 	char warmup[CONFIG_PATH_MAX];
 	char gemm_tune_cache[CONFIG_PATH_MAX]; /* tuning cache file; missing is fine */
 	gemm_tune_mode gemm_tune;
+	int pdl;            /* launch the kernels with programmatic dependent launch */
 	int diagnostic_ops; /* serve the manifest's diagnostic ops (spin, ...) */
 	backend_kind backend;
 	int device;

@@ -16,7 +16,7 @@
 #include "log.h"
 #include "manifest.h"
 #include "sessions.h"
-#include "tk_gemm.h"
+#include "tuning.h"
 #include "warmup.h"
 
 #define STOP_GRACE_SECONDS 30.0
@@ -314,24 +314,32 @@ static int run_warmup(server *srv, char *err, size_t errlen)
 }
 
 /*
- * The GEMM tuning table: the cache file when it exists (tileops-tune or
- * first-use tuning wrote it), else the table shipped for the H200, else
- * none (the built-in choice). A malformed file refuses the start.
+ * The tuning table (daemon/policy/tuning.h), one per daemon: the cache file
+ * when it exists (tileops-tune or first-use tuning wrote it), else the
+ * table shipped for the H200, else none (every kernel's built-in choice).
+ * A malformed file refuses the start. The executor applies it.
  */
-static int gemm_tuning_load(const config *cfg, char *err, size_t errlen)
+static tuning *server_tuning;
+
+static int load_tuning(const config *cfg, char *err, size_t errlen)
 {
 	const char *path = cfg->gemm_tune_cache;
-	char note[512] = "";
+	char gpu[160], note[1024] = "";
 
-	tk_gemm_tune_configure(cfg->gemm_tune == GEMM_TUNE_FIRST_USE, path);
-	if (access(path, R_OK) != 0 && access(TILEOPS_DEFAULT_GEMM_TUNE, R_OK) == 0)
-		path = TILEOPS_DEFAULT_GEMM_TUNE;
-	if (tk_gemm_table_load(path, note, sizeof(note)) != TK_OK) {
-		snprintf(err, errlen, "gemm tuning table: %s", note);
+	if (tk_cuda_device_id(cfg->device, gpu, sizeof(gpu)) != TK_OK ||
+	    !(server_tuning = tuning_new(gpu))) {
+		snprintf(err, errlen, "tuning table: no device name or no memory");
 		return -1;
 	}
-	log_info("gemm tuning table: %d entries from %s%s%s; first-use tuning %s",
-	         tk_gemm_table_count(), path, note[0] ? ": " : "", note,
+	tuning_first_use(server_tuning, cfg->gemm_tune == GEMM_TUNE_FIRST_USE, path);
+	if (access(path, R_OK) != 0 && access(TILEOPS_DEFAULT_GEMM_TUNE, R_OK) == 0)
+		path = TILEOPS_DEFAULT_GEMM_TUNE;
+	if (tuning_load(server_tuning, path, note, sizeof(note)) != TILEOPS_OK) {
+		snprintf(err, errlen, "tuning table: %s", note);
+		return -1;
+	}
+	log_info("tuning table: %d entries from %s for gpu=%s%s%s; first-use tuning %s",
+	         tuning_count(server_tuning), path, gpu, note[0] ? ": " : "", note,
 	         cfg->gemm_tune == GEMM_TUNE_FIRST_USE ? "on" : "off");
 	return 0;
 }
@@ -359,10 +367,14 @@ int server_start(server *srv, char *err, size_t errlen)
 		manifest_free(mf);
 		return -1;
 	}
-	if (srv->be->is_gpu && gemm_tuning_load(&srv->cfg, err, errlen) != 0) {
+	if (srv->be->is_gpu && load_tuning(&srv->cfg, err, errlen) != 0) {
 		manifest_free(mf);
 		return -1;
 	}
+	/* Before any launch: the kernels read the setting at every launch. */
+	tk_cuda_set_pdl(srv->cfg.pdl);
+	if (srv->be->is_gpu)
+		log_info("programmatic dependent launch %s (pdl)", srv->cfg.pdl ? "on" : "off");
 	int threads = srv->cfg.executor_threads > 0 ? srv->cfg.executor_threads
 	                                            : (srv->be->is_gpu ? 8 : 1);
 	if (stats_init(&srv->st, threads) != 0) {
@@ -385,6 +397,7 @@ int server_start(server *srv, char *err, size_t errlen)
 		.default_quota = srv->cfg.default_quota,
 		.tenants = srv->cfg.tenants,
 		.n_tenants = srv->cfg.n_tenants,
+		.tuning = server_tuning,
 		.done = on_job_done,
 		.ctx = srv,
 	};
@@ -451,6 +464,8 @@ void server_finish(server *srv)
 		executor_stop(srv->ex);
 		srv->ex = NULL;
 	}
+	tuning_free(server_tuning); /* no executor thread is left to use it */
+	server_tuning = NULL;
 	drain_inbox(srv);
 	transport_close(srv->control);
 	transport_close(srv->stats_tp);

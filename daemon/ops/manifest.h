@@ -95,6 +95,7 @@ typedef struct manifest_kernel {
 	char *backend; /* "cpu" or "cuda" */
 	expr *when;    /* bool-valued; "true" when not declared */
 	int workspace; /* the kernel goes faster with TK_WORKSPACE_BYTES of scratch */
+	int tuning;    /* cuda: the kernel has a tuning interface (tk_tuning_<op>) */
 	int line;
 } manifest_kernel;
 

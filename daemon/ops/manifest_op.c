@@ -443,7 +443,9 @@ static int load_workload(ld *L, manifest_op *op, manifest_workload *w, const yam
 
 static int load_kernels(ld *L, manifest_op *op, const yaml_node_t *seq, const expr_scope *sc)
 {
-	static const char *const keys[] = { "name", "backend", "when", "workspace", NULL };
+	static const char *const keys[] = {
+		"name", "backend", "when", "workspace", "tuning", NULL
+	};
 	static const char *const req[] = { "name", "backend", NULL };
 	int n;
 
@@ -472,8 +474,13 @@ static int load_kernels(ld *L, manifest_op *op, const yaml_node_t *seq, const ex
 			return ld_fail(L, ld_get(L, it, "name"), "name",
 			               "kernel '%s' must be named %s_%s (backend_op)", k->name,
 			               k->backend, op->name);
-		if (ld_flag(L, it, "workspace", &k->workspace) < 0)
+		if (ld_flag(L, it, "workspace", &k->workspace) < 0 ||
+		    ld_flag(L, it, "tuning", &k->tuning) < 0)
 			return -1;
+		/* The tuning interface picks among CUDA configurations. */
+		if (k->tuning && strcmp(k->backend, "cuda"))
+			return ld_fail(L, ld_get(L, it, "tuning"), "tuning",
+			               "only a cuda kernel can be tunable");
 		w = ld_get(L, it, "when");
 		if (w ? ld_expr(L, w, "when", sc, T_BOOL, 1, &k->when) < 0
 		      : expr_parse("true", sc, &k->when, NULL, NULL, 0) < 0)

@@ -31,15 +31,15 @@
  * Every kernel here is launched with programmatic dependent launch (when
  * tk_cuda_pdl() is on) and waits for the kernel before it first thing.
  *
- * Run-time choices (read at every launch, so one process can time them
- * side by side; tileops-bench-decode sweeps them):
- *   TILEOPS_DECODE_SPLITS  unset or 0: the rule above. N > 0: N splits
- *                          (fewer when the workspace or 16-token splits
- *                          bound them). "twowave": about two waves of
- *                          blocks, splits of 256 tokens or more.
- *   TILEOPS_DECODE_MERGE   "serial": one warp per q row walks the splits
- *                          one at a time (each a dependent pair of loads).
- *   TILEOPS_DECODE_ORDER   "split": one KV head's splits adjacent.
+ * The choice (tk_call.choice, the attention_decode family of
+ * decode_tuning.c): v[0] = N splits instead of the built-in rule, each a
+ * whole number of 16-token tiles, no more than the workspace holds. A
+ * preferred choice gets the nearest count those bounds allow; an exact one
+ * that they do not allow as asked is refused. tileops-tune picks counts
+ * per shape class, tileops-bench-decode times them side by side. (Two
+ * waves of splits, a merge walking the splits one at a time and a block
+ * order with one KV head's splits adjacent were measured slower everywhere:
+ * docs/kernel-notes.md, "Attention decode"; they are in git history.)
  *
  * Robustness: lengths are clamped to [0, capacity]; a page index outside
  * [0, num_pages) is never dereferenced: its tokens are skipped (they take
@@ -51,6 +51,7 @@
 
 #include <type_traits>
 
+#include "attention_schedule.h"
 #include "cuda_common.cuh"
 #include "sm90.cuh"
 
@@ -80,8 +81,7 @@ struct DecArgs {
 	int64_t num_pages, cap, page_size, chunk;
 	int paged;
 	int B, T, Hq, Hkv, G, R, mtiles, nsplit;
-	int split_inner; /* block order: a KV head's splits adjacent (else its token ranges' heads) */
-	int merge_wr;    /* merge warps per q row: 1, 2, 4 or 8 */
+	int merge_wr; /* merge warps per q row: 1, 2, 4 or 8 */
 	float scale_log2;
 	float *ws_o, *ws_lse;
 };
@@ -176,18 +176,11 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const __grid_consta
 	int64_t w = blockIdx.x;
 	const int mb = (int)(w % a.mtiles);
 	w /= a.mtiles;
-	int split, h;
-	if (a.split_inner) {
-		split = (int)(w % a.nsplit);
-		w /= a.nsplit;
-		h = (int)(w % a.Hkv);
-		w /= a.Hkv;
-	} else {
-		h = (int)(w % a.Hkv);
-		w /= a.Hkv;
-		split = (int)(w % a.nsplit);
-		w /= a.nsplit;
-	}
+	/* The KV heads of one token range are adjacent blocks (file head). */
+	const int h = (int)(w % a.Hkv);
+	w /= a.Hkv;
+	const int split = (int)(w % a.nsplit);
+	w /= a.nsplit;
 	const int b = (int)w;
 
 	const int64_t len = a.seq_lens[b * a.sl_s0];
@@ -504,50 +497,6 @@ __global__ void __launch_bounds__(kMergeWarps * 32) decode_merge(const __grid_co
 		out[e] = from_f32<T>(tot > 0.0f ? r[e] / tot : 0.0f);
 }
 
-/*
- * The same sum, one warp per q row walking the splits in turn: a pass for
- * the maximum lse, then per split a load of its lse and, after it, a load
- * of its partial. Kept to be timed beside decode_merge.
- */
-template <typename T, int D>
-__global__ void __launch_bounds__(128) decode_merge_serial(const __grid_constant__ DecArgs a)
-{
-	pdl_enter(); /* launched with PDL: the kernel before completes first */
-	constexpr int E = D / 32;
-	const int lane = threadIdx.x & 31;
-	const int64_t rid = (int64_t)blockIdx.x * 4 + (threadIdx.x >> 5);
-	const int64_t rows = (int64_t)a.B * a.T * a.Hq;
-
-	if (rid >= rows)
-		return;
-	const float *lse = a.ws_lse + rid * a.nsplit;
-	float M = -INFINITY;
-	for (int s = lane; s < a.nsplit; s += 32)
-		M = fmaxf(M, lse[s]);
-	M = warp_max(M);
-	float acc[E], sum = 0.0f;
-#pragma unroll
-	for (int e = 0; e < E; e++)
-		acc[e] = 0.0f;
-	for (int s = 0; s < a.nsplit; s++) {
-		const float l = lse[s];
-		if (l == -INFINITY)
-			continue;
-		const float c = ex2(l - M);
-		const float *po = a.ws_o + (rid * a.nsplit + s) * D;
-		sum += c;
-#pragma unroll
-		for (int e = 0; e < E; e++)
-			acc[e] += c * po[lane + 32 * e];
-	}
-	const int hq = (int)(rid % a.Hq), t = (int)((rid / a.Hq) % a.T);
-	const int64_t b = rid / ((int64_t)a.Hq * a.T);
-	T *out = static_cast<T *>(a.out) + b * a.os[0] + t * a.os[1] + hq * a.os[2];
-#pragma unroll
-	for (int e = 0; e < E; e++)
-		out[lane + 32 * e] = from_f32<T>(sum > 0.0f ? acc[e] / sum : 0.0f);
-}
-
 /* ---- host side ------------------------------------------------------------ */
 
 constexpr size_t smem_bytes(int D)
@@ -656,42 +605,16 @@ static tk_status decode_parse(const tk_call *call, int paged, DecArgs *a, int *D
 	return ok ? TK_OK : TK_ERR_UNSUPPORTED;
 }
 
-/* The run-time choices named at the top of this file. */
-struct DecTune {
-	int64_t splits; /* > 0: that many; 0: the built-in rule */
-	bool twowave, serial_merge, split_inner;
-};
-
-static bool env_is(const char *name, const char *value)
-{
-	const char *e = getenv(name);
-	return e != nullptr && strcmp(e, value) == 0;
-}
-
-static DecTune decode_tune(void)
-{
-	DecTune t;
-	const char *e = getenv("TILEOPS_DECODE_SPLITS");
-
-	t.twowave = e != nullptr && strcmp(e, "twowave") == 0;
-	t.splits = e != nullptr && !t.twowave ? strtoll(e, nullptr, 10) : 0;
-	if (t.splits < 0)
-		t.splits = 0;
-	t.serial_merge = env_is("TILEOPS_DECODE_MERGE", "serial");
-	t.split_inner = env_is("TILEOPS_DECODE_ORDER", "split");
-	return t;
-}
-
 /*
  * Splits of the token range, from shapes only, no more than the workspace
- * holds. The built-in rule: none when the blocks without splitting already
- * fill every resident slot of the chip; otherwise as many as fit in
- * kSplitWaves waves of resident blocks (rounded down: a wave left part
- * empty costs less than a wave's worth of a second one), each at least
- * kMinSplitTokens tokens. Sets
- * nsplit, chunk, the workspace pointers and the merge's warps per row.
+ * holds. requested > 0 asks for that many (the call's choice); 0 is the
+ * built-in rule: none when the blocks without splitting already fill every
+ * resident slot of the chip; otherwise as many as fit in kSplitWaves waves
+ * of resident blocks (rounded down: a wave left part empty costs less than
+ * a wave's worth of a second one), each at least kMinSplitTokens tokens.
+ * Sets nsplit, chunk, the workspace pointers and the merge's warps per row.
  */
-static void decode_plan_split(DecArgs *a, int D, const tk_call *call, const DecTune &t)
+static void decode_plan_split(DecArgs *a, int D, const tk_call *call, int64_t requested)
 {
 	const int64_t base = (int64_t)a->B * a->Hkv * a->mtiles;
 	const int per_sm = (int)(227 * 1024 / (smem_bytes(D) + 2048));
@@ -703,13 +626,13 @@ static void decode_plan_split(DecArgs *a, int D, const tk_call *call, const DecT
 	a->chunk = a->cap > 0 ? a->cap : 1;
 	if (call->workspace == nullptr || rows == 0 || a->cap <= 0)
 		return;
-	if (t.splits > 0) {
-		n = t.splits;
+	if (requested > 0) {
+		n = requested;
 		unit = kTile; /* keep the asked count where the warps' shares allow */
 	} else if (base >= slots || a->cap <= 2 * kMinSplitTokens) {
 		return;
 	} else {
-		n = t.twowave ? (2 * slots + base - 1) / base : kSplitWaves * slots / base;
+		n = kSplitWaves * slots / base;
 		if (n > (a->cap + kMinSplitTokens - 1) / kMinSplitTokens)
 			n = (a->cap + kMinSplitTokens - 1) / kMinSplitTokens;
 	}
@@ -735,8 +658,15 @@ static void decode_plan_split(DecArgs *a, int D, const tk_call *call, const DecT
 		a->merge_wr *= 2;
 }
 
-template <typename T, int D>
-static tk_status decode_launch(DecArgs &a, bool serial_merge, cudaStream_t st)
+/* The split count the call's choice asks for: 0 for the built-in rule. */
+static int64_t requested_splits(const tk_choice &c)
+{
+	if (c.mode != TK_CHOICE_PREFER && c.mode != TK_CHOICE_EXACT)
+		return 0;
+	return c.v[0] >= 1 ? c.v[0] : 0;
+}
+
+template <typename T, int D> static tk_status decode_launch(DecArgs &a, cudaStream_t st)
 {
 	const size_t smem = smem_bytes(D);
 	const int64_t blocks = (int64_t)a.B * a.Hkv * a.mtiles * a.nsplit;
@@ -754,9 +684,7 @@ static tk_status decode_launch(DecArgs &a, bool serial_merge, cudaStream_t st)
 	}
 	launch_begin();
 	launch_pdl(decode_kernel<T, D>, (unsigned)blocks, kWarps * 32, smem, st, a);
-	if (a.nsplit > 1 && serial_merge) {
-		launch_pdl(decode_merge_serial<T, D>, (unsigned)((rows + 3) / 4), 128, 0, st, a);
-	} else if (a.nsplit > 1) {
+	if (a.nsplit > 1) {
 		const int64_t per = kMergeWarps / a.merge_wr;
 		const unsigned grid = (unsigned)((rows + per - 1) / per);
 		launch_pdl(decode_merge<T, D>, grid, kMergeWarps * 32, 0, st, a);
@@ -764,16 +692,15 @@ static tk_status decode_launch(DecArgs &a, bool serial_merge, cudaStream_t st)
 	return launch_status();
 }
 
-template <typename T>
-static tk_status decode_dispatch(DecArgs &a, int D, bool serial_merge, cudaStream_t st)
+template <typename T> static tk_status decode_dispatch(DecArgs &a, int D, cudaStream_t st)
 {
 	switch (D) {
 	case 64:
-		return decode_launch<T, 64>(a, serial_merge, st);
+		return decode_launch<T, 64>(a, st);
 	case 128:
-		return decode_launch<T, 128>(a, serial_merge, st);
+		return decode_launch<T, 128>(a, st);
 	default:
-		return decode_launch<T, 256>(a, serial_merge, st);
+		return decode_launch<T, 256>(a, st);
 	}
 }
 
@@ -790,13 +717,53 @@ static tk_status decode_run(const tk_call *call, int paged, void *stream)
 	a.scale_log2 = (float)(tk_param_num(call, 0, 0.0) > 0.0 ? tk_param_num(call, 0, 0.0)
 	                                                        : 1.0 / sqrt((double)D)) *
 	               1.4426950408889634f;
-	const DecTune tune = decode_tune();
-	decode_plan_split(&a, D, call, tune);
-	a.split_inner = tune.split_inner;
+	const int64_t want = requested_splits(call->choice);
+	decode_plan_split(&a, D, call, want);
+	if (call->choice.mode == TK_CHOICE_EXACT && want > 0 && a.nsplit != want)
+		return TK_ERR_UNSUPPORTED;
 	cudaStream_t st = static_cast<cudaStream_t>(stream);
 	if (call->in[0].dtype == TK_BF16)
-		return decode_dispatch<__nv_bfloat16>(a, D, tune.serial_merge, st);
-	return decode_dispatch<__half>(a, D, tune.serial_merge, st);
+		return decode_dispatch<__nv_bfloat16>(a, D, st);
+	return decode_dispatch<__half>(a, D, st);
+}
+
+/*
+ * The split counts worth timing for a call (decode_tuning.c): 1 (no
+ * split), the built-in rule's count, and a spread of counts between, each
+ * only where the bounds realize it as asked, each once.
+ */
+static int decode_candidates(const tk_call *call, int paged, tk_choice *out, int max)
+{
+	static const int64_t spread[] = {
+		2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256
+	};
+	int64_t counts[2 + sizeof(spread) / sizeof(spread[0])];
+	DecArgs a;
+	int D = 0, n = 0, nc = 0;
+
+	if (decode_parse(call, paged, &a, &D) != TK_OK)
+		return 0;
+	counts[nc++] = 1;
+	decode_plan_split(&a, D, call, 0);
+	counts[nc++] = a.nsplit;
+	for (int64_t c : spread)
+		counts[nc++] = c;
+	for (int i = 0; i < nc; i++) {
+		bool seen = false;
+		for (int j = 0; j < i; j++)
+			seen = seen || counts[j] == counts[i];
+		DecArgs t = a;
+		decode_plan_split(&t, D, call, counts[i]);
+		if (seen || t.nsplit != counts[i])
+			continue;
+		if (n < max) {
+			memset(&out[n], 0, sizeof(out[n]));
+			out[n].mode = TK_CHOICE_EXACT;
+			out[n].v[0] = (int32_t)counts[i];
+		}
+		n++;
+	}
+	return n;
 }
 
 /* ---- kv_cache_append ---------------------------------------------------------- */
@@ -856,6 +823,12 @@ extern "C" tk_status tk_cuda_attention_decode(const tk_call *call, void *stream)
 extern "C" tk_status tk_cuda_attention_decode_paged(const tk_call *call, void *stream)
 {
 	return decode_run(call, 1, stream);
+}
+
+extern "C" int tk_attention_decode_candidates(const tk_call *call, int paged, tk_choice *out,
+                                              int max)
+{
+	return decode_candidates(call, paged, out, max);
 }
 
 extern "C" tk_status tk_cuda_kv_cache_append(const tk_call *call, void *stream)

@@ -17,15 +17,14 @@
  * each other's gaps. One path serves every case: head dims 64, 128 and 256
  * (Dv = D), bf16 and f16, GQA, causal or not, batched or varlen.
  *
- * TILEOPS_PREFILL_VARIANT (prefill_variant) selects, per launch, refinements
- * of that loop so that they can be measured and checked beside it: the two
- * consumers taking turns at the tensor cores through named barriers (each
- * one's softmax then runs under the other's products), a leaner loop (the
- * accumulators rescaled under the score product and only when a maximum
- * grew, one release per warp instead of per thread), wider key tiles for
- * non-causal d128 (176 keys) and d256 (80 keys), and a causal order that is
- * longest first across groups of heads. Each shape gets the one that
- * measured fastest (prefill_variant).
+ * Schedules (attention_schedule.h; the call's choice picks one, else the
+ * built-in rule, prefill_schedule): refinements of that loop that each win
+ * on some shapes: the two consumers taking turns at the tensor cores
+ * through named barriers (each one's softmax then runs under the other's
+ * products), a leaner loop (the accumulators rescaled under the score
+ * product and only when a maximum grew, one release per warp instead of
+ * per thread), wider key tiles for non-causal d128 (176 keys) and d256 (80
+ * keys), and a causal order that is longest first across groups of heads.
  *
  * Non-causal launches are persistent (one CTA per SM walks the query tiles,
  * the producer loading the next tile's Q and K while the consumers store the
@@ -46,6 +45,7 @@
 #include <stdlib.h>
 
 #include "attention_prefill.cuh"
+#include "attention_schedule.h"
 #include "cuda_common.cuh"
 #include "tma_map.cuh"
 
@@ -59,15 +59,15 @@ constexpr int CONSUMER_REGS = 240;
 
 constexpr uint32_t SMEM_LIMIT = 227 * 1024; /* a block's dynamic shared memory on sm_90 */
 
-/* Keys per tile: the default, and the wider tiles of the wide variants. */
+/* Keys per tile: the default, and the wider tiles of the wide schedules. */
 constexpr int default_bn(int d)
 {
-	return d == 256 ? 64 : 128;
+	return tk_prefill_default_bn(d);
 }
 
 constexpr int wide_bn(int d)
 {
-	return d == 256 ? 80 : (d == 128 ? 176 : 128);
+	return tk_prefill_wide_bn(d);
 }
 
 /* The tiles of head dim D with BN keys: as many stages (up to 4) as fit. */
@@ -653,28 +653,22 @@ bool make_map(CUtensorMap *m, const void *ptr, bool bf16, int64_t d, int64_t hea
 }
 
 /*
- * The kernel's schedule: 0 the free-running consumers; 1 the consumers
- * taking turns at the tensor cores with the lean loop (Args::turns and
- * Args::lean); 2 the lean loop alone; 3 and 4 as 1 and 2 with wider key
- * tiles where those exist (tile_bn: non-causal d128 176 keys, d256 80) and
- * causal tiles longest first across groups of 8 heads (Args::head_group).
- *
- * By default each shape gets the schedule that measured fastest on the H200
- * (docs/perf.md, "Attention"): turns (1) for causal attention and for
- * non-causal d64, the plain loop (0) for non-causal d128, the lean loop with
- * 80-key tiles (4) for non-causal d256. TILEOPS_PREFILL_VARIANT=0..4 forces
- * one, read at every launch so a bench or a test can measure or check each
- * in one process; any other value is ignored.
+ * The call's schedule: its choice when it names one, else the built-in
+ * rule, which gives each shape the schedule that measured fastest on the
+ * H200 (docs/kernel-notes.md, "Attention prefill"): turns for causal
+ * attention and for non-causal d64, the plain loop for non-causal d128,
+ * the lean loop with 80-key tiles for non-causal d256. -1: an exact choice
+ * of no schedule.
  */
-int prefill_variant(bool causal, int64_t d)
+int prefill_schedule(const tk_choice &c, bool causal, int64_t d)
 {
-	const char *v = getenv("TILEOPS_PREFILL_VARIANT");
-
-	if (v != NULL && v[0] >= '0' && v[0] <= '4' && v[1] == '\0')
-		return v[0] - '0';
-	if (causal || d == 64)
-		return 1;
-	return d == 256 ? 4 : 0;
+	if (c.mode == TK_CHOICE_PREFER || c.mode == TK_CHOICE_EXACT) {
+		if (c.v[0] >= 0 && c.v[0] < TK_PREFILL_SCHEDULES)
+			return c.v[0];
+		if (c.mode == TK_CHOICE_EXACT)
+			return -1;
+	}
+	return tk_prefill_builtin(causal, (int)d);
 }
 
 /* The shape of one call, batched or varlen, as the launcher needs it. */
@@ -761,10 +755,10 @@ tk_status prefill_run(const tk_call *call, Shape sh, cudaStream_t st)
 	const tk_tensor *out = &call->out[0];
 	const tk_tensor *lse = call->n_out > 1 && call->out[1].data ? &call->out[1] : NULL;
 	int tok = sh.varlen ? 0 : 1; /* the token dim; heads follow it */
-	int variant = prefill_variant(sh.causal, sh.D);
+	int sched = prefill_schedule(call->choice, sh.causal, sh.D);
 	Args args;
 
-	if (sh.D != sh.Dv || (sh.D != 64 && sh.D != 128 && sh.D != 256))
+	if (sh.D != sh.Dv || (sh.D != 64 && sh.D != 128 && sh.D != 256) || sched < 0)
 		return TK_ERR_UNSUPPORTED;
 	if (sh.Hkv <= 0 || sh.Hq % sh.Hkv != 0)
 		return TK_ERR_UNSUPPORTED;
@@ -774,7 +768,8 @@ tk_status prefill_run(const tk_call *call, Shape sh, cudaStream_t st)
 		return TK_OK;
 	if (sh.Skv == 0)
 		return launch_empty(call, st);
-	sh.wide = variant >= 3;
+	const tk_prefill_sched plan = tk_prefill_schedule_of(sched);
+	sh.wide = plan.wide != 0;
 	for (const tk_tensor *t : { q, k, v }) {
 		if (!tkc::aligned16(t->data))
 			return TK_ERR_UNSUPPORTED;
@@ -812,9 +807,9 @@ tk_status prefill_run(const tk_call *call, Shape sh, cudaStream_t st)
 		scale = 1.0 / sqrt((double)sh.D);
 	args.scale = (float)scale;
 	args.scale_log2 = (float)(scale * 1.4426950408889634);
-	args.turns = variant == 1 || variant == 3;
-	args.lean = variant != 0;
-	args.head_group = variant >= 3 ? 8 : 0;
+	args.turns = plan.turns;
+	args.lean = plan.lean;
+	args.head_group = plan.wide ? TK_PREFILL_HEAD_GROUP : 0;
 
 	tkc::launch_begin();
 	switch (sh.D) {

@@ -217,24 +217,6 @@ __device__ __forceinline__ float warp_max(float v)
 	return v;
 }
 
-/*
- * Sum over the block; every thread gets the result. `scratch` holds 32
- * floats. Must be reached by every thread of the block.
- */
-__device__ __forceinline__ float block_sum(float v, float *scratch)
-{
-	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	int nwarps = (blockDim.x + 31) >> 5;
-
-	v = warp_sum(v);
-	__syncthreads(); /* scratch may still be read by a previous call */
-	if (lane == 0)
-		scratch[warp] = v;
-	__syncthreads();
-	v = lane < nwarps ? scratch[lane] : 0.0f;
-	return warp_sum(v);
-}
-
 /* The plan of tk_iter, by value, for device-side offsets. */
 struct Plan {
 	int ndim;
@@ -419,30 +401,6 @@ static inline cudaError_t allow_dynamic_smem(const void *fn, int bytes, std::ato
 static inline bool aligned16(const void *p)
 {
 	return ((uintptr_t)p & 15) == 0;
-}
-
-/*
- * Whether rows of `width` elements of T can be read as 16-byte vectors:
- * the width is a whole number of vectors, every base pointer is aligned and
- * every row stride of the plan keeps it so.
- */
-template <typename T>
-static inline bool rows_vectorizable(const tk_iter &it, int64_t width, const void *const *ptrs,
-                                     int n_ptrs)
-{
-	if (width % Vec<T>::N != 0)
-		return false;
-	for (int i = 0; i < n_ptrs; i++) {
-		if (!aligned16(ptrs[i]))
-			return false;
-	}
-	for (int op = 0; op < it.n_ops; op++) {
-		for (int d = 0; d < it.ndim; d++) {
-			if ((it.stride[op][d] * (int64_t)sizeof(T)) % 16 != 0 && it.shape[d] > 1)
-				return false;
-		}
-	}
-	return true;
 }
 
 /*

@@ -1,25 +1,18 @@
 /*
- * launch.cu - the process-wide switch for programmatic dependent launch of
- * the kernels (tileops_kernels.h, launch_pdl in cuda_common.cuh), and the
- * clearing of split-K counters in a chain of such kernels.
+ * launch.cu - the switch for programmatic dependent launch of the kernels
+ * (tileops_kernels.h, launch_pdl in cuda_common.cuh), set by the caller
+ * (the daemon's `pdl`), the clearing of split-K counters in a chain of such
+ * kernels, and the device's name for the tuning table's header.
  */
-#include <stdlib.h>
-#include <string.h>
+#include <stdio.h>
 
 #include "cuda_common.cuh"
 
 namespace
 {
 
-/* -1: not read from the environment yet; 0 or 1 after. */
-int pdl_state = -1;
-
-int pdl_from_env(void)
-{
-	const char *v = getenv("TILEOPS_PDL");
-
-	return v == NULL || strcmp(v, "0") != 0;
-}
+/* On until the caller says otherwise; read at every launch. */
+int pdl_state = 1;
 
 /* Zero p[0 .. n) once the kernel before has completed. */
 __global__ void __launch_bounds__(256) clear_words_kernel(unsigned *p, size_t n)
@@ -45,22 +38,23 @@ cudaError_t tkc::clear_words(void *p, size_t words, cudaStream_t s)
 
 extern "C" int tk_cuda_pdl(void)
 {
-	int v = __atomic_load_n(&pdl_state, __ATOMIC_RELAXED);
-
-	if (v < 0) {
-		int e = pdl_from_env();
-		/* the first reader stores the environment's value; a racing set wins */
-		__atomic_compare_exchange_n(&pdl_state, &v, e, false, __ATOMIC_RELAXED,
-		                            __ATOMIC_RELAXED);
-		v = __atomic_load_n(&pdl_state, __ATOMIC_RELAXED);
-	}
-	return v;
+	return __atomic_load_n(&pdl_state, __ATOMIC_RELAXED);
 }
 
 extern "C" int tk_cuda_set_pdl(int on)
 {
-	int prev = tk_cuda_pdl();
+	return __atomic_exchange_n(&pdl_state, on ? 1 : 0, __ATOMIC_RELAXED);
+}
 
-	__atomic_store_n(&pdl_state, on ? 1 : 0, __ATOMIC_RELAXED);
-	return prev;
+extern "C" tk_status tk_cuda_device_id(int device, char *buf, size_t len)
+{
+	cudaDeviceProp prop;
+
+	if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+		cudaGetLastError();
+		snprintf(buf, len, "unknown");
+		return TK_ERR_LAUNCH;
+	}
+	snprintf(buf, len, "%s sm=%d%d", prop.name, prop.major, prop.minor);
+	return TK_OK;
 }

@@ -123,6 +123,24 @@ typedef struct tk_pool {
  */
 tk_status tk_pool_parse(const tk_call *call, int nsp, int is_max, tk_pool *pl);
 
+/* ---- the texts of the tuning interfaces (common/tuning_text.c) ---- */
+
+/*
+ * Check a shape class against a family's syntax and write it in canonical
+ * form (single spaces) into out. The syntax is space-separated items:
+ * DTYPE (a dtype name), a|b (one of the words), [w] (the word w or
+ * nothing), p# (p followed by a positive number), p^ (p followed by a
+ * power of two). 0, or -1 with what is wrong in why.
+ */
+int tk_class_check(const char *syntax, const char *text, char *out, size_t len, char *why,
+                   size_t whylen);
+
+/* word is prefix followed by a decimal number in [0, max]: 0 and *out, else -1. */
+int tk_word_number(const char *word, const char *prefix, int64_t max, int64_t *out);
+
+/* The least power of two >= x (1 for x <= 1). */
+int64_t tk_pow2_ceil(int64_t x);
+
 #ifdef __cplusplus
 }
 #endif

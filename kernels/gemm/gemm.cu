@@ -3,10 +3,12 @@
  * accumulation; the dispatcher over the GEMM kernel families
  * (tk_gemm.h) and the simple family itself.
  *
- * The op launchers turn a call into a tk_gemm_problem, ask tk_gemm_select
- * for a configuration (the tuning table's, else a built-in choice) and
- * launch it; a configuration that cannot serve the problem falls back to
- * the simple family, which serves every problem.
+ * The op launchers turn a call into a tk_gemm_problem (tk_gemm_problem_of)
+ * and run the configuration the call's choice names (tk_call.choice, which
+ * the daemon fills from its tuning table), else the built-in choice
+ * (tk_gemm_builtin). A preferred choice that cannot serve the problem
+ * falls back to the built-in one, and that to the simple family, which
+ * serves every problem; an exact choice that cannot is refused.
  *
  * Simple family: f16 and bf16 run on the tensor cores through WMMA: a
  * 128-thread block computes a 64x64 tile of c, each warp a 32x32 quarter as
@@ -259,7 +261,8 @@ template <typename T> tk_status simple_run(const tk_gemm_problem *p, cudaStream_
 /* ---- the dispatcher ------------------------------------------------------ */
 
 /*
- * The built-in choice, for shapes the tuning table does not know: the
+ * The built-in choice, for calls without a choice (shapes the tuning table
+ * does not know): the
  * decode family's own pick for one matrix of M <= 32 (on an H200 it beat
  * every other family there by 2 to 35% in tuning runs), the small-M
  * family's own pick for M <= 64 when it serves p (it sizes split-K
@@ -307,41 +310,32 @@ void builtin_select(const tk_gemm_problem *p, tk_gemm_config *cfg)
 	*cfg = simple_config(p->dtype);
 }
 
-/* Select, launch; a configuration that cannot serve p falls back. */
-tk_status gemm_run(const tk_gemm_problem *p, cudaStream_t s)
+/*
+ * Run the call's choice, else the built-in one; what cannot serve p falls
+ * back as the file's head says.
+ */
+tk_status gemm_run(const tk_gemm_problem *p, const tk_choice *choice, cudaStream_t s)
 {
 	tk_gemm_config cfg, alt;
 	tk_status st;
-	char note[160];
+	int tried = 0;
 
-	/* With first-use tuning on, a new shape class is tuned now. Its failure
-	 * leaves the built-in choice in the table, which is what runs below. */
-	(void)tk_gemm_tune_if_new(p, s, note, sizeof(note));
-	tk_gemm_select(p, &cfg);
-	st = tk_gemm_launch(p, &cfg, s);
-	if (st != TK_ERR_UNSUPPORTED)
-		return st;
+	if (choice->mode == TK_CHOICE_PREFER || choice->mode == TK_CHOICE_EXACT) {
+		tk_gemm_config_of(choice, &cfg);
+		st = tk_gemm_launch(p, &cfg, s);
+		if (st != TK_ERR_UNSUPPORTED || choice->mode == TK_CHOICE_EXACT)
+			return st;
+		tried = 1;
+	}
 	/* A tuned entry may not fit this call (less workspace, say). */
 	builtin_select(p, &alt);
-	if (memcmp(&alt, &cfg, sizeof(cfg)) != 0) {
+	if (!tried || memcmp(&alt, &cfg, sizeof(cfg)) != 0) {
 		st = tk_gemm_launch(p, &alt, s);
 		if (st != TK_ERR_UNSUPPORTED)
 			return st;
 	}
 	cfg = simple_config(p->dtype);
 	return tk_gemm_simple_launch(p, &cfg, s);
-}
-
-/* Rows, columns and row stride of a 3-D tensor's last two dims. */
-bool batch_matrix(const tk_tensor *t, int64_t *rows, int64_t *cols, int64_t *ld, int64_t *sb)
-{
-	if (t->ndim != 3 || (t->stride[2] != 1 && t->shape[2] > 1))
-		return false;
-	*rows = t->shape[1];
-	*cols = t->shape[2];
-	*ld = t->shape[1] > 1 ? t->stride[1] : t->shape[2];
-	*sb = t->shape[0] > 1 ? t->stride[0] : 0;
-	return *ld >= *cols && *ld >= 0 && *sb >= 0;
 }
 
 } /* namespace */
@@ -407,96 +401,27 @@ extern "C" tk_status tk_gemm_launch(const tk_gemm_problem *p, const tk_gemm_conf
 	}
 }
 
-extern "C" void tk_gemm_select(const tk_gemm_problem *p, tk_gemm_config *cfg)
+extern "C" void tk_gemm_builtin(const tk_gemm_problem *p, tk_gemm_config *cfg)
 {
-	char cls[128];
-
-	tk_gemm_shape_class(p, cls, sizeof(cls));
-	if (tk_gemm_table_get(cls, cfg))
-		return;
 	builtin_select(p, cfg);
 }
 
 extern "C" tk_status tk_cuda_gemm(const tk_call *call, void *stream)
 {
-	const tk_tensor *a = &call->in[0], *b = &call->in[1], *c = &call->out[0];
-	const tk_tensor *bias = tk_has_input(call, 2) ? &call->in[2] : nullptr;
-	const tk_tensor *res = tk_has_input(call, 3) ? &call->in[3] : nullptr;
-	const tk_tensor *ts[5] = { c, a, b };
-	tk_gemm_problem p = {};
-	int64_t bk, bn, cm, cn, rm, rn, nts = 3;
+	tk_gemm_problem p;
+	tk_status st = tk_gemm_problem_of(call, 0, &p);
 
-	if (call->n_in < 2 || call->n_out < 1)
-		return TK_ERR_UNSUPPORTED;
-	if (bias)
-		ts[nts++] = bias;
-	if (res)
-		ts[nts++] = res;
-	if (!tk_same_float_dtype(ts, (int)nts))
-		return TK_ERR_UNSUPPORTED;
-	p.dtype = a->dtype;
-	p.alpha = (float)tk_param_num(call, 0, 1.0);
-	p.trans_b = tk_param_num(call, 1, 0.0) != 0.0;
-	if (tk_matrix_view(a, &p.m, &p.k, &p.lda) != TK_OK || b->ndim != 2 ||
-	    tk_matrix_view(b, &bk, &bn, &p.ldb) != TK_OK ||
-	    tk_matrix_view(c, &cm, &cn, &p.ldc) != TK_OK)
-		return TK_ERR_UNSUPPORTED;
-	if (p.trans_b) {
-		int64_t t = bk;
-		bk = bn;
-		bn = t;
-	}
-	p.n = bn;
-	if (bk != p.k || cm != p.m || cn != p.n)
-		return TK_ERR_UNSUPPORTED;
-	if (bias && (tk_numel(bias) != p.n || !tk_last_dim_packed(bias)))
-		return TK_ERR_UNSUPPORTED;
-	if (res && (tk_matrix_view(res, &rm, &rn, &p.ldr) != TK_OK || rm != p.m || rn != p.n))
-		return TK_ERR_UNSUPPORTED;
-	if (p.m == 0 || p.n == 0)
-		return TK_OK;
-	p.batch = 1;
-	p.a = a->data;
-	p.b = b->data;
-	p.bias = bias ? bias->data : nullptr;
-	p.residual = res ? res->data : nullptr;
-	p.c = c->data;
-	p.workspace = call->workspace;
-	p.workspace_bytes = call->workspace ? call->workspace_bytes : 0;
-	return gemm_run(&p, static_cast<cudaStream_t>(stream));
+	if (st != TK_OK || p.m == 0 || p.n == 0)
+		return st;
+	return gemm_run(&p, &call->choice, static_cast<cudaStream_t>(stream));
 }
 
 extern "C" tk_status tk_cuda_bmm(const tk_call *call, void *stream)
 {
-	const tk_tensor *a = &call->in[0], *b = &call->in[1], *c = &call->out[0];
-	const tk_tensor *ts[3] = { c, a, b };
-	tk_gemm_problem p = {};
-	int64_t bk, bn, cm, cn;
+	tk_gemm_problem p;
+	tk_status st = tk_gemm_problem_of(call, 1, &p);
 
-	if (call->n_in < 2 || call->n_out < 1 || !tk_same_float_dtype(ts, 3))
-		return TK_ERR_UNSUPPORTED;
-	p.dtype = a->dtype;
-	p.alpha = (float)tk_param_num(call, 0, 1.0);
-	p.trans_b = tk_param_num(call, 1, 0.0) != 0.0;
-	if (!batch_matrix(a, &p.m, &p.k, &p.lda, &p.stride_a) ||
-	    !batch_matrix(b, &bk, &bn, &p.ldb, &p.stride_b) ||
-	    !batch_matrix(c, &cm, &cn, &p.ldc, &p.stride_c))
-		return TK_ERR_UNSUPPORTED;
-	if (p.trans_b) {
-		int64_t t = bk;
-		bk = bn;
-		bn = t;
-	}
-	p.n = bn;
-	p.batch = a->shape[0];
-	if (b->shape[0] != p.batch || c->shape[0] != p.batch || bk != p.k || cm != p.m || cn != p.n)
-		return TK_ERR_UNSUPPORTED;
-	if (p.batch == 0 || p.m == 0 || p.n == 0)
-		return TK_OK;
-	p.a = a->data;
-	p.b = b->data;
-	p.c = c->data;
-	p.workspace = call->workspace;
-	p.workspace_bytes = call->workspace ? call->workspace_bytes : 0;
-	return gemm_run(&p, static_cast<cudaStream_t>(stream));
+	if (st != TK_OK || p.batch == 0 || p.m == 0 || p.n == 0)
+		return st;
+	return gemm_run(&p, &call->choice, static_cast<cudaStream_t>(stream));
 }

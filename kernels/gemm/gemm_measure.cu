@@ -1,8 +1,11 @@
 /*
- * gemm_tune_gpu.cu - GEMM tuning on the device (tk_gemm.h): time every
+ * gemm_measure.cu - GEMM measuring on the device (tk_gemm.h): time every
  * candidate configuration of a problem, keep the fastest one whose output
- * matches the simple kernel's, and the two helpers the tuner and the bench
- * share (a random fill and an output comparison).
+ * matches the simple kernel's (the gemm family's tk_tuning.measure, and
+ * what tileops-tune runs), and the two helpers the tuner and the bench
+ * share (a random fill and an output comparison). Nothing here is a
+ * launcher: every entry point synchronizes, and gemm and bmm never call
+ * one.
  *
  * Timing: one launch first (it must succeed, and it says roughly how long
  * a call takes), then a loop of back-to-back calls rotating over the given
@@ -341,21 +344,6 @@ int capturing(cudaStream_t s)
 
 } // namespace
 
-extern "C" tk_status tk_gemm_device_id(char *buf, size_t len)
-{
-	cudaDeviceProp prop;
-	int dev;
-
-	if (cudaGetDevice(&dev) != cudaSuccess ||
-	    cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
-		cudaGetLastError();
-		snprintf(buf, len, "unknown");
-		return TK_ERR_LAUNCH;
-	}
-	snprintf(buf, len, "%s sm=%d%d", prop.name, prop.major, prop.minor);
-	return TK_OK;
-}
-
 extern "C" tk_status tk_gemm_fill_random(void *data, tk_dtype dt, int64_t n, uint64_t seed,
                                          void *stream)
 {
@@ -404,17 +392,10 @@ extern "C" tk_status tk_gemm_compare(const tk_gemm_problem *p, const void *x, co
 	return TK_OK;
 }
 
-/* Where tk_gemm_tune_sets writes every candidate's time (tileops-tune --trace). */
-FILE *trace_file;
-
-extern "C" void tk_gemm_tune_trace(FILE *f)
-{
-	trace_file = f;
-}
-
 extern "C" tk_status tk_gemm_tune_sets(const tk_gemm_problem *sets, int n, void *stream,
                                        double budget_ms, tk_gemm_config *best, double *us,
-                                       char *err, size_t errlen)
+                                       tk_gemm_timing *all, int max_all, int *n_all, char *err,
+                                       size_t errlen)
 {
 	cudaStream_t s = (cudaStream_t)stream;
 	char cls[96];
@@ -423,6 +404,8 @@ extern "C" tk_status tk_gemm_tune_sets(const tk_gemm_problem *sets, int n, void 
 		set_err(err, errlen, "tune", "no problem to tune");
 		return TK_ERR_UNSUPPORTED;
 	}
+	if (n_all != NULL)
+		*n_all = 0;
 	tk_gemm_shape_class(&sets[0], cls, sizeof(cls));
 	if (capturing(s)) {
 		set_err(err, errlen, cls, "cannot tune on a stream that is being captured");
@@ -466,13 +449,10 @@ extern "C" tk_status tk_gemm_tune_sets(const tk_gemm_problem *sets, int n, void 
 			set_err(err, errlen, cls, "a candidate faulted on the device");
 			goto out;
 		}
-		for (int i = 0; i < nc && trace_file != NULL; i++) {
-			char how[96];
-			tk_gemm_config_str(&cand[i], how, sizeof(how));
-			if (t[i] > 0.0)
-				fprintf(trace_file, "%s | %s | %.3f\n", cls, how, t[i]);
-			else
-				fprintf(trace_file, "%s | %s | refused\n", cls, how);
+		for (int i = 0; all != NULL && i < nc && i < max_all; i++) {
+			all[i].cfg = cand[i];
+			all[i].us = t[i];
+			*n_all = i + 1;
 		}
 		int ran = order_by_time(t, nc, idx);
 		int at = ran > 0 ? first_correct(&sets[0], cand, idx, ran, s) : -1;
@@ -496,53 +476,51 @@ out:
 	return st;
 }
 
-extern "C" tk_status tk_gemm_tune_problem(const tk_gemm_problem *p, void *stream,
-                                          tk_gemm_config *best, double *us)
+extern "C" tk_status tk_gemm_measure(const tk_call *call, int batched, void *stream,
+                                     double budget_ms, tk_choice *best, double *us, char *err,
+                                     size_t errlen)
 {
 	cudaStream_t s = (cudaStream_t)stream;
-	tk_gemm_problem q = *p;
-	size_t bytes = (size_t)out_extent(p) * tk_dtype_size(p->dtype);
+	tk_gemm_problem p;
+	tk_gemm_config cfg;
+	void *ws = NULL;
 	char cls[96];
 
-	if (capturing(s))
+	if (tk_gemm_problem_of(call, batched, &p) != TK_OK || p.m == 0 || p.n == 0 ||
+	    p.batch == 0) {
+		set_err(err, errlen, batched ? "bmm" : "gemm", "nothing to measure in this call");
 		return TK_ERR_UNSUPPORTED;
-	/* Candidates write here, never into p->c: a residual that aliases c
-	 * keeps the caller's values for every candidate. */
-	if (cudaMallocAsync(&q.c, bytes, s) != cudaSuccess) {
+	}
+	tk_gemm_shape_class(&p, cls, sizeof(cls));
+	if (capturing(s)) {
+		set_err(err, errlen, cls, "cannot tune on a stream that is being captured");
+		return TK_ERR_UNSUPPORTED;
+	}
+	size_t bytes = (size_t)out_extent(&p) * tk_dtype_size(p.dtype);
+	/* Candidates write here, never into the call's c: a residual that
+	 * aliases c keeps the caller's values for every candidate. */
+	if (cudaMallocAsync(&p.c, bytes, s) != cudaSuccess) {
 		cudaGetLastError();
+		set_err(err, errlen, cls, "no device memory for a scratch output");
 		return TK_ERR_NOMEM;
 	}
-	tk_status st = tk_gemm_tune_sets(&q, 1, stream, 0.0, best, us, NULL, 0);
-	cudaFreeAsync(q.c, s);
+	/* The workspace a launch gets (the daemon hands it out at launch). */
+	if (p.workspace == NULL) {
+		if (cudaMallocAsync(&ws, TK_WORKSPACE_BYTES, s) == cudaSuccess) {
+			p.workspace = ws;
+			p.workspace_bytes = TK_WORKSPACE_BYTES;
+		} else {
+			cudaGetLastError();
+			ws = NULL;
+		}
+	}
+	tk_status st =
+	        tk_gemm_tune_sets(&p, 1, stream, budget_ms, &cfg, us, NULL, 0, NULL, err, errlen);
+	cudaFreeAsync(p.c, s);
+	if (ws != NULL)
+		cudaFreeAsync(ws, s);
 	cudaStreamSynchronize(s);
-	if (st == TK_OK) {
-		tk_gemm_shape_class(p, cls, sizeof(cls));
-		tk_gemm_table_put(cls, best, *us);
-	}
+	if (st == TK_OK)
+		tk_gemm_choice_of(&cfg, TK_CHOICE_PREFER, best);
 	return st;
-}
-
-extern "C" tk_status tk_gemm_tune_if_new(const tk_gemm_problem *p, void *stream, char *err,
-                                         size_t errlen)
-{
-	char cls[96], path[1024];
-	tk_gemm_config cfg;
-	double us;
-
-	if (errlen > 0)
-		err[0] = '\0';
-	if (!tk_gemm_tune_first_use(path, sizeof(path)))
-		return TK_OK;
-	tk_gemm_shape_class(p, cls, sizeof(cls));
-	if (tk_gemm_table_get(cls, &cfg) || capturing((cudaStream_t)stream))
-		return TK_OK;
-	tk_status st = tk_gemm_tune_problem(p, stream, &cfg, &us);
-	if (st != TK_OK) {
-		/* Not again on every call: the built-in choice, kept out of the file. */
-		tk_gemm_select(p, &cfg);
-		tk_gemm_table_put(cls, &cfg, 0.0);
-		set_err(err, errlen, cls, "first-use tuning failed; the built-in choice is used");
-		return st;
-	}
-	return path[0] != '\0' ? tk_gemm_table_save(path, err, errlen) : TK_OK;
 }

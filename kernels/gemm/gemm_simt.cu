@@ -287,7 +287,7 @@ __global__ void __launch_bounds__(THREADS, blocks_of(STAGES)) gemm_simt_kernel(S
  * before and stored to the other of two shared slots after them (a, and a
  * [N, K] b, transposed into [k][m] and [k][n] by four 4-byte stores each):
  * one barrier a step, and a handful of instructions a step for what the
- * 4-byte copies spent on addressing (docs/kernel-notes.md "simt v4").
+ * 4-byte copies spent on addressing (docs/kernel-notes.md, "simt (f32 on the CUDA cores)").
  * TB: b is [N, K]. Past M, N or K the vectors are zeros (K, and for an
  * [K, N] b also N, come in whole vectors).
  */

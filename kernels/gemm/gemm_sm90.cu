@@ -1142,30 +1142,6 @@ int add_splits(const tk_gemm_problem *p, int shape, int sms, tk_gemm_config *out
 	return n;
 }
 
-/*
- * TILEOPS_SM90_SEARCH=base narrows the search space to the cooperative
- * shapes without split, to compare against or to rule the others out; the
- * launcher still runs every configuration.
- */
-bool search_base_only(void)
-{
-	static const bool base = [] {
-		const char *v = getenv("TILEOPS_SM90_SEARCH");
-		return v != nullptr && strcmp(v, "base") == 0;
-	}();
-	return base;
-}
-
-/* TILEOPS_SM90_TMA_STORE=0: every tile stores c with the threads. */
-bool search_plain_epilogue(void)
-{
-	static const bool plain = [] {
-		const char *v = getenv("TILEOPS_SM90_TMA_STORE");
-		return v != nullptr && strcmp(v, "0") == 0;
-	}();
-	return plain;
-}
-
 } /* namespace */
 
 /*
@@ -1181,19 +1157,17 @@ extern "C" int tk_gemm_sm90_candidates(const tk_gemm_problem *p, tk_gemm_config 
 	int sms = sm_count(), n = 0;
 	if (sms <= 0)
 		return 0;
-	bool base = search_base_only();
-	if (!base)
-		n = add_splits(p, 0, sms, out, n, max);
+	n = add_splits(p, 0, sms, out, n, max);
 	for (int i = 0; i < N_SHAPES; i++) {
-		if ((base && SHAPES[i].bm == 64) || !shape_takes(p, i))
+		if (!shape_takes(p, i))
 			continue;
 		if (n < max)
 			out[n] = config_of(i, 1);
 		n++;
 	}
-	for (int i = 1; i < N_SHAPES && !base; i++)
+	for (int i = 1; i < N_SHAPES; i++)
 		n = add_splits(p, i, sms, out, n, max);
-	for (int i = 0; i < N_SHAPES && !base; i++)
+	for (int i = 0; i < N_SHAPES; i++)
 		n = add_splits(p, i, sms, out, n, max, true);
 	return n;
 }
@@ -1245,7 +1219,6 @@ extern "C" tk_status tk_gemm_sm90_launch(const tk_gemm_problem *p, const tk_gemm
 	 * came out wrong). */
 	a.tma_c =
 	        tma_c_tile(sh.bm, sh.bn) && p->residual == nullptr && p->n % 8 == 0 && a.vec &&
-	        !search_plain_epilogue() &&
 	        make_map(&maps.c, p->dtype, p->c, p->n, p->m, p->batch, p->ldc,
 	                 p->batch > 1 ? p->stride_c : 0, STAGE_COLS, 64, CU_TENSOR_MAP_SWIZZLE_64B);
 	a.cluster_split = cluster;

@@ -778,7 +778,7 @@ int cached_best(const tk_gemm_problem *p, const DeviceLimits &d, tk_gemm_config 
 
 /*
  * The configurations worth trying for p (see search), the one the cost
- * model prefers first (tk_gemm_select takes it when no tuning says
+ * model prefers first (tk_gemm_builtin takes it when no tuning says
  * otherwise); the rest follow in search order.
  */
 extern "C" int tk_gemm_smallm_candidates(const tk_gemm_problem *p, tk_gemm_config *out, int max)

@@ -61,23 +61,6 @@ __device__ __forceinline__ int64_t rope_pos(const RopeArgs &a, int64_t t)
 	               : static_cast<const int32_t *>(a.pos)[t];
 }
 
-/* This thread's cos and sin values of cache row p (none when p is outside the cache). */
-template <int CV>
-__device__ __forceinline__ void rope_cache_load(const RopeArgs &a, int64_t p, int half,
-                                                float (&cs)[CV], float (&sn)[CV])
-{
-	if (p < 0 || p >= a.cache_rows)
-		return;
-#pragma unroll
-	for (int k = 0; k < CV; k++) {
-		int i = (int)threadIdx.x + k * kRopeThreads;
-		if (i < half) {
-			cs[k] = load_any(a.cache, a.cache_dtype, p * a.cache_stride + i);
-			sn[k] = load_any(a.cache, a.cache_dtype, p * a.cache_stride + half + i);
-		}
-	}
-}
-
 /*
  * What one unit reads: for neox one vector from each half of the rotary
  * dims, for gpt-j two adjacent vectors of interleaved pairs, or without

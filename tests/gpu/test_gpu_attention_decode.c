@@ -9,11 +9,12 @@
  * Lengths 1, 17, 1000 and 4097 side by side; GQA groups of 1, 4 and 8;
  * head dims 64, 128 and 256; one and four new tokens per sequence; pages
  * of 16 and 256 tokens in scattered order, some shared; 65536 tokens at
- * batch 1 (split-KV) with and without workspace; split counts forced
- * through TILEOPS_DECODE_SPLITS (merges of 1, 2 and 8 warps per row, rows
- * that leave a merge block part empty, splits past the length) and the
- * earlier split rule, merge and block order; lengths and page indices out
- * of range; append then decode. Needs a GPU.
+ * batch 1 (split-KV) with and without workspace; every split count the
+ * tuning interface offers, as exact choices through tk_call.choice (merges
+ * of 1, 2, 4 and 8 warps per row, rows that leave a merge block part
+ * empty, splits past the length), and counts the bounds do not allow:
+ * refused when exact, the nearest run when preferred; lengths and page
+ * indices out of range; append then decode. Needs a GPU.
  */
 #include <criterion/criterion.h>
 #include <cuda_runtime.h>
@@ -84,10 +85,11 @@ static void dcase_scatter(dcase *x, uint64_t *rng, int share)
 }
 
 /*
- * Run the case on the CPU and on the GPU (with or without workspace) and
- * compare. Returns the relative error.
+ * Run the case on the CPU and on the GPU (with or without workspace) with
+ * `choice` (NULL: the built-in rule) and compare. Returns the relative
+ * error.
  */
-static double run_case(dcase *x, int use_ws, const char *what)
+static double run_choice(dcase *x, int use_ws, const tk_choice *choice, const char *what)
 {
 	const char *op = x->paged ? "attention_decode_paged" : "attention_decode";
 	const tk_kernel_entry *e = tk_kernel_find(op);
@@ -107,6 +109,9 @@ static double run_case(dcase *x, int use_ws, const char *what)
 	cr_assert_eq(cudaMemset(dc.out[0].data, 0xff, tt_span_bytes(&got)), cudaSuccess);
 	dc.workspace = use_ws ? workspace() : NULL;
 	dc.workspace_bytes = use_ws ? TK_WORKSPACE_BYTES : 0;
+	memset(&dc.choice, 0, sizeof(dc.choice));
+	if (choice != NULL)
+		dc.choice = *choice;
 
 	cr_assert_eq(e->cpu(&x->c), TK_OK, "%s CPU reference refused %s", op, full);
 	cr_assert_eq(e->cuda(&dc, NULL), TK_OK, "%s CUDA launcher refused %s", op, full);
@@ -129,6 +134,68 @@ static double run_case(dcase *x, int use_ws, const char *what)
 		cudaFree(dc.in[i].data);
 	cudaFree(dc.out[0].data);
 	return rel;
+}
+
+static double run_case(dcase *x, int use_ws, const char *what)
+{
+	return run_choice(x, use_ws, NULL, what);
+}
+
+/* The device call of x, its tensors' data never read (for candidates and refusals). */
+static tk_call shapes_call(const dcase *x, int use_ws)
+{
+	tk_call c = x->c;
+
+	c.workspace = use_ws ? workspace() : NULL;
+	c.workspace_bytes = use_ws ? TK_WORKSPACE_BYTES : 0;
+	memset(&c.choice, 0, sizeof(c.choice));
+	return c;
+}
+
+/*
+ * Every split count the tuning interface offers for x (with workspace),
+ * each an exact choice that must run and match the CPU; returns how many.
+ * The counts are distinct, 1 (no split) among them.
+ */
+static int run_every_candidate(dcase *x, const char *what)
+{
+	const tk_kernel_entry *e =
+	        tk_kernel_find(x->paged ? "attention_decode_paged" : "attention_decode");
+	tk_call c = shapes_call(x, 1);
+	tk_choice cand[64];
+	int one = 0;
+
+	cr_assert(e != NULL && e->tuning != NULL && e->tuning->candidates != NULL);
+	int n = e->tuning->candidates(&c, cand, 64);
+	cr_assert_gt(n, 1, "%s: %d candidates", what, n);
+	cr_assert_leq(n, 64);
+	for (int i = 0; i < n; i++) {
+		char full[160], text[TK_TUNING_TEXT_MAX];
+		cr_assert_eq(cand[i].mode, TK_CHOICE_EXACT);
+		for (int j = 0; j < i; j++)
+			cr_assert_neq(cand[i].v[0], cand[j].v[0], "split count %d offered twice",
+			              cand[i].v[0]);
+		one += cand[i].v[0] == 1;
+		cr_assert_eq(e->tuning->format_choice(&cand[i], text, sizeof(text)), 0);
+		snprintf(full, sizeof(full), "%s, %s", what, text);
+		run_choice(x, 1, &cand[i], full);
+	}
+	cr_assert_eq(one, 1, "%s: no unsplit candidate", what);
+	return n;
+}
+
+/* The largest split count among x's candidates. */
+static int most_splits(const dcase *x)
+{
+	const tk_kernel_entry *e =
+	        tk_kernel_find(x->paged ? "attention_decode_paged" : "attention_decode");
+	tk_call c = shapes_call(x, 1);
+	tk_choice cand[64];
+	int n = e->tuning->candidates(&c, cand, 64), most = 0;
+
+	for (int i = 0; i < n && i < 64; i++)
+		most = cand[i].v[0] > most ? cand[i].v[0] : most;
+	return most;
 }
 
 static const int32_t mixed_lens[4] = { 1, 17, 1000, 4097 };
@@ -206,76 +273,77 @@ Test(gpu_attention_decode, batch_1_of_65536_tokens_splits_and_matches_cpu)
 	}
 }
 
-/* Set the launcher's run-time choices; nullptr unsets. */
-static void decode_env(const char *splits, const char *merge, const char *order)
+Test(gpu_attention_decode, every_offered_split_count_matches_cpu)
 {
-	const char *names[3] = { "TILEOPS_DECODE_SPLITS", "TILEOPS_DECODE_MERGE",
-		                 "TILEOPS_DECODE_ORDER" };
-	const char *values[3] = { splits, merge, order };
-
-	for (int i = 0; i < 3; i++) {
-		if (values[i] != NULL)
-			cr_assert_eq(setenv(names[i], values[i], 1), 0);
-		else
-			cr_assert_eq(unsetenv(names[i]), 0);
-	}
-}
-
-Test(gpu_attention_decode, forced_split_counts_and_the_earlier_choices_match_cpu)
-{
-	/* splits, merge, order: 2 -> 1 merge warp per row, 6 -> 2, 100 -> 63 splits, 8 warps. */
-	static const char *const settings[][3] = {
-		{ "2", NULL, NULL },
-		{ "6", NULL, NULL },
-		{ "7", NULL, "split" },
-		{ "100", NULL, NULL },
-		{ "twowave", "serial", "split" },
-		{ "0", "serial", NULL },
-		{ "twowave", NULL, NULL },
-	};
 	static const int64_t dims[] = { 64, 128, 256 };
 	static const int32_t lens[3] = { 1000, 333, 0 };
 
-	for (size_t si = 0; si < sizeof(settings) / sizeof(settings[0]); si++) {
-		for (int di = 0; di < 3; di++) {
-			uint64_t rng = gpu_fresh_seed();
-			dcase x;
-			char what[96];
-			/* 18 q rows: merge blocks of 4 or 8 rows end part empty. */
-			dcase_make(&x, di == 1 ? TK_F16 : TK_BF16, 0, 3, 1, 6, 2, dims[di], 0, 1000,
-			           0, 2.0, &rng);
-			memcpy(dcase_lens(&x), lens, sizeof(lens));
-			decode_env(settings[si][0], settings[si][1], settings[si][2]);
-			snprintf(what, sizeof(what), "d%lld gqa 3 lens 1000,333,0 splits %s%s%s",
-			         (long long)dims[di], settings[si][0],
-			         settings[si][1] ? " merge serial" : "",
-			         settings[si][2] ? " order split" : "");
-			run_case(&x, 1, what);
-			decode_env(NULL, NULL, NULL);
-			dcase_free(&x);
-		}
+	for (int di = 0; di < 3; di++) {
+		uint64_t rng = gpu_fresh_seed();
+		dcase x;
+		char what[96];
+		/* 18 q rows: merge blocks of 4 or 8 rows end part empty. */
+		dcase_make(&x, di == 1 ? TK_F16 : TK_BF16, 0, 3, 1, 6, 2, dims[di], 0, 1000, 0, 2.0,
+		           &rng);
+		memcpy(dcase_lens(&x), lens, sizeof(lens));
+		snprintf(what, sizeof(what), "d%lld gqa 3 lens 1000,333,0", (long long)dims[di]);
+		run_every_candidate(&x, what);
+		/* Up to 63 splits of 16 tokens: the merges of 8 warps a row are among them. */
+		cr_assert_geq(most_splits(&x), 32, "%s: no count that takes 8 merge warps", what);
+		dcase_free(&x);
 	}
 }
 
-Test(gpu_attention_decode_paged, forced_split_counts_in_pages_of_16_match_cpu)
+Test(gpu_attention_decode, a_split_count_the_bounds_do_not_allow_is_refused_when_exact)
 {
-	static const char *const splits[] = { "33", "twowave", "5" };
+	const tk_kernel_entry *e = tk_kernel_find("attention_decode");
+	uint64_t rng = gpu_fresh_seed();
+	tk_choice c100 = { TK_CHOICE_EXACT, { 100 } }, c2 = { TK_CHOICE_EXACT, { 2 } };
+	static const int32_t lens[3] = { 1000, 333, 0 };
+	dcase x;
 
-	for (int si = 0; si < 3; si++) {
-		uint64_t rng = gpu_fresh_seed();
-		int64_t ps = 16, maxp = 256;
-		dcase x;
-		char what[96];
-		dcase_make(&x, TK_BF16, 1, 2, 1, 32, 8, 128, 2 * maxp + 5, ps, maxp, 2.0, &rng);
-		dcase_scatter(&x, &rng, 1);
-		dcase_lens(&x)[0] = 4096;
-		dcase_lens(&x)[1] = 2500;
-		decode_env(splits[si], si == 1 ? "serial" : NULL, si == 1 ? "split" : NULL);
-		snprintf(what, sizeof(what), "page 16 gqa 4 lens 4096,2500 splits %s", splits[si]);
-		run_case(&x, 1, what);
-		decode_env(NULL, NULL, NULL);
-		dcase_free(&x);
-	}
+	gpu_require();
+	dcase_make(&x, TK_BF16, 0, 3, 1, 6, 2, 128, 0, 1000, 0, 2.0, &rng);
+	memcpy(dcase_lens(&x), lens, sizeof(lens));
+	/* 100 splits of a 1000-token cache are 63 of 16 tokens: not as asked. */
+	tk_call c = shapes_call(&x, 1);
+	c.choice = c100;
+	cr_assert_eq(e->cuda(&c, NULL), TK_ERR_UNSUPPORTED,
+	             "100 splits of 1000 tokens ran exactly");
+	/* No workspace: no split at all. */
+	c = shapes_call(&x, 0);
+	c.choice = c2;
+	cr_assert_eq(e->cuda(&c, NULL), TK_ERR_UNSUPPORTED, "2 splits ran without a workspace");
+	/* Preferred, both run what the bounds allow, and match. */
+	c100.mode = c2.mode = TK_CHOICE_PREFER;
+	run_choice(&x, 1, &c100, "100 splits preferred (63 run)");
+	run_choice(&x, 0, &c2, "2 splits preferred, no workspace (unsplit)");
+	dcase_free(&x);
+}
+
+Test(gpu_attention_decode_paged, every_offered_split_count_in_pages_of_16_matches_cpu)
+{
+	uint64_t rng = gpu_fresh_seed();
+	int64_t ps = 16, maxp = 256;
+	dcase x;
+
+	dcase_make(&x, TK_BF16, 1, 2, 1, 32, 8, 128, 2 * maxp + 5, ps, maxp, 2.0, &rng);
+	dcase_scatter(&x, &rng, 1);
+	dcase_lens(&x)[0] = 4096;
+	dcase_lens(&x)[1] = 2500;
+	run_every_candidate(&x, "page 16 gqa 4 lens 4096,2500");
+	dcase_free(&x);
+}
+
+Test(gpu_attention_decode, every_offered_split_count_of_65536_tokens_matches_cpu)
+{
+	uint64_t rng = gpu_fresh_seed();
+	dcase x;
+
+	dcase_make(&x, TK_BF16, 0, 1, 1, 32, 8, 128, 0, 65536, 0, 2.0, &rng);
+	dcase_lens(&x)[0] = 65536;
+	cr_assert_geq(run_every_candidate(&x, "b1 kv65536 gqa 4"), 8);
+	dcase_free(&x);
 }
 
 Test(gpu_attention_decode_paged, pages_of_16_and_256_scattered_and_shared_match_cpu)

@@ -10,10 +10,11 @@
  * reference (the last rows keep the bottom-right causal alignment and see
  * the most keys), which bounds the CPU's cost.
  *
- * Every case runs each kernel variant (TILEOPS_PREFILL_VARIANT 0 to
- * N_VARIANTS - 1) against the same reference, each into fresh poisoned
- * outputs. With TILEOPS_TEST_LOG set to a file name, every case's error is
- * appended, with its variant.
+ * Every case runs the built-in choice and then every candidate the tuning
+ * interface offers for the call (its schedules, as exact choices through
+ * tk_call.choice, so a candidate that does not run fails) against the same
+ * reference, each into fresh poisoned outputs. With TILEOPS_TEST_LOG set to
+ * a file name, every case's error is appended, with its choice.
  */
 #include <criterion/criterion.h>
 #include <cuda_runtime.h>
@@ -32,15 +33,12 @@ typedef struct prefill_case {
 	/* varlen when n_seq > 0: per-sequence query and key lengths */
 	int n_seq;
 	const int *q_lens, *k_lens;
-	int max_q; /* max_seqlen_q param (0: derived) */
+	int max_q;       /* max_seqlen_q param (0: derived) */
+	int odd_choices; /* also a choice of no schedule: preferred and exact */
 } prefill_case;
 
-/*
- * Kernel variants (values of TILEOPS_PREFILL_VARIANT) every case runs: 0 the
- * free-running consumers, 1 the ping-pong schedule with the lean loop, 2 the
- * lean loop alone, 3 and 4 as 1 and 2 with wide key tiles where they exist.
- */
-#define N_VARIANTS 5
+/* More than the schedules there are (attention_schedule.h). */
+#define MAX_CHOICES 16
 
 #define ROWS_CHECKED 192 /* rows per (sequence, head) compared, the last ones */
 #define HEADS_CHECKED 3
@@ -50,7 +48,7 @@ static double tol_of(tk_dtype dt)
 	return dt == TK_BF16 ? 2e-2 : 5e-3;
 }
 
-static void log_case(const prefill_case *c, int variant, double rel, double lse_err)
+static void log_case(const prefill_case *c, const char *variant, double rel, double lse_err)
 {
 	const char *path = getenv("TILEOPS_TEST_LOG");
 	FILE *f = path != NULL ? fopen(path, "a") : NULL;
@@ -59,13 +57,13 @@ static void log_case(const prefill_case *c, int variant, double rel, double lse_
 		return;
 	if (c->n_seq > 0)
 		fprintf(f,
-		        "prefill v%d %-4s varlen %d seqs H%lld/%lld D%lld causal %d: rel %.3g "
+		        "prefill %-10s %-4s varlen %d seqs H%lld/%lld D%lld causal %d: rel %.3g "
 		        "lse %.3g\n",
 		        variant, tk_dtype_name(c->dt), c->n_seq, (long long)c->Hq,
 		        (long long)c->Hkv, (long long)c->D, c->causal, rel, lse_err);
 	else
 		fprintf(f,
-		        "prefill v%d %-4s B%lld S%lld Skv%lld H%lld/%lld D%lld causal %d: rel "
+		        "prefill %-10s %-4s B%lld S%lld Skv%lld H%lld/%lld D%lld causal %d: rel "
 		        "%.3g lse %.3g\n",
 		        variant, tk_dtype_name(c->dt), (long long)c->B, (long long)c->S,
 		        (long long)c->Skv, (long long)c->Hq, (long long)c->Hkv, (long long)c->D,
@@ -201,28 +199,39 @@ static void reference(const prefill_case *c, tk_call *hc, tk_tensor *ref, tk_ten
 	}
 }
 
-/*
- * Runs the kernel variant `variant` (TILEOPS_PREFILL_VARIANT, which the
- * launcher reads at every call) on dc's inputs into fresh poisoned outputs
- * and compares them with the reference in hc->out where `mark` is set.
- */
-static void check_variant(const prefill_case *c, const tk_call *hc, tk_call *dc,
-                          const unsigned char *mark, int variant, int64_t Tq)
+/* The op and kernel entry of a case. */
+static const tk_kernel_entry *entry_of(const prefill_case *c)
 {
-	int varlen = c->n_seq > 0;
-	char vs[16];
+	const char *op = c->n_seq > 0 ? "attention_prefill_varlen" : "attention_prefill";
+	const tk_kernel_entry *e = tk_kernel_find(op);
 
-	snprintf(vs, sizeof(vs), "%d", variant);
-	cr_assert_eq(setenv("TILEOPS_PREFILL_VARIANT", vs, 1), 0);
+	cr_assert(e != NULL && e->cuda != NULL && e->tuning != NULL,
+	          "%s has no tunable CUDA kernel", op);
+	return e;
+}
+
+/*
+ * Runs dc's inputs with `choice` (the built-in one when its mode is
+ * TK_CHOICE_NONE) into fresh poisoned outputs and compares them with the
+ * reference in hc->out where `mark` is set.
+ */
+static void check_choice(const prefill_case *c, const tk_call *hc, tk_call *dc,
+                         const unsigned char *mark, const tk_choice *choice, int64_t Tq)
+{
+	const tk_kernel_entry *e = entry_of(c);
+	const char *op = e->op;
+	int varlen = c->n_seq > 0;
+	char variant[TK_TUNING_TEXT_MAX] = "built-in";
+
+	if (choice->mode != TK_CHOICE_NONE)
+		cr_assert_eq(e->tuning->format_choice(choice, variant, sizeof(variant)), 0);
+	dc->choice = *choice;
 	dc->out[0].data = dev_poisoned(&hc->out[0]);
 	dc->out[1].data = c->with_lse ? dev_poisoned(&hc->out[1]) : NULL;
-	const char *op = varlen ? "attention_prefill_varlen" : "attention_prefill";
-	const tk_kernel_entry *e = tk_kernel_find(op);
-	cr_assert(e != NULL && e->cuda != NULL, "%s has no CUDA kernel", op);
-	cr_assert_eq(e->cuda(dc, NULL), TK_OK, "%s variant %d refused the launch (seed %llu)", op,
-	             variant, (unsigned long long)gpu_case_seed);
+	cr_assert_eq(e->cuda(dc, NULL), TK_OK, "%s %s refused the launch (seed %llu)", op, variant,
+	             (unsigned long long)gpu_case_seed);
 	cudaError_t err = cudaDeviceSynchronize();
-	cr_assert_eq(err, cudaSuccess, "%s variant %d: %s (seed %llu)", op, variant,
+	cr_assert_eq(err, cudaSuccess, "%s %s: %s (seed %llu)", op, variant,
 	             cudaGetErrorString(err), (unsigned long long)gpu_case_seed);
 
 	tk_tensor got = hc->out[0], got_lse = hc->out[1];
@@ -239,11 +248,11 @@ static void check_variant(const prefill_case *c, const tk_call *hc, tk_call *dc,
 	int64_t n = tk_numel(&got), nl = tk_numel(&got_lse);
 	for (int64_t i = 0; i < n; i++)
 		cr_assert(!isnan(out_at(&got, i)),
-		          "variant %d: out[%lld] was not written or is NaN (seed %llu)", variant,
+		          "%s: out[%lld] was not written or is NaN (seed %llu)", variant,
 		          (long long)i, (unsigned long long)gpu_case_seed);
 	for (int64_t i = 0; c->with_lse && i < nl; i++)
 		cr_assert(!isnan(((float *)got_lse.data)[i]),
-		          "variant %d: lse[%lld] was not written or is NaN (seed %llu)", variant,
+		          "%s: lse[%lld] was not written or is NaN (seed %llu)", variant,
 		          (long long)i, (unsigned long long)gpu_case_seed);
 
 	double num = 0.0, den = 0.0, lse_err = 0.0;
@@ -272,11 +281,10 @@ static void check_variant(const prefill_case *c, const tk_call *hc, tk_call *dc,
 		}
 	}
 	log_case(c, variant, rel, lse_err);
-	cr_expect(rel <= tol_of(c->dt),
-	          "variant %d: out: relative error %.3g over %.3g (seed %llu)", variant, rel,
-	          tol_of(c->dt), (unsigned long long)gpu_case_seed);
-	cr_expect(lse_err <= 2e-3, "variant %d: lse: error %.3g over 2e-3 (seed %llu)", variant,
-	          lse_err, (unsigned long long)gpu_case_seed);
+	cr_expect(rel <= tol_of(c->dt), "%s: out: relative error %.3g over %.3g (seed %llu)",
+	          variant, rel, tol_of(c->dt), (unsigned long long)gpu_case_seed);
+	cr_expect(lse_err <= 2e-3, "%s: lse: error %.3g over 2e-3 (seed %llu)", variant, lse_err,
+	          (unsigned long long)gpu_case_seed);
 
 	free(got.data);
 	free(got_lse.data);
@@ -287,7 +295,26 @@ static void check_variant(const prefill_case *c, const tk_call *hc, tk_call *dc,
 	}
 }
 
-/* Build, run on the CPU, then every kernel variant on the GPU, compare. */
+/*
+ * The candidates the tuning interface offers for dc, each an exact choice:
+ * the four schedules, but for non-causal d64, where the wide key tiles are
+ * the default ones and turns-wide is turns.
+ */
+static int candidates_of(const prefill_case *c, const tk_call *dc, tk_choice *out)
+{
+	const tk_kernel_entry *e = entry_of(c);
+	int n = 0, least = c->causal || c->D != 64 ? 4 : 3;
+
+	cr_assert_not_null(e->tuning->candidates, "no candidates in a CUDA build");
+	n = e->tuning->candidates(dc, out, MAX_CHOICES);
+	cr_assert_eq(n, least, "%s: %d candidates, expected %d", e->op, n, least);
+	cr_assert_leq(n, MAX_CHOICES);
+	for (int i = 0; i < n; i++)
+		cr_assert_eq(out[i].mode, TK_CHOICE_EXACT);
+	return n;
+}
+
+/* Build, run on the CPU, then the built-in choice and every candidate on the GPU, compare. */
 static void run_case(const prefill_case *c)
 {
 	uint64_t rng = gpu_fresh_seed();
@@ -345,8 +372,22 @@ static void run_case(const prefill_case *c)
 	/* The reference overwrites hc.out; the inputs are on the device by now. */
 	unsigned char *mark = calloc((size_t)tk_numel(&hc.out[0]), 1);
 	reference(c, &hc, &hc.out[0], &hc.out[1], mark, cu_q, cu_k);
-	for (int v = 0; v < N_VARIANTS; v++)
-		check_variant(c, &hc, &dc, mark, v, Tq);
+	tk_choice none, cand[MAX_CHOICES];
+	memset(&none, 0, sizeof(none));
+	check_choice(c, &hc, &dc, mark, &none, Tq);
+	int n = candidates_of(c, &dc, cand);
+	for (int i = 0; i < n; i++)
+		check_choice(c, &hc, &dc, mark, &cand[i], Tq);
+	if (c->odd_choices) {
+		/* Preferred: the built-in schedule runs instead. Exact: refused. */
+		tk_choice odd = { TK_CHOICE_PREFER, { 9 } };
+		check_choice(c, &hc, &dc, mark, &odd, Tq);
+		odd.mode = TK_CHOICE_EXACT;
+		dc.choice = odd;
+		cr_assert_eq(entry_of(c)->cuda(&dc, NULL), TK_ERR_UNSUPPORTED,
+		             "an exact choice of schedule 9 was not refused");
+		memset(&dc.choice, 0, sizeof(dc.choice));
+	}
 
 	free(mark);
 	for (int i = 0; i < hc.n_in; i++) {
@@ -428,6 +469,17 @@ Test(gpu_attention_prefill, long_sequences_4097_match_reference, .timeout = 300)
 	c = batched(TK_BF16, 1, 1000, 4097, 8, 1, 256, 1);
 	run_case(&c);
 	c = batched(TK_BF16, 1, 4097, 4097, 8, 2, 256, 0);
+	run_case(&c);
+}
+
+Test(gpu_attention_prefill,
+     a_choice_of_no_schedule_falls_back_when_preferred_and_is_refused_when_exact, .timeout = 120)
+{
+	prefill_case c = batched(TK_BF16, 2, 130, 130, 4, 2, 128, 1);
+	c.odd_choices = 1;
+	run_case(&c);
+	c = batched(TK_F16, 1, 200, 200, 4, 4, 64, 0);
+	c.odd_choices = 1;
 	run_case(&c);
 }
 

@@ -1,7 +1,9 @@
 /*
  * test_gpu_gemm.c - gemm and bmm on the GPU against the CPU references:
  * through the op launchers (tk_kernel_find, with a workspace and without),
- * and every small-M configuration through tk_gemm_launch.
+ * every candidate of the gemm family's tuning interface as an exact choice
+ * through the launchers (tk_call.choice), the family's measuring function,
+ * and every small-M, decode and simt configuration through tk_gemm_launch.
  *
  * Each case draws fresh random inputs (the seed is printed on failure),
  * poisons the output buffer with NaN bytes, padding included, and compares
@@ -519,8 +521,8 @@ Test(gpu_gemm_decode, declines_what_it_cannot_serve)
 }
 
 /*
- * With no tuning entry, one bf16 matrix with M <= 32 takes the decode
- * family, M = 64 does not, and f32 takes the simt family (the dispatcher's
+ * Without a choice, one bf16 matrix with M <= 32 takes the decode family,
+ * M = 64 does not, and f32 takes the simt family (the dispatcher's
  * built-in choice, docs/kernels.md).
  */
 Test(gpu_gemm_decode, the_built_in_choice_takes_it_up_to_m_32)
@@ -529,27 +531,26 @@ Test(gpu_gemm_decode, the_built_in_choice_takes_it_up_to_m_32)
 	tk_gemm_config cfg;
 
 	gpu_require();
-	tk_gemm_table_clear();
 	p.n = p.ldc = 4096;
 	p.k = p.lda = p.ldb = 4096;
 	for (int64_t m = 1; m <= 32; m *= 2) {
 		p.m = m;
-		tk_gemm_select(&p, &cfg);
+		tk_gemm_builtin(&p, &cfg);
 		cr_expect_eq(cfg.kind, TK_GEMM_DECODE, "M = %ld took kind %d", (long)m, cfg.kind);
 	}
 	p.m = 64;
-	tk_gemm_select(&p, &cfg);
+	tk_gemm_builtin(&p, &cfg);
 	cr_expect_neq(cfg.kind, TK_GEMM_DECODE, "M = 64");
 	p.m = 16;
 	p.batch = 2;
 	p.stride_a = p.m * p.lda;
 	p.stride_b = p.n * p.ldb;
 	p.stride_c = p.m * p.ldc;
-	tk_gemm_select(&p, &cfg);
+	tk_gemm_builtin(&p, &cfg);
 	cr_expect_neq(cfg.kind, TK_GEMM_DECODE, "a batch of 2");
 	p.batch = 1;
 	p.dtype = TK_F32;
-	tk_gemm_select(&p, &cfg);
+	tk_gemm_builtin(&p, &cfg);
 	cr_expect_eq(cfg.kind, TK_GEMM_SIMT, "f32 took kind %d", cfg.kind);
 }
 
@@ -951,35 +952,162 @@ Test(gpu_gemm_pdl, chained_products_give_the_same_bits_with_and_without_pdl)
 	tt_free(&x0);
 }
 
-/* ---- tuning ------------------------------------------------------------- */
+/* ---- the choice API ----------------------------------------------------- */
 
 /*
- * Tuning times its candidates as graph replays, and capture cannot start on
- * the legacy default stream: given that stream, tk_gemm_tune_problem times
- * on a private one and still picks a configuration, which computes the
- * product.
+ * Every candidate the gemm family's tuning interface offers for g (gemm or
+ * bmm by g->batch), each run through the op launcher as an exact choice
+ * into fresh poison, matches the CPU. Returns how many there were.
  */
-Test(gpu_gemm_tune, tuning_on_the_legacy_default_stream_picks_a_working_configuration)
+static int every_candidate(const gcase *g)
 {
-	const gcase g = { .dt = TK_BF16, .m = 16, .n = 520, .k = 1000, .trans_b = 1, .alpha = 1.0 };
-	tk_gemm_config best;
-	double us = 0.0;
-	char how[96];
-	void *ws = NULL;
+	const tk_kernel_entry *e = tk_kernel_find(g->batch ? "bmm" : "gemm");
+	tk_choice cand[256];
+	cudaStream_t s;
 	gdata d;
 
 	gpu_require();
+	cr_assert(e != NULL && e->cuda != NULL && e->tuning != NULL && e->tuning->candidates);
+	data_init(&d, g);
+	cr_assert_eq(cudaMalloc(&d.dc.workspace, TK_WORKSPACE_BYTES), cudaSuccess);
+	d.dc.workspace_bytes = TK_WORKSPACE_BYTES;
+	cr_assert_eq(cudaStreamCreate(&s), cudaSuccess);
+	int n = e->tuning->candidates(&d.dc, cand, 256);
+	cr_assert_gt(n, 1, "%s: %d candidates", e->op, n);
+	cr_assert_leq(n, 256);
+	for (int i = 0; i < n; i++) {
+		char how[TK_TUNING_TEXT_MAX + 16];
+		cr_assert_eq(cand[i].mode, TK_CHOICE_EXACT);
+		cr_assert_eq(e->tuning->format_choice(&cand[i], how, sizeof(how)), 0);
+		strncat(how, " (choice)", sizeof(how) - strlen(how) - 1);
+		data_reset(&d);
+		d.dc.choice = cand[i];
+		cr_assert_eq(e->cuda(&d.dc, s), TK_OK, "%s refused its own candidate %s", e->op,
+		             how);
+		sync_ok(s, how);
+		data_check(&d, g, how);
+	}
+	cudaStreamDestroy(s);
+	cudaFree(d.dc.workspace);
+	d.dc.workspace = NULL;
+	data_free(&d, g);
+	return n;
+}
+
+Test(gpu_gemm_choice, every_candidate_matches_cpu_through_the_launcher, .timeout = 600)
+{
+	static const gcase cases[] = {
+		{ TK_BF16, 0, 1, 520, 1000, 1, 1, 1, 0, 1.0, 0 },
+		{ TK_F16, 0, 16, 264, 2048, 1, 0, 1, 1, 0.5, 0 },
+		{ TK_BF16, 0, 100, 384, 1024, 1, 1, 0, 0, 1.0, 0 },
+		{ TK_BF16, 0, 300, 512, 1024, 0, 1, 1, 0, 1.0, 0 },
+		{ TK_F16, 0, 256, 384, 512, 1, 0, 1, 1, 1.0, 8 },
+		{ TK_F32, 0, 33, 300, 1000, 1, 1, 1, 0, 0.5, 0 },
+		{ TK_F32, 0, 128, 1000, 4096, 0, 0, 0, 0, 1.0, 0 },
+		{ TK_BF16, 3, 16, 256, 512, 1, 0, 0, 0, 1.0, 8 },
+		{ TK_F16, 2, 200, 136, 264, 0, 0, 0, 0, 1.0, 0 },
+		{ TK_F32, 3, 7, 65, 130, 1, 0, 0, 0, 0.5, 3 },
+	};
+	int kinds = 0;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		kinds += every_candidate(&cases[i]);
+	cr_assert_gt(kinds, (int)(sizeof(cases) / sizeof(cases[0])));
+}
+
+/*
+ * A choice that cannot serve the call (a split through the workspace when
+ * there is none): preferred, the built-in choice runs and matches; exact,
+ * the launcher refuses it.
+ */
+Test(gpu_gemm_choice,
+     a_choice_that_cannot_serve_falls_back_when_preferred_and_is_refused_when_exact)
+{
+	const gcase g = { TK_BF16, 0, 16, 520, 7168, 1, 0, 0, 0, 1.0, 0 };
+	const tk_kernel_entry *e = tk_kernel_find("gemm");
+	tk_choice cand[256], split;
+	cudaStream_t s;
+	gdata d;
+	int found = 0;
+
+	gpu_require();
 	data_init(&d, &g);
-	cr_assert_eq(cudaMalloc(&ws, TK_WORKSPACE_BYTES), cudaSuccess);
-	tk_gemm_problem p = problem_of(&d, &g, ws, TK_WORKSPACE_BYTES);
-	cr_assert_eq(tk_gemm_tune_problem(&p, NULL, &best, &us), TK_OK,
-	             "tuning on the legacy default stream failed");
-	cr_assert_gt(us, 0.0, "no time measured");
-	tk_gemm_config_str(&best, how, sizeof(how));
+	cr_assert_eq(cudaMalloc(&d.dc.workspace, TK_WORKSPACE_BYTES), cudaSuccess);
+	d.dc.workspace_bytes = TK_WORKSPACE_BYTES;
+	int n = e->tuning->candidates(&d.dc, cand, 256);
+	for (int i = 0; i < n && i < 256 && !found; i++) {
+		tk_gemm_config cfg;
+		tk_gemm_config_of(&cand[i], &cfg);
+		/* a split through the workspace: no cluster */
+		if (cfg.split_k > 1 && cfg.cluster <= 1) {
+			split = cand[i];
+			found = 1;
+		}
+	}
+	cr_assert(found, "no workspace split offered for m 16 n 520 k 7168");
+	cudaFree(d.dc.workspace);
+	d.dc.workspace = NULL;
+	d.dc.workspace_bytes = 0;
+	cr_assert_eq(cudaStreamCreate(&s), cudaSuccess);
+	d.dc.choice = split;
+	cr_assert_eq(e->cuda(&d.dc, s), TK_ERR_UNSUPPORTED,
+	             "an exact workspace split ran without a workspace");
+	d.dc.choice.mode = TK_CHOICE_PREFER;
 	data_reset(&d);
-	cr_assert_eq(tk_gemm_launch(&p, &best, NULL), TK_OK, "the pick %s refused", how);
-	sync_ok(NULL, how);
-	data_check(&d, &g, how);
-	cudaFree(ws);
+	cr_assert_eq(e->cuda(&d.dc, s), TK_OK, "a preferred choice did not fall back");
+	sync_ok(s, "preferred split without workspace");
+	data_check(&d, &g, "(preferred split without workspace: the built-in choice)");
+	cudaStreamDestroy(s);
 	data_free(&d, &g);
+}
+
+/* ---- measuring -------------------------------------------------------------- */
+
+/*
+ * The gemm family's measuring function on a call without a workspace (as
+ * the daemon's first use calls it) and on the legacy default stream (which
+ * cannot be captured: it times on a private one): it picks a choice that
+ * the launcher runs exactly and that computes the product, and it leaves
+ * the call's c as it was (its candidates write scratch outputs), also when
+ * the residual is c itself.
+ */
+Test(gpu_gemm_tune, measuring_picks_a_working_choice_and_leaves_the_call_alone)
+{
+	static const gcase cases[] = {
+		{ .dt = TK_BF16, .m = 16, .n = 520, .k = 1000, .trans_b = 1, .alpha = 1.0 },
+		{ TK_BF16, 0, 100, 384, 2048, 1, 0, 1, 1, 0.5, 0 },
+		{ TK_F16, 2, 64, 512, 128, 0, 0, 0, 0, 1.0, 0 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const gcase *g = &cases[i];
+		const tk_kernel_entry *e = tk_kernel_find(g->batch ? "bmm" : "gemm");
+		tk_choice best;
+		double us = 0.0;
+		char how[TK_TUNING_TEXT_MAX + 16], err[256] = "";
+		gdata d;
+
+		gpu_require();
+		cr_assert(e->tuning != NULL && e->tuning->measure != NULL);
+		data_init(&d, g);
+		cr_assert_eq(e->tuning->measure(&d.dc, NULL, 5.0, &best, &us, err, sizeof(err)),
+		             TK_OK, "measuring failed: %s", err);
+		cr_assert_gt(us, 0.0, "no time measured");
+		cr_assert_eq(best.mode, TK_CHOICE_PREFER);
+		/* c is as data_init left it: the poison, or the residual it holds */
+		unsigned char *now = malloc(d.out_bytes);
+		cr_assert_eq(cudaMemcpy(now, d.dc.out[0].data, d.out_bytes, cudaMemcpyDeviceToHost),
+		             cudaSuccess);
+		cr_assert_eq(memcmp(now, d.init, d.out_bytes), 0, "measuring wrote the call's c");
+		free(now);
+		cr_assert_eq(e->tuning->format_choice(&best, how, sizeof(how)), 0);
+		cr_assert_eq(cudaMalloc(&d.dc.workspace, TK_WORKSPACE_BYTES), cudaSuccess);
+		d.dc.workspace_bytes = TK_WORKSPACE_BYTES;
+		d.dc.choice = best;
+		d.dc.choice.mode = TK_CHOICE_EXACT;
+		cr_assert_eq(e->cuda(&d.dc, NULL), TK_OK, "the pick %s refused", how);
+		sync_ok(NULL, how);
+		data_check(&d, g, how);
+		cudaFree(d.dc.workspace);
+		d.dc.workspace = NULL;
+		data_free(&d, g);
+	}
 }

@@ -114,7 +114,7 @@ Test(conformance, a_mismatched_kernel_table_is_reported)
 	for (size_t i = 0; i < n; i++)
 		if (!strcmp(table[i].op, "gelu"))
 			table[i].params = wrong_params;
-	table[n] = (tk_kernel_entry){ "bogus", 1, 1, wrong_params + 1, t[0].cpu, NULL, 0 };
+	table[n] = (tk_kernel_entry){ "bogus", 1, 1, wrong_params + 1, t[0].cpu, NULL, 0, NULL };
 	cr_assert_eq(manifest_check_kernels(m, table, n + 1, 0, err, sizeof(err)), -1);
 	cr_assert(strstr(err, "op 'gelu': the kernel reads param 'approx', which the manifest "
 	                      "does not declare"),

@@ -1,7 +1,8 @@
 /*
  * test_tune_cli.c - tileops-tune's command line, without a GPU: --list
- * prints the shape classes a run would tune, so the --shape forms (a gemm,
- * and a bmm with a batch) and their refusals are checked through it.
+ * prints the family and shape class of every job a run would measure, so
+ * the manifest's tunable families, --op, the --shape forms (a gemm, and a
+ * bmm with a batch) and their refusals are checked through it.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -11,6 +12,9 @@
 
 #ifndef TUNE_BIN
 #error "TUNE_BIN names the tileops-tune binary"
+#endif
+#ifndef MANIFEST_DIR
+#error "MANIFEST_DIR names the manifest folder"
 #endif
 
 /* Run tileops-tune with args, its stderr folded into out; returns its exit status. */
@@ -83,4 +87,42 @@ Test(tune_cli, neither_manifest_nor_shape_is_refused_with_what_to_give)
 	cr_expect_eq(run("--list", out, sizeof(out)), 2, "%s", out);
 	cr_expect_not_null(strstr(out, "nothing to tune: give --manifest DIR, --shape, or both"),
 	                   "%s", out);
+}
+
+Test(tune_cli, the_manifest_gives_jobs_of_every_tunable_family)
+{
+	static char out[1 << 16];
+
+	cr_assert_eq(run("--list --manifest '" MANIFEST_DIR "'", out, sizeof(out)), 0, "%s", out);
+	/* one line per job: family, class, label */
+	cr_assert_not_null(strstr(out, "gemm              bf16 nt m4096 n28672 k4096"), "%s", out);
+	cr_assert_not_null(strstr(out, "attention_prefill bf16 d128 causal b4 h32 g4 q4096 kv4096"),
+	                   "%s", out);
+	cr_assert_not_null(strstr(out, "attention_prefill bf16 d128 causal varlen b8 h32 g4 q2048"),
+	                   "%s", out);
+	cr_assert_not_null(strstr(out, "attention_decode  bf16 d128 b1 t1 h32 g4 kv65536"), "%s",
+	                   out);
+	cr_assert_not_null(strstr(out, "attention_decode  bf16 d128 paged b1 t1 h32 g4 kv65536"),
+	                   "%s", out);
+	/* the kernel serves no qk 192 / v 128 head dims: that workload is skipped, saying so */
+	cr_assert_not_null(strstr(out, "mla prefill (MHA, qk 192, v 128): the CUDA kernel does not "
+	                               "serve it; skipped"),
+	                   "%s", out);
+}
+
+Test(tune_cli, op_keeps_one_ops_workloads)
+{
+	static char out[1 << 16];
+
+	cr_assert_eq(run("--list --op attention_decode_paged --manifest '" MANIFEST_DIR "'", out,
+	                 sizeof(out)),
+	             0, "%s", out);
+	cr_assert_not_null(strstr(out, "attention_decode  bf16 d128 paged b64 t1 h32 g4 kv4096"),
+	                   "%s", out);
+	cr_assert_null(strstr(out, "gemm "), "%s", out);
+	cr_assert_null(strstr(out, "attention_prefill"), "%s", out);
+	cr_expect_eq(run("--list --op rms_norm --manifest '" MANIFEST_DIR "'", out, sizeof(out)), 2,
+	             "an op with nothing to tune: %s", out);
+	cr_expect_eq(run("--list --pdl maybe --shape 8,8,8,nt,bf16", out, sizeof(out)), 2, "%s",
+	             out);
 }

@@ -16,12 +16,12 @@
  * the graph is replayed, each replay timed with events; the time per call
  * is the median replay over GRAPH_CALLS.
  *
- * Sweep: the batch-1 long-context cases again under each setting of the
- * launcher's run-time choices (TILEOPS_DECODE_SPLITS, TILEOPS_DECODE_MERGE,
- * TILEOPS_DECODE_ORDER; see cuda/attention_decode.cu), a row per setting,
- * the first row the earlier launcher's choices. The main table runs with
- * those variables as the caller left them; the sweep sets them itself and
- * restores them.
+ * Sweep: the batch-1 long-context and the 70B batch-32 cases again with
+ * every split count the kernel's tuning interface offers (exact choices
+ * through tk_call.choice; attention_decode.cu), a row each, after the
+ * built-in rule's row: where one count wins is measured here, and
+ * tileops-tune puts the winner per shape class in the tuning table. The
+ * main table runs the built-in rule.
  *
  *   tileops-bench-decode [--json FILE] [--md FILE] [--replays N] [--no-sweep]
  *
@@ -64,52 +64,10 @@ const Case cases[] = {
 	{ "llama3.1-8b append b64 page 16", "kv_cache_append", 64, 1, 32, 8, 128, 4096, 16 },
 };
 
-/*
- * Settings of the sweep: TILEOPS_DECODE_SPLITS, _MERGE and _ORDER (nullptr:
- * unset); `all` settings also run for the batch-32 70B cases, which the
- * built-in rule no longer splits.
- */
-struct Setting {
-	const char *splits, *merge, *order;
-	bool all;
-};
-
-const Setting sweep[] = {
-	{ "twowave", "serial", "split", true }, /* the earlier launcher */
-	{ "twowave", "serial", nullptr, false },
-	{ "twowave", nullptr, "split", false },
-	{ "twowave", nullptr, nullptr, true },
-	{ "0", "serial", nullptr, false },
-	{ "0", nullptr, "split", false },
-	{ "0", nullptr, nullptr, true }, /* the built-in rule */
-	{ "2", nullptr, nullptr, true },
-	{ "8", nullptr, nullptr, false },
-	{ "16", nullptr, nullptr, false },
-	{ "24", nullptr, nullptr, false },
-	{ "32", nullptr, nullptr, false },
-	{ "33", nullptr, nullptr, false },
-	{ "40", nullptr, nullptr, false },
-	{ "48", nullptr, nullptr, false },
-	{ "64", nullptr, nullptr, false },
-	{ "66", nullptr, nullptr, false },
-	{ "96", nullptr, nullptr, false },
-	{ "128", nullptr, nullptr, false },
-	{ "256", nullptr, nullptr, false },
-};
-
-/* The cases the sweep repeats: batch 1 of 65536 tokens under every setting, 70B under some. */
-bool swept(const char *label, const Setting &w)
+/* The cases the sweep repeats with every offered split count. */
+bool swept(const char *label)
 {
-	return strstr(label, "b1 kv65536") != nullptr ||
-	       (w.all && strstr(label, "70b b32") != nullptr);
-}
-
-void set_env(const char *name, const char *value)
-{
-	if (value != nullptr)
-		setenv(name, value, 1);
-	else
-		unsetenv(name);
+	return strstr(label, "b1 kv65536") != nullptr || strstr(label, "70b b32") != nullptr;
 }
 
 /* Random bf16 in [-1, 1) from a hash of the index: never zeros, never the same twice. */
@@ -250,7 +208,9 @@ struct Result {
 	double us, bytes, tbps, pct;
 };
 
-Result run_case(const Case &c, void *ws, cudaStream_t st, int replays, double copy_tbps, size_t l2)
+/* The case under `choice` (mode TK_CHOICE_NONE: the built-in rule). */
+Result run_case(const Case &c, const tk_choice &choice, void *ws, cudaStream_t st, int replays,
+                double copy_tbps, size_t l2)
 {
 	const tk_kernel_entry *e = tk_kernel_find(c.op);
 	const bool append = strcmp(c.op, "kv_cache_append") == 0;
@@ -266,8 +226,10 @@ Result run_case(const Case &c, void *ws, cudaStream_t st, int replays, double co
 		fprintf(stderr, "%s: no CUDA kernel\n", c.op);
 		exit(1);
 	}
-	for (int i = 0; i < nsets; i++)
+	for (int i = 0; i < nsets; i++) {
 		make_set(c, sets[i], ws, 11u * (uint32_t)i + 1);
+		sets[i].call.choice = choice;
+	}
 	CK(cudaDeviceSynchronize());
 	for (int i = 0; i < nsets; i++) {
 		tk_status s = e->cuda(&sets[i].call, st);
@@ -330,42 +292,36 @@ void emit_row(const char *label, const char *op, const Result &r, FILE *mf, FILE
 		        label, op, r.us, r.bytes, r.tbps, r.pct);
 }
 
-/* The swept cases under every setting; the variables are restored afterwards. */
+/* The swept cases under every split count their tuning interface offers. */
 void run_sweep(void *ws, cudaStream_t st, int replays, double copy, size_t l2, FILE *mf, FILE *jf)
 {
-	static const char *const names[3] = { "TILEOPS_DECODE_SPLITS", "TILEOPS_DECODE_MERGE",
-		                              "TILEOPS_DECODE_ORDER" };
-	char *saved[3];
-	const char *head = "\nSweep (splits: 0 = the built-in rule, twowave = the earlier one; "
-	                   "merge serial = the earlier merge; order split = the earlier block "
-	                   "order; first row = the earlier launcher)\n\n"
-	                   "| case, setting | us | KV TB/s | % of copy |\n"
+	const char *head = "\nSweep: every split count the kernel offers (exact choices), after "
+	                   "the built-in rule\n\n"
+	                   "| case, choice | us | KV TB/s | % of copy |\n"
 	                   "| --- | ---: | ---: | ---: |\n";
 
-	for (int i = 0; i < 3; i++) {
-		const char *v = getenv(names[i]);
-		saved[i] = v ? strdup(v) : nullptr;
-	}
 	fputs(head, stdout);
 	if (mf)
 		fputs(head, mf);
 	for (const Case &c : cases) {
-		for (const Setting &w : sweep) {
-			if (!swept(c.label, w))
-				continue;
-			set_env(names[0], w.splits);
-			set_env(names[1], w.merge);
-			set_env(names[2], w.order);
-			Result r = run_case(c, ws, st, replays, copy, l2);
-			char label[256];
-			snprintf(label, sizeof(label), "%s, splits %s%s%s", c.label, w.splits,
-			         w.merge ? ", merge serial" : "", w.order ? ", order split" : "");
+		if (!swept(c.label))
+			continue;
+		const tk_kernel_entry *e = tk_kernel_find(c.op);
+		tk_choice none, cand[64];
+		Set probe;
+		memset(&none, 0, sizeof(none));
+		make_set(c, probe, ws, 1);
+		int n = e->tuning ? e->tuning->candidates(&probe.call, cand, 64) : 0;
+		free_set(probe);
+		n = n > 64 ? 64 : n;
+		for (int i = -1; i < n; i++) {
+			char label[256], text[TK_TUNING_TEXT_MAX] = "built-in";
+			if (i >= 0)
+				e->tuning->format_choice(&cand[i], text, sizeof(text));
+			Result r = run_case(c, i < 0 ? none : cand[i], ws, st, replays, copy, l2);
+			snprintf(label, sizeof(label), "%s, %s", c.label, text);
 			emit_row(label, c.op, r, mf, jf);
 		}
-	}
-	for (int i = 0; i < 3; i++) {
-		set_env(names[i], saved[i]);
-		free(saved[i]);
 	}
 }
 
@@ -421,8 +377,10 @@ int main(int argc, char **argv)
 	fputs(head, stdout);
 	if (mf)
 		fputs(head, mf);
+	tk_choice builtin;
+	memset(&builtin, 0, sizeof(builtin));
 	for (const Case &c : cases) {
-		Result r = run_case(c, ws, st, replays, copy, (size_t)prop.l2CacheSize);
+		Result r = run_case(c, builtin, ws, st, replays, copy, (size_t)prop.l2CacheSize);
 		emit_row(c.label, c.op, r, mf, jf);
 	}
 	if (do_sweep)

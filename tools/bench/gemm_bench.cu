@@ -10,8 +10,11 @@
  * each (at least 5), each replay between CUDA events, and the median
  * replay over the calls in it is the time per call. Alternating keeps a
  * drift of the card's clock (a heavy case before leaves it at its power
- * limit for a while) from favouring the side timed second. Ours is
- * tk_gemm_select + tk_gemm_launch with a 32 MiB workspace; cuBLASLt runs
+ * limit for a while) from favouring the side timed second. Ours is the
+ * configuration the tuning table's choice names for the shape class when
+ * --tune loads one and it serves the problem (as the launcher runs a
+ * preferred choice), else the built-in choice, through tk_gemm_launch
+ * with a 32 MiB workspace; cuBLASLt runs
  * bf16 (f16, f32) in, f32 compute, the same layouts, a 32 MiB workspace
  * and the fastest of the heuristic's top algorithms. Inputs are random in
  * [-1, 1), never zeros. Ours is checked against cuBLASLt (relative norm
@@ -24,7 +27,7 @@
  *                      [--tune FILE] [--filter SUBSTRING] [--reps N] [--no-sass]
  *                      [--list]
  *
- * --tune loads a tuning cache (docs/tuning.md) before selecting configs;
+ * --tune loads a tuning table (docs/tuning.md; its gemm entries are used);
  * --list prints the cases and exits.
  */
 #include <cublasLt.h>
@@ -43,6 +46,7 @@ extern "C" {
 #include "gemm_workload.h"
 #include "bench_cuda.h"
 #include "tk_gemm.h"
+#include "tuning.h"
 
 #define CKB(call)                                                                            \
 	do {                                                                                 \
@@ -273,7 +277,7 @@ struct Ours : Side {
 	tk_gemm_problem p[kMaxSets];
 	tk_gemm_config cfg;
 
-	Ours(const Case &c, const Sets &st)
+	Ours(const Case &c, const Sets &st, tuning *table)
 	{
 		for (int i = 0; i < st.n; i++) {
 			tk_gemm_problem &q = p[i];
@@ -298,7 +302,26 @@ struct Ours : Side {
 			q.workspace = st.ws;
 			q.workspace_bytes = kWorkspace;
 		}
-		tk_gemm_select(&p[0], &cfg);
+		tk_gemm_builtin(&p[0], &cfg);
+		pick_tuned(table);
+	}
+	/* The table's choice for the class, where it is one of the configurations
+	 * that serve the problem. */
+	void pick_tuned(tuning *table)
+	{
+		char cls[TK_TUNING_TEXT_MAX];
+		tk_gemm_config want, cand[256];
+		tk_choice ch;
+
+		tk_gemm_shape_class(&p[0], cls, sizeof(cls));
+		if (table == NULL || !tuning_get(table, "gemm", cls, &ch, NULL) ||
+		    ch.mode == TK_CHOICE_NONE)
+			return;
+		tk_gemm_config_of(&ch, &want);
+		int n = tk_gemm_candidates(&p[0], cand, 256);
+		for (int i = 0; i < n && i < 256; i++)
+			if (memcmp(&cand[i], &want, sizeof(want)) == 0)
+				cfg = want;
 	}
 	int call(int i, cudaStream_t s) override
 	{
@@ -493,8 +516,8 @@ double mismatch_tolerance(tk_dtype dt)
 
 /* ---- one case ------------------------------------------------------------- */
 
-void run_case(const Case &c, cublasLtHandle_t lt, double bw, const Options &o, cudaStream_t s,
-              Result *r)
+void run_case(const Case &c, cublasLtHandle_t lt, double bw, const Options &o, tuning *table,
+              cudaStream_t s, Result *r)
 {
 	Sets st;
 	double flops = 2.0 * (double)c.batch * (double)c.m * (double)c.n * (double)c.k;
@@ -504,7 +527,7 @@ void run_case(const Case &c, cublasLtHandle_t lt, double bw, const Options &o, c
 	r->c = &c;
 	make_sets(c, &st, s);
 	r->sets = st.n;
-	Ours ours(c, st);
+	Ours ours(c, st, table);
 	Cublas cb(lt, c, st);
 	tk_gemm_config_str(&ours.cfg, r->config, sizeof(r->config));
 	/* The sides that ran (ours first), their graphs replayed alternately so
@@ -783,12 +806,16 @@ int main(int argc, char **argv)
 	CK(cudaGetDeviceProperties(&prop, 0));
 	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 	CKB(cublasLtCreate(&lt));
+	tuning *table = NULL;
 	if (o.tune != NULL) {
-		if (tk_gemm_table_load(o.tune, err, sizeof(err)) != TK_OK) {
-			fprintf(stderr, "tileops-bench-gemm: %s\n", err);
+		char gpu[160];
+		tk_cuda_device_id(0, gpu, sizeof(gpu));
+		table = tuning_new(gpu);
+		if (table == NULL || tuning_load(table, o.tune, err, sizeof(err)) != TILEOPS_OK) {
+			fprintf(stderr, "tileops-bench-gemm: %s\n", table ? err : "out of memory");
 			return 1;
 		}
-		fprintf(stderr, "tuning cache %s: %d entries%s%s\n", o.tune, tk_gemm_table_count(),
+		fprintf(stderr, "tuning table %s: %d entries%s%s\n", o.tune, tuning_count(table),
 		        err[0] ? "; " : "", err);
 	}
 	int hgmma = o.sass ? count_hgmma() : -1;
@@ -799,7 +826,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < n_cases; i++) {
 		if (o.filter != NULL && strstr(cases[i].label, o.filter) == NULL)
 			continue;
-		run_case(cases[i], lt, bw, o, s, &r[nr]);
+		run_case(cases[i], lt, bw, o, table, s, &r[nr]);
 		fprintf(stderr, "%-58s %-5s ours %10.2f us  cuBLAS %10.2f us  %s\n", cases[i].label,
 		        tk_dtype_name(cases[i].dt), r[nr].ours_us, r[nr].cublas_us,
 		        r[nr].ok ? (r[nr].mismatch ? "MISMATCH" : "ok") : r[nr].error);
@@ -821,6 +848,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < nr; i++)
 		mismatches += r[i].ok && r[i].mismatch;
 	free(r);
+	tuning_free(table);
 	cublasLtDestroy(lt);
 	cudaStreamDestroy(s);
 	return mismatches ? 3 : 0;

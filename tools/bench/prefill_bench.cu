@@ -8,12 +8,13 @@
  *   tileops-bench-prefill [--json FILE] [--md FILE] [--runs N] [--quick]
  *                         [--variants LIST]
  *
- * Each shape is timed once per kernel variant in LIST (comma-separated
- * values of TILEOPS_PREFILL_VARIANT, or d for the launcher's own choice per
- * shape, printed as variant -1; default "0,1,2,3,4": the free-running
- * consumers, the ping-pong schedule with the lean loop, the lean loop alone,
- * and those two with wide key tiles), one right after the other so all see
- * the same clocks; every row names its variant.
+ * Each shape is timed once per choice in LIST, comma-separated: d (the
+ * launcher's built-in choice for the shape), a schedule by name (plain,
+ * turns, turns-wide, lean-wide: attention_schedule.h), or all (every
+ * schedule the tuning interface offers for the shape); default "d,all".
+ * The schedules run as exact choices through tk_call.choice, one right
+ * after the other so all see the same clocks; every row names its choice.
+ * This is where which schedule wins on which shape is measured.
  *
  * One JSON object per line per shape goes to --json (kernels/bench/
  * attention_torch.py reads it to time the same shapes with PyTorch); a
@@ -85,7 +86,8 @@ __global__ void fill_random(uint16_t *p, int64_t n, uint64_t seed, bool bf16)
 	}
 }
 
-tk_tensor tensor(tk_dtype dt, std::initializer_list<int64_t> shape)
+/* A packed tensor of the shape, on the device when alloc. */
+tk_tensor tensor(tk_dtype dt, std::initializer_list<int64_t> shape, bool alloc = true)
 {
 	tk_tensor t;
 	memset(&t, 0, sizeof(t));
@@ -96,7 +98,8 @@ tk_tensor tensor(tk_dtype dt, std::initializer_list<int64_t> shape)
 		t.shape[i++] = s;
 	tk_set_contiguous(&t);
 	size_t bytes = (size_t)tk_numel(&t) * tk_dtype_size(dt);
-	CK(cudaMalloc(&t.data, bytes ? bytes : 16));
+	if (alloc)
+		CK(cudaMalloc(&t.data, bytes ? bytes : 16));
 	return t;
 }
 
@@ -108,51 +111,59 @@ double flops_of(const Shape &s)
 
 struct Result {
 	const Shape *s;
-	int variant;
+	char variant[TK_TUNING_TEXT_MAX]; /* the choice's name, "d" for the built-in one */
 	bool supported;
 	double ms, tflops;
 };
 
-Result run_shape(const Shape &s, int variant, int runs)
-{
-	Result r = { &s, variant, false, 0.0, 0.0 };
-	char vs[16];
+/* One item of --variants: d, all, or a schedule's name. */
+struct Variant {
+	bool builtin, all;
+	tk_choice choice;
+};
 
-	snprintf(vs, sizeof(vs), "%d", variant);
-	if (variant < 0) /* the launcher's own choice for the shape */
-		unsetenv("TILEOPS_PREFILL_VARIANT");
-	else /* the launcher reads it at every call */
-		setenv("TILEOPS_PREFILL_VARIANT", vs, 1);
+const tk_kernel_entry *entry_of(const Shape &s)
+{
+	return tk_kernel_find(s.varlen_seqs > 0 ? "attention_prefill_varlen" : "attention_prefill");
+}
+
+/* The call of shape s: its tensors on the device when alloc, else shapes only. */
+void shape_call(const Shape &s, tk_call *out, bool alloc)
+{
 	bool varlen = s.varlen_seqs > 0;
-	tk_call c;
+	tk_call &c = *out;
 	memset(&c, 0, sizeof(c));
 	int64_t T = s.B * s.S, Tk = s.B * s.Skv;
 
 	if (varlen) {
-		c.in[0] = tensor(s.dt, { T, s.Hq, s.D });
-		c.in[1] = tensor(s.dt, { Tk, s.Hkv, s.D });
-		c.in[2] = tensor(s.dt, { Tk, s.Hkv, s.Dv });
-		c.in[3] = tensor(TK_I32, { s.B + 1 });
-		c.in[4] = tensor(TK_I32, { s.B + 1 });
+		c.in[0] = tensor(s.dt, { T, s.Hq, s.D }, alloc);
+		c.in[1] = tensor(s.dt, { Tk, s.Hkv, s.D }, alloc);
+		c.in[2] = tensor(s.dt, { Tk, s.Hkv, s.Dv }, alloc);
+		c.in[3] = tensor(TK_I32, { s.B + 1 }, alloc);
+		c.in[4] = tensor(TK_I32, { s.B + 1 }, alloc);
 		std::vector<int> cq(s.B + 1), ck(s.B + 1);
 		for (int64_t b = 0; b <= s.B; b++) {
 			cq[b] = (int)(b * s.S);
 			ck[b] = (int)(b * s.Skv);
 		}
-		CK(cudaMemcpy(c.in[3].data, cq.data(), cq.size() * 4, cudaMemcpyHostToDevice));
-		CK(cudaMemcpy(c.in[4].data, ck.data(), ck.size() * 4, cudaMemcpyHostToDevice));
-		c.out[0] = tensor(s.dt, { T, s.Hq, s.Dv });
-		c.out[1] = tensor(TK_F32, { s.Hq, T });
+		if (alloc) {
+			CK(cudaMemcpy(c.in[3].data, cq.data(), cq.size() * 4,
+			              cudaMemcpyHostToDevice));
+			CK(cudaMemcpy(c.in[4].data, ck.data(), ck.size() * 4,
+			              cudaMemcpyHostToDevice));
+		}
+		c.out[0] = tensor(s.dt, { T, s.Hq, s.Dv }, alloc);
+		c.out[1] = tensor(TK_F32, { s.Hq, T }, alloc);
 		c.n_in = 5;
 		c.n_params = 3;
 		c.params[2].kind = TK_PARAM_INT;
 		c.params[2].v.i = s.S;
 	} else {
-		c.in[0] = tensor(s.dt, { s.B, s.S, s.Hq, s.D });
-		c.in[1] = tensor(s.dt, { s.B, s.Skv, s.Hkv, s.D });
-		c.in[2] = tensor(s.dt, { s.B, s.Skv, s.Hkv, s.Dv });
-		c.out[0] = tensor(s.dt, { s.B, s.S, s.Hq, s.Dv });
-		c.out[1] = tensor(TK_F32, { s.B, s.Hq, s.S });
+		c.in[0] = tensor(s.dt, { s.B, s.S, s.Hq, s.D }, alloc);
+		c.in[1] = tensor(s.dt, { s.B, s.Skv, s.Hkv, s.D }, alloc);
+		c.in[2] = tensor(s.dt, { s.B, s.Skv, s.Hkv, s.Dv }, alloc);
+		c.out[0] = tensor(s.dt, { s.B, s.S, s.Hq, s.Dv }, alloc);
+		c.out[1] = tensor(TK_F32, { s.B, s.Hq, s.S }, alloc);
 		c.n_in = 3;
 		c.n_params = 2;
 	}
@@ -161,13 +172,28 @@ Result run_shape(const Shape &s, int variant, int runs)
 	c.params[0].v.b = s.causal;
 	c.params[1].kind = TK_PARAM_FLOAT;
 	c.params[1].v.f = 0.0;
+}
+
+void probe_call(const Shape &s, tk_call *c)
+{
+	shape_call(s, c, false);
+}
+
+Result run_shape(const Shape &s, const tk_choice &choice, int runs)
+{
+	Result r = { &s, "d", false, 0.0, 0.0 };
+	const tk_kernel_entry *e = entry_of(s);
+
+	if (choice.mode != TK_CHOICE_NONE && e != NULL && e->tuning != NULL)
+		e->tuning->format_choice(&choice, r.variant, sizeof(r.variant));
+	tk_call c;
+	shape_call(s, &c, true);
+	c.choice = choice;
 	for (int i = 0; i < 3; i++)
 		fill_random<<<1024, 256>>>((uint16_t *)c.in[i].data, tk_numel(&c.in[i]), 77 + i,
 		                           s.dt == TK_BF16);
 	CK(cudaDeviceSynchronize());
 
-	const tk_kernel_entry *e =
-	        tk_kernel_find(varlen ? "attention_prefill_varlen" : "attention_prefill");
 	if (e != NULL && e->cuda != NULL && e->cuda(&c, NULL) == TK_OK) {
 		CK(cudaDeviceSynchronize());
 		r.supported = true;
@@ -208,7 +234,7 @@ void write_json(FILE *f, const Result &r)
 	        "\"%s\", "
 	        "\"B\": %lld, \"S\": %lld, \"Skv\": %lld, \"Hq\": %lld, \"Hkv\": %lld, \"D\": "
 	        "%lld, "
-	        "\"Dv\": %lld, \"causal\": %s, \"varlen_seqs\": %d, \"variant\": %d, "
+	        "\"Dv\": %lld, \"causal\": %s, \"varlen_seqs\": %d, \"variant\": \"%s\", "
 	        "\"supported\": %s, \"ms\": %.5f, \"tflops\": %.2f}\n",
 	        s.label, tk_dtype_name(s.dt), (long long)s.B, (long long)s.S, (long long)s.Skv,
 	        (long long)s.Hq, (long long)s.Hkv, (long long)s.D, (long long)s.Dv,
@@ -218,47 +244,46 @@ void write_json(FILE *f, const Result &r)
 
 void write_md(FILE *f, const std::vector<Result> &rs)
 {
-	fprintf(f, "| shape | dtype | causal | variant | ms | TFLOP/s |\n"
-	           "| --- | --- | --- | ---: | ---: | ---: |\n");
+	fprintf(f, "| shape | dtype | causal | choice | ms | TFLOP/s |\n"
+	           "| --- | --- | --- | --- | ---: | ---: |\n");
 	for (const Result &r : rs) {
 		if (r.supported)
-			fprintf(f, "| %s | %s | %s | %d | %.3f | %.1f |\n", r.s->label,
+			fprintf(f, "| %s | %s | %s | %s | %.3f | %.1f |\n", r.s->label,
 			        tk_dtype_name(r.s->dt), r.s->causal ? "yes" : "no", r.variant, r.ms,
 			        r.tflops);
 		else
-			fprintf(f, "| %s | %s | %s | %d | unsupported | |\n", r.s->label,
+			fprintf(f, "| %s | %s | %s | %s | unsupported | |\n", r.s->label,
 			        tk_dtype_name(r.s->dt), r.s->causal ? "yes" : "no", r.variant);
 	}
 }
 
 /*
- * "d,0,1" -> {-1, 0, 1}: d (-1 in the output) is the launcher's default
- * choice for each shape; anything else that is not a small number empties
- * the list.
+ * "d,turns,all": d is the launcher's built-in choice, all every schedule
+ * the tuning interface offers for a shape, a name that schedule (an exact
+ * choice). An unknown name empties the list.
  */
-std::vector<int> parse_variants(const char *list)
+std::vector<Variant> parse_variants(const char *list)
 {
-	std::vector<int> v;
-	const char *p = list;
+	const tk_kernel_entry *e = tk_kernel_find("attention_prefill");
+	std::vector<Variant> v;
+	char buf[256];
 
-	while (*p) {
-		char *end = NULL;
-		long x;
-		if (*p == 'd') {
-			v.push_back(-1);
-			end = (char *)p + 1;
-			p = *end == ',' ? end + 1 : end;
-			if (*end != ',' && *end != '\0')
-				return {};
-			continue;
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok != NULL;
+	     tok = strtok_r(NULL, ",", &save)) {
+		Variant x;
+		memset(&x, 0, sizeof(x));
+		if (!strcmp(tok, "d")) {
+			x.builtin = true;
+		} else if (!strcmp(tok, "all")) {
+			x.all = true;
+		} else if (e == NULL || e->tuning == NULL ||
+		           e->tuning->parse_choice(tok, &x.choice) != 0) {
+			return {};
+		} else {
+			x.choice.mode = TK_CHOICE_EXACT;
 		}
-		x = strtol(p, &end, 10);
-		if (end == p || x < 0 || x > 9)
-			return {};
-		v.push_back((int)x);
-		p = *end == ',' ? end + 1 : end;
-		if (*end != ',' && *end != '\0')
-			return {};
+		v.push_back(x);
 	}
 	return v;
 }
@@ -270,7 +295,7 @@ int main(int argc, char **argv)
 	const char *json = NULL, *md = NULL;
 	int runs = 20;
 	bool quick = false;
-	std::vector<int> variants = { 0, 1, 2, 3, 4 };
+	std::vector<Variant> variants = parse_variants("d,all");
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--json") && i + 1 < argc)
@@ -292,7 +317,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (variants.empty()) {
-		fprintf(stderr, "--variants wants a comma-separated list such as 0,1\n");
+		fprintf(stderr, "--variants wants a comma-separated list of d, all and schedules "
+		                "(plain, turns, turns-wide, lean-wide)\n");
 		return 2;
 	}
 	if (runs < 10)
@@ -301,8 +327,23 @@ int main(int argc, char **argv)
 	for (const Shape &s : shapes) {
 		if (quick && strncmp(s.label, "target", 6) != 0)
 			continue;
-		for (int v : variants)
-			rs.push_back(run_shape(s, v, runs));
+		for (const Variant &v : variants) {
+			const tk_kernel_entry *e = entry_of(s);
+			tk_choice cand[16];
+			if (!v.all) {
+				rs.push_back(run_shape(s, v.choice, runs));
+				continue;
+			}
+			/* The candidates depend on the shape only: a call without data will do. */
+			tk_call probe;
+			memset(&probe, 0, sizeof(probe));
+			probe_call(s, &probe);
+			int n = e && e->tuning && e->tuning->candidates
+			                ? e->tuning->candidates(&probe, cand, 16)
+			                : 0;
+			for (int i = 0; i < n && i < 16; i++)
+				rs.push_back(run_shape(s, cand[i], runs));
+		}
 	}
 	if (json) {
 		FILE *f = fopen(json, "w");

@@ -10,9 +10,12 @@
  * Every implemented op gets a row: its input and output counts, its params
  * in declaration order (the order kernels read tk_call.params in), the CPU
  * reference named by its cpu kernel and the CUDA launcher named by its cuda
- * kernel (TK_CUDA_FN() of it, NULL in builds without CUDA), and the
- * workspace its cuda kernel declares. A file is rewritten only when its
- * text changes, so an edit of a doc string rebuilds nothing.
+ * kernel (TK_CUDA_FN() of it, NULL in builds without CUDA), the
+ * workspace its cuda kernel declares, and, when that kernel declares
+ * `tuning: true`, its tuning interface tk_tuning_<op> (defined beside the
+ * kernel in both builds: a CPU-only program still reads tuning tables).
+ * A file is rewritten only when its text changes, so an edit of a doc
+ * string rebuilds nothing.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -126,6 +129,8 @@ int main(int argc, char **argv)
 		if (cuda)
 			put(&ops, "tk_status tk_cuda_%s(const tk_call *call, void *stream);\n",
 			    op->name);
+		if (cuda && cuda->tuning)
+			put(&ops, "extern const tk_tuning tk_tuning_%s;\n", op->name);
 		put(&table, "static const char *const params_%s[] = { ", op->name);
 		for (int p = 0; p < op->n_params; p++)
 			put(&table, "\"%s\", ", op->params[p].name);
@@ -145,10 +150,14 @@ int main(int argc, char **argv)
 		put(&table, "\t{ \"%s\", %d, %d, params_%s, tk_cpu_%s, ", op->name, op->n_in,
 		    op->n_out, op->name, op->name);
 		if (cuda)
-			put(&table, "TK_CUDA_FN(tk_cuda_%s), %s },\n", op->name,
+			put(&table, "TK_CUDA_FN(tk_cuda_%s), %s, ", op->name,
 			    cuda->workspace ? "TK_WORKSPACE_BYTES" : "0");
 		else
-			put(&table, "NULL, 0 },\n");
+			put(&table, "NULL, 0, ");
+		if (cuda && cuda->tuning)
+			put(&table, "&tk_tuning_%s },\n", op->name);
+		else
+			put(&table, "NULL },\n");
 	}
 	put(&table, "};\n");
 	manifest_free(m);
