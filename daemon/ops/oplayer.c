@@ -469,6 +469,8 @@ static tileops_status build_call(prep *p, const op_request *req, const tk_kernel
 	call->n_out = req->n_out;
 	call->workspace = NULL; /* the backend hands out workspace at launch */
 	call->workspace_bytes = 0;
+	/* The kernel's built-in rule; the executor applies the tuning table. */
+	memset(&call->choice, 0, sizeof(call->choice));
 	memcpy(call->in, req->in, (size_t)req->n_in * sizeof(tk_tensor));
 	memcpy(call->out, req->out, (size_t)req->n_out * sizeof(tk_tensor));
 	for (; e->params && e->params[n]; n++) {

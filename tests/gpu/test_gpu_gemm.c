@@ -973,7 +973,7 @@ static int every_candidate(const gcase *g)
 	d.dc.workspace_bytes = TK_WORKSPACE_BYTES;
 	cr_assert_eq(cudaStreamCreate(&s), cudaSuccess);
 	int n = e->tuning->candidates(&d.dc, cand, 256);
-	cr_assert_gt(n, 1, "%s: %d candidates", e->op, n);
+	cr_assert_geq(n, 1, "%s: no candidate, not even the simple kernel", e->op);
 	cr_assert_leq(n, 256);
 	for (int i = 0; i < n; i++) {
 		char how[TK_TUNING_TEXT_MAX + 16];
@@ -1008,10 +1008,11 @@ Test(gpu_gemm_choice, every_candidate_matches_cpu_through_the_launcher, .timeout
 		{ TK_F16, 2, 200, 136, 264, 0, 0, 0, 0, 1.0, 0 },
 		{ TK_F32, 3, 7, 65, 130, 1, 0, 0, 0, 0.5, 3 },
 	};
-	int kinds = 0;
+	int ran = 0;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-		kinds += every_candidate(&cases[i]);
-	cr_assert_gt(kinds, (int)(sizeof(cases) / sizeof(cases[0])));
+		ran += every_candidate(&cases[i]);
+	/* Far more than the simple kernel of each case: the other families ran too. */
+	cr_assert_gt(ran, 4 * (int)(sizeof(cases) / sizeof(cases[0])), "%d candidates in all", ran);
 }
 
 /*

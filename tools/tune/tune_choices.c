@@ -302,8 +302,12 @@ int tune_choices_job(const tune_job *j, const tune_options *o, void *stream, FIL
 			e->tuning->format_choice(&cand[i], text, sizeof(text));
 			fprintf(stderr, "tileops-tune: %s %s: %s: %s\n", e->tuning->family, j->cls,
 			        text, why);
+			if (trace != NULL)
+				fprintf(trace, "%s | %s | %s | mismatch\n", e->tuning->family,
+				        j->cls, text);
+		} else {
+			tune_trace_line(trace, j, &cand[i], us);
 		}
-		tune_trace_line(trace, j, &cand[i], us);
 		r->candidates++;
 		if (ok && (best == 0.0 || us < best)) {
 			best = us;
