@@ -42,6 +42,7 @@ typedef struct session {
 	uint64_t next_seq;
 	struct held_request *held; /* sorted by seq */
 	int n_held;
+	int n_running;    /* requests sent to the executor, not answered yet */
 	double gap_since; /* when the head of `held` started waiting, seconds */
 	int opened;       /* its open job succeeded: requests wait until then */
 	int closing;

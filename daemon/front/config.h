@@ -42,8 +42,11 @@ typedef struct config {
 	int device;
 	int log_level;
 	unsigned socket_mode;
-	gid_t allow_gid; /* (gid_t)-1: none */
-	int contexts;
+	gid_t allow_gid;     /* (gid_t)-1: none */
+	int contexts;        /* nng contexts at start */
+	int max_contexts;    /* nng contexts at most */
+	int max_connections; /* control connections at most */
+	int max_connections_per_process;
 	size_t max_message_bytes;
 	size_t max_arena_bytes;
 	size_t session_memory_limit; /* 0: no limit */

@@ -80,6 +80,7 @@ static void run_request(server *srv, session *s, tp_worker *w, Tileops__Request 
 			j->w = w;
 			j->seq = seq;
 			j->req = r; /* freed when the job comes back */
+			s->n_running++;
 			sessions_submit(srv, s, j);
 		}
 	}
@@ -118,9 +119,9 @@ static void enqueue_request(server *srv, session *s, tp_worker *w, Tileops__Requ
 		          "request seq %llu is too far ahead of the next expected, %llu (at most "
 		          "%u ahead)",
 		          (unsigned long long)seq, (unsigned long long)s->next_seq, SEQ_WINDOW);
-	} else if (s->n_held >= srv->cfg.max_pending) {
+	} else if (s->n_held + s->n_running >= srv->cfg.max_pending) {
 		reply_fmt(srv, w, seq, TILEOPS_ERR_BUSY,
-		          "too many requests waiting in this session (max_pending = %d)",
+		          "too many requests in flight in this session (max_pending = %d)",
 		          srv->cfg.max_pending);
 	} else {
 		held_request *h = calloc(1, sizeof(*h));
@@ -376,6 +377,7 @@ void handle_job_done(server *srv, job *j)
 		break;
 	case JOB_REQUEST:
 	case JOB_RESET:
+		s->n_running--;
 		request_done(srv, j);
 		break;
 	case JOB_CLOSE:
@@ -394,10 +396,11 @@ void handle_job_done(server *srv, job *j)
 
 void handle_stats(server *srv, tp_worker *w)
 {
-	size_t tensors = 0, bytes = 0;
+	size_t tensors = 0, bytes = 0, held = 0;
 	for (session *s = srv->sessions; s; s = s->next) {
 		tensors += __atomic_load_n(&s->n_tensors, __ATOMIC_RELAXED);
 		bytes += __atomic_load_n(&s->bytes, __ATOMIC_RELAXED);
+		held += (size_t)s->n_held;
 	}
 	strbuf sb = { 0 };
 	sb_printf(&sb, "{\"version\":");
@@ -411,10 +414,13 @@ void handle_stats(server *srv, tp_worker *w)
 	sb_printf(&sb,
 	          ",\"ready\":%s,\"stopping\":%s,\"sessions\":%d,\"tensors\":%zu,"
 	          "\"bytes_in_use\":%zu,\"requests\":%llu,\"errors\":%llu,"
-	          "\"jobs_in_flight\":%zu,",
+	          "\"jobs_in_flight\":%zu,\"held_requests\":%zu,\"connections\":%d,"
+	          "\"contexts\":%d,",
 	          srv->ready && !srv->stopping ? "true" : "false", srv->stopping ? "true" : "false",
 	          srv->n_sessions, tensors, bytes, (unsigned long long)requests,
-	          (unsigned long long)errors, srv->jobs_in_flight);
+	          (unsigned long long)errors, srv->jobs_in_flight, held,
+	          srv->control ? transport_connections(srv->control) : 0,
+	          srv->control ? transport_workers(srv->control) : 0);
 	stats_write_ops_json(&srv->st, &sb);
 	sb_printf(&sb, ",");
 	executor_write_threads_json(srv->ex, &sb);

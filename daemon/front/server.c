@@ -234,6 +234,9 @@ static int open_control_socket(server *srv, char *err, size_t errlen)
 	transport_options opt = {
 		.address = srv->cfg.listen,
 		.workers = srv->cfg.contexts,
+		.max_workers = srv->cfg.max_contexts,
+		.max_pipes = srv->cfg.max_connections,
+		.max_pipes_per_pid = srv->cfg.max_connections_per_process,
 		.max_message_bytes = srv->cfg.max_message_bytes,
 		.socket_mode = srv->cfg.socket_mode,
 	};
@@ -253,6 +256,8 @@ static int open_stats_socket(server *srv, char *err, size_t errlen)
 	transport_options sopt = {
 		.address = srv->cfg.stats_listen,
 		.workers = 4,
+		.max_workers = 64,
+		.max_pipes = 256,
 		.max_message_bytes = 4096,
 		.socket_mode = srv->cfg.socket_mode,
 	};

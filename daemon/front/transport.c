@@ -1,14 +1,18 @@
-/* transport.c - nng REP0 with a pool of contexts (see transport.h). */
+/* transport.c - nng REP0 with a growing pool of contexts (see transport.h). */
 #include "transport.h"
 
+#include <errno.h>
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 
 enum worker_state { W_RECV, W_WAIT, W_SEND, W_DONE };
@@ -20,21 +24,100 @@ struct tp_worker {
 	enum worker_state state;
 };
 
+/* Workers come in chunks that never move, so a worker's address stays
+ * valid while more are added. */
+#define CHUNK_WORKERS 16
+typedef struct tp_chunk {
+	tp_worker w[CHUNK_WORKERS];
+	int n;
+	struct tp_chunk *next;
+} tp_chunk;
+
+/* An accepted connection. */
+typedef struct tp_pipe {
+	nng_pipe p;
+	uint64_t pid;
+	struct tp_pipe *next;
+} tp_pipe;
+
 struct transport {
 	nng_socket sock;
 	nng_listener listener;
 	transport_callbacks cb;
-	int n_workers;
-	tp_worker *workers;
-	atomic_int busy;
+	transport_options opt;
+	pthread_mutex_t mu; /* chunks, pipes */
+	tp_chunk *chunks;
+	int n_workers;   /* under mu */
+	atomic_int idle; /* workers waiting for a message */
+	atomic_int busy; /* workers holding a message not answered yet */
 	atomic_int closing;
+	tp_pipe *pipes; /* under mu */
+	int n_pipes;    /* under mu */
 	char path[512]; /* ipc socket file, removed at close */
 };
+
+/* When fewer workers than this wait for messages, more are started. */
+#define IDLE_LOW_WATER 8
+
+static void worker_cb(void *arg);
 
 static void worker_recv(tp_worker *w)
 {
 	w->state = W_RECV;
+	atomic_fetch_add(&w->tp->idle, 1);
 	nng_ctx_recv(w->ctx, w->aio);
+}
+
+/* Start up to n more workers (under tp->mu). Returns how many started. */
+static int grow_locked(transport *tp, int n)
+{
+	int started = 0;
+	while (started < n && tp->n_workers < tp->opt.max_workers) {
+		tp_chunk *c = tp->chunks;
+		if (!c || c->n == CHUNK_WORKERS) {
+			c = calloc(1, sizeof(*c));
+			if (!c)
+				break;
+			c->next = tp->chunks;
+			tp->chunks = c;
+		}
+		tp_worker *w = &c->w[c->n];
+		w->tp = tp;
+		if (nng_aio_alloc(&w->aio, worker_cb, w) != 0)
+			break;
+		if (nng_ctx_open(&w->ctx, tp->sock) != 0) {
+			nng_aio_free(w->aio);
+			w->aio = NULL;
+			break;
+		}
+		c->n++;
+		tp->n_workers++;
+		started++;
+		worker_recv(w);
+	}
+	return started;
+}
+
+/*
+ * Requests that wait (for one before them, or for their work to finish)
+ * keep their context until they are answered; the pool grows so that they
+ * never leave other clients without one, up to max_workers.
+ */
+static void maybe_grow(transport *tp)
+{
+	if (atomic_load(&tp->idle) >= IDLE_LOW_WATER || atomic_load(&tp->closing))
+		return;
+	pthread_mutex_lock(&tp->mu);
+	int grown = 0;
+	if (atomic_load(&tp->idle) < IDLE_LOW_WATER && !atomic_load(&tp->closing))
+		grown = grow_locked(tp, CHUNK_WORKERS);
+	int total = tp->n_workers;
+	pthread_mutex_unlock(&tp->mu);
+	if (grown)
+		log_debug("%s: %d nng contexts now (%d more)", tp->opt.address, total, grown);
+	else if (total >= tp->opt.max_workers)
+		log_debug("%s: all %d nng contexts in use; new requests wait for one",
+		          tp->opt.address, total);
 }
 
 static void worker_cb(void *arg)
@@ -43,6 +126,7 @@ static void worker_cb(void *arg)
 	transport *tp = w->tp;
 	int rv = nng_aio_result(w->aio);
 	if (w->state == W_RECV) {
+		atomic_fetch_sub(&tp->idle, 1);
 		if (rv != 0) {
 			if (rv == NNG_ECLOSED || atomic_load(&tp->closing)) {
 				w->state = W_DONE;
@@ -55,6 +139,7 @@ static void worker_cb(void *arg)
 		nng_aio_set_msg(w->aio, NULL);
 		w->state = W_WAIT;
 		atomic_fetch_add(&tp->busy, 1);
+		maybe_grow(tp);
 		tp->cb.on_request(tp->cb.ctx, w, m);
 		return;
 	}
@@ -80,21 +165,92 @@ void transport_reply(tp_worker *w, nng_msg *msg)
 	nng_ctx_send(w->ctx, w->aio);
 }
 
+/* ---- connections ------------------------------------------------------- */
+
+/* Admit a pipe within the connection caps (under tp->mu); NULL, or the
+ * cap it would exceed. */
+static const char *admit_locked(transport *tp, uint64_t pid)
+{
+	if (tp->opt.max_pipes > 0 && tp->n_pipes >= tp->opt.max_pipes)
+		return "max_connections";
+	if (tp->opt.max_pipes_per_pid > 0) {
+		int mine = 0;
+		for (tp_pipe *q = tp->pipes; q; q = q->next)
+			mine += q->pid == pid;
+		if (mine >= tp->opt.max_pipes_per_pid)
+			return "max_connections_per_process";
+	}
+	return NULL;
+}
+
 static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
 	transport *tp = arg;
 	uint32_t id = (uint32_t)nng_pipe_id(p);
-	if (ev == NNG_PIPE_EV_ADD_PRE && tp->cb.allow_peer) {
+	if (ev == NNG_PIPE_EV_ADD_PRE) {
 		uint64_t uid = UINT64_MAX, gid = UINT64_MAX, pid = 0;
 		nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &uid);
 		nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_GID, &gid);
 		nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &pid);
-		if (!tp->cb.allow_peer(tp->cb.ctx, id, uid, gid, pid))
+		if (tp->cb.allow_peer && !tp->cb.allow_peer(tp->cb.ctx, id, uid, gid, pid)) {
 			nng_pipe_close(p);
-	} else if (ev == NNG_PIPE_EV_REM_POST && tp->cb.on_pipe_removed) {
-		tp->cb.on_pipe_removed(tp->cb.ctx, id);
+			return;
+		}
+		tp_pipe *q = calloc(1, sizeof(*q));
+		pthread_mutex_lock(&tp->mu);
+		const char *cap = q ? admit_locked(tp, pid) : "out of memory";
+		if (!cap && !atomic_load(&tp->closing)) {
+			q->p = p;
+			q->pid = pid;
+			q->next = tp->pipes;
+			tp->pipes = q;
+			tp->n_pipes++;
+			q = NULL;
+		}
+		pthread_mutex_unlock(&tp->mu);
+		if (q || cap) {
+			free(q);
+			log_warn("%s: refused a connection from uid %llu pid %llu (%s)",
+			         tp->opt.address, (unsigned long long)uid, (unsigned long long)pid,
+			         cap ? cap : "closing");
+			nng_pipe_close(p);
+		}
+	} else if (ev == NNG_PIPE_EV_REM_POST) {
+		int known = 0;
+		pthread_mutex_lock(&tp->mu);
+		for (tp_pipe **pp = &tp->pipes; *pp; pp = &(*pp)->next) {
+			if (nng_pipe_id((*pp)->p) == (int)id) {
+				tp_pipe *q = *pp;
+				*pp = q->next;
+				free(q);
+				tp->n_pipes--;
+				known = 1;
+				break;
+			}
+		}
+		pthread_mutex_unlock(&tp->mu);
+		if (known && tp->cb.on_pipe_removed)
+			tp->cb.on_pipe_removed(tp->cb.ctx, id);
 	}
 }
+
+int transport_workers(transport *tp)
+{
+	pthread_mutex_lock(&tp->mu);
+	int n = tp->n_workers;
+	pthread_mutex_unlock(&tp->mu);
+	return n;
+}
+
+int transport_connections(transport *tp)
+{
+	pthread_mutex_lock(&tp->mu);
+	int n = tp->n_pipes;
+	pthread_mutex_unlock(&tp->mu);
+	return n;
+}
+
+/* ---- open and close -------------------------------------------------- */
 
 static int open_socket(transport *tp, const transport_options *opt, char *err, size_t errlen)
 {
@@ -146,33 +302,25 @@ transport *transport_open(const transport_options *opt, const transport_callback
 		return NULL;
 	}
 	tp->cb = *cb;
+	tp->opt = *opt;
+	if (tp->opt.max_workers < tp->opt.workers)
+		tp->opt.max_workers = tp->opt.workers;
+	pthread_mutex_init(&tp->mu, NULL);
 	if (open_socket(tp, opt, err, errlen) != 0) {
 		nng_close(tp->sock);
+		pthread_mutex_destroy(&tp->mu);
 		free(tp);
 		return NULL;
 	}
-	tp->workers = calloc((size_t)opt->workers, sizeof(tp_worker));
-	if (!tp->workers) {
-		snprintf(err, errlen, "out of memory");
+	pthread_mutex_lock(&tp->mu);
+	int started = grow_locked(tp, opt->workers);
+	pthread_mutex_unlock(&tp->mu);
+	if (started < opt->workers) {
+		snprintf(err, errlen, "%s: could make only %d of %d nng contexts", opt->address,
+		         started, opt->workers);
 		transport_close(tp);
 		return NULL;
 	}
-	for (int i = 0; i < opt->workers; i++) {
-		tp_worker *w = &tp->workers[i];
-		w->tp = tp;
-		int rv = nng_aio_alloc(&w->aio, worker_cb, w);
-		if (rv == 0)
-			rv = nng_ctx_open(&w->ctx, tp->sock);
-		if (rv != 0) {
-			snprintf(err, errlen, "cannot make nng context %d: %s", i,
-			         nng_strerror(rv));
-			transport_close(tp);
-			return NULL;
-		}
-		tp->n_workers = i + 1;
-	}
-	for (int i = 0; i < tp->n_workers; i++)
-		worker_recv(&tp->workers[i]);
 	return tp;
 }
 
@@ -186,24 +334,110 @@ int transport_busy(transport *tp)
 	return atomic_load(&tp->busy);
 }
 
+/* nng_close on its own thread, so a close that never returns (nng 1.5 can
+ * wait forever in pipe teardown) cannot keep the daemon from exiting. */
+typedef struct closer {
+	nng_socket sock;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int done;
+} closer;
+
+static void *close_main(void *arg)
+{
+	closer *c = arg;
+	nng_close(c->sock);
+	pthread_mutex_lock(&c->mu);
+	c->done = 1;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+/* Returns 1 when nng_close returned within `seconds`. */
+static int close_socket_bounded(nng_socket sock, double seconds)
+{
+	static closer c; /* outlives a close that never returns */
+	c = (closer){ .sock = sock };
+	pthread_mutex_init(&c.mu, NULL);
+	pthread_cond_init(&c.cv, NULL);
+	pthread_t t;
+	if (pthread_create(&t, NULL, close_main, &c) != 0) {
+		nng_close(sock);
+		return 1;
+	}
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += (time_t)seconds;
+	pthread_mutex_lock(&c.mu);
+	while (!c.done)
+		if (pthread_cond_timedwait(&c.cv, &c.mu, &until) == ETIMEDOUT)
+			break;
+	int done = c.done;
+	pthread_mutex_unlock(&c.mu);
+	if (done)
+		pthread_join(t, NULL);
+	else
+		pthread_detach(t);
+	return done;
+}
+
+/* How long the connections get to go away, and nng_close to return. */
+#define PIPES_GONE_SECONDS 1.0
+#define CLOSE_SECONDS 2.0
+
 void transport_close(transport *tp)
 {
 	if (!tp)
 		return;
 	atomic_store(&tp->closing, 1);
-	/* Stop every aio first (waits for callbacks in progress), then free. */
-	for (int i = 0; i < tp->n_workers; i++)
-		nng_aio_stop(tp->workers[i].aio);
-	nng_close(tp->sock);
-	for (int i = 0; i < tp->n_workers; i++) {
-		nng_msg *m = nng_aio_get_msg(tp->workers[i].aio);
-		if (m)
-			nng_msg_free(m);
-		nng_aio_free(tp->workers[i].aio);
+	/* No new connections, then close every one we accepted, and wait for
+	 * nng to tear them down: nng_close with connections still attached is
+	 * where nng 1.5 can hang. */
+	nng_listener_close(tp->listener);
+	pthread_mutex_lock(&tp->mu);
+	for (tp_pipe *q = tp->pipes; q; q = q->next)
+		nng_pipe_close(q->p);
+	pthread_mutex_unlock(&tp->mu);
+	double until = clock_now_s() + PIPES_GONE_SECONDS;
+	while (transport_connections(tp) > 0 && clock_now_s() < until)
+		usleep(1000);
+	/* Stop every aio (waits for callbacks in progress), then close. With
+	 * closing set, and the lock taken once after it, no worker is added any
+	 * more; a callback may take the lock, so it is not held while stopping. */
+	pthread_mutex_lock(&tp->mu);
+	pthread_mutex_unlock(&tp->mu);
+	for (tp_chunk *c = tp->chunks; c; c = c->next)
+		for (int i = 0; i < c->n; i++)
+			nng_aio_stop(c->w[i].aio);
+	if (!close_socket_bounded(tp->sock, CLOSE_SECONDS)) {
+		/* Its memory stays with the thread still in nng_close; the process
+		 * is about to exit. */
+		log_warn("%s: nng_close did not return within %.0f s; exiting without it",
+		         tp->opt.address, CLOSE_SECONDS);
+		if (tp->path[0])
+			unlink(tp->path);
+		return;
 	}
-	free(tp->workers);
+	while (tp->chunks) {
+		tp_chunk *c = tp->chunks;
+		tp->chunks = c->next;
+		for (int i = 0; i < c->n; i++) {
+			nng_msg *m = nng_aio_get_msg(c->w[i].aio);
+			if (m)
+				nng_msg_free(m);
+			nng_aio_free(c->w[i].aio);
+		}
+		free(c);
+	}
+	while (tp->pipes) {
+		tp_pipe *q = tp->pipes;
+		tp->pipes = q->next;
+		free(q);
+	}
 	if (tp->path[0])
 		unlink(tp->path);
+	pthread_mutex_destroy(&tp->mu);
 	free(tp);
 }
 

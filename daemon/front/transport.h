@@ -5,7 +5,13 @@
  * the message to the owner -> send the reply -> receive. Messages are handed
  * over on nng's threads through on_request; the owner must answer every one
  * exactly once with transport_reply (from any thread), which frees the
- * worker for the next message.
+ * worker for the next message. A request keeps its worker until it is
+ * answered, so the pool grows (in steps, up to max_workers) when few are
+ * left waiting: requests that wait long (behind a missing seq, behind long
+ * device work) never leave other clients without one.
+ *
+ * Connections are counted, and one beyond max_pipes, or beyond
+ * max_pipes_per_pid from one process, is closed at once.
  */
 #ifndef TILEOPSD_TRANSPORT_H
 #define TILEOPSD_TRANSPORT_H
@@ -30,7 +36,10 @@ typedef struct transport_callbacks {
 
 typedef struct transport_options {
 	const char *address;
-	int workers;
+	int workers;           /* contexts at start */
+	int max_workers;       /* contexts at most (below workers: workers) */
+	int max_pipes;         /* connections at most (0: no limit) */
+	int max_pipes_per_pid; /* connections of one process at most (0: no limit) */
 	size_t max_message_bytes;
 	unsigned socket_mode; /* ipc:// only */
 } transport_options;
@@ -48,7 +57,15 @@ void transport_stop_listening(transport *tp);
 /* Number of workers holding a message that has not been answered yet. */
 int transport_busy(transport *tp);
 
-/* Close the socket and free everything. NULL is a no-op. */
+/* Connections open now, and contexts in the pool. */
+int transport_connections(transport *tp);
+int transport_workers(transport *tp);
+
+/*
+ * Close every connection, then the socket, and free everything. It returns
+ * within a few seconds even where nng_close does not (the socket is then
+ * left to the process's exit). NULL is a no-op.
+ */
 void transport_close(transport *tp);
 
 /* The pipe's peer credentials (ipc:// only); -1 where unknown. */
