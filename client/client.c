@@ -149,6 +149,40 @@ static tileops_status arena_fail(const char *what, const char *name, int err)
 	return tci_error(st, "shared-memory arena %s: %s failed: %s", name, what, strerror(err));
 }
 
+/* 1 when this process is in group g (effective or supplementary). */
+static int in_group(gid_t g)
+{
+	gid_t gs[256];
+	int n = getgroups(256, gs);
+	if (g == getegid())
+		return 1;
+	for (int i = 0; i < n; i++)
+		if (gs[i] == g)
+			return 1;
+	return 0;
+}
+
+/*
+ * Let tileopsd open the arena when it runs as another user: read and write
+ * for the owner and the group whatever the umask, and the group made the
+ * one of the daemon's socket file when this process belongs to it (a
+ * client in the daemon's group through `usermod -aG` creates files with its
+ * own primary group, which the daemon is not in). Failures leave the
+ * arena as it is: the daemon then says why it cannot open it.
+ */
+static void arena_share(const struct tileops_client *c, int fd)
+{
+	struct stat st;
+	if (fchmod(fd, 0660) != 0)
+		return;
+	if (strncmp(c->address, "ipc://", 6) != 0 || stat(c->address + 6, &st) != 0)
+		return;
+	if (st.st_gid != getegid() && in_group(st.st_gid) &&
+	    fchown(fd, (uid_t)-1, st.st_gid) != 0) {
+		/* Left with our own group: the daemon's Hello answer says it cannot open it. */
+	}
+}
+
 /*
  * Create the shared-memory arena: a fresh, exclusive name, sized and mapped.
  * The name stays linked until the daemon has mapped it (after Hello).
@@ -173,6 +207,7 @@ static tileops_status arena_create(struct tileops_client *c, char *name, size_t 
 	}
 	if (fd < 0)
 		return arena_fail("shm_open", name, EEXIST);
+	arena_share(c, fd);
 	if (ftruncate(fd, (off_t)c->arena_bytes) != 0) {
 		int err = errno;
 

@@ -124,9 +124,11 @@ static tileops_status plan_join_tenant_locked(executor *ex, session *s, const ch
 		return TILEOPS_ERR_PERMISSION;
 	}
 	if (!s->internal && ((tc->uid >= 0 && s->uid != tc->uid && s->uid != 0) ||
-	                     (tc->gid >= 0 && s->gid != tc->gid && s->uid != 0))) {
-		snprintf(err, errlen, "uid %lld may not join tenant '%s'", (long long)s->uid,
-		         tc->name);
+	                     (tc->gid >= 0 && !session_in_group(s, tc->gid) && s->uid != 0))) {
+		snprintf(err, errlen,
+		         "uid %lld may not join tenant '%s' (it admits uid %lld and gid %lld, -1 "
+		         "meaning any; root always)",
+		         (long long)s->uid, tc->name, (long long)tc->uid, (long long)tc->gid);
 		return TILEOPS_ERR_PERMISSION;
 	}
 	tenant *t = tenant_find(ex, name);

@@ -107,3 +107,15 @@ tensor *session_tensor_remove(session *s, uint64_t handle)
 	}
 	return NULL;
 }
+
+int session_in_group(const session *s, int64_t gid)
+{
+	if (gid < 0)
+		return 0;
+	if (s->gid == gid)
+		return 1;
+	for (int i = 0; i < s->n_groups; i++)
+		if (s->groups[i] == gid)
+			return 1;
+	return 0;
+}

@@ -28,6 +28,8 @@ typedef struct tensor {
 	struct tensor *next; /* hash chain */
 } tensor;
 
+#define SESSION_MAX_GROUPS 64
+
 typedef struct session {
 	/* Fixed once the Hello has been checked. */
 	uint64_t id;
@@ -35,6 +37,8 @@ typedef struct session {
 	int64_t pid;
 	int64_t uid;
 	int64_t gid;
+	int n_groups; /* its supplementary groups (admission.h) */
+	int64_t groups[SESSION_MAX_GROUPS];
 	char name[64];
 
 	/* Loop thread: request order. Requests run in seq order; later ones
@@ -77,6 +81,9 @@ session *session_new(uint64_t id, uint32_t pipe);
 void session_ref(session *s);
 /* Drop a reference; the last one frees the struct and its tensor records. */
 void session_unref(session *s);
+
+/* 1 when the session's process is in group gid (primary or supplementary). */
+int session_in_group(const session *s, int64_t gid);
 
 /* Executor thread: the tensor table. Counts are kept for the loop's stats. */
 tensor *session_tensor_find(const session *s, uint64_t handle);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admission.h"
 #include "clock.h"
 #include "decode.h"
 #include "handlers.h"
@@ -165,9 +166,13 @@ static void do_hello(server *srv, tp_worker *w, Tileops__Request *req, uint32_t 
 		          "the daemon already serves %d sessions (max_sessions)", srv->n_sessions);
 		return;
 	}
-	if (uid < 0) {
-		reply_status(srv, w, req->seq, TILEOPS_ERR_PERMISSION,
-		             "sessions need a local ipc:// connection (peer credentials unknown)");
+	peer who;
+	admission_peer(&who, uid, gid, pid);
+	if (!admission_allowed(&who, srv->uid,
+	                       __atomic_load_n(&srv->cfg.allow_gid, __ATOMIC_RELAXED), err,
+	                       sizeof(err))) {
+		log_warn("refused a session of pid %lld: %s", (long long)pid, err);
+		reply_fmt(srv, w, req->seq, TILEOPS_ERR_PERMISSION, "hello: %s", err);
 		return;
 	}
 	session *s = session_new(srv->next_session_id, pipe);
@@ -189,6 +194,8 @@ static void do_hello(server *srv, tp_worker *w, Tileops__Request *req, uint32_t 
 	s->uid = uid;
 	s->gid = gid;
 	s->pid = pid;
+	s->n_groups = who.n_groups < SESSION_MAX_GROUPS ? who.n_groups : SESSION_MAX_GROUPS;
+	memcpy(s->groups, who.groups, sizeof(int64_t) * (size_t)s->n_groups);
 	size_t k = 0;
 	for (const char *p = h->client_name; *p && k < sizeof(s->name) - 1; p++)
 		s->name[k++] = (*p >= 0x20 && *p < 0x7f) ? *p : '?';

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "admission.h"
 #include "clock.h"
 #include "handlers.h"
 #include "log.h"
@@ -74,16 +75,22 @@ static void on_job_done(void *ctx, job *j)
 	post_new(ctx, EV_JOB_DONE, NULL, NULL, 0, j);
 }
 
-/* nng thread: the daemon's own uid, root, and the allowed group may connect. */
-static int allow_peer(void *ctx, uint32_t pipe, uint64_t uid, uint64_t gid, uint64_t pid)
+/*
+ * nng thread, stats socket: admission (admission.h) decides at the
+ * connection, since the stats answer no Hello. The control socket admits
+ * everyone the socket file's mode lets in and decides at the Hello, so a
+ * refused client gets TILEOPS_ERR_PERMISSION with the rule.
+ */
+static int allow_stats_peer(void *ctx, uint32_t pipe, uint64_t uid, uint64_t gid, uint64_t pid)
 {
 	server *srv = ctx;
 	gid_t allow = __atomic_load_n(&srv->cfg.allow_gid, __ATOMIC_RELAXED);
-	if (uid == (uint64_t)srv->uid || uid == 0 || (allow != (gid_t)-1 && gid == allow))
+	peer p;
+	char why[256];
+	admission_peer(&p, (int64_t)uid, (int64_t)gid, (int64_t)pid);
+	if (admission_allowed(&p, srv->uid, allow, why, sizeof(why)))
 		return 1;
-	log_warn("refused a connection from uid %llu gid %llu pid %llu (not the daemon's uid, "
-	         "root or allow_group)",
-	         (unsigned long long)uid, (unsigned long long)gid, (unsigned long long)pid);
+	log_warn("stats: refused a connection from pid %lld: %s", (long long)p.pid, why);
 	return 0;
 }
 
@@ -228,7 +235,6 @@ static int open_control_socket(server *srv, char *err, size_t errlen)
 	transport_callbacks cb = {
 		.on_request = on_control_request,
 		.on_pipe_removed = on_pipe_removed,
-		.allow_peer = allow_peer,
 		.ctx = srv,
 	};
 	transport_options opt = {
@@ -250,7 +256,7 @@ static int open_stats_socket(server *srv, char *err, size_t errlen)
 		return -1;
 	transport_callbacks scb = {
 		.on_request = on_stats_request,
-		.allow_peer = allow_peer,
+		.allow_peer = allow_stats_peer,
 		.ctx = srv,
 	};
 	transport_options sopt = {
