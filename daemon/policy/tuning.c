@@ -587,7 +587,9 @@ int tuning_claim(tuning *t, const tk_kernel_entry *k, const tk_call *call, char 
 	    k->tuning->shape_class(call, cls, len) != 0)
 		return 0;
 	memset(&none, 0, sizeof(none));
-	if (set_entry(&e, k->tuning->family, cls, &none, 0.0) != 0)
+	/* Most calls find their class: a read lock, then the write lock only to claim. */
+	if (tuning_get(t, k->tuning->family, cls, NULL, NULL) ||
+	    set_entry(&e, k->tuning->family, cls, &none, 0.0) != 0)
 		return 0;
 	pthread_rwlock_wrlock(&t->lock);
 	if (find(&t->es, e.family, e.cls) < 0)
