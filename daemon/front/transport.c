@@ -368,7 +368,9 @@ static int close_socket_bounded(nng_socket sock, double seconds)
 	}
 	struct timespec until;
 	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += (time_t)seconds;
+	long long ns = (long long)until.tv_nsec + (long long)(seconds * 1e9);
+	until.tv_sec += (time_t)(ns / 1000000000LL);
+	until.tv_nsec = (long)(ns % 1000000000LL);
 	pthread_mutex_lock(&c.mu);
 	while (!c.done)
 		if (pthread_cond_timedwait(&c.cv, &c.mu, &until) == ETIMEDOUT)
@@ -382,9 +384,13 @@ static int close_socket_bounded(nng_socket sock, double seconds)
 	return done;
 }
 
-/* How long the connections get to go away, and nng_close to return. */
+/* How long the connections get to go away, and nng_close to return. Once
+ * one close has not returned, nng's reaper is stuck and no later one will:
+ * those get only a moment. */
 #define PIPES_GONE_SECONDS 1.0
 #define CLOSE_SECONDS 2.0
+#define CLOSE_WEDGED_SECONDS 0.1
+static atomic_int nng_wedged;
 
 void transport_close(transport *tp)
 {
@@ -410,11 +416,13 @@ void transport_close(transport *tp)
 	for (tp_chunk *c = tp->chunks; c; c = c->next)
 		for (int i = 0; i < c->n; i++)
 			nng_aio_stop(c->w[i].aio);
-	if (!close_socket_bounded(tp->sock, CLOSE_SECONDS)) {
+	double limit = atomic_load(&nng_wedged) ? CLOSE_WEDGED_SECONDS : CLOSE_SECONDS;
+	if (!close_socket_bounded(tp->sock, limit)) {
 		/* Its memory stays with the thread still in nng_close; the process
 		 * is about to exit. */
-		log_warn("%s: nng_close did not return within %.0f s; exiting without it",
-		         tp->opt.address, CLOSE_SECONDS);
+		atomic_store(&nng_wedged, 1);
+		log_warn("%s: nng_close did not return within %.1f s; exiting without it",
+		         tp->opt.address, limit);
 		if (tp->path[0])
 			unlink(tp->path);
 		return;
