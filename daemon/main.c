@@ -186,7 +186,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	server_run(&srv);
+	int code = srv.exit_code;
 	server_finish(&srv);
-	log_info("stopped");
-	return 0;
+	log_info("stopped%s", code ? " (the device failed)" : "");
+	return code;
 }

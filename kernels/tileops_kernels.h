@@ -173,9 +173,13 @@ static inline int tk_has_input(const tk_call *call, int i)
 typedef enum tk_status {
 	TK_OK = TILEOPS_CODE_OK,
 	TK_ERR_UNSUPPORTED =
-	        TILEOPS_CODE_ERR_UNSUPPORTED,         /* this kernel cannot serve these arguments */
-	TK_ERR_LAUNCH = TILEOPS_CODE_ERR_BACKEND,     /* the device refused the launch */
-	TK_ERR_NOMEM = TILEOPS_CODE_ERR_OUT_OF_MEMORY /* scratch memory could not be had */
+	        TILEOPS_CODE_ERR_UNSUPPORTED,     /* this kernel cannot serve these arguments */
+	TK_ERR_LAUNCH = TILEOPS_CODE_ERR_BACKEND, /* the device refused the launch */
+	TK_ERR_NOMEM = TILEOPS_CODE_ERR_OUT_OF_MEMORY, /* scratch memory could not be had */
+	/* The device's state is lost: nothing more can run on it (a CPU
+	 * reference standing for a device fault says so). Not a wire code:
+	 * backends report TILEOPS_ERR_BACKEND and mark the device lost. */
+	TK_ERR_FAULT = 1000
 } tk_status;
 
 /*

@@ -1,8 +1,8 @@
 /* backend.c - choosing a backend (see backend.h). */
 #include "backend.h"
 
+#include <stdarg.h>
 #include <stdio.h>
-
 #include <stdlib.h>
 
 /*
@@ -46,4 +46,28 @@ void backend_close(backend *be)
 {
 	if (be)
 		be->ops->destroy(be);
+}
+
+void backend_mark_lost(backend *be, const char *fmt, ...)
+{
+	int expected = 0;
+	/* 2 while the reason is written, 1 once it can be read. */
+	if (!__atomic_compare_exchange_n(&be->lost, &expected, 2, 0, __ATOMIC_ACQ_REL,
+	                                 __ATOMIC_RELAXED))
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(be->lost_why, sizeof(be->lost_why), fmt, ap);
+	va_end(ap);
+	__atomic_store_n(&be->lost, 1, __ATOMIC_RELEASE);
+}
+
+int backend_lost(backend *be, char *why, size_t len)
+{
+	int v = __atomic_load_n(&be->lost, __ATOMIC_ACQUIRE);
+	if (v == 0)
+		return 0;
+	if (why && len)
+		snprintf(why, len, "%s", v == 1 ? be->lost_why : "the device failed");
+	return 1;
 }

@@ -100,8 +100,20 @@ struct backend {
 	 * arena's mapping over for that), since those calls stall every
 	 * launching thread. */
 	int active_threads;
+	/* Set (atomically, once) when the device's state is lost: a sticky
+	 * CUDA error (an illegal address, a trap, an uncorrectable ECC error)
+	 * poisons the context, and every later call would fail the same way.
+	 * The executor then fails all work of the device and the daemon exits
+	 * so its service manager restarts it (docs/operations.md). */
+	int lost;
+	char lost_why[256];
 	void *impl;
 };
+
+/* Mark the device lost with a reason (the first reason wins). Any thread. */
+void backend_mark_lost(backend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* 1 when the device is lost; why (when not NULL) gets the reason. Any thread. */
+int backend_lost(backend *be, char *why, size_t len);
 
 /*
  * How a backend is opened. queues (CUDA): the hardware work queues to ask

@@ -138,6 +138,14 @@ static tileops_status cpu_launch(backend *be, void *stream, const tk_kernel_entr
 		snprintf(err, errlen, "%s: the CPU kernel does not support these arguments", k->op);
 		return TILEOPS_ERR_UNSUPPORTED;
 	}
+	if (st == TK_ERR_FAULT) {
+		backend_mark_lost(be,
+		                  "%s: the device faulted (the CPU backend's stand-in for a "
+		                  "sticky device error)",
+		                  k->op);
+		snprintf(err, errlen, "%s: the device faulted; tileopsd is restarting", k->op);
+		return TILEOPS_ERR_BACKEND;
+	}
 	if (st != TK_OK) {
 		snprintf(err, errlen, "%s: the CPU kernel failed (status %d)", k->op, (int)st);
 		return TILEOPS_ERR_BACKEND;

@@ -123,9 +123,41 @@ typedef struct cuda_thread {
 
 static _Thread_local cuda_thread *cuda_tls;
 
+/* The one CUDA backend of the process (its device's sticky state is the
+ * process's). */
+static backend *cuda_be;
+
+/*
+ * Errors that leave the context unusable: the CUDA runtime documents each
+ * as "the process must be terminated and relaunched".
+ */
+static int cuda_sticky(cudaError_t e)
+{
+	switch (e) {
+	case cudaErrorECCUncorrectable:
+	case cudaErrorNvlinkUncorrectable:
+	case cudaErrorIllegalAddress:
+	case cudaErrorLaunchTimeout:
+	case cudaErrorAssert:
+	case cudaErrorHardwareStackError:
+	case cudaErrorIllegalInstruction:
+	case cudaErrorMisalignedAddress:
+	case cudaErrorInvalidAddressSpace:
+	case cudaErrorInvalidPc:
+	case cudaErrorLaunchFailure:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 static tileops_status cuda_fail(cudaError_t e, const char *what, char *err, size_t errlen)
 {
-	snprintf(err, errlen, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+	if (cuda_sticky(e) && cuda_be)
+		backend_mark_lost(cuda_be, "%s: %s (%s)", what, cudaGetErrorString(e),
+		                  cudaGetErrorName(e));
+	snprintf(err, errlen, "%s: %s (%s)%s", what, cudaGetErrorString(e), cudaGetErrorName(e),
+	         cuda_sticky(e) ? "; the device's state is lost and tileopsd is restarting" : "");
 	if (e == cudaErrorMemoryAllocation)
 		return TILEOPS_ERR_OUT_OF_MEMORY;
 	return TILEOPS_ERR_BACKEND;
@@ -371,6 +403,7 @@ static void pool_give(cuda_pool *p, cuda_stream *st)
 static void cuda_destroy(backend *be)
 {
 	cuda_impl *im = be->impl;
+	cuda_be = NULL;
 	cudaSetDevice(im->device);
 	if (im->reaper_running) {
 		pthread_mutex_lock(&im->defer_mu);
@@ -633,9 +666,14 @@ static tileops_status cuda_launch(backend *be, void *stream, const tk_kernel_ent
 		tk_status cst = k->cuda(call, s);
 		if (cst == TK_OK)
 			return TILEOPS_OK;
-		snprintf(err, errlen, "%s: kernel launch failed: %s", k->op,
-		         cudaGetErrorString(cudaGetLastError()));
-		return cst == TK_ERR_UNSUPPORTED ? TILEOPS_ERR_UNSUPPORTED : TILEOPS_ERR_BACKEND;
+		if (cst == TK_ERR_UNSUPPORTED) {
+			snprintf(err, errlen,
+			         "%s: the CUDA kernel does not support these arguments", k->op);
+			return TILEOPS_ERR_UNSUPPORTED;
+		}
+		char what[96];
+		snprintf(what, sizeof(what), "%s: kernel launch failed", k->op);
+		return cuda_fail(cudaGetLastError(), what, err, errlen);
 	}
 	if (im->tail - im->head == CUDA_TIMING_RING) {
 		/* Ring full: wait for the oldest op, then collect. */
@@ -653,9 +691,9 @@ static tileops_status cuda_launch(backend *be, void *stream, const tk_kernel_ent
 		return TILEOPS_ERR_UNSUPPORTED;
 	}
 	if (st != TK_OK) {
-		cudaError_t e = cudaGetLastError();
-		snprintf(err, errlen, "%s: kernel launch failed: %s", k->op, cudaGetErrorString(e));
-		return TILEOPS_ERR_BACKEND;
+		char what[96];
+		snprintf(what, sizeof(what), "%s: kernel launch failed", k->op);
+		return cuda_fail(cudaGetLastError(), what, err, errlen);
 	}
 	cudaEventRecord(t->stop, s);
 	im->tail++;
@@ -978,5 +1016,6 @@ backend *backend_cuda_open(const backend_options *opt, char *err, size_t errlen)
 	snprintf(be->device, sizeof(be->device), "%.64s (sm_%d%d, %d SMs, %.0f GiB, device %d)",
 	         prop.name, prop.major, prop.minor, prop.multiProcessorCount,
 	         (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), device);
+	cuda_be = be;
 	return be;
 }

@@ -339,6 +339,9 @@ static int worker_pass(worker *w, int *stopping)
 		w->next_fence_us = now + FENCE_EVERY_US;
 	}
 	pthread_rwlock_unlock(&ex->mf_lock);
+	if (backend_lost(ex->be, NULL, 0) &&
+	    !__atomic_exchange_n(&ex->lost_reported, 1, __ATOMIC_ACQ_REL) && ex->cfg.device_lost)
+		ex->cfg.device_lost(ex->cfg.ctx);
 	/* One wake-up per client per pass, for all the completions it got. */
 	for (session *s = w->rings; s; s = s->ring_next)
 		ring_wake(&s->ring, &s->arena);

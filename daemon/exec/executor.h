@@ -78,6 +78,9 @@ typedef struct executor_config {
 	int n_tenants;
 	struct tuning *tuning; /* the tunable kernels' choices (daemon/policy); NULL: built-in */
 	executor_done_fn done;
+	/* Called once, from an executor thread, when the backend marks the
+	 * device lost (backend_lost); may be NULL. */
+	void (*device_lost)(void *ctx);
 	void *ctx;
 } executor_config;
 

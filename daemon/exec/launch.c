@@ -103,6 +103,12 @@ tileops_status launch_prepared(executor *ex, session *s, const prepared_op *p, t
 	              (ex->cfg.stats_sample > 0 && n % (uint64_t)ex->cfg.stats_sample == 0);
 	/* The launch call is timed for the stats in one op of LAUNCH_SAMPLE
 	 * (a clock read costs tens of nanoseconds). */
+	char why[256];
+	if (st == TILEOPS_OK && backend_lost(ex->be, why, sizeof(why))) {
+		snprintf(err, errlen, "%s: the device failed (%s); tileopsd is restarting",
+		         p->kernel ? p->kernel->op : "op", why);
+		st = TILEOPS_ERR_BACKEND;
+	}
 	if (st == TILEOPS_OK) {
 		int clocked = exec_worker && n % LAUNCH_SAMPLE == 0;
 		double t0 = clocked ? clock_now_us() : 0.0;

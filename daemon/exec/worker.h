@@ -107,6 +107,7 @@ struct executor {
 	uint64_t mf_gen; /* bumped with each swap (prepared ops name the one they used) */
 
 	uint64_t next_handle; /* atomic */
+	int lost_reported;    /* atomic: device_lost was called */
 
 	/* The graph cache: tenants, their plans' graphs and the shared plans.
 	 * Every plan.c entry point holds cache_mu; the loop reads the tenants

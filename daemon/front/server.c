@@ -75,6 +75,30 @@ static void on_job_done(void *ctx, job *j)
 	post_new(ctx, EV_JOB_DONE, NULL, NULL, 0, j);
 }
 
+static void on_device_lost(void *ctx)
+{
+	post_new(ctx, EV_DEVICE_LOST, NULL, NULL, 0, NULL);
+}
+
+static void begin_stop(server *srv, const char *why);
+
+/*
+ * Nothing will run on the device again: stop taking work (ready turns
+ * false at once), answer what is in flight (it fails with the device's
+ * error), and exit non-zero so the service manager starts a fresh daemon.
+ */
+static void device_lost(server *srv)
+{
+	char why[256];
+	backend_lost(srv->be, why, sizeof(why));
+	log_error("the device failed: %s; stopping, exit status %d so the service manager "
+	          "restarts tileopsd",
+	          why, TILEOPSD_EXIT_DEVICE_LOST);
+	srv->ready = 0;
+	srv->exit_code = TILEOPSD_EXIT_DEVICE_LOST;
+	begin_stop(srv, "device failure");
+}
+
 /*
  * nng thread, stats socket: admission (admission.h) decides at the
  * connection, since the stats answer no Hello. The control socket admits
@@ -122,6 +146,9 @@ static void drain_inbox(server *srv)
 		case EV_JOB_DONE:
 			srv->jobs_in_flight--;
 			handle_job_done(srv, ev->job);
+			break;
+		case EV_DEVICE_LOST:
+			device_lost(srv);
 			break;
 		}
 		free(ev);
@@ -410,6 +437,7 @@ int server_start(server *srv, char *err, size_t errlen)
 		.n_tenants = srv->cfg.n_tenants,
 		.tuning = server_tuning,
 		.done = on_job_done,
+		.device_lost = on_device_lost,
 		.ctx = srv,
 	};
 	srv->ex = executor_start(&ec, err, errlen);

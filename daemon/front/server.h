@@ -21,10 +21,11 @@
 #include "transport.h"
 
 typedef enum event_kind {
-	EV_REQUEST,   /* a control request (w, msg) */
-	EV_STATS,     /* a stats request (w) */
-	EV_PIPE_GONE, /* a control connection closed (pipe) */
-	EV_JOB_DONE   /* the executor finished a job */
+	EV_REQUEST,    /* a control request (w, msg) */
+	EV_STATS,      /* a stats request (w) */
+	EV_PIPE_GONE,  /* a control connection closed (pipe) */
+	EV_JOB_DONE,   /* the executor finished a job */
+	EV_DEVICE_LOST /* the backend's device state is lost */
 } event_kind;
 
 typedef struct event {
@@ -69,6 +70,10 @@ typedef struct server {
 	int exit_code;
 	uid_t uid;
 } server;
+
+/* The exit status after the device was lost (sysexits' EX_TEMPFAIL): not 0,
+ * so systemd's Restart=on-failure and a Kubernetes restart policy restart it. */
+#define TILEOPSD_EXIT_DEVICE_LOST 75
 
 /* Set up everything from srv->cfg (already filled). Returns 0 or -1 + message. */
 int server_start(server *srv, char *err, size_t errlen);

@@ -113,6 +113,32 @@ void daemon2_use(const daemon2 *d)
 	setenv("TILEOPS_STATS_ADDRESS", d->stats, 1);
 }
 
+int daemon2_wait(daemon2 *d, int timeout_ms)
+{
+	int64_t deadline = th_now_ms() + timeout_ms;
+	int status = 0;
+	while (waitpid(d->pid, &status, WNOHANG) != d->pid) {
+		if (th_now_ms() > deadline)
+			return -1;
+		th_sleep_ms(10);
+	}
+	d->pid = 0;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int daemon2_log_has(const daemon2 *d, const char *needle)
+{
+	char path[96], line[1024];
+	snprintf(path, sizeof(path), "%s/log", d->dir);
+	FILE *f = fopen(path, "r");
+	int found = 0;
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = strstr(line, needle) != NULL;
+	if (f)
+		fclose(f);
+	return found;
+}
+
 void daemon2_kill(daemon2 *d)
 {
 	if (d->pid > 0) {

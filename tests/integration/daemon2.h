@@ -23,6 +23,11 @@ void daemon2_start(daemon2 *d, const char *config);
 void daemon2_use(const daemon2 *d);
 /* SIGTERM; asserts a clean exit 0. */
 void daemon2_stop(daemon2 *d);
+/* Wait up to timeout_ms for it to exit by itself; its exit status, or -1
+ * when it still runs (it is then left running). */
+int daemon2_wait(daemon2 *d, int timeout_ms);
+/* Whether its log contains `needle`. */
+int daemon2_log_has(const daemon2 *d, const char *needle);
 /* SIGKILL and clean up. */
 void daemon2_kill(daemon2 *d);
 /* Kill the one still running, if a test failed before stopping it. */

@@ -1,8 +1,10 @@
 /*
- * test_diagnostic.c - the CPU reference of the diagnostic op spin: it
+ * test_diagnostic.c - the CPU references of the diagnostic ops. spin
  * waits at least `ns` nanoseconds, then out[b % n] = x[b % n] + 1 for every
  * block b < `blocks`; elements no block writes keep what they held; it
  * refuses anything but f32 vectors of x's length and params out of range.
+ * fault stands for a lost device (sticky) or a refused launch, and never
+ * writes out.
  */
 #include <criterion/criterion.h>
 #include <time.h>
@@ -84,4 +86,28 @@ Test(spin, refuses_other_dtypes_lengths_and_params_out_of_range)
 	c.out[0] = tt_tensor(TK_F16, 1, &c.in[0].shape[0], 0);
 	cr_expect_eq(ref_entry("spin")->cpu(&c), TK_ERR_UNSUPPORTED, "an f16 out");
 	ref_free_call(&c);
+}
+
+static tk_call fault_call(int sticky)
+{
+	int64_t n = 2;
+	tk_call c = { .n_in = 1, .n_out = 1, .n_params = 1 };
+
+	c.in[0] = tt_tensor(TK_F32, 1, &n, 0);
+	c.out[0] = tt_tensor(TK_F32, 1, &n, 0);
+	((float *)c.out[0].data)[0] = ((float *)c.out[0].data)[1] = -7.0f;
+	c.params[0] = (tk_param){ .kind = TK_PARAM_BOOL, .v.b = sticky };
+	return c;
+}
+
+Test(fault, sticky_stands_for_a_lost_device_and_otherwise_for_a_refused_launch)
+{
+	tk_call lost = fault_call(1), refused = fault_call(0);
+
+	cr_assert_eq(ref_entry("fault")->cpu(&lost), TK_ERR_FAULT);
+	cr_assert_eq(ref_entry("fault")->cpu(&refused), TK_ERR_LAUNCH);
+	cr_assert_eq(((float *)lost.out[0].data)[0], -7.0f, "fault wrote its output");
+	cr_assert_eq(((float *)refused.out[0].data)[1], -7.0f, "fault wrote its output");
+	ref_free_call(&lost);
+	ref_free_call(&refused);
 }

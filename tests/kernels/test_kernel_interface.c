@@ -170,7 +170,7 @@ Test(table, lists_every_op_with_its_arity_and_params_in_order)
 	size_t n = 0;
 
 	tk_kernels(&n);
-	cr_expect_eq(n, 55);
+	cr_expect_eq(n, 56);
 	expect_entry("add", 2, 1, none);
 	expect_entry("pow", 2, 1, none);
 	expect_entry("exp", 1, 1, none);
