@@ -111,3 +111,18 @@ Test(fault, sticky_stands_for_a_lost_device_and_otherwise_for_a_refused_launch)
 	ref_free_call(&lost);
 	ref_free_call(&refused);
 }
+
+Test(fault, fails_as_a_lost_device_when_sticky_and_a_refused_launch_when_not)
+{
+	tk_call c = spin_call(4, 0, 4);
+	const float *out = c.out[0].data;
+
+	c.n_params = 1;
+	c.params[0] = tt_param_bool(1);
+	cr_expect_eq(ref_entry("fault")->cpu(&c), TK_ERR_FAULT);
+	c.params[0] = tt_param_bool(0);
+	cr_expect_eq(ref_entry("fault")->cpu(&c), TK_ERR_LAUNCH);
+	for (int i = 0; i < 4; i++)
+		cr_expect_eq(out[i], -7.0f, "out[%d] was written", i);
+	ref_free_call(&c);
+}

@@ -1,8 +1,10 @@
 /*
- * test_gemm_basics.c - gemm's CPU reference against double arithmetic on
- * small and odd sizes (both b layouts, alpha, a bias, padded rows), its
- * refusal of inner dims that do not agree, and an empty a. The rest of the
- * gemm family's reference tests are in test_cpu_gemm.c.
+ * test_gemm.c - the gemm family's CPU references against double
+ * arithmetic: gemm on small and odd sizes (both b layouts, alpha, a bias,
+ * padded rows), its refusal of inner dims that do not agree and an empty
+ * a; bmm with either b layout, each batch its own product. The rest of the
+ * family's reference tests (residuals, batch strides) are in
+ * test_cpu_gemm.c.
  */
 #include <criterion/criterion.h>
 
@@ -92,4 +94,41 @@ Test(gemm, accepts_an_empty_a)
 	c.out[0] = tt_tensor(TK_F32, 2, s0x8, 0);
 	cr_expect_eq(ref_entry("gemm")->cpu(&c), TK_OK, "gemm on [0, 8]");
 	ref_free_call(&c);
+}
+
+Test(bmm, each_batch_is_its_own_product_in_either_b_layout)
+{
+	const int64_t B = 3, M = 5, N = 7, K = 9;
+
+	for (int tb = 0; tb <= 1; tb++) {
+		int64_t sa[3] = { B, M, K }, sb[3] = { B, tb ? N : K, tb ? K : N },
+		        sc[3] = { B, M, N };
+		uint64_t rng = ref_seed("bmm") + (uint64_t)tb;
+		tk_call c = { .n_in = 2, .n_out = 1, .n_params = 2 };
+
+		c.params[0] = tt_param_float(0.5);
+		c.params[1] = tt_param_bool(tb);
+		c.in[0] = tt_tensor(TK_F32, 3, sa, 0);
+		c.in[1] = tt_tensor(TK_F32, 3, sb, 0);
+		c.out[0] = tt_tensor(TK_F32, 3, sc, 0);
+		tt_fill(&c.in[0], &rng, -1.0, 1.0);
+		tt_fill(&c.in[1], &rng, -1.0, 1.0);
+		ref_run("bmm", &c);
+		double *want = ref_want(&c.out[0]);
+		for (int64_t z = 0; z < B; z++)
+			for (int64_t i = 0; i < M; i++)
+				for (int64_t j = 0; j < N; j++) {
+					double acc = 0.0;
+					for (int64_t p = 0; p < K; p++) {
+						int64_t bi = tb ? (z * N + j) * K + p
+						                : (z * K + p) * N + j;
+						acc += tt_get(&c.in[0], (z * M + i) * K + p) *
+						       tt_get(&c.in[1], bi);
+					}
+					want[(z * M + i) * N + j] = 0.5 * acc;
+				}
+		cr_expect_leq(tt_rel_err(&c.out[0], want), ref_tol(TK_F32), "trans_b %d", tb);
+		free(want);
+		ref_free_call(&c);
+	}
 }
