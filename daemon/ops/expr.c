@@ -37,6 +37,8 @@ typedef struct parser {
 	size_t errlen;
 } parser;
 
+static int fail(parser *p, size_t pos, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 static int fail(parser *p, size_t pos, const char *fmt, ...)
 {
 	va_list ap;

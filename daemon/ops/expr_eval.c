@@ -23,6 +23,8 @@ typedef struct evalctx {
 
 static int ev(evalctx *c, int n, expr_value *out);
 
+static int efail(evalctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 static int efail(evalctx *c, const char *fmt, ...)
 {
 	va_list ap;
@@ -125,9 +127,15 @@ static int int_arith(evalctx *c, int op, int64_t a, int64_t b, int64_t *r)
 			return efail(c, "division by zero");
 		if (a == INT64_MIN && b == -1)
 			return efail(c, "integer overflow");
-		*r = floor_div(a, b);
-		if (op == N_MOD)
-			*r = a - *r * b;
+		if (op == N_IDIV) {
+			*r = floor_div(a, b);
+		} else {
+			/* Floored modulo (the sign of b), without a product that can
+			 * overflow (2 % INT64_MIN). */
+			*r = a % b;
+			if (*r != 0 && (*r < 0) != (b < 0))
+				*r += b;
+		}
 		break;
 	default:
 		return efail(c, "bad integer operator");

@@ -246,10 +246,12 @@ int ld_expr(ld *L, const yaml_node_t *n, const char *key, const expr_scope *scop
 
 /* ---- files -------------------------------------------------------------------- */
 
-static int load_file(manifest *m, const char *path, char *err, size_t errlen)
+static int check_all(manifest *m, char *err, size_t errlen);
+
+/* Load one document from a parser whose input is set; `path` names it. */
+static int load_parser(manifest *m, const char *path, yaml_parser_t *parser, char *err,
+                       size_t errlen)
 {
-	yaml_parser_t parser;
-	FILE *f = fopen(path, "rb");
 	ld L;
 	int rc;
 
@@ -258,23 +260,13 @@ static int load_file(manifest *m, const char *path, char *err, size_t errlen)
 	L.err = err;
 	L.errlen = errlen;
 	L.m = m;
-	if (!f) {
-		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-		return -1;
-	}
-	yaml_parser_initialize(&parser);
-	yaml_parser_set_input_file(&parser, f);
-	if (!yaml_parser_load(&parser, &L.doc)) {
+	if (!yaml_parser_load(parser, &L.doc)) {
 		snprintf(err, errlen, "%s:%zu:%zu: bad YAML: %s%s%s", path,
-		         parser.problem_mark.line + 1, parser.problem_mark.column + 1,
-		         parser.problem ? parser.problem : "syntax error",
-		         parser.context ? " " : "", parser.context ? parser.context : "");
-		yaml_parser_delete(&parser);
-		fclose(f);
+		         parser->problem_mark.line + 1, parser->problem_mark.column + 1,
+		         parser->problem ? parser->problem : "syntax error",
+		         parser->context ? " " : "", parser->context ? parser->context : "");
 		return -1;
 	}
-	yaml_parser_delete(&parser);
-	fclose(f);
 	yaml_node_t *root = yaml_document_get_root_node(&L.doc);
 	if (!root) {
 		snprintf(err, errlen, "%s:1:1: the file is empty", path);
@@ -284,6 +276,53 @@ static int load_file(manifest *m, const char *path, char *err, size_t errlen)
 	}
 	yaml_document_delete(&L.doc);
 	return rc;
+}
+
+static int load_file(manifest *m, const char *path, char *err, size_t errlen)
+{
+	yaml_parser_t parser;
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		return -1;
+	}
+	yaml_parser_initialize(&parser);
+	yaml_parser_set_input_file(&parser, f);
+	int rc = load_parser(m, path, &parser, err, errlen);
+	yaml_parser_delete(&parser);
+	fclose(f);
+	return rc;
+}
+
+int manifest_parse_text(const char *name, const char *text, size_t len, manifest **out, char *err,
+                        size_t errlen)
+{
+	char scratch[8];
+	if (!err || !errlen) {
+		err = scratch;
+		errlen = sizeof(scratch);
+	}
+	*out = NULL;
+	manifest *m = calloc(1, sizeof(*m));
+	if (!m || !(m->files = calloc(1, sizeof(char *))) || !(m->files[0] = strdup(name))) {
+		manifest_free(m);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	m->n_files = 1;
+	yaml_parser_t parser;
+	yaml_parser_initialize(&parser);
+	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+	int rc = load_parser(m, m->files[0], &parser, err, errlen);
+	yaml_parser_delete(&parser);
+	if (rc == 0)
+		rc = check_all(m, err, errlen);
+	if (rc != 0) {
+		manifest_free(m);
+		return -1;
+	}
+	*out = m;
+	return 0;
 }
 
 static int cmp_str(const void *a, const void *b)

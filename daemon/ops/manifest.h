@@ -157,6 +157,11 @@ int manifest_load(const char *path, manifest **out, char *err, size_t errlen);
 /* As manifest_load, without checking against the kernel table. */
 int manifest_parse(const char *path, manifest **out, char *err, size_t errlen);
 
+/* As manifest_parse, of one file's text held in memory (len bytes, no NUL
+ * needed); `name` stands for the file in messages. */
+int manifest_parse_text(const char *name, const char *text, size_t len, manifest **out, char *err,
+                        size_t errlen);
+
 void manifest_free(manifest *m);
 
 /* The op called `name`, or NULL. O(log n). */

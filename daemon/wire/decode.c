@@ -71,8 +71,11 @@ tileops_status wire_decode_op(const Tileops__OpRun *m, op_desc *o, char *err, si
 	o->n_in = (int)m->n_inputs;
 	o->n_out = (int)m->n_outputs;
 	o->n_params = (int)m->n_params;
-	memcpy(o->in, m->inputs, sizeof(uint64_t) * m->n_inputs);
-	memcpy(o->out, m->outputs, sizeof(uint64_t) * m->n_outputs);
+	/* Empty repeated fields may come as NULL pointers. */
+	if (m->n_inputs)
+		memcpy(o->in, m->inputs, sizeof(uint64_t) * m->n_inputs);
+	if (m->n_outputs)
+		memcpy(o->out, m->outputs, sizeof(uint64_t) * m->n_outputs);
 	for (size_t i = 0; i < m->n_params; i++) {
 		const Tileops__Param *p = m->params[i];
 		if (copy_name(o->param_names[i], PARAM_NAME_BYTES, p->name) != 0)
@@ -133,9 +136,11 @@ static tileops_status decode_plan(const Tileops__PlanCreate *m, plan_def **out, 
 		}
 	}
 	d->n_buckets = (int)m->n_buckets;
-	memcpy(d->buckets, m->buckets, sizeof(int64_t) * m->n_buckets);
+	if (m->n_buckets)
+		memcpy(d->buckets, m->buckets, sizeof(int64_t) * m->n_buckets);
 	d->n_bucketed = (int)m->n_bucketed;
-	memcpy(d->bucketed, m->bucketed, sizeof(uint64_t) * m->n_bucketed);
+	if (m->n_bucketed)
+		memcpy(d->bucketed, m->bucketed, sizeof(uint64_t) * m->n_bucketed);
 	*out = d;
 	return TILEOPS_OK;
 }
@@ -230,6 +235,7 @@ tileops_status wire_decode(const Tileops__Request *m, request *r, char *err, siz
 
 tileops_status wire_decode_sqe_request(const tileops_sqe *e, request *r, char *err, size_t errlen)
 {
+	memset(r, 0, sizeof(*r)); /* request_clear is safe after any failure */
 	Tileops__Request *m = tileops__request__unpack(NULL, e->length, e->payload);
 	if (!m)
 		return bad(err, errlen, TILEOPS_ERR_PROTOCOL,
