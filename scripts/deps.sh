@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# deps.sh - install the Debian/Ubuntu packages that building and testing
-# TileOPs need, if any is missing. Needs root (or sudo) only when it installs.
+# deps.sh [test] - install the Debian/Ubuntu packages that building TileOPs
+# needs (and, with `test`, those only the tests use: clang-format for the
+# format check, clang and its runtime for the fuzz harnesses, git), if any
+# is missing. Needs root (or sudo) only when it installs.
 # CUDA is not installed here: the build uses nvcc when /usr/local/cuda/bin
 # has it and builds the CPU backend alone otherwise.
 set -euo pipefail
@@ -10,8 +12,11 @@ packages=(
 	libnng-dev libmbedtls-dev libuv1-dev libyaml-dev
 	libprotobuf-c-dev protobuf-c-compiler
 	libcriterion-dev
-	procps util-linux clang-format git
+	procps util-linux
 )
+if [ "${1:-}" = test ]; then
+	packages+=(clang-format clang libclang-rt-14-dev git passwd)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # test.sh - install what is missing, build, and run every test that needs
 # no GPU (labels smoke and full) twice: in the normal build and in a build
-# with AddressSanitizer and UndefinedBehaviorSanitizer (CPU backend only).
-# The GPU tests run on a GPU machine with `ctest -L gpu` (see README.md).
+# with AddressSanitizer and UndefinedBehaviorSanitizer (CPU backend only);
+# then build the fuzz harnesses with clang and fuzz each for a minute
+# (label fuzz). The GPU tests run on a GPU machine with `ctest -L gpu`
+# (see README.md).
 #
 # Environment: TILEOPS_BUILD (default build), TILEOPS_SAN_BUILD (default
-# build-san) name the build folders; TILEOPS_SKIP_SANITIZE=1 skips the
-# second build.
+# build-san), TILEOPS_FUZZ_BUILD (default build-fuzz) name the build
+# folders; TILEOPS_SKIP_SANITIZE=1 and TILEOPS_SKIP_FUZZ=1 skip those builds;
+# TILEOPS_FUZZ_SECONDS (default 60) is how long each harness runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build=${TILEOPS_BUILD:-build}
 san_build=${TILEOPS_SAN_BUILD:-build-san}
+fuzz_build=${TILEOPS_FUZZ_BUILD:-build-fuzz}
 
-./scripts/deps.sh
+./scripts/deps.sh test
 
 echo "== build ($build)"
 ./scripts/build.sh "$build"
@@ -25,5 +29,14 @@ if [ "${TILEOPS_SKIP_SANITIZE:-0}" != 1 ]; then
 	./scripts/build.sh "$san_build" -DTILEOPS_SANITIZE=ON -DTILEOPS_CUDA=OFF
 	echo "== tests ($san_build)"
 	(cd "$san_build" && ctest -LE gpu --output-on-failure)
+fi
+
+if [ "${TILEOPS_SKIP_FUZZ:-0}" != 1 ]; then
+	echo "== fuzz build ($fuzz_build)"
+	CC=clang TILEOPS_TARGETS="fuzz_seeds fuzz_control fuzz_ring fuzz_manifest fuzz_expr" \
+		./scripts/build.sh "$fuzz_build" -DTILEOPS_FUZZ=ON -DTILEOPS_CUDA=OFF \
+		-DTILEOPS_FUZZ_SECONDS="${TILEOPS_FUZZ_SECONDS:-60}"
+	echo "== fuzz ($fuzz_build)"
+	(cd "$fuzz_build" && ctest -L fuzz --output-on-failure)
 fi
 echo "== all tests passed"
