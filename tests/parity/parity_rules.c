@@ -1,0 +1,617 @@
+/*
+ * parity_rules.c - what the parity harness must know of an op beyond its
+ * manifest entry: the domain its float inputs are drawn from, generators
+ * for inputs with structure (positions, slots, lengths, block tables,
+ * sequence offsets, a given scale), scale rules for workloads the generic
+ * halving cannot bring within the CPU budget, and tolerances.
+ *
+ * An op with no row here gets inputs in [-3, 3], the generic scaling and
+ * the tolerance of its output dtype. The smoke self-check fails for an op
+ * whose integer input no generator writes, or whose workload no rule can
+ * scale, naming this file.
+ *
+ * Tolerances (norm-wise relative error ||gpu - cpu|| / ||cpu|| over the
+ * logical elements; NaN and infinities must match exactly):
+ *   f32 1e-5: the kernels compute in f32 as the references do, in another
+ *     order (tree reductions, fused multiply-adds, exp and log of the
+ *     CUDA math library within 2 ulp): a few ulp of 2^-24 spread over a
+ *     tensor stays below 1e-6, a row sum of thousands of terms near 1e-5.
+ *   f16 1e-3: one rounding of an f32 result to f16 (half an ulp, 2^-11)
+ *     that the two sides place on either side of a tie, or an
+ *     intermediate the kernel keeps in f32 and the reference rounds,
+ *     costs at most an ulp (2^-10 ~ 9.8e-4) on the elements concerned.
+ *   bf16 1.6e-2: the same with bf16's 8-bit mantissa: two ulp of 2^-7.
+ *   fp8 e4m3, i32, i64, u8: exact. Indices are exact by definition; fp8
+ *     codes are round-to-nearest-even of x times one f32 reciprocal that
+ *     both sides form the same way (kernels/quantization/quant_fp8.c), so
+ *     a different code is a bug, and one e4m3 step (6 to 12 %) would make
+ *     any tolerance meaningless.
+ *   Exact also: amax and max pooling (a maximum is one of its inputs),
+ *     the fp8 scales (amax / 448 in f32 on both sides), kv_cache_append
+ *     (a copy) and spin (x + 1 in f32).
+ *   gemm and bmm: f32 1e-5, f16 2e-3, bf16 1e-2, times sqrt(K / 4096) past
+ *     K = 4096 (f32 accumulation error of a K-term dot product grows so;
+ *     the reference accumulates in double).
+ *   attention outputs: f16 5e-3, bf16 2e-2 (the softmax weights are
+ *     rounded to the dtype before the second product, as in
+ *     FlashAttention); lse (f32) within 2e-3 of the reference, element by
+ *     element.
+ */
+#include "parity/parity.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/tk_test_util.h"
+
+/* ---- budgets of the scale rules ------------------------------------------------------ */
+
+/* gemm: about 0.5 s of the reference's double loop; 16 MB of bf16 weights. */
+#define GEMM_FLOPS ((double)(1 << 28))
+#define GEMM_ELEMS ((int64_t)1 << 23)
+/* attention: the same for the double loops over keys and values. */
+#define ATTN_FLOPS ((double)(1 << 28))
+#define ATTN_ELEMS ((int64_t)1 << 23)
+
+static int over(const parity_case *c, double max_flops, int64_t max_elems, char *err, size_t errlen,
+                int *refused)
+{
+	double f = parity_flops(c, err, errlen);
+	int64_t e = f < 0.0 ? -1 : parity_max_elems(c, err, errlen);
+
+	*refused = f < 0.0 || e < 0;
+	return !*refused && (f > max_flops || e > max_elems);
+}
+
+static int64_t half(int64_t v)
+{
+	return (v + 1) / 2;
+}
+
+/* ---- gemm family ---------------------------------------------------------------------- */
+
+static void gemm_set(parity_case *c, int64_t m, int64_t n, int64_t k, int tb)
+{
+	parity_set_dim(c, "a", 0, m);
+	parity_set_dim(c, "a", 1, k);
+	parity_set_dim(c, "b", 0, tb ? n : k);
+	parity_set_dim(c, "b", 1, tb ? k : n);
+	parity_set_dim(c, "bias", 0, n);
+	parity_set_dim(c, "residual", 0, m);
+	parity_set_dim(c, "residual", 1, n);
+}
+
+static int scale_gemm(parity_case *c, char *err, size_t errlen)
+{
+	int tb = parity_param_num(c, "trans_b") != 0.0, refused = 0;
+	int64_t m = parity_dim(c, "a", 0), k = parity_dim(c, "a", 1);
+	int64_t n = parity_dim(c, "b", tb ? 0 : 1);
+
+	if (m > 128)
+		m = 256;
+	gemm_set(c, m, n, k, tb);
+	while (over(c, GEMM_FLOPS, GEMM_ELEMS, err, errlen, &refused)) {
+		if (n > 256)
+			n = half(n);
+		else if (k > 1024)
+			k = half(k);
+		else if (m > 1)
+			m = half(m);
+		else if (n > 1)
+			n = half(n);
+		else
+			k = half(k);
+		gemm_set(c, m, n, k, tb);
+	}
+	snprintf(c->scaling, sizeof(c->scaling),
+	         "gemm: M above 128 set to 256 (still past the small-M kernels), then N "
+	         "halved down to 256, K down to 1024, then M, until 2MNK <= 2^28 and every "
+	         "tensor <= 2^23 elements");
+	return refused ? -1 : 0;
+}
+
+static void bmm_set(parity_case *c, int64_t b, int64_t m, int64_t n, int64_t k, int tb)
+{
+	parity_set_dim(c, "a", 0, b);
+	parity_set_dim(c, "a", 1, m);
+	parity_set_dim(c, "a", 2, k);
+	parity_set_dim(c, "b", 0, b);
+	parity_set_dim(c, "b", 1, tb ? n : k);
+	parity_set_dim(c, "b", 2, tb ? k : n);
+}
+
+static int scale_bmm(parity_case *c, char *err, size_t errlen)
+{
+	int tb = parity_param_num(c, "trans_b") != 0.0, refused = 0;
+	int64_t b = parity_dim(c, "a", 0), m = parity_dim(c, "a", 1), k = parity_dim(c, "a", 2);
+	int64_t n = parity_dim(c, "b", tb ? 1 : 2);
+
+	while (over(c, GEMM_FLOPS, GEMM_ELEMS, err, errlen, &refused)) {
+		if (b > 4)
+			b = half(b);
+		else if (m > 128)
+			m = half(m);
+		else if (n > 256)
+			n = half(n);
+		else if (k > 256)
+			k = half(k);
+		else if (b > 1)
+			b = half(b);
+		else
+			m = half(m);
+		bmm_set(c, b, m, n, k, tb);
+	}
+	snprintf(c->scaling, sizeof(c->scaling),
+	         "bmm: the batch halved down to 4, then M down to 128, N down to 256, K down "
+	         "to 256, until 2BMNK <= 2^28 and every tensor <= 2^23 elements");
+	return refused ? -1 : 0;
+}
+
+static parity_tol tol_gemm(const parity_run *r, int tensor)
+{
+	const tk_tensor *a = &r->t[0];
+	int64_t k = a->shape[a->ndim - 1];
+	tk_dtype dt = r->t[tensor].dtype;
+	double t = dt == TK_F32 ? 1e-5 : dt == TK_F16 ? 2e-3 : 1e-2;
+
+	return (parity_tol){ .rel = k > 4096 ? t * sqrt((double)k / 4096.0) : t };
+}
+
+/* ---- attention family ------------------------------------------------------------------ */
+
+/* Halve the kv heads (dim hd; the q heads with them: the GQA group stays) down to 2. */
+static int halve_heads(parity_case *c, const char *q, const char *k, const char *v, int hd)
+{
+	int64_t hq = parity_dim(c, q, hd), hk = parity_dim(c, k, hd);
+
+	if (hk <= 2 || hk % 2 || hq % 2)
+		return 0;
+	parity_set_dim(c, q, hd, hq / 2);
+	parity_set_dim(c, k, hd, hk / 2);
+	parity_set_dim(c, v, hd, hk / 2);
+	return 1;
+}
+
+static int scale_prefill(parity_case *c, char *err, size_t errlen)
+{
+	int refused = 0;
+
+	parity_set_dim(c, "q", 0, 1);
+	parity_set_dim(c, "k", 0, 1);
+	parity_set_dim(c, "v", 0, 1);
+	while (over(c, ATTN_FLOPS, ATTN_ELEMS, err, errlen, &refused)) {
+		if (halve_heads(c, "q", "k", "v", -2))
+			continue;
+		int64_t s = parity_dim(c, "q", 1), skv = parity_dim(c, "k", 1);
+		if (s <= 1 && skv <= 1)
+			break;
+		parity_set_dim(c, "q", 1, half(s));
+		parity_set_dim(c, "k", 1, half(skv));
+		parity_set_dim(c, "v", 1, half(skv));
+	}
+	snprintf(c->scaling, sizeof(c->scaling),
+	         "attention_prefill: batch 1, kv heads halved down to 2 with the q heads "
+	         "(the GQA group kept), then the query and key lengths halved together, to "
+	         "2^28 flops and 2^23 elements a tensor; head dims kept");
+	return refused ? -1 : 0;
+}
+
+static int scale_prefill_varlen(parity_case *c, char *err, size_t errlen)
+{
+	int refused = 0;
+
+	while (over(c, ATTN_FLOPS, ATTN_ELEMS, err, errlen, &refused)) {
+		if (halve_heads(c, "q", "k", "v", -2))
+			continue;
+		int64_t tq = parity_dim(c, "q", 0), tk = parity_dim(c, "k", 0);
+		int64_t mq = (int64_t)parity_param_num(c, "max_seqlen_q");
+		if (tq <= 1 && tk <= 1)
+			break;
+		parity_set_dim(c, "q", 0, half(tq));
+		parity_set_dim(c, "k", 0, half(tk));
+		parity_set_dim(c, "v", 0, half(tk));
+		if (mq > 0)
+			parity_param_int(c, "max_seqlen_q", half(mq));
+	}
+	snprintf(c->scaling, sizeof(c->scaling),
+	         "attention_prefill_varlen: the sequences kept, kv heads halved down to 2 "
+	         "with the q heads, then the packed lengths and max_seqlen_q halved together, "
+	         "to 2^28 flops and 2^23 elements a tensor");
+	return refused ? -1 : 0;
+}
+
+static void decode_set_batch(parity_case *c, int64_t b)
+{
+	parity_set_dim(c, "q", 0, b);
+	parity_set_dim(c, "seq_lens", 0, b);
+	if (parity_tensor_index(c, "block_tables") >= 0 && parity_dim(c, "block_tables", 0) > 0) {
+		parity_set_dim(c, "block_tables", 0, b);
+	} else {
+		parity_set_dim(c, "k_cache", 0, b);
+		parity_set_dim(c, "v_cache", 0, b);
+	}
+}
+
+static int scale_decode(parity_case *c, char *err, size_t errlen)
+{
+	int refused = 0;
+
+	if (parity_dim(c, "q", 0) > 4)
+		decode_set_batch(c, 4);
+	while (over(c, ATTN_FLOPS, ATTN_ELEMS, err, errlen, &refused)) {
+		int64_t l = parity_dim(c, "k_cache", 1), b = parity_dim(c, "q", 0);
+		if (l > 256) {
+			parity_set_dim(c, "k_cache", 1, half(l));
+			parity_set_dim(c, "v_cache", 1, half(l));
+		} else if (b > 1) {
+			decode_set_batch(c, half(b));
+		} else if (!halve_heads(c, "q", "k_cache", "v_cache", -2)) {
+			break;
+		}
+	}
+	snprintf(c->scaling, sizeof(c->scaling),
+	         "attention_decode: batch 4 at most, then the cache length halved down to "
+	         "256, to 2^28 flops and 2^23 elements a tensor; heads, head dim and new "
+	         "tokens kept");
+	return refused ? -1 : 0;
+}
+
+static int scale_decode_paged(parity_case *c, char *err, size_t errlen)
+{
+	int64_t b0 = parity_dim(c, "q", 0), mp0 = parity_dim(c, "block_tables", 1);
+	int64_t np0 = parity_dim(c, "k_cache", 0), b = b0 > 4 ? 4 : b0, mp = mp0;
+	int refused = 0;
+
+	for (;;) {
+		/* Pages in proportion to the table's slots, as the workload has them. */
+		int64_t np = (np0 * b * mp + b0 * mp0 - 1) / (b0 * mp0);
+		decode_set_batch(c, b);
+		parity_set_dim(c, "block_tables", 1, mp);
+		parity_set_dim(c, "k_cache", 0, np > 0 ? np : 1);
+		parity_set_dim(c, "v_cache", 0, np > 0 ? np : 1);
+		if (!over(c, ATTN_FLOPS, ATTN_ELEMS, err, errlen, &refused))
+			break;
+		if (mp > 1)
+			mp = half(mp);
+		else if (b > 1)
+			b = half(b);
+		else
+			break;
+	}
+	snprintf(c->scaling, sizeof(c->scaling),
+	         "attention_decode_paged: batch 4 at most, then the table's pages a "
+	         "sequence halved, the pool of pages shrunk in proportion, to 2^28 flops "
+	         "and 2^23 elements a tensor; page size, heads and head dim kept");
+	return refused ? -1 : 0;
+}
+
+static parity_tol tol_attention(const parity_run *r, int tensor)
+{
+	if (!strcmp(r->c->op->tensors[tensor].name, "lse"))
+		return (parity_tol){ .abs = 2e-3 };
+	return (parity_tol){ .rel = r->t[tensor].dtype == TK_F16 ? 5e-3 : 2e-2 };
+}
+
+/* ---- generators of structured inputs ---------------------------------------------------- */
+
+static int64_t rand_below(uint64_t *rng, int64_t n)
+{
+	return n > 0 ? (int64_t)(tt_rand_u64(rng) % (uint64_t)n) : 0;
+}
+
+static int need(const tk_tensor *t, const char *op, const char *name, char *err, size_t errlen)
+{
+	if (t)
+		return 1;
+	snprintf(err, errlen, "%s: the generator needs input %s", op, name);
+	return 0;
+}
+
+/*
+ * rope: positions within the cache when there is one (a position outside
+ * it leaves the token as it is: a special case of its own), else within
+ * Llama 3.1's 128K context, where f32 angles grow large.
+ */
+static int fill_rope(parity_run *r, uint64_t *rng, char *err, size_t errlen)
+{
+	tk_tensor *pos = parity_tensor(r, "positions"), *cache = parity_tensor(r, "cos_sin_cache");
+	int64_t rows = cache ? cache->shape[0] : 131072;
+
+	if (!need(pos, "rope", "positions", err, errlen))
+		return -1;
+	for (int64_t t = 0; t < tk_numel(pos); t++)
+		tt_set(pos, t, (double)rand_below(rng, rows));
+	return 0;
+}
+
+/* A given fp8 scale around amax / 448: some values saturate, most do not. */
+static int fill_quant(parity_run *r, uint64_t *rng, char *err, size_t errlen)
+{
+	tk_tensor *x = parity_tensor(r, "x"), *scale = parity_tensor(r, "input_scale");
+	double amax = 0.0;
+
+	if (!scale)
+		return 0;
+	if (!need(x, "quant_fp8_per_tensor", "x", err, errlen))
+		return -1;
+	for (int64_t i = 0; i < tk_numel(x); i++)
+		amax = fmax(amax, fabs(tt_get(x, i)));
+	tt_set(scale, 0, (amax > 0.0 ? amax / 448.0 : 1.0) * tt_rand_uniform(rng, 0.5, 2.0));
+	return 0;
+}
+
+/*
+ * kv_cache_append: distinct slots (which of two tokens naming one slot
+ * lands is unspecified), scattered over the whole cache, and every 16th
+ * token a padding token (-1, skipped); tokens past the cache's slots too.
+ */
+static int fill_slots(parity_run *r, uint64_t *rng, char *err, size_t errlen)
+{
+	tk_tensor *slots = parity_tensor(r, "slot_mapping"), *cache = parity_tensor(r, "k_cache");
+
+	if (!need(slots, "kv_cache_append", "slot_mapping", err, errlen) ||
+	    !need(cache, "kv_cache_append", "k_cache", err, errlen))
+		return -1;
+	int64_t total = cache->shape[0] * cache->shape[1], n = tk_numel(slots), used = 0;
+	int64_t *perm = malloc(sizeof(int64_t) * (size_t)(total > 0 ? total : 1));
+	if (!perm) {
+		snprintf(err, errlen, "kv_cache_append: out of memory");
+		return -1;
+	}
+	for (int64_t s = 0; s < total; s++)
+		perm[s] = s;
+	for (int64_t t = 0; t < n; t++) {
+		if (t % 16 == 7 || used == total) {
+			tt_set(slots, t, -1.0);
+			continue;
+		}
+		int64_t j = used + rand_below(rng, total - used), s = perm[j];
+		perm[j] = perm[used];
+		perm[used++] = s;
+		tt_set(slots, t, (double)s);
+	}
+	free(perm);
+	return 0;
+}
+
+/* Lengths in [T, cap] (the T new tokens are in the cache), the first one full. */
+static void fill_lens(tk_tensor *lens, int64_t t, int64_t cap, uint64_t *rng)
+{
+	for (int64_t b = 0; b < tk_numel(lens); b++) {
+		int64_t lo = t < cap ? t : cap;
+		tt_set(lens, b, (double)(b == 0 ? cap : lo + rand_below(rng, cap - lo + 1)));
+	}
+}
+
+static int64_t new_tokens(const tk_tensor *q)
+{
+	return q->ndim == 4 ? q->shape[1] : 1;
+}
+
+static int fill_decode(parity_run *r, uint64_t *rng, char *err, size_t errlen)
+{
+	tk_tensor *q = parity_tensor(r, "q"), *k = parity_tensor(r, "k_cache");
+	tk_tensor *lens = parity_tensor(r, "seq_lens");
+
+	if (!need(q, "attention_decode", "q", err, errlen) ||
+	    !need(k, "attention_decode", "k_cache", err, errlen) ||
+	    !need(lens, "attention_decode", "seq_lens", err, errlen))
+		return -1;
+	fill_lens(lens, new_tokens(q), k->shape[1], rng);
+	return 0;
+}
+
+/*
+ * Paged decode: each sequence's pages drawn without repeats from the pool
+ * (scattered, in no order), shared between sequences only when the pool
+ * is smaller than the tables; lengths as for contiguous decode.
+ */
+static int fill_paged(parity_run *r, uint64_t *rng, char *err, size_t errlen)
+{
+	tk_tensor *q = parity_tensor(r, "q"), *k = parity_tensor(r, "k_cache");
+	tk_tensor *bt = parity_tensor(r, "block_tables"), *lens = parity_tensor(r, "seq_lens");
+
+	if (!need(q, "attention_decode_paged", "q", err, errlen) ||
+	    !need(k, "attention_decode_paged", "k_cache", err, errlen) ||
+	    !need(bt, "attention_decode_paged", "block_tables", err, errlen) ||
+	    !need(lens, "attention_decode_paged", "seq_lens", err, errlen))
+		return -1;
+	int64_t np = k->shape[0], n = tk_numel(bt), used = 0;
+	int64_t *perm = malloc(sizeof(int64_t) * (size_t)(np > 0 ? np : 1));
+	if (!perm) {
+		snprintf(err, errlen, "attention_decode_paged: out of memory");
+		return -1;
+	}
+	for (int64_t p = 0; p < np; p++)
+		perm[p] = p;
+	for (int64_t e = 0; e < n; e++) {
+		if (used == np)
+			used = 0; /* the pool is used up: share pages from here on */
+		int64_t j = used + rand_below(rng, np - used), p = perm[j];
+		perm[j] = perm[used];
+		perm[used++] = p;
+		tt_set(bt, e, (double)p);
+	}
+	free(perm);
+	fill_lens(lens, new_tokens(q), bt->shape[1] * k->shape[1], rng);
+	return 0;
+}
+
+/*
+ * Split `total` tokens into n sequences of at most `most` each, summing
+ * to total when they can (else every sequence full): lengths moved
+ * between random pairs from an even split, so some are short or empty.
+ */
+static void split_lengths(int64_t *len, int64_t n, int64_t total, int64_t most, uint64_t *rng)
+{
+	int64_t left = total;
+
+	for (int64_t b = 0; b < n; b++) {
+		len[b] = total / n < most ? total / n : most;
+		left -= len[b];
+	}
+	for (int64_t b = 0; b < n && left > 0; b++) {
+		int64_t add = most - len[b] < left ? most - len[b] : left;
+		len[b] += add;
+		left -= add;
+	}
+	for (int64_t i = 0; i < 4 * n; i++) {
+		int64_t a = rand_below(rng, n), b = rand_below(rng, n);
+		int64_t room = most - len[b] < len[a] ? most - len[b] : len[a];
+		int64_t move = rand_below(rng, room + 1);
+		len[a] -= move;
+		len[b] += move;
+	}
+}
+
+/*
+ * attention_prefill_varlen: offsets that cover every token (so every row
+ * is written), no sequence longer than max_seqlen_q (the CUDA kernel
+ * writes only that many rows of one), keys split as the queries are when
+ * the packed lengths agree (each query then sees its own keys).
+ */
+static int fill_varlen(parity_run *r, uint64_t *rng, char *err, size_t errlen)
+{
+	tk_tensor *q = parity_tensor(r, "q"), *k = parity_tensor(r, "k");
+	tk_tensor *cq = parity_tensor(r, "cu_seqlens_q"), *ck = parity_tensor(r, "cu_seqlens_k");
+
+	if (!need(q, "attention_prefill_varlen", "q", err, errlen) ||
+	    !need(k, "attention_prefill_varlen", "k", err, errlen) ||
+	    !need(cq, "attention_prefill_varlen", "cu_seqlens_q", err, errlen) ||
+	    !need(ck, "attention_prefill_varlen", "cu_seqlens_k", err, errlen))
+		return -1;
+	int64_t n = tk_numel(cq) - 1, tq = q->shape[0], tk = k->shape[0];
+	int64_t mq = (int64_t)parity_param_num(r->c, "max_seqlen_q");
+	int64_t *lq = calloc((size_t)(n > 0 ? n : 1), sizeof(int64_t));
+	int64_t *lk = calloc((size_t)(n > 0 ? n : 1), sizeof(int64_t));
+	if (!lq || !lk) {
+		free(lq);
+		free(lk);
+		snprintf(err, errlen, "attention_prefill_varlen: out of memory");
+		return -1;
+	}
+	if (n > 0) {
+		split_lengths(lq, n, tq, mq > 0 ? mq : tq, rng);
+		if (tk == tq)
+			memcpy(lk, lq, sizeof(int64_t) * (size_t)n);
+		else
+			split_lengths(lk, n, tk, tk, rng);
+	}
+	int64_t oq = 0, ok = 0;
+	for (int64_t b = 0; b <= n; b++) {
+		tt_set(cq, b, (double)oq);
+		tt_set(ck, b, (double)ok);
+		if (b < n) {
+			oq += lq[b];
+			ok += lk[b];
+		}
+	}
+	free(lq);
+	free(lk);
+	return 0;
+}
+
+/* ---- domains -------------------------------------------------------------------------- */
+
+static void range_div(int input, double *lo, double *hi)
+{
+	if (input == 1) {
+		*lo = 0.5;
+		*hi = 2.5;
+	}
+}
+
+static void range_pow(int input, double *lo, double *hi)
+{
+	*lo = 0.5;
+	*hi = input == 1 ? 2.5 : 3.0;
+}
+
+/* ---- the rules ---------------------------------------------------------------------------- */
+
+static const parity_rule rules[] = {
+	/* elementwise: domains */
+	{ .op = "log", .lo = 0.1, .hi = 4.0 },
+	{ .op = "sqrt", .lo = 0.1, .hi = 4.0 },
+	{ .op = "rsqrt", .lo = 0.1, .hi = 4.0 },
+	{ .op = "reciprocal", .lo = 0.1, .hi = 4.0 },
+	{ .op = "div", .range = range_div },
+	{ .op = "pow", .range = range_pow },
+	/*
+	 * reduction: positive, so a sum is well conditioned and the error
+	 * measures the kernel's accumulation (over [-3, 3] a row can sum to
+	 * nearly zero); small, so that the widest row's sum stays within f16.
+	 */
+	{ .op = "sum", .lo = 1.0 / 64.0, .hi = 0.25 },
+	{ .op = "mean", .lo = 1.0 / 64.0, .hi = 0.25 },
+	{ .op = "amax", .exact = 1 },
+	/* pool */
+	{ .op = "max_pool1d", .exact = 1 },
+	{ .op = "max_pool2d", .exact = 1 },
+	{ .op = "max_pool3d", .exact = 1 },
+	/* quantization */
+	{ .op = "quant_fp8_per_tensor", .exact = 1, .fill = fill_quant },
+	{ .op = "quant_fp8_per_token", .exact = 1 },
+	/* rope */
+	{ .op = "rope_neox", .fill = fill_rope },
+	{ .op = "rope_gptj", .fill = fill_rope },
+	/* diagnostic */
+	{ .op = "spin", .exact = 1 },
+	{ .op = "fault",
+	  .skip = "it fails on purpose, on both backends (tests/kernels/test_diagnostic.c and the "
+	          "daemon's device-fault tests check how)" },
+	/* gemm */
+	{ .op = "gemm", .scale = scale_gemm, .lo = -1.0, .hi = 1.0, .tol = tol_gemm },
+	{ .op = "bmm", .scale = scale_bmm, .lo = -1.0, .hi = 1.0, .tol = tol_gemm },
+	/* attention: q, k and v in [-1, 1] keep the softmax spread over many keys */
+	{ .op = "attention_prefill",
+	  .scale = scale_prefill,
+	  .lo = -1.0,
+	  .hi = 1.0,
+	  .tol = tol_attention },
+	{ .op = "attention_prefill_varlen",
+	  .scale = scale_prefill_varlen,
+	  .fill = fill_varlen,
+	  .lo = -1.0,
+	  .hi = 1.0,
+	  .tol = tol_attention },
+	{ .op = "attention_decode",
+	  .scale = scale_decode,
+	  .fill = fill_decode,
+	  .lo = -1.0,
+	  .hi = 1.0,
+	  .tol = tol_attention },
+	{ .op = "attention_decode_paged",
+	  .scale = scale_decode_paged,
+	  .fill = fill_paged,
+	  .lo = -1.0,
+	  .hi = 1.0,
+	  .tol = tol_attention },
+	{ .op = "kv_cache_append", .exact = 1, .fill = fill_slots },
+};
+
+const parity_rule *parity_rule_of(const char *op)
+{
+	static const parity_rule none = { .op = "" };
+
+	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
+		if (!strcmp(rules[i].op, op))
+			return &rules[i];
+	return &none;
+}
+
+parity_tol parity_tolerance(const parity_run *r, int tensor)
+{
+	const parity_rule *rule = parity_rule_of(r->c->op->name);
+	tk_dtype dt = r->t[tensor].dtype;
+
+	if (rule->exact || r->c->exact || (dt != TK_F32 && dt != TK_F16 && dt != TK_BF16))
+		return (parity_tol){ .exact = 1 };
+	if (r->c->rel_tol > 0.0)
+		return (parity_tol){ .rel = r->c->rel_tol };
+	if (rule->tol)
+		return rule->tol(r, tensor);
+	return (parity_tol){ .rel = dt == TK_F32 ? 1e-5 : dt == TK_F16 ? 1e-3 : 1.6e-2 };
+}

@@ -1,0 +1,165 @@
+/*
+ * parity_selfcheck.c - the parity harness without a GPU (label smoke):
+ * every workload of every family, scaled as the GPU binaries scale it,
+ * goes through the op layer, the generators and the CPU reference, which
+ * must accept the call (its shape checks agree with the shapes the op's
+ * formulas gave) and write every element of every output finite, and
+ * nothing outside them. A workload no rule can scale, an integer input no
+ * generator writes or a generator that makes invalid inputs fails here,
+ * on every machine, before a GPU run would.
+ */
+#include "parity/parity.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/tk_test_util.h"
+
+#ifndef PARITY_FAMILIES
+#define PARITY_FAMILIES ""
+#endif
+
+int parity_check_cpu(parity_case *c)
+{
+	uint64_t seed = parity_seed();
+	char err[1024], name[256];
+	parity_run r;
+	tileops_status st;
+
+	parity_name(c, name, sizeof(name));
+	st = parity_prepare(&r, c, 0, seed, err, sizeof(err));
+	cr_assert_eq(st, TILEOPS_OK, "%s: %s (seed 0x%llx)", name, err, (unsigned long long)seed);
+	cr_assert_eq(r.entry->cpu(&r.call), TK_OK,
+	             "%s: the CPU reference refused the call the op layer built (%s)", name,
+	             c->scaling);
+	if (c->verify)
+		c->verify(&r);
+	for (int k = 0; k < r.n_written; k++) {
+		const tk_tensor *t = &r.t[r.written[k]];
+		const char *tn = c->op->tensors[r.written[k]].name;
+		int64_t n = tk_numel(t), bad = 0, first = -1;
+		size_t es = tk_dtype_size(t->dtype);
+		int fl = t->dtype == TK_F32 || t->dtype == TK_F16 || t->dtype == TK_BF16 ||
+		         t->dtype == TK_FP8_E4M3;
+
+		for (int64_t e = 0; e < n; e++) {
+			const unsigned char *p =
+			        (const unsigned char *)t->data + tt_offset(t, e) * (int64_t)es;
+			int poison = 1;
+			for (size_t b = 0; b < es; b++)
+				poison &= p[b] == 0xff;
+			if (fl ? isfinite(tt_get(t, e)) : !poison)
+				continue;
+			if (bad++ == 0)
+				first = e;
+		}
+		cr_expect_eq(bad, 0,
+		             "%s: %s has %lld of %lld elements %s, the first at element %lld "
+		             "(%g); seed 0x%llx",
+		             name, tn, (long long)bad, (long long)n,
+		             fl ? "NaN or infinite (unwritten: still poison)" : "unwritten",
+		             (long long)first, first >= 0 ? tt_get(t, first) : 0.0,
+		             (unsigned long long)seed);
+		cr_expect(parity_padding_kept(&r, k, t->data),
+		          "%s: %s written outside its elements", name, tn);
+	}
+	parity_free(&r);
+	return 1;
+}
+
+ParameterizedTestParameters(parity_selfcheck, every_workload_runs_on_the_cpu_reference)
+{
+	return parity_params(NULL);
+}
+
+ParameterizedTest(parity_param *p, parity_selfcheck, every_workload_runs_on_the_cpu_reference)
+{
+	parity_param_run(p, parity_check_cpu);
+}
+
+/*
+ * Every family of the manifest has a parity binary (tests/parity/CMakeLists
+ * lists them), so a new family's ops cannot ship without a GPU comparison.
+ */
+Test(parity_selfcheck, every_family_of_the_manifest_has_a_parity_test)
+{
+	const manifest *m = parity_manifest();
+	const char *have = "," PARITY_FAMILIES ",";
+
+	for (int o = 0; o < m->n_ops; o++) {
+		char want[96];
+
+		snprintf(want, sizeof(want), ",%s,", m->ops[o].family);
+		cr_expect(strstr(have, want) != NULL,
+		          "family %s (op %s) has no tests/parity/parity_%s.c in "
+		          "tests/parity/CMakeLists.txt",
+		          m->ops[o].family, m->ops[o].name, m->ops[o].family);
+	}
+}
+
+/* The harness itself: scaling keeps what it promises, comparisons can fail. */
+Test(parity_selfcheck, generic_scaling_keeps_last_dims_and_meets_the_budget)
+{
+	const manifest_op *op = manifest_find(parity_manifest(), "silu_and_mul");
+	char err[512];
+	parity_case c;
+	int wi = -1;
+
+	cr_assert_not_null(op);
+	for (int w = 0; w < op->n_workloads; w++)
+		if (op->workloads[w].shape[0][1] == 106496)
+			wi = w;
+	cr_assert_geq(wi, 0, "the 405b workload of silu_and_mul moved");
+	cr_assert_eq(parity_from_workload(&c, op, wi, TK_BF16, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(parity_dim(&c, "x", -1), 106496, "the row length is kept");
+	cr_expect_lt(parity_dim(&c, "x", 0), 4096, "the rows are fewer");
+	cr_expect_leq(parity_max_elems(&c, err, sizeof(err)), PARITY_MAX_ELEMS);
+	cr_expect(strstr(c.scaling, "-> [") != NULL, "the output says how: %s", c.scaling);
+}
+
+Test(parity_selfcheck, gemm_scaling_keeps_the_inner_dims_in_step)
+{
+	const manifest_op *op = manifest_find(parity_manifest(), "gemm");
+	char err[512];
+	parity_case c;
+
+	cr_assert_not_null(op);
+	for (int w = 0; w < op->n_workloads; w++) {
+		cr_assert_eq(parity_from_workload(&c, op, w, TK_BF16, err, sizeof(err)), 0, "%s",
+		             err);
+		int tb = parity_param_num(&c, "trans_b") != 0.0;
+		cr_expect_eq(parity_dim(&c, "a", 1), parity_dim(&c, "b", tb ? 1 : 0), "%s",
+		             c.label);
+		cr_expect_leq(parity_flops(&c, err, sizeof(err)), (double)(1 << 28), "%s", c.label);
+		if (op->workloads[w].shape[0][0] <= 128)
+			cr_expect_eq(parity_dim(&c, "a", 0), op->workloads[w].shape[0][0],
+			             "%s: a small M is kept", c.label);
+	}
+}
+
+Test(parity_selfcheck, a_changed_element_fails_the_comparison_and_names_where)
+{
+	parity_case c;
+	parity_run r;
+	char err[512], msg[768];
+	int64_t shape[2] = { 3, 5 };
+
+	parity_special(&c, "silu", TK_F32, "selfcheck");
+	parity_shape(&c, "x", 2, shape);
+	cr_assert_eq(parity_prepare(&r, &c, 0, 7, err, sizeof(err)), TILEOPS_OK, "%s", err);
+	cr_assert_eq(r.entry->cpu(&r.call), TK_OK);
+	tk_tensor copy = r.t[r.written[0]];
+	size_t bytes = tt_span_bytes(&copy);
+	unsigned char *got = malloc(bytes);
+	memcpy(got, copy.data, bytes);
+	cr_expect(parity_compare(&r, 0, got, msg, sizeof(msg)), "%s", msg);
+	copy.data = got;
+	tt_set(&copy, 12, tt_get(&copy, 12) + 0.5);
+	cr_expect_not(parity_compare(&r, 0, got, msg, sizeof(msg)));
+	cr_expect(strstr(msg, "[2, 2]") != NULL, "the report names the element: %s", msg);
+	tt_set(&copy, 12, NAN);
+	cr_expect_not(parity_compare(&r, 0, got, msg, sizeof(msg)), "an unwritten element fails");
+	free(got);
+	parity_free(&r);
+}
