@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "completion.h"
 #include "log.h"
 #include "manifest.h"
 #include "tuning.h"
@@ -66,6 +67,7 @@ tileops_status launch_prepare(executor *ex, const tensor_resolver *views, const 
 		st = oplayer_prepare(ex->mf, &req, ex->be->is_gpu, &out->call, &out->kernel,
 		                     &out->cost, err, errlen);
 	}
+	out->writes_nothing = st == TILEOPS_OK && oplayer_writes_nothing(ex->mf, d->op, &out->call);
 	/* The tuning table's choice for the call (or none), once per prepared
 	 * op: ring ops are cached prepared, plans keep theirs in the graph. */
 	if (st == TILEOPS_OK)
@@ -108,6 +110,13 @@ tileops_status launch_prepared(executor *ex, session *s, const prepared_op *p, t
 		snprintf(err, errlen, "%s: the device failed (%s); tileopsd is restarting",
 		         p->kernel ? p->kernel->op : "op", why);
 		st = TILEOPS_ERR_BACKEND;
+	}
+	if (st == TILEOPS_OK && p->writes_nothing) {
+		/* Done already: nothing to write. A timed ring op gets its answer now. */
+		stats_op_count(ex->cfg.st, p->slot, 0, 0, p->cost.flops, p->cost.bytes);
+		if (timed)
+			completion_timed(ex, p->slot, timed, 0.0);
+		return TILEOPS_OK;
 	}
 	if (st == TILEOPS_OK) {
 		int clocked = exec_worker && n % LAUNCH_SAMPLE == 0;

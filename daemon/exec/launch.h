@@ -16,7 +16,8 @@ typedef struct prepared_op {
 	tk_call call;
 	const tk_kernel_entry *kernel;
 	op_cost cost;
-	int slot; /* stats slot, -1 for none */
+	int slot;           /* stats slot, -1 for none */
+	int writes_nothing; /* every output is empty: nothing to launch */
 } prepared_op;
 
 /*

@@ -241,7 +241,7 @@ static tileops_status plan_ops(executor *ex, session *s, plan *p, int bucket, in
 		char msg[400];
 		tileops_status st =
 		        launch_prepare(ex, &views, &p->def->ops[i], &op, msg, sizeof(msg));
-		if (st == TILEOPS_OK && launch)
+		if (st == TILEOPS_OK && launch && !op.writes_nothing)
 			st = ex->be->ops->launch(ex->be, s->stream, op.kernel, &op.call, 0, -1,
 			                         NULL, msg, sizeof(msg));
 		if (st != TILEOPS_OK) {

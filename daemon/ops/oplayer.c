@@ -635,3 +635,17 @@ tileops_status oplayer_check_workload(const manifest_op *op, const manifest_work
 		return st;
 	return compute_cost(&p, cost);
 }
+
+int oplayer_writes_nothing(const manifest *m, const char *op, const tk_call *call)
+{
+	const manifest_op *mo = manifest_find(m, op);
+	if (!mo)
+		return 0;
+	for (int i = 0; i < call->n_out; i++)
+		if (call->out[i].data && tk_numel(&call->out[i]) != 0)
+			return 0;
+	for (int i = 0; i < call->n_in && i < mo->n_in; i++)
+		if (mo->tensors[i].mutated && call->in[i].data && tk_numel(&call->in[i]) != 0)
+			return 0;
+	return 1;
+}

@@ -57,6 +57,15 @@ tileops_status oplayer_prepare(const manifest *m, const op_request *req, int hav
                                char *err, size_t errlen);
 
 /*
+ * 1 when a call oplayer_prepare built for `op` writes no element: every
+ * output, and every input the op mutates, has zero elements. Such a call
+ * has nothing to do, and its caller launches nothing: a kernel then never
+ * walks rows that hold nothing (x [2^45, 0] has 2^45 of them), so the work
+ * of a request stays bounded by its bytes.
+ */
+int oplayer_writes_nothing(const manifest *m, const char *op, const tk_call *call);
+
+/*
  * Check one of an op's workloads as if it were a request: inputs get the
  * workload's shapes, the first input dtype `dt` (other tensors follow their
  * dtype rules), outputs the shapes the op's formulas give; then every rule

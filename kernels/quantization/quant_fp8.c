@@ -46,6 +46,15 @@ static tk_status quant_rows(const tk_call *call, int per_token, float *amax_all)
 	int64_t d = tk_last_dim(x);
 	if (!per_token && call->n_in > 1)
 		given = (const float *)call->in[1].data;
+	if (d == 0) {
+		/* Empty rows: the work is the scales alone, never a walk over rows
+		 * that hold nothing (x [2^28, 0] has 2^28 of them). */
+		for (int64_t r = 0; per_token && r < it.numel; r++)
+			((float *)call->out[1].data)[r] = 0.0f;
+		if (amax_all)
+			*amax_all = given ? given[0] : 0.0f;
+		return TK_OK;
+	}
 	float amax = 0.0f;
 	for (int pass = per_token || given ? 1 : 0; pass < 2; pass++) {
 		float scale = given ? given[0] : amax / 448.0f;

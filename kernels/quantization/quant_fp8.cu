@@ -638,11 +638,21 @@ tk_status quant_launch(const tk_call *call, void *stream, bool per_token)
 	a.c = 1;
 	a.wave = 0;
 	if (a.rows == 0 || a.d == 0) {
-		/* Nothing to read: a per-tensor scale is still defined (0, or the given one). */
-		if (per_token || tk_numel(x) != 0)
+		/* Nothing to read: the scales are still defined, 0 per empty row (as the
+		 * CPU reference writes them), or the per-tensor one (0, or the given one). */
+		cudaStream_t s0 = static_cast<cudaStream_t>(stream);
+		if (per_token) {
+			if (a.rows == 0)
+				return TK_OK;
+			launch_begin();
+			return cudaMemsetAsync(a.scale, 0, sizeof(float) * (size_t)a.rows, s0) ==
+			                       cudaSuccess
+			               ? TK_OK
+			               : TK_ERR_LAUNCH;
+		}
+		if (tk_numel(x) != 0)
 			return TK_OK;
 		launch_begin();
-		cudaStream_t s0 = static_cast<cudaStream_t>(stream);
 		cudaError_t e = a.given != NULL ? cudaMemcpyAsync(a.scale, a.given, sizeof(float),
 		                                                  cudaMemcpyDeviceToDevice, s0)
 		                                : cudaMemsetAsync(a.scale, 0, sizeof(float), s0);
