@@ -7,15 +7,17 @@
 # .carry/ as scripts/gpu-pack.sh leaves it (unpacked if still packed).
 bench_setup_paths() {
 	root=$PWD
-	if [ -f "$root/.carry/pack.tar.xz" ] && [ ! -d "$root/.carry/bin" ]; then
-		tar -C "$root/.carry" -xJf "$root/.carry/pack.tar.xz"
+	# The packed binaries (scripts/gpu-pack.sh): TILEOPS_PACK, else .carry/.
+	pack=${TILEOPS_PACK:-$root/.carry}
+	if [ -f "$pack/pack.tar.xz" ] && [ ! -d "$pack/bin" ]; then
+		tar -C "$pack" -xJf "$pack/pack.tar.xz"
 	fi
-	bin=$root/.carry/bin
-	export LD_LIBRARY_PATH=$root/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	bin=$pack/bin
+	export LD_LIBRARY_PATH=$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 	manifest=${TILEOPS_MANIFEST:-}
 	if [ -z "$manifest" ]; then
 		manifest=$root/manifest
-		[ -d "$root/.carry/manifest" ] && manifest=$root/.carry/manifest
+		[ -d "$pack/manifest" ] && manifest=$pack/manifest
 	fi
 	daemon=
 	failed=0

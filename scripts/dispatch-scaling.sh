@@ -18,9 +18,11 @@
 # when OUT is set.
 set -u
 root=$PWD
-[ -d "$root/.carry/bin" ] || tar -C "$root/.carry" -xJf "$root/.carry/pack.tar.xz"
-export LD_LIBRARY_PATH=$root/.carry/lib
-bin=$root/.carry/bin
+# The packed binaries (scripts/gpu-pack.sh): TILEOPS_PACK, else .carry/.
+pack=${TILEOPS_PACK:-$root/.carry}
+[ -d "$pack/bin" ] || tar -C "$pack" -xJf "$pack/pack.tar.xz"
+export LD_LIBRARY_PATH=$pack/lib
+bin=$pack/bin
 # TILEOPSD: another daemon binary to sweep (default: the packed one).
 daemon_bin=${TILEOPSD:-$bin/tileopsd}
 run=/tmp/tileops-scaling
@@ -52,7 +54,7 @@ for entry in ${CONFIGS:-executor_threads=1 executor_threads=2 executor_threads=4
 	fi
 	${dcpu[@]+"${dcpu[@]}"} env ${daemon_env[@]+"${daemon_env[@]}"} \
 		"$daemon_bin" --backend cuda --config "$run/conf" --listen "ipc://$run/d.sock" \
-		--stats "ipc://$run/s.sock" --manifest "$root/.carry/manifest" \
+		--stats "ipc://$run/s.sock" --manifest "$pack/manifest" \
 		--ready-file "$run/pid" --diagnostic-ops 2>"$run/log" &
 	daemon=$!
 	for _ in $(seq 1 200); do [ -s "$run/pid" ] && break; sleep 0.1; done

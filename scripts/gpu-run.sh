@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine, from the repository root, with what
-# scripts/gpu-pack.sh packed into .carry/: the kernel conformance tests, the
-# example and the integration suites against tileopsd on the CUDA backend,
-# then the benches named in $TILEOPS_GPU_BENCH (a space-separated list of
-# commands, run from .carry/bin). Logs go to $OUT (at most a few files).
+# gpu-run.sh - on a GPU machine, from a checkout's root, with what
+# scripts/gpu-pack.sh packed into $TILEOPS_PACK (default .carry/): the GPU
+# tests (test_gpu_*: each kernel family's own cases; parity_*: every CUDA
+# kernel against its CPU reference on the manifest's workloads), the example
+# and the integration suites against tileopsd on the CUDA backend
+# (TILEOPS_TEST_BACKEND=cuda, so the daemons they start run on the GPU
+# too), then the benches named in $TILEOPS_GPU_BENCH (a space-separated
+# list of commands, run from the packed bin/). Logs and a summary go to
+# $OUT (default /tmp/tileops-out).
 set -u
 out=${OUT:-/tmp/tileops-out}
 mkdir -p "$out"
 root=$PWD
-if [ -f "$root/.carry/pack.tar.xz" ] && [ ! -d "$root/.carry/bin" ]; then
-	tar -C "$root/.carry" -xJf "$root/.carry/pack.tar.xz"
+# The packed binaries (scripts/gpu-pack.sh): TILEOPS_PACK, else .carry/.
+pack=${TILEOPS_PACK:-$root/.carry}
+if [ -f "$pack/pack.tar.xz" ] && [ ! -d "$pack/bin" ]; then
+	tar -C "$pack" -xJf "$pack/pack.tar.xz"
 fi
-bin=$root/.carry/bin
+bin=$pack/bin
 # The manifest the binaries were built with travels with them.
 manifest=$root/manifest
-[ -d "$root/.carry/manifest" ] && manifest=$root/.carry/manifest
-export LD_LIBRARY_PATH=$root/.carry/lib
+[ -d "$pack/manifest" ] && manifest=$pack/manifest
+export LD_LIBRARY_PATH=$pack/lib
 log=$out/gpu-run.log
 summary=$out/summary.txt
 : >"$log"
@@ -40,7 +46,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 # GPU_KTESTS=0 leaves the kernel tests out (gpu-session.sh's ktests step
 # runs them side by side instead).
 if [ "${GPU_KTESTS:-1}" != 0 ]; then
-	for t in "$bin"/test_gpu_*; do
+	for t in "$bin"/test_gpu_* "$bin"/parity_*; do
 		[ -x "$t" ] && step "$(basename "$t")" "$t" --jobs=1
 	done
 fi

@@ -8,27 +8,29 @@
 #   scaling ncu
 set -u
 root=$PWD
+# The packed binaries (scripts/gpu-pack.sh): TILEOPS_PACK, else .carry/.
+pack=${TILEOPS_PACK:-$root/.carry}
 out=${OUT:-/tmp/tileops-out}
 res=/tmp/tileops-results
 rm -rf "$res" && mkdir -p "$res"
 steps=${STEPS:-tests bench dispatch torch}
-if [ -f "$root/.carry/pack.tar.xz" ] && [ ! -d "$root/.carry/bin" ]; then
-	tar -C "$root/.carry" -xJf "$root/.carry/pack.tar.xz"
+if [ -f "$pack/pack.tar.xz" ] && [ ! -d "$pack/bin" ]; then
+	tar -C "$pack" -xJf "$pack/pack.tar.xz"
 fi
 # Binaries rebuilt after the pack was made replace the packed ones (NAME.xz
 # compressed, the others as they are).
-if [ -d "$root/.carry/override" ]; then
-	for f in "$root/.carry/override/"*; do
+if [ -d "$pack/override" ]; then
+	for f in "$pack/override/"*; do
 		case $f in
-		*.xz) xz -dc "$f" >"$root/.carry/bin/$(basename "$f" .xz)" &&
-			chmod +x "$root/.carry/bin/$(basename "$f" .xz)" ;;
-		*) cp "$f" "$root/.carry/bin/" ;;
+		*.xz) xz -dc "$f" >"$pack/bin/$(basename "$f" .xz)" &&
+			chmod +x "$pack/bin/$(basename "$f" .xz)" ;;
+		*) cp "$f" "$pack/bin/" ;;
 		esac
 	done
 fi
-export LD_LIBRARY_PATH=$root/.carry/lib:/usr/local/cuda/lib64
-bin=$root/.carry/bin
-export TILEOPS_MANIFEST=$root/.carry/manifest
+export LD_LIBRARY_PATH=$pack/lib:/usr/local/cuda/lib64
+bin=$pack/bin
+export TILEOPS_MANIFEST=$pack/manifest
 
 has() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
@@ -109,8 +111,8 @@ if has ncu; then
 fi
 if has torch; then
 	# From this call's bench, or carried from an earlier call's results.
-	if [ ! -f "$res/bench/tileops.json" ] && [ -d "$root/.carry/bench" ]; then
-		mkdir -p "$res/bench" && cp "$root/.carry/bench/"*.json "$res/bench/"
+	if [ ! -f "$res/bench/tileops.json" ] && [ -d "$pack/bench" ]; then
+		mkdir -p "$res/bench" && cp "$pack/bench/"*.json "$res/bench/"
 	fi
 	timeout 560 python3 "$root/tools/bench/torch_baseline.py" \
 		--workloads "$res/bench/workloads.json" --json "$res/bench/torch.json" \
