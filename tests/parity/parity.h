@@ -192,14 +192,15 @@ tileops_status parity_prepare(parity_run *r, const parity_case *c, int cuda, uin
                               char *err, size_t errlen);
 void parity_free(parity_run *r);
 
-/* Manifest index i's tensor in r, or NULL when it was not given. */
+/* Tensor `name` of r's op, or NULL when the case does not give it. */
 tk_tensor *parity_tensor(parity_run *r, const char *name);
 
 /*
  * Compare written tensor k of r (the reference, after the CPU ran) with
  * `got`, bytes laid out as the reference's. Returns 1 when it matches
- * under its tolerance; writes a one-line report either way ("out: rel
- * 3.1e-03 <= 1.6e-02, max |err| 2.0e-02 at [3, 17] (got .., want ..)").
+ * under its tolerance; writes a one-line report either way ("out bf16:
+ * rel 0.0031, max |err| 0.02 at [3, 17] (got .., want ..); tolerance rel
+ * 0.016", and for a mismatch of NaNs or infinities where the first is).
  */
 int parity_compare(const parity_run *r, int k, const unsigned char *got, char *msg, size_t msglen);
 /* 1 when every byte of written tensor k outside its elements equals before. */
