@@ -34,13 +34,13 @@ export TILEOPS_MANIFEST=$pack/manifest
 
 has() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
-# ktests: only the kernel test binaries (test_gpu_*), all at once (they
-# check correctness, not speed, so they may share the GPU), each capped at
-# KTEST_LIMIT seconds; one log each, a line per binary in the summary.
-# KTESTS names a subset (e.g. "test_gpu_kernels test_gpu_ops").
+# ktests: only the kernel test binaries (test_gpu_*, parity_*), all at once
+# (they check correctness, not speed, so they may share the GPU), each
+# capped at KTEST_LIMIT seconds; one log each, a line per binary in the
+# summary. KTESTS names a subset (e.g. "test_gpu_gemm parity_gemm").
 if has ktests; then
 	mkdir -p "$res/ktests"
-	for t in ${KTESTS:-$(cd "$bin" && echo test_gpu_*)}; do
+	for t in ${KTESTS:-$(cd "$bin" && echo test_gpu_* parity_*)}; do
 		t=$bin/$t
 		n=$(basename "$t")
 		( timeout "${KTEST_LIMIT:-240}" "$t" --jobs=2 >"$res/ktests/$n.log" 2>&1
