@@ -32,8 +32,10 @@ done | sort -u | grep -v -e '/libc.so' -e '/libm.so' -e '/libstdc++' -e '/libgcc
 cp tests/fixtures/*.sh "$pack/bin/" 2>/dev/null || true
 cp -r manifest "$pack/manifest"
 cp deploy/gemm-tune-h200.txt "$pack/" 2>/dev/null || true
-# Each binary carries the kernels' device code: compress for the trip
-# (the run scripts unpack).
-tar -C "$pack" -cJf "$pack/pack.tar.xz" bin lib manifest
+# Each binary carries the kernels' device code, the same bytes over and
+# over: a dictionary larger than all of them together lets xz store them
+# about once (the run scripts unpack).
+strip --strip-unneeded "$pack"/bin/* 2>/dev/null || true
+tar -C "$pack" -cf - bin lib manifest | xz -T1 -9 --lzma2=dict=1536MiB >"$pack/pack.tar.xz"
 rm -rf "$pack/bin" "$pack/lib" "$pack/manifest"
 du -sh "$pack"

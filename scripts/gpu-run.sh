@@ -7,7 +7,8 @@
 # (TILEOPS_TEST_BACKEND=cuda, so the daemons they start run on the GPU
 # too), then the benches named in $TILEOPS_GPU_BENCH (a space-separated
 # list of commands, run from the packed bin/). Logs and a summary go to
-# $OUT (default /tmp/tileops-out).
+# $OUT (default /tmp/tileops-out). Each step is cut off after STEP_LIMIT
+# seconds (default 240; rc 124 in the summary).
 set -u
 out=${OUT:-/tmp/tileops-out}
 mkdir -p "$out"
@@ -33,7 +34,7 @@ step() {
 	local t0 t1 rc
 	t0=$(date +%s.%N)
 	echo "==== $name: $*" >>"$log"
-	"$@" >>"$log" 2>&1
+	timeout "${STEP_LIMIT:-240}" "$@" >>"$log" 2>&1
 	rc=$?
 	t1=$(date +%s.%N)
 	printf '%-34s rc=%-3d %6.1f s\n' "$name" "$rc" "$(echo "$t1 - $t0" | bc)" >>"$summary"
