@@ -46,6 +46,14 @@ static tileops_status pfail(prep *p, tileops_status st, const char *fmt, ...)
 	return st;
 }
 
+static void prep_init(prep *p, const manifest_op *op, char *err, size_t errlen)
+{
+	memset(p, 0, offsetof(prep, env));
+	p->op = op;
+	p->err = err;
+	p->errlen = errlen;
+}
+
 static void shape_str(const int64_t *s, int n, char *buf, size_t len)
 {
 	size_t used = (size_t)snprintf(buf, len, "[");
@@ -503,10 +511,8 @@ tileops_status oplayer_prepare(const manifest *m, const op_request *req, int hav
 			snprintf(err, errlen, "oplayer_prepare: a required argument is NULL");
 		return TILEOPS_ERR_INVALID_ARGUMENT;
 	}
-	memset(&p, 0, offsetof(prep, env));
-	p.err = err;
-	p.errlen = errlen;
-	if (!(p.op = manifest_find(m, req->op))) {
+	prep_init(&p, manifest_find(m, req->op), err, errlen);
+	if (!p.op) {
 		if (err && errlen)
 			snprintf(err, errlen, "unknown op '%s'", req->op);
 		return TILEOPS_ERR_UNKNOWN_OP;
@@ -540,11 +546,18 @@ tileops_status oplayer_prepare(const manifest *m, const op_request *req, int hav
 
 /* ---- workloads ------------------------------------------------------------------ */
 
-/* The dtype a workload run gives tensor i: its own rule's choice for `dt`. */
-static tk_dtype workload_dtype(const manifest_op *op, int i, tk_dtype dt, const tk_tensor *t)
+/*
+ * The dtype a workload run gives tensor i: the caller's (dtypes), else its
+ * rule's choice for `dt`: the tensor it follows, dt where the rule allows
+ * it, else the first dtype the rule allows.
+ */
+static tk_dtype workload_dtype(const manifest_op *op, int i, tk_dtype dt, const tk_dtype *dtypes,
+                               const tk_tensor *t)
 {
 	const manifest_dtype_rule *r = &op->tensors[i].dtype;
 
+	if (dtypes && dtypes[i] != TK_DTYPE_INVALID)
+		return dtypes[i];
 	if (r->same_as >= 0 && t[r->same_as].dtype != TK_DTYPE_INVALID)
 		return t[r->same_as].dtype;
 	if (!r->mask || (r->mask & (1u << dt)))
@@ -563,6 +576,32 @@ static void set_packed(tk_tensor *t)
 		t->stride[d] = s;
 		s *= t->shape[d] > 0 ? t->shape[d] : 1;
 	}
+}
+
+/*
+ * The request a client sends for a workload: inputs up to the last one it
+ * gives (those before it that it does not give left out), every output,
+ * the workload's params by name. names: TK_MAX_PARAMS entries.
+ */
+static void workload_request(const manifest_op *op, const manifest_workload *w, tk_tensor *t,
+                             uint32_t given, const char **names, op_request *req)
+{
+	memset(req, 0, sizeof(*req));
+	req->op = op->name;
+	for (int i = 0; i < op->n_in; i++)
+		if (given >> i & 1u)
+			req->n_in = i + 1;
+	for (int i = 0; i < req->n_in; i++)
+		if (!(given >> i & 1u))
+			req->left_out |= 1u << i;
+	req->n_out = op->n_out;
+	req->in = t;
+	req->out = t + op->n_in;
+	for (int i = 0; i < w->n_params; i++)
+		names[i] = op->params[w->param[i]].name;
+	req->n_params = (size_t)w->n_params;
+	req->param_names = names;
+	req->param_values = w->value;
 }
 
 static tileops_status workload_outputs(prep *p, tk_tensor *t)
@@ -589,48 +628,71 @@ static tileops_status workload_outputs(prep *p, tk_tensor *t)
 	return TILEOPS_OK;
 }
 
+tileops_status oplayer_workload_tensors(const manifest_op *op, const manifest_workload *w,
+                                        tk_dtype dt, const tk_dtype *dtypes, tk_tensor *tensors,
+                                        uint32_t *given, tk_param *params, char *err, size_t errlen)
+{
+	const char *names[TK_MAX_PARAMS];
+	uint32_t in = 0;
+	op_request req;
+	tileops_status st;
+	prep p;
+
+	if (!op || !w || !tensors || dt <= TK_DTYPE_INVALID || dt >= TK_DTYPE_COUNT) {
+		if (err && errlen)
+			snprintf(err, errlen, "oplayer_workload_tensors: %s",
+			         op && w && tensors ? "dt is not a dtype"
+			                            : "a required argument is NULL");
+		return TILEOPS_ERR_INVALID_ARGUMENT;
+	}
+	memset(tensors, 0, sizeof(*tensors) * (size_t)(op->n_in + op->n_out));
+	for (int s = 0; s < w->n_shapes; s++) {
+		tk_tensor *x = &tensors[w->tensor[s]];
+
+		x->ndim = w->ndim[s];
+		memcpy(x->shape, w->shape[s], sizeof(x->shape));
+		set_packed(x);
+		in |= 1u << w->tensor[s];
+	}
+	/* Twice: a rule may follow a tensor declared after it. */
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < op->n_in + op->n_out; i++)
+			if (i >= op->n_in || (in >> i & 1u))
+				tensors[i].dtype = workload_dtype(op, i, dt, dtypes, tensors);
+	if (given)
+		*given = in;
+
+	/* The inputs as a request's, then the outputs from the op's own formulas. */
+	workload_request(op, w, tensors, in, names, &req);
+	prep_init(&p, op, err, errlen);
+	if ((st = check_counts(&p, &req)))
+		return st;
+	for (int i = op->n_in; i < op->n_in + op->n_out; i++)
+		p.t[i] = NULL; /* no shapes yet: not checked, and no formula may read them */
+	if ((st = bind_params(&p, &req)) || (st = check_dtypes(&p)) || (st = check_ranks(&p)))
+		return st;
+	bind_env(&p);
+	if ((st = compute_vars(&p)) || (st = workload_outputs(&p, tensors)))
+		return st;
+	if (params)
+		memcpy(params, p.params, sizeof(*params) * (size_t)op->n_params);
+	return TILEOPS_OK;
+}
+
 tileops_status oplayer_check_workload(const manifest_op *op, const manifest_workload *w,
                                       tk_dtype dt, op_cost *cost, char *err, size_t errlen)
 {
 	tk_tensor t[MANIFEST_MAX_TENSORS];
 	const char *names[TK_MAX_PARAMS];
-	op_request req = { op->name, op->n_in_required, op->n_out,
-		           t,        t + op->n_in,      (size_t)w->n_params,
-		           names,    w->value,          0 };
+	uint32_t given;
+	op_request req;
 	tileops_status st;
 	prep p;
 
-	memset(t, 0, sizeof(t));
-	memset(&p, 0, offsetof(prep, env));
-	p.op = op;
-	p.err = err;
-	p.errlen = errlen;
-	for (int s = 0; s < w->n_shapes; s++) {
-		tk_tensor *x = &t[w->tensor[s]];
-
-		x->ndim = w->ndim[s];
-		memcpy(x->shape, w->shape[s], sizeof(x->shape));
-		set_packed(x);
-		if (w->tensor[s] + 1 > req.n_in)
-			req.n_in = w->tensor[s] + 1;
-	}
-	for (int i = 0; i < w->n_params; i++)
-		names[i] = op->params[w->param[i]].name;
-	for (int pass = 0; pass < 2; pass++)
-		for (int i = 0; i < op->n_in + op->n_out; i++)
-			t[i].dtype = workload_dtype(op, i, dt, t);
-	/* Outputs come from the op's own shape formulas, then everything is checked. */
-	for (int i = 0; i < req.n_in; i++)
-		p.t[i] = &t[i];
-	if ((st = bind_params(&p, &req)))
+	if ((st = oplayer_workload_tensors(op, w, dt, NULL, t, &given, NULL, err, errlen)))
 		return st;
-	bind_env(&p);
-	if ((st = compute_vars(&p)) || (st = workload_outputs(&p, t)))
-		return st;
-	memset(&p, 0, offsetof(prep, env));
-	p.op = op;
-	p.err = err;
-	p.errlen = errlen;
+	workload_request(op, w, t, given, names, &req);
+	prep_init(&p, op, err, errlen);
 	if ((st = validate(&p, &req)))
 		return st;
 	return compute_cost(&p, cost);

@@ -66,12 +66,44 @@ tileops_status oplayer_prepare(const manifest *m, const op_request *req, int hav
 int oplayer_writes_nothing(const manifest *m, const char *op, const tk_call *call);
 
 /*
- * Check one of an op's workloads as if it were a request: inputs get the
- * workload's shapes, the first input dtype `dt` (other tensors follow their
- * dtype rules), outputs the shapes the op's formulas give; then every rule
- * is checked and the roofline counted into *cost. Works for ops of any
- * status; picks no kernel. Returns TILEOPS_OK or an error as
- * oplayer_prepare does.
+ * The tensors of the request a client would send for workload `w` of `op`
+ * with `dt` the first input's dtype, without data: what a bench or a test
+ * makes for a workload, and what oplayer_check_workload checks.
+ *
+ * tensors: op->n_in + op->n_out entries, the caller's, by manifest index
+ * (inputs, then outputs). Each input the workload gives gets its shape,
+ * packed strides and a dtype; an input it does not give is zeroed (dtype
+ * TK_DTYPE_INVALID): the request leaves it out (handle 0). Each output
+ * gets the shape the op's formulas give, packed strides and a dtype. data
+ * is NULL throughout. A tensor's dtype is dtypes[i] when the caller gives
+ * one (dtypes NULL, or an entry TK_DTYPE_INVALID, gives none), else its
+ * rule's choice: the dtype of the tensor it follows, `dt` where the rule
+ * allows it, else the first dtype the rule allows.
+ * given (may be NULL): bit i set for each input the workload gives.
+ * params (may be NULL; op->n_params entries by manifest index): every
+ * param's value, typed as declared, the workload's or else the default.
+ *
+ * The inputs and params are checked first as oplayer_prepare checks a
+ * request's (counts, params, dtypes, ranks), so that a refusal says what
+ * a request would be told; outputs and the kernels' conditions are left
+ * to oplayer_prepare. Returns TILEOPS_OK, or an error status with the
+ * message in err: INVALID_ARGUMENT when op, w or tensors is NULL or dt is
+ * no dtype (nothing is written then); INVALID_ARGUMENT, PARAM, DTYPE or
+ * SHAPE for a workload a request could not be made of, with tensors and
+ * *given written as on success except that outputs may have no shape
+ * (rank 0), and params unwritten. Allocates nothing; may be called from
+ * any thread.
+ */
+tileops_status oplayer_workload_tensors(const manifest_op *op, const manifest_workload *w,
+                                        tk_dtype dt, const tk_dtype *dtypes, tk_tensor *tensors,
+                                        uint32_t *given, tk_param *params, char *err,
+                                        size_t errlen);
+
+/*
+ * Check one of an op's workloads as if it were a request: the tensors
+ * oplayer_workload_tensors gives it (no dtype of the caller's), then every
+ * rule, and the roofline counted into *cost. Works for ops of any status;
+ * picks no kernel. Returns TILEOPS_OK or an error as oplayer_prepare does.
  */
 tileops_status oplayer_check_workload(const manifest_op *op, const manifest_workload *w,
                                       tk_dtype dt, op_cost *cost, char *err, size_t errlen);

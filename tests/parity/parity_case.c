@@ -1,6 +1,6 @@
 /*
  * parity_case.c - cases (from workloads and from the families' special
- * cases), their shapes from the op's formulas, the op layer's checks and
+ * cases), their tensors as the op layer makes them, its checks and
  * call, host buffers poisoned and filled, and the comparison of what an op
  * wrote. Nothing here needs a GPU: the smoke self-check links it too.
  */
@@ -226,96 +226,24 @@ int parity_from_workload(parity_case *c, const manifest_op *op, int wi, tk_dtype
 
 /* ---- shapes and dtypes of a case --------------------------------------------------- */
 
-/* The dtype tensor i gets: the case's own, else its rule's choice for dt. */
-static tk_dtype case_dtype(const parity_case *c, int i, const tk_tensor *t)
-{
-	const manifest_dtype_rule *r = &c->op->tensors[i].dtype;
-
-	if (c->dtype[i] != TK_DTYPE_INVALID)
-		return c->dtype[i];
-	if (r->same_as >= 0 && t[r->same_as].dtype != TK_DTYPE_INVALID)
-		return t[r->same_as].dtype;
-	if (!r->mask)
-		return TK_DTYPE_INVALID;
-	if (r->mask & (1u << c->dt))
-		return c->dt;
-	for (int k = 1; k < TK_DTYPE_COUNT; k++)
-		if (r->mask & (1u << k))
-			return (tk_dtype)k;
-	return TK_DTYPE_INVALID;
-}
-
 /*
- * Fill t (by manifest index) with the inputs' given shapes and the
- * outputs' shapes from the op's formulas (the op's vars first, params with
- * their defaults), and every tensor's dtype. given[i]: tensor i is part of
- * the request. Returns 0, or -1 with a message.
+ * The tensors of c's request (oplayer_workload_tensors, with the case's
+ * own dtypes) into t, by manifest index, and params by manifest index
+ * (NULL: not wanted); given[i]: tensor i is part of the request (the
+ * inputs the case gives, every output).
  */
-static int case_shapes(const parity_case *c, tk_tensor *t, int *given, char *err, size_t errlen)
+static tileops_status case_tensors(const parity_case *c, tk_tensor *t, int *given, tk_param *params,
+                                   char *err, size_t errlen)
 {
 	const manifest_op *op = c->op;
-	const tk_tensor *ptr[PARITY_MAX_T] = { 0 };
-	tk_param params[TK_MAX_PARAMS];
-	expr_value vars[MANIFEST_MAX_VARS];
-	expr_env env;
-	char msg[256];
+	uint32_t in = 0;
+	tileops_status st;
 
 	memset(t, 0, sizeof(tk_tensor) * PARITY_MAX_T);
-	memset(given, 0, sizeof(int) * PARITY_MAX_T);
-	for (int s = 0; s < c->w.n_shapes; s++) {
-		tk_tensor *x = &t[c->w.tensor[s]];
-
-		x->ndim = c->w.ndim[s];
-		memcpy(x->shape, c->w.shape[s], sizeof(x->shape));
-		tk_set_contiguous(x);
-		given[c->w.tensor[s]] = 1;
-	}
-	for (int i = op->n_in; i < op->n_in + op->n_out; i++)
-		given[i] = 1;
-	for (int pass = 0; pass < 2; pass++)
-		for (int i = 0; i < op->n_in + op->n_out; i++)
-			t[i].dtype = given[i] ? case_dtype(c, i, t) : TK_DTYPE_INVALID;
-	for (int k = 0; k < op->n_params; k++)
-		params[k] = op->params[k].has_default ? op->params[k].def
-		                                      : (tk_param){ .kind = op->params[k].type };
-	for (int k = 0; k < c->w.n_params; k++)
-		params[c->w.param[k]] = c->w.value[k];
-	for (int i = 0; i < op->n_in; i++)
-		ptr[i] = given[i] ? &t[i] : NULL;
-
-	memset(&env, 0, offsetof(expr_env, scratch));
-	env.tensors = ptr;
-	env.n_tensors = op->n_in + op->n_out;
-	env.params = params;
-	env.n_params = op->n_params;
-	env.vars = vars;
-	for (int v = 0; v < op->n_vars; v++) {
-		env.n_vars = v;
-		if (expr_eval(op->vars[v].value, &env, &vars[v], msg, sizeof(msg)) < 0) {
-			snprintf(err, errlen, "%s: var %s: %s", op->name, op->vars[v].name, msg);
-			return -1;
-		}
-	}
-	env.n_vars = op->n_vars;
-	for (int i = op->n_in; i < op->n_in + op->n_out; i++) {
-		expr_value v;
-
-		if (!op->tensors[i].shape) {
-			snprintf(err, errlen, "%s: output %s declares no shape", op->name,
-			         op->tensors[i].name);
-			return -1;
-		}
-		if (expr_eval(op->tensors[i].shape, &env, &v, msg, sizeof(msg)) < 0 ||
-		    v.v.l.n > TK_MAX_DIMS) {
-			snprintf(err, errlen, "%s: the shape of %s: %s", op->name,
-			         op->tensors[i].name, msg);
-			return -1;
-		}
-		t[i].ndim = v.v.l.n;
-		memcpy(t[i].shape, v.v.l.p, sizeof(int64_t) * (size_t)v.v.l.n);
-		tk_set_contiguous(&t[i]);
-	}
-	return 0;
+	st = oplayer_workload_tensors(op, &c->w, c->dt, c->dtype, t, &in, params, err, errlen);
+	for (int i = 0; i < PARITY_MAX_T; i++)
+		given[i] = i < op->n_in ? (int)(in >> i & 1u) : i < op->n_in + op->n_out;
+	return st;
 }
 
 double parity_flops(const parity_case *c, char *err, size_t errlen)
@@ -332,7 +260,7 @@ int parity_elems(const parity_case *c, int64_t *elems, char *err, size_t errlen)
 	tk_tensor t[PARITY_MAX_T];
 	int given[PARITY_MAX_T];
 
-	if (case_shapes(c, t, given, err, errlen) < 0)
+	if (case_tensors(c, t, given, NULL, err, errlen) != TILEOPS_OK)
 		return -1;
 	for (int i = 0; i < PARITY_MAX_T; i++)
 		elems[i] = i < c->op->n_in + c->op->n_out && given[i] ? tk_numel(&t[i]) : 0;
@@ -485,8 +413,8 @@ tileops_status parity_prepare(parity_run *r, const parity_case *c, int cuda, uin
 	memset(r, 0, sizeof(*r));
 	r->c = c;
 	r->seed = seed;
-	if (case_shapes(c, r->t, r->given, err, errlen) < 0)
-		return TILEOPS_ERR_SHAPE;
+	if ((st = case_tensors(c, r->t, r->given, NULL, err, errlen)) != TILEOPS_OK)
+		return st;
 	for (int i = 0; i < op->n_in + op->n_out; i++)
 		if (r->given[i] && lay_out(r, i, err, errlen) < 0)
 			return TILEOPS_ERR_OUT_OF_MEMORY;

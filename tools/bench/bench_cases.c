@@ -2,12 +2,12 @@
  * bench_cases.c - tileops-bench's cases, from the manifest at run time.
  *
  * Each (op, workload, dtype) becomes a request as a client would send it:
- * the workload's input shapes, the dtype each tensor's rule gives for the
- * workload's dtype (as oplayer_check_workload chooses them), the output
- * shapes the op's own formulas give, and every param with a value. The op
- * layer (oplayer_prepare) then checks it like any request and builds the
- * kernel call and the roofline counts, so the bench runs exactly what the
- * manifest declares and cannot drift from it.
+ * the tensors the op layer makes of the workload (oplayer_workload_tensors:
+ * its input shapes, the dtype each tensor's rule gives for the workload's
+ * dtype, the output shapes the op's own formulas give) and every param
+ * with a value. The op layer (oplayer_prepare) then checks it like any
+ * request and builds the kernel call and the roofline counts, so the bench
+ * runs exactly what the manifest declares and cannot drift from it.
  *
  * Integer inputs carry structure that random values would break (an index
  * past a cache, a page table naming missing pages). They are filled by
@@ -23,7 +23,6 @@
 #include <string.h>
 
 #include "bench.h"
-#include "expr.h"
 #include "manifest.h"
 #include "oplayer.h"
 
@@ -223,112 +222,29 @@ static int fill_integer(const manifest_op *op, bw_workload *w, int i)
 
 /* ---- one case ------------------------------------------------------------------- */
 
-/* The dtype a workload gives tensor i, chosen as oplayer_check_workload does. */
-static tk_dtype rule_dtype(const manifest_op *op, int i, tk_dtype dt, const tk_tensor *t)
-{
-	const manifest_dtype_rule *r = &op->tensors[i].dtype;
-
-	if (r->same_as >= 0 && t[r->same_as].dtype != TK_DTYPE_INVALID)
-		return t[r->same_as].dtype;
-	if (!r->mask || (r->mask & (1u << dt)))
-		return r->mask ? dt : TK_DTYPE_INVALID;
-	for (int k = 1; k < TK_DTYPE_COUNT; k++)
-		if (r->mask & (1u << k))
-			return (tk_dtype)k;
-	return TK_DTYPE_INVALID;
-}
-
-/* Params by manifest index: the workload's value, else the default (kind NONE: neither). */
-static void case_params(const manifest_op *op, const manifest_workload *mw, tk_param *p)
-{
-	for (int k = 0; k < op->n_params; k++) {
-		memset(&p[k], 0, sizeof(p[k]));
-		if (op->params[k].has_default)
-			p[k] = op->params[k].def;
-	}
-	for (int k = 0; k < mw->n_params; k++)
-		p[mw->param[k]] = mw->value[k];
-}
-
-/* Output shapes from the op's formulas, with the roofline vars they may use. */
-static int output_shapes(const manifest_op *op, tk_tensor *t, const tk_tensor *const *present,
-                         const tk_param *params, char *err, size_t len)
-{
-	expr_value vars[MANIFEST_MAX_VARS], v;
-	expr_env env;
-	char msg[256];
-
-	memset(&env, 0, sizeof(env));
-	env.tensors = present;
-	env.n_tensors = op->n_in + op->n_out;
-	env.params = params;
-	env.n_params = op->n_params;
-	env.vars = vars;
-	for (int i = 0; i < op->n_vars; i++) {
-		env.n_vars = i;
-		if (expr_eval(op->vars[i].value, &env, &vars[i], msg, sizeof(msg)) < 0) {
-			snprintf(err, len, "%s: roofline var '%s': %.100s", op->name,
-			         op->vars[i].name, msg);
-			return -1;
-		}
-	}
-	env.n_vars = op->n_vars;
-	for (int i = op->n_in; i < op->n_in + op->n_out; i++) {
-		const manifest_tensor *mt = &op->tensors[i];
-
-		if (!mt->shape || expr_eval(mt->shape, &env, &v, msg, sizeof(msg)) < 0 ||
-		    v.v.l.n > TK_MAX_DIMS) {
-			snprintf(err, len, "%s: the shape of %s cannot be computed%s%.100s",
-			         op->name, mt->name, mt->shape ? ": " : "", mt->shape ? msg : "");
-			return -1;
-		}
-		t[i].ndim = v.v.l.n;
-		memcpy(t[i].shape, v.v.l.p, sizeof(int64_t) * (size_t)v.v.l.n);
-		tk_set_contiguous(&t[i]);
-	}
-	return 0;
-}
-
 static void make_case(const manifest *m, const manifest_op *op, const manifest_workload *mw,
                       tk_dtype dt, bw_workload *w)
 {
 	tk_tensor t[MANIFEST_MAX_TENSORS];
-	const tk_tensor *present[MANIFEST_MAX_TENSORS] = { 0 };
 	tk_param params[TK_MAX_PARAMS];
 	op_cost cost = { 0, 0 };
-	uint32_t left_out = 0;
+	uint32_t given = 0, left_out = 0;
+	tileops_status st;
 
-	memset(t, 0, sizeof(t));
 	w->op = op->name;
 	w->family = op->family;
 	w->label = mw->label;
 	w->dt = dt;
 	w->n_out = op->n_out;
+	st = oplayer_workload_tensors(op, mw, dt, NULL, t, &given, params, w->error,
+	                              sizeof(w->error));
 	/* Inputs up to the last one the workload gives; optional ones before it left out. */
-	for (int s = 0; s < mw->n_shapes; s++) {
-		tk_tensor *x = &t[mw->tensor[s]];
-
-		x->ndim = mw->ndim[s];
-		memcpy(x->shape, mw->shape[s], sizeof(x->shape));
-		tk_set_contiguous(x);
-		present[mw->tensor[s]] = x;
-		if (mw->tensor[s] + 1 > w->n_in)
-			w->n_in = mw->tensor[s] + 1;
-	}
+	for (int i = 0; i < op->n_in; i++)
+		if (given >> i & 1u)
+			w->n_in = i + 1;
 	for (int i = 0; i < w->n_in; i++)
-		if (!present[i])
+		if (!(given >> i & 1u))
 			left_out |= 1u << i;
-	for (int pass = 0; pass < 2; pass++)
-		for (int i = 0; i < op->n_in + op->n_out; i++)
-			t[i].dtype = rule_dtype(op, i, dt, t);
-	case_params(op, mw, params);
-	for (int k = 0; k < op->n_params; k++) {
-		if (params[k].kind == TK_PARAM_NONE)
-			continue;
-		w->param_names[w->n_params] = op->params[k].name;
-		w->params[w->n_params++] = params[k];
-	}
-	int shaped = output_shapes(op, t, present, params, w->error, sizeof(w->error)) == 0;
 	for (int i = 0; i < op->n_in + op->n_out; i++) {
 		int is_in = i < op->n_in;
 		bw_tensor *b = is_in ? &w->in[i] : &w->out[i - op->n_in];
@@ -342,8 +258,12 @@ static void make_case(const manifest *m, const manifest_op *op, const manifest_w
 		b->mutated = op->tensors[i].mutated;
 		b->absent = is_in && (left_out >> i & 1u);
 	}
-	if (!shaped)
+	if (st != TILEOPS_OK)
 		return;
+	for (int k = 0; k < op->n_params; k++) {
+		w->param_names[w->n_params] = op->params[k].name;
+		w->params[w->n_params++] = params[k];
+	}
 	op_request req = {
 		op->name,       w->n_in,   op->n_out, t, t + op->n_in, (size_t)w->n_params,
 		w->param_names, w->params, left_out
