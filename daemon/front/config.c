@@ -39,7 +39,7 @@ void config_defaults(config *cfg)
 	cfg->contexts = 64;
 	cfg->max_contexts = 4096;
 	cfg->max_connections = 1024;
-	cfg->max_connections_per_process = 64;
+	cfg->max_sessions_per_process = 64;
 	cfg->max_message_bytes = 1u << 20;
 	cfg->max_arena_bytes = 1u << 30;
 	cfg->session_memory_limit = 0;
@@ -274,8 +274,7 @@ static const int_key int_keys[] = {
 	{ "contexts", offsetof(config, contexts), 1, 4096 },
 	{ "max_contexts", offsetof(config, max_contexts), 1, 1 << 20 },
 	{ "max_connections", offsetof(config, max_connections), 1, 1 << 20 },
-	{ "max_connections_per_process", offsetof(config, max_connections_per_process), 1,
-	  1 << 20 },
+	{ "max_sessions_per_process", offsetof(config, max_sessions_per_process), 1, 1 << 20 },
 	{ "max_sessions", offsetof(config, max_sessions), 1, 65536 },
 	{ "max_pending", offsetof(config, max_pending), 1, 65536 },
 	{ "ring_spin_us", offsetof(config, ring_spin_us), 0, 100000 },

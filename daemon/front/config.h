@@ -46,7 +46,7 @@ typedef struct config {
 	int contexts;        /* nng contexts at start */
 	int max_contexts;    /* nng contexts at most */
 	int max_connections; /* control connections at most */
-	int max_connections_per_process;
+	int max_sessions_per_process;
 	size_t max_message_bytes;
 	size_t max_arena_bytes;
 	size_t session_memory_limit; /* 0: no limit */

@@ -161,6 +161,15 @@ static void do_hello(server *srv, tp_worker *w, Tileops__Request *req, uint32_t 
 		          h->protocol_version, TILEOPS__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT);
 		return;
 	}
+	int mine = 0;
+	for (session *t = srv->sessions; t; t = t->next)
+		mine += t->pid == pid;
+	if (pid > 0 && mine >= srv->cfg.max_sessions_per_process) {
+		reply_fmt(srv, w, req->seq, TILEOPS_ERR_BUSY,
+		          "process %lld already has %d sessions (max_sessions_per_process)",
+		          (long long)pid, mine);
+		return;
+	}
 	if (srv->n_sessions >= srv->cfg.max_sessions) {
 		reply_fmt(srv, w, req->seq, TILEOPS_ERR_BUSY,
 		          "the daemon already serves %d sessions (max_sessions)", srv->n_sessions);

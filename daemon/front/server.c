@@ -269,7 +269,6 @@ static int open_control_socket(server *srv, char *err, size_t errlen)
 		.workers = srv->cfg.contexts,
 		.max_workers = srv->cfg.max_contexts,
 		.max_pipes = srv->cfg.max_connections,
-		.max_pipes_per_pid = srv->cfg.max_connections_per_process,
 		.max_message_bytes = srv->cfg.max_message_bytes,
 		.socket_mode = srv->cfg.socket_mode,
 	};

@@ -36,7 +36,6 @@ typedef struct tp_chunk {
 /* An accepted connection. */
 typedef struct tp_pipe {
 	nng_pipe p;
-	uint64_t pid;
 	struct tp_pipe *next;
 } tp_pipe;
 
@@ -167,19 +166,12 @@ void transport_reply(tp_worker *w, nng_msg *msg)
 
 /* ---- connections ------------------------------------------------------- */
 
-/* Admit a pipe within the connection caps (under tp->mu); NULL, or the
- * cap it would exceed. */
-static const char *admit_locked(transport *tp, uint64_t pid)
+/* Admit a pipe within the connection cap (under tp->mu); NULL, or the cap
+ * it would exceed. */
+static const char *admit_locked(transport *tp)
 {
 	if (tp->opt.max_pipes > 0 && tp->n_pipes >= tp->opt.max_pipes)
 		return "max_connections";
-	if (tp->opt.max_pipes_per_pid > 0) {
-		int mine = 0;
-		for (tp_pipe *q = tp->pipes; q; q = q->next)
-			mine += q->pid == pid;
-		if (mine >= tp->opt.max_pipes_per_pid)
-			return "max_connections_per_process";
-	}
 	return NULL;
 }
 
@@ -198,10 +190,9 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 		}
 		tp_pipe *q = calloc(1, sizeof(*q));
 		pthread_mutex_lock(&tp->mu);
-		const char *cap = q ? admit_locked(tp, pid) : "out of memory";
+		const char *cap = q ? admit_locked(tp) : "out of memory";
 		if (!cap && !atomic_load(&tp->closing)) {
 			q->p = p;
-			q->pid = pid;
 			q->next = tp->pipes;
 			tp->pipes = q;
 			tp->n_pipes++;

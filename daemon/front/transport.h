@@ -10,8 +10,7 @@
  * left waiting: requests that wait long (behind a missing seq, behind long
  * device work) never leave other clients without one.
  *
- * Connections are counted, and one beyond max_pipes, or beyond
- * max_pipes_per_pid from one process, is closed at once.
+ * Connections are counted, and one beyond max_pipes is closed at once.
  */
 #ifndef TILEOPSD_TRANSPORT_H
 #define TILEOPSD_TRANSPORT_H
@@ -36,10 +35,9 @@ typedef struct transport_callbacks {
 
 typedef struct transport_options {
 	const char *address;
-	int workers;           /* contexts at start */
-	int max_workers;       /* contexts at most (below workers: workers) */
-	int max_pipes;         /* connections at most (0: no limit) */
-	int max_pipes_per_pid; /* connections of one process at most (0: no limit) */
+	int workers;     /* contexts at start */
+	int max_workers; /* contexts at most (below workers: workers) */
+	int max_pipes;   /* connections at most (0: no limit) */
 	size_t max_message_bytes;
 	unsigned socket_mode; /* ipc:// only */
 } transport_options;

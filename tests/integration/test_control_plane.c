@@ -1,7 +1,8 @@
 /*
  * test_control_plane.c - one client cannot take the control plane from the
  * others: requests it parks (behind a seq that never comes) do not use up
- * the contexts the daemon receives with, and its connections are capped.
+ * the contexts the daemon receives with, and its sessions and connections
+ * are capped.
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -56,14 +57,24 @@ static int park_requests(int fd)
 	return 0;
 }
 
-/* Child: hold `arg` connections open until fd is closed. */
+/* Child: hold `arg` sessions open until fd is closed; the refused ones must
+ * be refused as busy, naming the setting. */
 static int hold_connections(int arg, int fd)
 {
 	tileops_client *c[16];
 	int n = 0;
-	for (int i = 0; i < arg && i < 16; i++)
-		if (th_try_connect("held", 1 << 16, &c[n]) == TILEOPS_OK)
+	tileops_connect_options o = {
+		.address = th_address(), .arena_bytes = 1 << 16, .name = "held", .timeout_ms = 20000
+	};
+	for (int i = 0; i < arg && i < 16; i++) {
+		/* Once each: th_try_connect would retry a refusal as busy. */
+		tileops_status st = tileops_connect_opts(&o, &c[n]);
+		if (st == TILEOPS_OK)
 			n++;
+		else if (st != TILEOPS_ERR_BUSY ||
+		         !strstr(tileops_last_error(), "max_sessions_per_process"))
+			return 4;
+	}
 	unsigned char got = (unsigned char)n;
 	if (write(fd, &got, 1) != 1)
 		return 2;
@@ -126,10 +137,10 @@ Test(control_plane, requests_parked_behind_a_missing_seq_leave_contexts_for_othe
 	close(fds[0]);
 }
 
-Test(control_plane, one_process_cannot_take_more_connections_than_its_cap)
+Test(control_plane, one_process_cannot_take_more_sessions_than_its_cap)
 {
 	daemon2 d;
-	daemon2_start(&d, "max_connections_per_process = 3\n");
+	daemon2_start(&d, "max_sessions_per_process = 3\n");
 	daemon2_use(&d);
 	int sv[2];
 	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
@@ -139,7 +150,7 @@ Test(control_plane, one_process_cannot_take_more_connections_than_its_cap)
 	close(sv[1]);
 	unsigned char n = 0;
 	cr_assert_eq(read(sv[0], &n, 1), 1);
-	cr_assert_eq(n, 3, "a process with a cap of 3 connections got %d of 5", n);
+	cr_assert_eq(n, 3, "a process with a cap of 3 sessions got %d of 5", n);
 	/* Another process still connects. */
 	tileops_client *c = th_connect("other", 1 << 16);
 	tileops_close(c);
