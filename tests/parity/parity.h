@@ -14,8 +14,9 @@
  *
  * A run of a case: every buffer is filled with NaN bytes (0xff), padding
  * included; the inputs' logical elements get random values from a seed
- * (within the op's domain; indices, lengths, slots and block tables from a
- * generator that makes them valid, parity_rules.c); the CPU reference and
+ * (within the op's domain; indices, lengths, offsets, slots, block tables
+ * and given scales valid but varied, tools/workload/workload_inputs.h);
+ * the CPU reference and
  * the CUDA launcher (with the workspace the table entry declares, and
  * again without it) run on the same inputs; every tensor the op writes
  * (outputs, and inputs it updates in place) is compared under the
@@ -77,9 +78,10 @@ typedef struct parity_case {
 struct parity_run {
 	const parity_case *c;
 	const tk_kernel_entry *entry;
-	tk_call call;              /* the host call, as the op layer built it */
-	tk_tensor t[PARITY_MAX_T]; /* by manifest index; data NULL when not given */
-	void *base[PARITY_MAX_T];  /* the allocations (misaligned views start past them) */
+	tk_call call;                   /* the host call, as the op layer built it */
+	tk_tensor t[PARITY_MAX_T];      /* by manifest index; data NULL when not given */
+	tk_param params[TK_MAX_PARAMS]; /* by manifest index: the case's, else the defaults */
+	void *base[PARITY_MAX_T];       /* the allocations (misaligned views start past them) */
 	size_t alloc[PARITY_MAX_T];
 	size_t offset[PARITY_MAX_T]; /* bytes from base to data */
 	int given[PARITY_MAX_T];
@@ -103,8 +105,6 @@ typedef struct parity_rule {
 	const char *skip;
 	/* Bring a workload within the CPU budget; NULL: parity_scale_generic. */
 	int (*scale)(parity_case *c, char *err, size_t errlen);
-	/* Write the inputs that need structure (indices, lengths, slots, scales). */
-	int (*fill)(parity_run *r, uint64_t *rng, char *err, size_t errlen);
 	double lo, hi; /* float inputs' range (the op's domain); lo == hi: [-3, 3] */
 	void (*range)(int input, double *lo, double *hi);   /* when inputs differ */
 	int exact;                                          /* every written tensor bit for bit */

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "kernels/tk_test_util.h"
+#include "workload_inputs.h"
 
 #ifndef PARITY_MANIFEST_DIR
 #define PARITY_MANIFEST_DIR "manifest"
@@ -370,28 +371,37 @@ static int all_poison(const tk_tensor *t)
 	return n > 0;
 }
 
+/*
+ * Float inputs at random within their range, then the inputs with
+ * structure by the workload rules (in the order of the op's inputs, a
+ * given scale after the x it is made from), varied, then what the case
+ * plants.
+ */
 static tileops_status fill_inputs(parity_run *r, uint64_t *rng, char *err, size_t errlen)
 {
 	const parity_case *c = r->c;
-	const parity_rule *rule = parity_rule_of(c->op->name);
+	workload_call wc = { c->op, r->t, 0, r->params };
 
 	for (int i = 0; i < c->op->n_in; i++) {
 		double lo, hi;
 
+		wc.given |= (uint32_t)(r->given[i] != 0) << i;
 		if (!r->given[i] || !is_float(r->t[i].dtype))
 			continue;
 		parity_input_range(c, i, &lo, &hi);
 		tt_fill(&r->t[i], rng, lo, hi);
 	}
-	if (rule->fill && rule->fill(r, rng, err, errlen) < 0)
-		return TILEOPS_ERR_INVALID_ARGUMENT;
+	for (int i = 0; i < c->op->n_in; i++)
+		if (r->given[i] && workload_fill_input(&wc, i, WORKLOAD_FILL_VARIED, rng, NULL, 0,
+		                                       err, errlen) < 0)
+			return TILEOPS_ERR_INVALID_ARGUMENT;
 	if (c->plant)
 		c->plant(r, rng);
 	for (int i = 0; i < c->op->n_in; i++) {
 		if (r->given[i] && all_poison(&r->t[i])) {
 			snprintf(err, errlen,
-			         "%s: no generator writes input %s (%s): give the op a fill rule "
-			         "in tests/parity/parity_rules.c",
+			         "%s: no rule writes input %s (%s): give it one in "
+			         "tools/workload/workload_inputs.c",
 			         c->op->name, c->op->tensors[i].name, tk_dtype_name(r->t[i].dtype));
 			return TILEOPS_ERR_INVALID_ARGUMENT;
 		}
@@ -413,7 +423,7 @@ tileops_status parity_prepare(parity_run *r, const parity_case *c, int cuda, uin
 	memset(r, 0, sizeof(*r));
 	r->c = c;
 	r->seed = seed;
-	if ((st = case_tensors(c, r->t, r->given, NULL, err, errlen)) != TILEOPS_OK)
+	if ((st = case_tensors(c, r->t, r->given, r->params, err, errlen)) != TILEOPS_OK)
 		return st;
 	for (int i = 0; i < op->n_in + op->n_out; i++)
 		if (r->given[i] && lay_out(r, i, err, errlen) < 0)

@@ -1,14 +1,15 @@
 /*
  * parity_rules.c - what the parity harness must know of an op beyond its
- * manifest entry: the domain its float inputs are drawn from, generators
- * for inputs with structure (positions, slots, lengths, block tables,
- * sequence offsets, a given scale), scale rules for workloads the generic
- * halving cannot bring within the CPU budget, and tolerances.
+ * manifest entry: the domain its float inputs are drawn from, scale rules
+ * for workloads the generic halving cannot bring within the CPU budget,
+ * and tolerances. Inputs with structure (positions, slots, lengths, block
+ * tables, sequence offsets, a given scale) follow the rules of
+ * tools/workload/workload_inputs.h, by their names.
  *
  * An op with no row here gets inputs in [-3, 3], the generic scaling and
  * the tolerance of its output dtype. The smoke self-check fails for an op
- * whose integer input no generator writes, or whose workload no rule can
- * scale, naming this file.
+ * whose integer input no rule writes (naming tools/workload), or whose
+ * workload no rule can scale (naming this file).
  *
  * Tolerances (norm-wise relative error ||gpu - cpu|| / ||cpu|| over the
  * logical elements; NaN and infinities must match exactly):
@@ -41,10 +42,7 @@
 
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-
-#include "kernels/tk_test_util.h"
 
 /* ---- budgets of the scale rules ------------------------------------------------------ */
 
@@ -294,225 +292,6 @@ static parity_tol tol_attention(const parity_run *r, int tensor)
 	return (parity_tol){ .rel = r->t[tensor].dtype == TK_F16 ? 5e-3 : 2e-2 };
 }
 
-/* ---- generators of structured inputs ---------------------------------------------------- */
-
-static int64_t rand_below(uint64_t *rng, int64_t n)
-{
-	return n > 0 ? (int64_t)(tt_rand_u64(rng) % (uint64_t)n) : 0;
-}
-
-static int need(const tk_tensor *t, const char *op, const char *name, char *err, size_t errlen)
-{
-	if (t)
-		return 1;
-	snprintf(err, errlen, "%s: the generator needs input %s", op, name);
-	return 0;
-}
-
-/*
- * rope: positions within the cache when there is one (a position outside
- * it leaves the token as it is: a special case of its own), else within
- * Llama 3.1's 128K context, where f32 angles grow large.
- */
-static int fill_rope(parity_run *r, uint64_t *rng, char *err, size_t errlen)
-{
-	tk_tensor *pos = parity_tensor(r, "positions"), *cache = parity_tensor(r, "cos_sin_cache");
-	int64_t rows = cache ? cache->shape[0] : 131072;
-
-	if (!need(pos, "rope", "positions", err, errlen))
-		return -1;
-	for (int64_t t = 0; t < tk_numel(pos); t++)
-		tt_set(pos, t, (double)rand_below(rng, rows));
-	return 0;
-}
-
-/* A given fp8 scale around amax / 448: some values saturate, most do not. */
-static int fill_quant(parity_run *r, uint64_t *rng, char *err, size_t errlen)
-{
-	tk_tensor *x = parity_tensor(r, "x"), *scale = parity_tensor(r, "input_scale");
-	double amax = 0.0;
-
-	if (!scale)
-		return 0;
-	if (!need(x, "quant_fp8_per_tensor", "x", err, errlen))
-		return -1;
-	for (int64_t i = 0; i < tk_numel(x); i++)
-		amax = fmax(amax, fabs(tt_get(x, i)));
-	tt_set(scale, 0, (amax > 0.0 ? amax / 448.0 : 1.0) * tt_rand_uniform(rng, 0.5, 2.0));
-	return 0;
-}
-
-/*
- * kv_cache_append: distinct slots (which of two tokens naming one slot
- * lands is unspecified), scattered over the whole cache, and every 16th
- * token a padding token (-1, skipped); tokens past the cache's slots too.
- */
-static int fill_slots(parity_run *r, uint64_t *rng, char *err, size_t errlen)
-{
-	tk_tensor *slots = parity_tensor(r, "slot_mapping"), *cache = parity_tensor(r, "k_cache");
-
-	if (!need(slots, "kv_cache_append", "slot_mapping", err, errlen) ||
-	    !need(cache, "kv_cache_append", "k_cache", err, errlen))
-		return -1;
-	int64_t total = cache->shape[0] * cache->shape[1], n = tk_numel(slots), used = 0;
-	int64_t *perm = malloc(sizeof(int64_t) * (size_t)(total > 0 ? total : 1));
-	if (!perm) {
-		snprintf(err, errlen, "kv_cache_append: out of memory");
-		return -1;
-	}
-	for (int64_t s = 0; s < total; s++)
-		perm[s] = s;
-	for (int64_t t = 0; t < n; t++) {
-		if (t % 16 == 7 || used == total) {
-			tt_set(slots, t, -1.0);
-			continue;
-		}
-		int64_t j = used + rand_below(rng, total - used), s = perm[j];
-		perm[j] = perm[used];
-		perm[used++] = s;
-		tt_set(slots, t, (double)s);
-	}
-	free(perm);
-	return 0;
-}
-
-/* Lengths in [T, cap] (the T new tokens are in the cache), the first one full. */
-static void fill_lens(tk_tensor *lens, int64_t t, int64_t cap, uint64_t *rng)
-{
-	for (int64_t b = 0; b < tk_numel(lens); b++) {
-		int64_t lo = t < cap ? t : cap;
-		tt_set(lens, b, (double)(b == 0 ? cap : lo + rand_below(rng, cap - lo + 1)));
-	}
-}
-
-static int64_t new_tokens(const tk_tensor *q)
-{
-	return q->ndim == 4 ? q->shape[1] : 1;
-}
-
-static int fill_decode(parity_run *r, uint64_t *rng, char *err, size_t errlen)
-{
-	tk_tensor *q = parity_tensor(r, "q"), *k = parity_tensor(r, "k_cache");
-	tk_tensor *lens = parity_tensor(r, "seq_lens");
-
-	if (!need(q, "attention_decode", "q", err, errlen) ||
-	    !need(k, "attention_decode", "k_cache", err, errlen) ||
-	    !need(lens, "attention_decode", "seq_lens", err, errlen))
-		return -1;
-	fill_lens(lens, new_tokens(q), k->shape[1], rng);
-	return 0;
-}
-
-/*
- * Paged decode: each sequence's pages drawn without repeats from the pool
- * (scattered, in no order), shared between sequences only when the pool
- * is smaller than the tables; lengths as for contiguous decode.
- */
-static int fill_paged(parity_run *r, uint64_t *rng, char *err, size_t errlen)
-{
-	tk_tensor *q = parity_tensor(r, "q"), *k = parity_tensor(r, "k_cache");
-	tk_tensor *bt = parity_tensor(r, "block_tables"), *lens = parity_tensor(r, "seq_lens");
-
-	if (!need(q, "attention_decode_paged", "q", err, errlen) ||
-	    !need(k, "attention_decode_paged", "k_cache", err, errlen) ||
-	    !need(bt, "attention_decode_paged", "block_tables", err, errlen) ||
-	    !need(lens, "attention_decode_paged", "seq_lens", err, errlen))
-		return -1;
-	int64_t np = k->shape[0], n = tk_numel(bt), used = 0;
-	int64_t *perm = malloc(sizeof(int64_t) * (size_t)(np > 0 ? np : 1));
-	if (!perm) {
-		snprintf(err, errlen, "attention_decode_paged: out of memory");
-		return -1;
-	}
-	for (int64_t p = 0; p < np; p++)
-		perm[p] = p;
-	for (int64_t e = 0; e < n; e++) {
-		if (used == np)
-			used = 0; /* the pool is used up: share pages from here on */
-		int64_t j = used + rand_below(rng, np - used), p = perm[j];
-		perm[j] = perm[used];
-		perm[used++] = p;
-		tt_set(bt, e, (double)p);
-	}
-	free(perm);
-	fill_lens(lens, new_tokens(q), bt->shape[1] * k->shape[1], rng);
-	return 0;
-}
-
-/*
- * Split `total` tokens into n sequences of at most `most` each, summing
- * to total when they can (else every sequence full): lengths moved
- * between random pairs from an even split, so some are short or empty.
- */
-static void split_lengths(int64_t *len, int64_t n, int64_t total, int64_t most, uint64_t *rng)
-{
-	int64_t left = total;
-
-	for (int64_t b = 0; b < n; b++) {
-		len[b] = total / n < most ? total / n : most;
-		left -= len[b];
-	}
-	for (int64_t b = 0; b < n && left > 0; b++) {
-		int64_t add = most - len[b] < left ? most - len[b] : left;
-		len[b] += add;
-		left -= add;
-	}
-	for (int64_t i = 0; i < 4 * n; i++) {
-		int64_t a = rand_below(rng, n), b = rand_below(rng, n);
-		int64_t room = most - len[b] < len[a] ? most - len[b] : len[a];
-		int64_t move = rand_below(rng, room + 1);
-		len[a] -= move;
-		len[b] += move;
-	}
-}
-
-/*
- * attention_prefill_varlen: offsets that cover every token (so every row
- * is written), no sequence longer than max_seqlen_q (the CUDA kernel
- * writes only that many rows of one), keys split as the queries are when
- * the packed lengths agree (each query then sees its own keys).
- */
-static int fill_varlen(parity_run *r, uint64_t *rng, char *err, size_t errlen)
-{
-	tk_tensor *q = parity_tensor(r, "q"), *k = parity_tensor(r, "k");
-	tk_tensor *cq = parity_tensor(r, "cu_seqlens_q"), *ck = parity_tensor(r, "cu_seqlens_k");
-
-	if (!need(q, "attention_prefill_varlen", "q", err, errlen) ||
-	    !need(k, "attention_prefill_varlen", "k", err, errlen) ||
-	    !need(cq, "attention_prefill_varlen", "cu_seqlens_q", err, errlen) ||
-	    !need(ck, "attention_prefill_varlen", "cu_seqlens_k", err, errlen))
-		return -1;
-	int64_t n = tk_numel(cq) - 1, tq = q->shape[0], tk = k->shape[0];
-	int64_t mq = (int64_t)parity_param_num(r->c, "max_seqlen_q");
-	int64_t *lq = calloc((size_t)(n > 0 ? n : 1), sizeof(int64_t));
-	int64_t *lk = calloc((size_t)(n > 0 ? n : 1), sizeof(int64_t));
-	if (!lq || !lk) {
-		free(lq);
-		free(lk);
-		snprintf(err, errlen, "attention_prefill_varlen: out of memory");
-		return -1;
-	}
-	if (n > 0) {
-		split_lengths(lq, n, tq, mq > 0 ? mq : tq, rng);
-		if (tk == tq)
-			memcpy(lk, lq, sizeof(int64_t) * (size_t)n);
-		else
-			split_lengths(lk, n, tk, tk, rng);
-	}
-	int64_t oq = 0, ok = 0;
-	for (int64_t b = 0; b <= n; b++) {
-		tt_set(cq, b, (double)oq);
-		tt_set(ck, b, (double)ok);
-		if (b < n) {
-			oq += lq[b];
-			ok += lk[b];
-		}
-	}
-	free(lq);
-	free(lk);
-	return 0;
-}
-
 /* ---- domains -------------------------------------------------------------------------- */
 
 static void range_div(int input, double *lo, double *hi)
@@ -552,11 +331,8 @@ static const parity_rule rules[] = {
 	{ .op = "max_pool2d", .exact = 1 },
 	{ .op = "max_pool3d", .exact = 1 },
 	/* quantization */
-	{ .op = "quant_fp8_per_tensor", .exact = 1, .fill = fill_quant },
+	{ .op = "quant_fp8_per_tensor", .exact = 1 },
 	{ .op = "quant_fp8_per_token", .exact = 1 },
-	/* rope */
-	{ .op = "rope_neox", .fill = fill_rope },
-	{ .op = "rope_gptj", .fill = fill_rope },
 	/* diagnostic */
 	{ .op = "spin", .exact = 1 },
 	{ .op = "fault",
@@ -573,23 +349,20 @@ static const parity_rule rules[] = {
 	  .tol = tol_attention },
 	{ .op = "attention_prefill_varlen",
 	  .scale = scale_prefill_varlen,
-	  .fill = fill_varlen,
 	  .lo = -1.0,
 	  .hi = 1.0,
 	  .tol = tol_attention },
 	{ .op = "attention_decode",
 	  .scale = scale_decode,
-	  .fill = fill_decode,
 	  .lo = -1.0,
 	  .hi = 1.0,
 	  .tol = tol_attention },
 	{ .op = "attention_decode_paged",
 	  .scale = scale_decode_paged,
-	  .fill = fill_paged,
 	  .lo = -1.0,
 	  .hi = 1.0,
 	  .tol = tol_attention },
-	{ .op = "kv_cache_append", .exact = 1, .fill = fill_slots },
+	{ .op = "kv_cache_append", .exact = 1 },
 };
 
 const parity_rule *parity_rule_of(const char *op)

@@ -163,3 +163,94 @@ Test(parity_selfcheck, a_changed_element_fails_the_comparison_and_names_where)
 	free(got);
 	parity_free(&r);
 }
+
+/* Element e of integer input `name` of r. */
+static int64_t value_of(parity_run *r, const char *name, int64_t e)
+{
+	tk_tensor *t = parity_tensor(r, name);
+
+	cr_assert_not_null(t, "%s is not given", name);
+	return (int64_t)tt_get(t, e);
+}
+
+/*
+ * The inputs with structure (tools/workload) are valid and varied: paged
+ * decode's pages distinct until the pool is used up and its lengths within
+ * the capacity, the first full and not all; kv_cache_append's slots
+ * distinct, every 16th token padding and the tokens past the cache's slots
+ * too; packed sequences covering every token, none past max_seqlen_q, of
+ * unequal lengths, the keys split as the queries.
+ */
+Test(parity_selfcheck, inputs_with_structure_are_valid_and_varied)
+{
+	parity_case c;
+	parity_run r;
+	char err[512], seen[32] = { 0 };
+	int64_t distinct = 0, varied = 0;
+
+	parity_special(&c, "attention_decode_paged", TK_F16, "selfcheck");
+	parity_shape(&c, "q", 3, (int64_t[]){ 4, 4, 64 });
+	parity_shape(&c, "k_cache", 4, (int64_t[]){ 16, 16, 2, 64 });
+	parity_shape(&c, "v_cache", 4, (int64_t[]){ 16, 16, 2, 64 });
+	parity_shape(&c, "block_tables", 2, (int64_t[]){ 4, 6 });
+	parity_shape(&c, "seq_lens", 1, (int64_t[]){ 4 });
+	cr_assert_eq(parity_prepare(&r, &c, 0, 11, err, sizeof(err)), TILEOPS_OK, "%s", err);
+	for (int64_t e = 0; e < 24; e++) {
+		int64_t p = value_of(&r, "block_tables", e);
+		cr_assert(p >= 0 && p < 16, "page %lld", (long long)p);
+		cr_expect(e >= 16 || !seen[p], "page %lld twice in the first 16", (long long)p);
+		seen[p] = 1;
+	}
+	cr_expect_eq(value_of(&r, "seq_lens", 0), 6 * 16, "the first sequence is full");
+	for (int64_t b = 1; b < 4; b++) {
+		int64_t len = value_of(&r, "seq_lens", b);
+		cr_expect(len >= 1 && len <= 6 * 16, "length %lld", (long long)len);
+		varied += len != 6 * 16;
+	}
+	cr_expect_gt(varied, 0, "some sequences are not full");
+	parity_free(&r);
+
+	parity_special(&c, "kv_cache_append", TK_F32, "selfcheck");
+	parity_shape(&c, "k", 3, (int64_t[]){ 40, 2, 64 });
+	parity_shape(&c, "v", 3, (int64_t[]){ 40, 2, 64 });
+	parity_shape(&c, "slot_mapping", 1, (int64_t[]){ 40 });
+	parity_shape(&c, "k_cache", 4, (int64_t[]){ 2, 16, 2, 64 });
+	parity_shape(&c, "v_cache", 4, (int64_t[]){ 2, 16, 2, 64 });
+	cr_assert_eq(parity_prepare(&r, &c, 0, 11, err, sizeof(err)), TILEOPS_OK, "%s", err);
+	memset(seen, 0, sizeof(seen));
+	for (int64_t t = 0; t < 40; t++) {
+		int64_t s = value_of(&r, "slot_mapping", t);
+		if (t % 16 == 7)
+			cr_expect_eq(s, -1, "token %lld is padding", (long long)t);
+		if (s < 0)
+			continue;
+		cr_assert_lt(s, 32);
+		cr_expect(!seen[s], "slot %lld twice", (long long)s);
+		seen[s] = 1;
+		distinct++;
+	}
+	cr_expect_eq(distinct, 32, "every slot of the cache is written once");
+	parity_free(&r);
+
+	parity_special(&c, "attention_prefill_varlen", TK_F16, "selfcheck");
+	parity_shape(&c, "q", 3, (int64_t[]){ 1000, 2, 64 });
+	parity_shape(&c, "k", 3, (int64_t[]){ 1000, 2, 64 });
+	parity_shape(&c, "v", 3, (int64_t[]){ 1000, 2, 64 });
+	parity_shape(&c, "cu_seqlens_q", 1, (int64_t[]){ 9 });
+	parity_shape(&c, "cu_seqlens_k", 1, (int64_t[]){ 9 });
+	parity_param_int(&c, "max_seqlen_q", 300);
+	cr_assert_eq(parity_prepare(&r, &c, 0, 11, err, sizeof(err)), TILEOPS_OK, "%s", err);
+	cr_expect_eq(value_of(&r, "cu_seqlens_q", 0), 0);
+	cr_expect_eq(value_of(&r, "cu_seqlens_q", 8), 1000, "every token is in a sequence");
+	varied = 0;
+	for (int64_t b = 0; b < 8; b++) {
+		int64_t len = value_of(&r, "cu_seqlens_q", b + 1) - value_of(&r, "cu_seqlens_q", b);
+		cr_expect(len >= 0 && len <= 300, "sequence %lld has %lld tokens", (long long)b,
+		          (long long)len);
+		varied += len != 125;
+		cr_expect_eq(value_of(&r, "cu_seqlens_k", b + 1),
+		             value_of(&r, "cu_seqlens_q", b + 1));
+	}
+	cr_expect_gt(varied, 0, "the sequences are of unequal lengths");
+	parity_free(&r);
+}

@@ -11,11 +11,11 @@
  *
  * Integer inputs carry structure that random values would break (an index
  * past a cache, a page table naming missing pages). They are filled by
- * their name, from the shapes of the op's other tensors, as the ops'
- * manifest docs and CPU references define them (kernels/rope/rope.c,
- * kernels/attention/): see fill_integer. An integer input of another name
- * leaves its case refused with a message, never filled with garbage that
- * could fault the device and end the run.
+ * their name, from the shapes of the op's other tensors, with the load the
+ * op's roofline counts (every sequence full, one slot a token, sequences of
+ * equal length: tools/workload/workload_inputs.h). An integer input no rule
+ * there knows leaves its case refused with a message, never filled with
+ * garbage that could fault the device and end the run.
  */
 #include <math.h>
 #include <stdio.h>
@@ -25,12 +25,10 @@
 #include "bench.h"
 #include "manifest.h"
 #include "oplayer.h"
+#include "workload_inputs.h"
 
 #define MIB (1024.0 * 1024.0)
-/* Positions when no cos/sin cache bounds them: Llama 3.1's context length. */
-#define MAX_POSITIONS 131072
-#define NO_RULE \
-	"holds integers with no rule for their values in tools/bench/bench_cases.c (fill_integer)"
+#define NO_RULE "holds integers with no rule for their values in tools/workload/workload_inputs.c"
 
 static const struct {
 	const char *family, *why;
@@ -89,33 +87,8 @@ int bw_sets(const bw_workload *w)
 
 /* ---- integer inputs ------------------------------------------------------------ */
 
+/* The random state of the integer inputs: every run of the bench fills them alike. */
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
-
-static uint64_t rng_next(void)
-{
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return rng_state * 0x2545f4914f6cdd1dULL;
-}
-
-/* The case's input called `name`, or NULL when the op has none or it is absent. */
-static const bw_tensor *input_named(const manifest_op *op, const bw_workload *w, const char *name)
-{
-	for (int i = 0; i < op->n_in && i < w->n_in; i++)
-		if (!strcmp(op->tensors[i].name, name))
-			return w->in[i].absent ? NULL : &w->in[i];
-	return NULL;
-}
-
-static int64_t numel(const bw_tensor *t)
-{
-	int64_t n = 1;
-
-	for (int d = 0; d < t->ndim; d++)
-		n *= t->shape[d];
-	return n;
-}
 
 static int refuse(bw_workload *w, const char *name, const char *why)
 {
@@ -123,100 +96,24 @@ static int refuse(bw_workload *w, const char *name, const char *why)
 	return -1;
 }
 
-/*
- * The values of integer input i, by its name:
- *   positions     rope: uniformly below the rows of cos_sin_cache, or below
- *                 MAX_POSITIONS when the angles are computed;
- *   seq_lens      attention decode: every sequence full, the capacity of
- *                 the cache (k_cache.shape[1], times block_tables.shape[1]
- *                 when paged), as the roofline bytes assume;
- *   block_tables  paged decode: a random permutation of the cache's pages
- *                 (k_cache.shape[0]), row after row, wrapping round when
- *                 the table has more entries than there are pages;
- *   slot_mapping  kv_cache_append: distinct slots, token t at the end of
- *                 the t-th of T equal parts of the cache, as a batch of T
- *                 sequences each appending its next token;
- *   cu_seqlens_X  varlen attention: B equal sequences packed along X's
- *                 first dimension (offsets 0, N/B, ..., N).
- */
-static int fill_integer(const manifest_op *op, bw_workload *w, int i)
+/* Integer input i's host values, by the rule for its name, with the load the roofline counts. */
+static int fill_integer(const workload_call *c, bw_workload *w, int i)
 {
-	bw_tensor *t = &w->in[i];
-	const char *name = op->tensors[i].name;
-	const bw_tensor *kc = input_named(op, w, "k_cache");
-	int64_t n = numel(t);
-	int64_t *v;
+	bw_tensor *b = &w->in[i];
+	size_t bytes = bw_tensor_bytes(b);
+	int rc;
 
-	if (t->dt != TK_I32 && t->dt != TK_I64)
-		return refuse(w, name, NO_RULE);
-	v = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
-	if (v == NULL)
-		return refuse(w, name, "does not fit in host memory");
-	if (!strcmp(name, "positions")) {
-		const bw_tensor *cache = input_named(op, w, "cos_sin_cache");
-		int64_t limit = cache ? cache->shape[0] : MAX_POSITIONS;
-
-		for (int64_t k = 0; k < n; k++)
-			v[k] = (int64_t)(rng_next() % (uint64_t)(limit > 0 ? limit : 1));
-		snprintf(t->fill, sizeof(t->fill), "random below %lld", (long long)limit);
-	} else if (!strcmp(name, "seq_lens") && kc) {
-		const bw_tensor *bt = input_named(op, w, "block_tables");
-		int64_t cap = kc->shape[1] * (bt ? bt->shape[1] : 1);
-
-		for (int64_t k = 0; k < n; k++)
-			v[k] = cap;
-		snprintf(t->fill, sizeof(t->fill), "every sequence full: %lld", (long long)cap);
-	} else if (!strcmp(name, "block_tables") && kc && kc->shape[0] > 0) {
-		int64_t pages = kc->shape[0];
-		int64_t *perm = malloc(sizeof(int64_t) * (size_t)pages);
-
-		if (perm == NULL) {
-			free(v);
-			return refuse(w, name, "does not fit in host memory");
-		}
-		for (int64_t k = 0; k < pages; k++)
-			perm[k] = k;
-		for (int64_t k = pages - 1; k > 0; k--) {
-			int64_t j = (int64_t)(rng_next() % (uint64_t)(k + 1)), x = perm[k];
-			perm[k] = perm[j];
-			perm[j] = x;
-		}
-		for (int64_t k = 0; k < n; k++)
-			v[k] = perm[k % pages];
-		free(perm);
-		snprintf(t->fill, sizeof(t->fill), "a random permutation of %lld pages",
-		         (long long)pages);
-	} else if (!strcmp(name, "slot_mapping") && kc) {
-		int64_t cap = kc->shape[0] * kc->shape[1];
-		int64_t stride = n > 0 && cap >= n ? cap / n : 1;
-
-		for (int64_t k = 0; k < n; k++)
-			v[k] = ((k + 1) * stride - 1) % (cap > 0 ? cap : 1);
-		snprintf(t->fill, sizeof(t->fill), "slots %lld apart in a cache of %lld",
-		         (long long)stride, (long long)cap);
-	} else if (!strncmp(name, "cu_seqlens_", 11) && input_named(op, w, name + 11) && n >= 1) {
-		int64_t tokens = input_named(op, w, name + 11)->shape[0], b = n - 1;
-
-		for (int64_t k = 0; k < n; k++)
-			v[k] = b > 0 ? k * tokens / b : 0;
-		snprintf(t->fill, sizeof(t->fill), "%lld sequences of %lld %s tokens", (long long)b,
-		         (long long)(b > 0 ? tokens / b : 0), name + 11);
-	} else {
-		free(v);
-		return refuse(w, name, NO_RULE);
+	c->t[i].data = malloc(bytes ? bytes : 1);
+	if (c->t[i].data == NULL)
+		return refuse(w, b->name, "does not fit in host memory");
+	rc = workload_fill_input(c, i, WORKLOAD_FILL_ROOFLINE, &rng_state, b->fill, sizeof(b->fill),
+	                         w->error, sizeof(w->error));
+	if (rc <= 0) {
+		free(c->t[i].data);
+		c->t[i].data = NULL;
+		return rc < 0 ? -1 : refuse(w, b->name, NO_RULE);
 	}
-	if (t->dt == TK_I32) {
-		int32_t *v32 = malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
-
-		for (int64_t k = 0; v32 != NULL && k < n; k++)
-			v32[k] = (int32_t)v[k];
-		free(v);
-		if (v32 == NULL)
-			return refuse(w, name, "does not fit in host memory");
-		t->values = v32;
-		return 0;
-	}
-	t->values = v;
+	b->values = c->t[i].data;
 	return 0;
 }
 
@@ -274,11 +171,12 @@ static void make_case(const manifest *m, const manifest_op *op, const manifest_w
 	w->error[0] = '\0';
 	w->flops = cost.flops;
 	w->bytes = cost.bytes;
+	workload_call wc = { op, t, given, params };
 	for (int i = 0; i < w->n_in; i++) {
 		tk_dtype x = w->in[i].dt;
 
 		if (!w->in[i].absent && x != TK_F32 && x != TK_F16 && x != TK_BF16 &&
-		    x != TK_FP8_E4M3 && fill_integer(op, w, i) < 0)
+		    x != TK_FP8_E4M3 && fill_integer(&wc, w, i) < 0)
 			return;
 	}
 }

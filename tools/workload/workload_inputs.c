@@ -1,0 +1,446 @@
+/*
+ * workload_inputs.c - the rules of workload_inputs.h, one function an
+ * input name, each writing through the tensor's strides so that padded
+ * rows keep their padding.
+ */
+#include "workload_inputs.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Positions when no cos/sin cache bounds them: Llama 3.1's context length. */
+#define MAX_POSITIONS 131072
+/* The largest finite fp8 e4m3 value: a scale of amax / 448 saturates nothing. */
+#define FP8_MAX 448.0
+
+/* One input to fill, and where its messages go. */
+typedef struct job {
+	const workload_call *c;
+	int i;
+	tk_tensor *t;
+	const char *name;
+	workload_fill fill;
+	uint64_t *rng;
+	char *how, *err;
+	size_t howlen, errlen;
+} job;
+
+static void say(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void say(char *buf, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!buf || !len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, len, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- random values and elements ------------------------------------------------ */
+
+static uint64_t rand_u64(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 0x2545f4914f6cdd1dULL;
+}
+
+static int64_t rand_below(uint64_t *s, int64_t n)
+{
+	return n > 0 ? (int64_t)(rand_u64(s) % (uint64_t)n) : 0;
+}
+
+static double rand_uniform(uint64_t *s, double lo, double hi)
+{
+	return lo + (hi - lo) * (double)(rand_u64(s) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* The offset in elements of logical element e (row-major) of t. */
+static int64_t offset_of(const tk_tensor *t, int64_t e)
+{
+	int64_t off = 0;
+
+	for (int d = t->ndim - 1; d >= 0; d--) {
+		off += (e % t->shape[d]) * t->stride[d];
+		e /= t->shape[d];
+	}
+	return off;
+}
+
+static void put_int(tk_tensor *t, int64_t e, int64_t v)
+{
+	if (t->dtype == TK_I32)
+		((int32_t *)t->data)[offset_of(t, e)] = (int32_t)v;
+	else
+		((int64_t *)t->data)[offset_of(t, e)] = v;
+}
+
+static int64_t get_int(const tk_tensor *t, int64_t e)
+{
+	if (t->dtype == TK_I32)
+		return ((const int32_t *)t->data)[offset_of(t, e)];
+	return ((const int64_t *)t->data)[offset_of(t, e)];
+}
+
+static void put_float(tk_tensor *t, int64_t e, double v)
+{
+	int64_t o = offset_of(t, e);
+
+	if (t->dtype == TK_F32)
+		((float *)t->data)[o] = (float)v;
+	else if (t->dtype == TK_F16)
+		((uint16_t *)t->data)[o] = tk_f32_to_f16((float)v);
+	else
+		((uint16_t *)t->data)[o] = tk_f32_to_bf16((float)v);
+}
+
+static double get_float(const tk_tensor *t, int64_t e)
+{
+	int64_t o = offset_of(t, e);
+
+	if (t->dtype == TK_F32)
+		return ((const float *)t->data)[o];
+	if (t->dtype == TK_F16)
+		return tk_f16_to_f32(((const uint16_t *)t->data)[o]);
+	return tk_bf16_to_f32(((const uint16_t *)t->data)[o]);
+}
+
+static int is_int(tk_dtype dt)
+{
+	return dt == TK_I32 || dt == TK_I64;
+}
+
+static int is_float(tk_dtype dt)
+{
+	return dt == TK_F32 || dt == TK_F16 || dt == TK_BF16;
+}
+
+/* ---- the call's other tensors and params ----------------------------------------- */
+
+static int input_index(const workload_call *c, const char *name)
+{
+	for (int i = 0; i < c->op->n_in; i++)
+		if ((c->given >> i & 1u) && !strcmp(c->op->tensors[i].name, name))
+			return i;
+	return -1;
+}
+
+/* The call's input called `name`, or NULL when the op has none or the call leaves it out. */
+static const tk_tensor *input(const workload_call *c, const char *name)
+{
+	int i = input_index(c, name);
+
+	return i < 0 ? NULL : &c->t[i];
+}
+
+/* As input, but a rule cannot do without it: NULL with a message. */
+static const tk_tensor *need(job *j, const char *name)
+{
+	const tk_tensor *t = input(j->c, name);
+
+	if (!t)
+		say(j->err, j->errlen, "%s: input %s is made from %s, which the call does not give",
+		    j->c->op->name, j->name, name);
+	return t;
+}
+
+/* Dim d of t, or 0 when t has no such dim. */
+static int64_t dim(const tk_tensor *t, int d)
+{
+	return d < t->ndim ? t->shape[d] : 0;
+}
+
+/* The value of param `name` as an integer; 0 when the op has no such param. */
+static int64_t param_int(const workload_call *c, const char *name)
+{
+	for (int k = 0; k < c->op->n_params; k++) {
+		const tk_param *v = &c->params[k];
+
+		if (strcmp(c->op->params[k].name, name) != 0)
+			continue;
+		return v->kind == TK_PARAM_FLOAT  ? (int64_t)v->v.f
+		       : v->kind == TK_PARAM_BOOL ? (int64_t)v->v.b
+		                                  : v->v.i;
+	}
+	return 0;
+}
+
+static int64_t *alloc_values(job *j, int64_t n)
+{
+	int64_t *v = calloc((size_t)(n > 0 ? n : 1), sizeof(int64_t));
+
+	if (!v)
+		say(j->err, j->errlen, "%s: input %s: out of memory", j->c->op->name, j->name);
+	return v;
+}
+
+/* ---- the rules ------------------------------------------------------------------- */
+
+static int fill_positions(job *j)
+{
+	const tk_tensor *cache = input(j->c, "cos_sin_cache");
+	int64_t limit = cache ? dim(cache, 0) : MAX_POSITIONS, n = tk_numel(j->t);
+
+	for (int64_t e = 0; e < n; e++)
+		put_int(j->t, e, rand_below(j->rng, limit));
+	say(j->how, j->howlen, "random below %lld", (long long)limit);
+	return 1;
+}
+
+static int fill_seq_lens(job *j)
+{
+	const tk_tensor *k = need(j, "k_cache"), *bt = input(j->c, "block_tables");
+	const tk_tensor *q = input(j->c, "q");
+	int64_t n = tk_numel(j->t);
+
+	if (!k)
+		return -1;
+	int64_t cap = dim(k, 1) * (bt ? dim(bt, 1) : 1);
+	if (j->fill == WORKLOAD_FILL_ROOFLINE) {
+		for (int64_t b = 0; b < n; b++)
+			put_int(j->t, b, cap);
+		say(j->how, j->howlen, "every sequence full: %lld", (long long)cap);
+		return 1;
+	}
+	/* The T new tokens are in the cache: a length below T leaves rows that see nothing. */
+	int64_t t = q && q->ndim == 4 ? q->shape[1] : 1, lo = t < cap ? t : cap;
+	for (int64_t b = 0; b < n; b++)
+		put_int(j->t, b, b == 0 ? cap : lo + rand_below(j->rng, cap - lo + 1));
+	say(j->how, j->howlen, "the first full (%lld), the others in [%lld, %lld]", (long long)cap,
+	    (long long)lo, (long long)cap);
+	return 1;
+}
+
+static int fill_block_tables(job *j)
+{
+	const tk_tensor *k = need(j, "k_cache");
+	int64_t n = tk_numel(j->t), used = 0;
+
+	if (!k)
+		return -1;
+	int64_t pages = dim(k, 0);
+	if (n > 0 && pages <= 0) {
+		say(j->err, j->errlen, "%s: block_tables has entries but k_cache has no pages",
+		    j->c->op->name);
+		return -1;
+	}
+	int64_t *perm = alloc_values(j, pages);
+	if (!perm)
+		return -1;
+	for (int64_t p = 0; p < pages; p++)
+		perm[p] = p;
+	/* A shuffle drawn as the table is written: no page twice until all are used. */
+	for (int64_t e = 0; e < n; e++) {
+		if (used == pages)
+			used = 0;
+		int64_t r = used + rand_below(j->rng, pages - used), p = perm[r];
+		perm[r] = perm[used];
+		perm[used++] = p;
+		put_int(j->t, e, p);
+	}
+	free(perm);
+	say(j->how, j->howlen, "a random permutation of %lld pages", (long long)pages);
+	return 1;
+}
+
+static int fill_slot_mapping(job *j)
+{
+	const tk_tensor *k = need(j, "k_cache");
+	int64_t n = tk_numel(j->t), used = 0;
+
+	if (!k)
+		return -1;
+	int64_t cap = dim(k, 0) * dim(k, 1);
+	if (j->fill == WORKLOAD_FILL_ROOFLINE) {
+		int64_t stride = n > 0 && cap >= n ? cap / n : 1;
+
+		for (int64_t e = 0; e < n; e++)
+			put_int(j->t, e, ((e + 1) * stride - 1) % (cap > 0 ? cap : 1));
+		say(j->how, j->howlen, "slots %lld apart in a cache of %lld", (long long)stride,
+		    (long long)cap);
+		return 1;
+	}
+	int64_t *perm = alloc_values(j, cap);
+	if (!perm)
+		return -1;
+	for (int64_t s = 0; s < cap; s++)
+		perm[s] = s;
+	for (int64_t e = 0; e < n; e++) {
+		if (e % 16 == 7 || used == cap) {
+			put_int(j->t, e, -1);
+			continue;
+		}
+		int64_t r = used + rand_below(j->rng, cap - used), s = perm[r];
+		perm[r] = perm[used];
+		perm[used++] = s;
+		put_int(j->t, e, s);
+	}
+	free(perm);
+	say(j->how, j->howlen, "distinct random slots of %lld, every 16th token padding (-1)",
+	    (long long)cap);
+	return 1;
+}
+
+/*
+ * Split `total` tokens into n sequences of at most `most` each, summing to
+ * total when they can (else every sequence full): an even split, then, when
+ * varied, lengths moved between random pairs, so some are short or empty.
+ */
+static void split_lengths(int64_t *len, int64_t n, int64_t total, int64_t most, int varied,
+                          uint64_t *rng)
+{
+	int64_t left = total;
+
+	for (int64_t b = 0; b < n; b++) {
+		len[b] = total / n < most ? total / n : most;
+		left -= len[b];
+	}
+	for (int64_t b = 0; b < n && left > 0; b++) {
+		int64_t add = most - len[b] < left ? most - len[b] : left;
+		len[b] += add;
+		left -= add;
+	}
+	for (int64_t i = 0; varied && i < 4 * n; i++) {
+		int64_t a = rand_below(rng, n), b = rand_below(rng, n);
+		int64_t room = most - len[b] < len[a] ? most - len[b] : len[a];
+		int64_t move = rand_below(rng, room + 1);
+		len[a] -= move;
+		len[b] += move;
+	}
+}
+
+/*
+ * An earlier cu_seqlens input, filled, of n offsets over `tokens` tokens
+ * and no sequence longer than `most`; or NULL.
+ */
+static const tk_tensor *same_split(const job *j, int64_t n, int64_t tokens, int64_t most)
+{
+	const workload_call *c = j->c;
+
+	for (int i = 0; i < j->i; i++) {
+		const char *name = c->op->tensors[i].name;
+		const tk_tensor *packed, *t = &c->t[i];
+		int fits = 1;
+
+		if (!(c->given >> i & 1u) || strncmp(name, "cu_seqlens_", 11) != 0 || !t->data ||
+		    !is_int(t->dtype) || tk_numel(t) != n)
+			continue;
+		packed = input(c, name + 11);
+		for (int64_t e = 0; e + 1 < n; e++)
+			fits &= get_int(t, e + 1) - get_int(t, e) <= most;
+		if (packed && dim(packed, 0) == tokens && fits)
+			return t;
+	}
+	return NULL;
+}
+
+static int fill_cu_seqlens(job *j)
+{
+	const char *packed_name = j->name + strlen("cu_seqlens_");
+	const tk_tensor *packed = need(j, packed_name), *same;
+	int64_t n = tk_numel(j->t), b = n - 1, offset = 0;
+	char max_name[64];
+
+	if (!packed)
+		return -1;
+	if (n < 1)
+		return 1; /* no offsets to write */
+	int64_t tokens = dim(packed, 0);
+	snprintf(max_name, sizeof(max_name), "max_seqlen_%s", packed_name);
+	int64_t most = param_int(j->c, max_name) > 0 ? param_int(j->c, max_name) : tokens;
+	int64_t *len = alloc_values(j, b);
+	if (!len)
+		return -1;
+	if ((same = same_split(j, n, tokens, most)))
+		for (int64_t e = 0; e < b; e++)
+			len[e] = get_int(same, e + 1) - get_int(same, e);
+	else if (b > 0)
+		split_lengths(len, b, tokens, most, j->fill == WORKLOAD_FILL_VARIED, j->rng);
+	for (int64_t e = 0; e <= b; e++) {
+		put_int(j->t, e, offset);
+		if (e < b)
+			offset += len[e];
+	}
+	free(len);
+	if (j->fill == WORKLOAD_FILL_ROOFLINE)
+		say(j->how, j->howlen, "%lld sequences of %lld %s tokens", (long long)b,
+		    (long long)(b > 0 ? tokens / b : 0), packed_name);
+	else if (same)
+		say(j->how, j->howlen, "the sequences of %s",
+		    j->c->op->tensors[same - j->c->t].name);
+	else
+		say(j->how, j->howlen, "%lld sequences of at most %lld of %lld %s tokens",
+		    (long long)b, (long long)most, (long long)tokens, packed_name);
+	return 1;
+}
+
+static int fill_input_scale(job *j)
+{
+	const tk_tensor *x = need(j, "x");
+	double amax = 0.0;
+
+	if (!x)
+		return -1;
+	if (!x->data || !is_float(x->dtype)) {
+		say(j->err, j->errlen,
+		    "%s: input_scale is made from x's values, which are not filled",
+		    j->c->op->name);
+		return -1;
+	}
+	for (int64_t e = 0; e < tk_numel(x); e++)
+		amax = fmax(amax, fabs(get_float(x, e)));
+	double scale = (amax > 0.0 ? amax / FP8_MAX : 1.0) * rand_uniform(j->rng, 0.5, 2.0);
+	for (int64_t e = 0; e < tk_numel(j->t); e++)
+		put_float(j->t, e, scale);
+	say(j->how, j->howlen, "%.6g (amax(x) %.6g / 448, times a factor in [0.5, 2])", scale,
+	    amax);
+	return 1;
+}
+
+/* The rules by input name (a prefix for cu_seqlens_X) and the dtypes they write. */
+static const struct {
+	const char *name;
+	int prefix;
+	int floats; /* 0: i32 and i64; 1: f32, f16 and bf16 */
+	int (*fill)(job *j);
+} rules[] = {
+	{ "positions", 0, 0, fill_positions },       { "seq_lens", 0, 0, fill_seq_lens },
+	{ "block_tables", 0, 0, fill_block_tables }, { "slot_mapping", 0, 0, fill_slot_mapping },
+	{ "cu_seqlens_", 1, 0, fill_cu_seqlens },    { "input_scale", 0, 1, fill_input_scale },
+};
+
+int workload_fill_input(const workload_call *c, int i, workload_fill fill, uint64_t *rng, char *how,
+                        size_t howlen, char *err, size_t errlen)
+{
+	job j = { c, i, NULL, NULL, fill, rng, how, err, howlen, errlen };
+
+	if (how && howlen)
+		how[0] = '\0';
+	if (!c || !c->op || !c->t || !c->params || !rng || i < 0 || i >= c->op->n_in ||
+	    !(c->given >> i & 1u)) {
+		say(err, errlen, "workload_fill_input: input %d is not one of the call's", i);
+		return -1;
+	}
+	j.t = &c->t[i];
+	j.name = c->op->tensors[i].name;
+	for (size_t r = 0; r < sizeof(rules) / sizeof(rules[0]); r++) {
+		size_t n = strlen(rules[r].name);
+
+		if ((rules[r].prefix ? strncmp(j.name, rules[r].name, n)
+		                     : strcmp(j.name, rules[r].name)) ||
+		    !(rules[r].floats ? is_float(j.t->dtype) : is_int(j.t->dtype)))
+			continue;
+		if (!j.t->data) {
+			say(err, errlen, "%s: input %s has no buffer to fill", c->op->name, j.name);
+			return -1;
+		}
+		return rules[r].fill(&j);
+	}
+	return 0;
+}
