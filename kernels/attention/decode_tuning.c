@@ -11,7 +11,7 @@
  * kv65536". Those are what the split's plan depends on besides the device.
  *
  * Compiled into each kernel library (TK_WITH_CUDA says which); the
- * CPU-only one has no candidates.
+ * CPU-only one has no candidates (TK_TUNING_PAIR).
  */
 #include <stdio.h>
 #include <string.h>
@@ -49,21 +49,6 @@ static int shape_class(const tk_call *call, int paged, char *buf, size_t len)
 	return 0;
 }
 
-static int contiguous_class(const tk_call *call, char *buf, size_t len)
-{
-	return shape_class(call, 0, buf, len);
-}
-
-static int paged_class(const tk_call *call, char *buf, size_t len)
-{
-	return shape_class(call, 1, buf, len);
-}
-
-static int parse_class(const char *text, char *buf, size_t len, char *why, size_t whylen)
-{
-	return tk_class_check(CLASS_SYNTAX, text, buf, len, why, whylen);
-}
-
 static int format_choice(const tk_choice *c, char *buf, size_t len)
 {
 	if (c->v[0] < 1)
@@ -80,47 +65,10 @@ static int parse_choice(const char *text, tk_choice *c)
 	if (sscanf(text, " %31s %31s %1s", word, num, extra) != 2 || strcmp(word, "splits") != 0 ||
 	    tk_word_number(num, "", MAX_SPLITS, &n) != 0 || n < 1)
 		return -1;
-	memset(c, 0, sizeof(*c));
-	c->mode = TK_CHOICE_PREFER;
-	c->v[0] = (int32_t)n;
+	tk_choice_one(c, TK_CHOICE_PREFER, (int32_t)n);
 	return 0;
 }
 
-#if TK_WITH_CUDA
-static int contiguous_candidates(const tk_call *call, tk_choice *out, int max)
-{
-	return tk_attention_decode_candidates(call, 0, out, max);
-}
-
-static int paged_candidates(const tk_call *call, tk_choice *out, int max)
-{
-	return tk_attention_decode_candidates(call, 1, out, max);
-}
-#define CUDA_ONLY(fn) (fn)
-#else
-#define CUDA_ONLY(fn) NULL
-#endif
-
-const tk_tuning tk_tuning_attention_decode = {
-	.family = "attention_decode",
-	.class_syntax = CLASS_SYNTAX,
-	.choice_syntax = CHOICE_SYNTAX,
-	.shape_class = contiguous_class,
-	.parse_class = parse_class,
-	.format_choice = format_choice,
-	.parse_choice = parse_choice,
-	.candidates = CUDA_ONLY(contiguous_candidates),
-	.measure = NULL,
-};
-
-const tk_tuning tk_tuning_attention_decode_paged = {
-	.family = "attention_decode",
-	.class_syntax = CLASS_SYNTAX,
-	.choice_syntax = CHOICE_SYNTAX,
-	.shape_class = paged_class,
-	.parse_class = parse_class,
-	.format_choice = format_choice,
-	.parse_choice = parse_choice,
-	.candidates = CUDA_ONLY(paged_candidates),
-	.measure = NULL,
-};
+TK_TUNING_PAIR(attention_decode, attention_decode_paged, "attention_decode", CLASS_SYNTAX,
+               CHOICE_SYNTAX, shape_class, format_choice, parse_choice,
+               tk_attention_decode_candidates, NULL, NULL);

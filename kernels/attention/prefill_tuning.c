@@ -11,7 +11,7 @@
  * "bf16 d128 causal b4 h32 g4 q4096 kv4096".
  *
  * Compiled into each kernel library (TK_WITH_CUDA says which); the
- * CPU-only one has no candidates.
+ * CPU-only one has no candidates (TK_TUNING_PAIR).
  */
 #include <stdio.h>
 #include <string.h>
@@ -80,21 +80,6 @@ static int shape_class(const tk_call *call, int varlen, char *buf, size_t len)
 	return 0;
 }
 
-static int batched_class(const tk_call *call, char *buf, size_t len)
-{
-	return shape_class(call, 0, buf, len);
-}
-
-static int varlen_class(const tk_call *call, char *buf, size_t len)
-{
-	return shape_class(call, 1, buf, len);
-}
-
-static int parse_class(const char *text, char *buf, size_t len, char *why, size_t whylen)
-{
-	return tk_class_check(CLASS_SYNTAX, text, buf, len, why, whylen);
-}
-
 static int format_choice(const tk_choice *c, char *buf, size_t len)
 {
 	if (c->v[0] < 0 || c->v[0] >= TK_PREFILL_SCHEDULES)
@@ -112,9 +97,7 @@ static int parse_choice(const char *text, tk_choice *c)
 	for (int s = 0; s < TK_PREFILL_SCHEDULES; s++) {
 		if (strcmp(word, tk_prefill_schedule_of(s).name) != 0)
 			continue;
-		memset(c, 0, sizeof(*c));
-		c->mode = TK_CHOICE_PREFER;
-		c->v[0] = s;
+		tk_choice_one(c, TK_CHOICE_PREFER, s);
 		return 0;
 	}
 	return -1;
@@ -142,50 +125,13 @@ static int candidates(const tk_call *call, int varlen, tk_choice *out, int max)
 		if (dup)
 			continue;
 		memcpy(seen[n], key, sizeof(key));
-		if (n < max) {
-			memset(&out[n], 0, sizeof(out[n]));
-			out[n].mode = TK_CHOICE_EXACT;
-			out[n].v[0] = s;
-		}
+		if (n < max)
+			tk_choice_one(&out[n], TK_CHOICE_EXACT, s);
 		n++;
 	}
 	return n;
 }
-
-static int batched_candidates(const tk_call *call, tk_choice *out, int max)
-{
-	return candidates(call, 0, out, max);
-}
-
-static int varlen_candidates(const tk_call *call, tk_choice *out, int max)
-{
-	return candidates(call, 1, out, max);
-}
-#define CUDA_ONLY(fn) (fn)
-#else
-#define CUDA_ONLY(fn) NULL
 #endif
 
-const tk_tuning tk_tuning_attention_prefill = {
-	.family = "attention_prefill",
-	.class_syntax = CLASS_SYNTAX,
-	.choice_syntax = CHOICE_SYNTAX,
-	.shape_class = batched_class,
-	.parse_class = parse_class,
-	.format_choice = format_choice,
-	.parse_choice = parse_choice,
-	.candidates = CUDA_ONLY(batched_candidates),
-	.measure = NULL,
-};
-
-const tk_tuning tk_tuning_attention_prefill_varlen = {
-	.family = "attention_prefill",
-	.class_syntax = CLASS_SYNTAX,
-	.choice_syntax = CHOICE_SYNTAX,
-	.shape_class = varlen_class,
-	.parse_class = parse_class,
-	.format_choice = format_choice,
-	.parse_choice = parse_choice,
-	.candidates = CUDA_ONLY(varlen_candidates),
-	.measure = NULL,
-};
+TK_TUNING_PAIR(attention_prefill, attention_prefill_varlen, "attention_prefill", CLASS_SYNTAX,
+               CHOICE_SYNTAX, shape_class, format_choice, parse_choice, candidates, NULL, NULL);

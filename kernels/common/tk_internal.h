@@ -141,6 +141,74 @@ int tk_word_number(const char *word, const char *prefix, int64_t max, int64_t *o
 /* The least power of two >= x (1 for x <= 1). */
 int64_t tk_pow2_ceil(int64_t x);
 
+/* *c = the choice of one field, v[0] = v0 (the other fields 0), in `mode`. */
+void tk_choice_one(tk_choice *c, tk_choice_mode mode, int32_t v0);
+
+/*
+ * The two tk_tuning tables of a tunable family whose ops differ in one
+ * flag (attention decode: contiguous or paged; prefill: batched or varlen;
+ * gemm: gemm or bmm). The family writes its callbacks once, the flag their
+ * second argument,
+ *   int class_fn(const tk_call *call, int flag, char *buf, size_t len);
+ *   int candidates_fn(const tk_call *call, int flag, tk_choice *out, int max);
+ * and format_fn and parse_fn as tk_tuning has them; then
+ *   TK_TUNING_PAIR(op0, op1, family, class_syntax, choice_syntax, class_fn,
+ *                  format_fn, parse_fn, candidates_fn, measure0, measure1);
+ * defines tk_tuning_<op0> (flag 0) and tk_tuning_<op1> (flag 1), their
+ * classes checked against class_syntax by tk_class_check. Candidates and
+ * the measuring functions (measure0, measure1: each op's own, NULL for
+ * none) are where the CUDA kernels are (a file compiled with TK_WITH_CUDA
+ * 1); in the CPU-only library they are NULL and their names are never
+ * read, so a file may define them under #if TK_WITH_CUDA alone.
+ */
+#if defined(TK_WITH_CUDA) && TK_WITH_CUDA
+#define TK_CUDA_ONLY(fn) (fn)
+#define TK_TUNING_CANDIDATES_(op, flag, fn)                                      \
+	static int op##_candidates(const tk_call *call, tk_choice *out, int max) \
+	{                                                                        \
+		return fn(call, flag, out, max);                                 \
+	}
+#else
+#define TK_CUDA_ONLY(fn) NULL
+#define TK_TUNING_CANDIDATES_(op, flag, fn)
+#endif
+
+#define TK_TUNING_CLASS_(op, flag, fn)                                    \
+	static int op##_class(const tk_call *call, char *buf, size_t len) \
+	{                                                                 \
+		return fn(call, flag, buf, len);                          \
+	}
+
+#define TK_TUNING_TABLE_(op, fam, class_syntax_, choice_syntax_, parse_class_fn, format_fn, \
+                         parse_fn, measure_fn)                                              \
+	const tk_tuning tk_tuning_##op = {                                                  \
+		.family = fam,                                                              \
+		.class_syntax = class_syntax_,                                              \
+		.choice_syntax = choice_syntax_,                                            \
+		.shape_class = op##_class,                                                  \
+		.parse_class = parse_class_fn,                                              \
+		.format_choice = format_fn,                                                 \
+		.parse_choice = parse_fn,                                                   \
+		.candidates = TK_CUDA_ONLY(op##_candidates),                                \
+		.measure = TK_CUDA_ONLY(measure_fn),                                        \
+	}
+
+#define TK_TUNING_PAIR(op0, op1, fam, class_syntax_, choice_syntax_, class_fn, format_fn,       \
+                       parse_fn, candidates_fn, measure0, measure1)                             \
+	static int op0##_parse_class(const char *text, char *buf, size_t len, char *why,        \
+	                             size_t whylen)                                             \
+	{                                                                                       \
+		return tk_class_check(class_syntax_, text, buf, len, why, whylen);              \
+	}                                                                                       \
+	TK_TUNING_CLASS_(op0, 0, class_fn)                                                      \
+	TK_TUNING_CLASS_(op1, 1, class_fn)                                                      \
+	TK_TUNING_CANDIDATES_(op0, 0, candidates_fn)                                            \
+	TK_TUNING_CANDIDATES_(op1, 1, candidates_fn)                                            \
+	TK_TUNING_TABLE_(op0, fam, class_syntax_, choice_syntax_, op0##_parse_class, format_fn, \
+	                 parse_fn, measure0);                                                   \
+	TK_TUNING_TABLE_(op1, fam, class_syntax_, choice_syntax_, op0##_parse_class, format_fn, \
+	                 parse_fn, measure1)
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,8 @@
 /*
  * tuning_text.c - the texts of the tuning interfaces (tk_tuning in
  * tileops_kernels.h) that every family writes alike: shape classes
- * checked against a family's syntax, and words with a number.
+ * checked against a family's syntax, words with a number, choices of one
+ * field. (The tables themselves: TK_TUNING_PAIR in tk_internal.h.)
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -56,6 +57,13 @@ int64_t tk_pow2_ceil(int64_t x)
 	while (p < x && p < ((int64_t)1 << 62))
 		p <<= 1;
 	return p;
+}
+
+void tk_choice_one(tk_choice *c, tk_choice_mode mode, int32_t v0)
+{
+	memset(c, 0, sizeof(*c));
+	c->mode = mode;
+	c->v[0] = v0;
 }
 
 /* Append word to out (at *at, a space before all but the first); -1 when it does not fit. */

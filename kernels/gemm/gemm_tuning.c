@@ -27,21 +27,6 @@ static int shape_class(const tk_call *call, int batched, char *buf, size_t len)
 	return 0;
 }
 
-static int gemm_class(const tk_call *call, char *buf, size_t len)
-{
-	return shape_class(call, 0, buf, len);
-}
-
-static int bmm_class(const tk_call *call, char *buf, size_t len)
-{
-	return shape_class(call, 1, buf, len);
-}
-
-static int parse_class(const char *text, char *buf, size_t len, char *why, size_t whylen)
-{
-	return tk_class_check(CLASS_SYNTAX, text, buf, len, why, whylen);
-}
-
 static int format_choice(const tk_choice *c, char *buf, size_t len)
 {
 	tk_gemm_config cfg;
@@ -76,16 +61,6 @@ static int candidates(const tk_call *call, int batched, tk_choice *out, int max)
 	return n;
 }
 
-static int gemm_candidates(const tk_call *call, tk_choice *out, int max)
-{
-	return candidates(call, 0, out, max);
-}
-
-static int bmm_candidates(const tk_call *call, tk_choice *out, int max)
-{
-	return candidates(call, 1, out, max);
-}
-
 static tk_status gemm_measure(const tk_call *call, void *stream, double budget_ms, tk_choice *best,
                               double *us, char *err, size_t errlen)
 {
@@ -97,31 +72,7 @@ static tk_status bmm_measure(const tk_call *call, void *stream, double budget_ms
 {
 	return tk_gemm_measure(call, 1, stream, budget_ms, best, us, err, errlen);
 }
-#define CUDA_ONLY(fn) (fn)
-#else
-#define CUDA_ONLY(fn) NULL
 #endif
 
-const tk_tuning tk_tuning_gemm = {
-	.family = "gemm",
-	.class_syntax = CLASS_SYNTAX,
-	.choice_syntax = CHOICE_SYNTAX,
-	.shape_class = gemm_class,
-	.parse_class = parse_class,
-	.format_choice = format_choice,
-	.parse_choice = parse_choice,
-	.candidates = CUDA_ONLY(gemm_candidates),
-	.measure = CUDA_ONLY(gemm_measure),
-};
-
-const tk_tuning tk_tuning_bmm = {
-	.family = "gemm",
-	.class_syntax = CLASS_SYNTAX,
-	.choice_syntax = CHOICE_SYNTAX,
-	.shape_class = bmm_class,
-	.parse_class = parse_class,
-	.format_choice = format_choice,
-	.parse_choice = parse_choice,
-	.candidates = CUDA_ONLY(bmm_candidates),
-	.measure = CUDA_ONLY(bmm_measure),
-};
+TK_TUNING_PAIR(gemm, bmm, "gemm", CLASS_SYNTAX, CHOICE_SYNTAX, shape_class, format_choice,
+               parse_choice, candidates, gemm_measure, bmm_measure);
