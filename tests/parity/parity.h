@@ -132,6 +132,20 @@ void parity_retype(parity_case *c, const char *name, tk_dtype dt);
 /* Manifest index of tensor `name` of c's op, or -1. */
 int parity_tensor_index(const parity_case *c, const char *name);
 
+/* Make and check one special case of a row-reading op: x [rows, width], rows padded by pad. */
+typedef void (*parity_row_fn)(const char *op, tk_dtype dt, int64_t rows, int64_t width, int64_t pad,
+                              int variant);
+/*
+ * The row shapes every row-reading op runs on, through one(), in f32, f16
+ * and bf16 and each variant below `variants`: 7 rows of widths 1, 3, 17,
+ * 1000, 4097 and 8192, and 5 of each padded by 3; one row of 4096 (decode)
+ * and of 4095; 3000 narrow rows; 40 aligned padded rows of 7168; 1100 rows
+ * of 4096 (the shapes for many rows); 3 of 16384 (the widest rows held in
+ * registers); 2 of 20000 (past them: the streaming kernels); 2 of 262144
+ * (the widest supported row).
+ */
+void parity_row_cases(const char *op, int variants, parity_row_fn one);
+
 /*
  * Workload `wi` of op at dtype dt, scaled within the CPU budget (the op's
  * rule, or parity_scale_generic). Returns 0, or -1 with a message.

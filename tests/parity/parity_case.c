@@ -144,6 +144,29 @@ void parity_retype(parity_case *c, const char *name, tk_dtype dt)
 	c->retype[i] = dt;
 }
 
+void parity_row_cases(const char *op, int variants, parity_row_fn one)
+{
+	static const int64_t widths[] = { 1, 3, 17, 1000, 4097, 8192 };
+
+	for (size_t k = 0; k < 3; k++) {
+		tk_dtype dt = tt_float_dtypes[k];
+		for (int v = 0; v < variants; v++) {
+			for (size_t w = 0; w < sizeof(widths) / sizeof(widths[0]); w++) {
+				one(op, dt, 7, widths[w], 0, v);
+				one(op, dt, 5, widths[w], 3, v);
+			}
+			one(op, dt, 1, 4096, 0, v);
+			one(op, dt, 1, 4095, 0, v);
+			one(op, dt, 3000, 64, 0, v);
+			one(op, dt, 40, 7168, 8, v);
+			one(op, dt, 1100, 4096, 0, v);
+			one(op, dt, 3, 16384, 0, v);
+			one(op, dt, 2, 20000, 0, v);
+			one(op, dt, 2, 262144, 0, v);
+		}
+	}
+}
+
 /* ---- workloads ----------------------------------------------------------------------- */
 
 static void shape_str(const int64_t *s, int n, char *buf, size_t len)

@@ -71,47 +71,22 @@ static void row_case(const char *op, tk_dtype dt, int64_t rows, int64_t width, i
 	parity_check(&c);
 }
 
-static const int64_t widths[] = { 1, 3, 17, 1000, 4097, 8192 };
-#define N_WIDTHS (sizeof(widths) / sizeof(widths[0]))
-
-/* The shapes every row-reading op runs on, in every dtype and variant. */
-static void row_op_cases(const char *op, int variants)
-{
-	for (size_t k = 0; k < 3; k++) {
-		tk_dtype dt = tt_float_dtypes[k];
-		for (int v = 0; v < variants; v++) {
-			for (size_t w = 0; w < N_WIDTHS; w++) {
-				row_case(op, dt, 7, widths[w], 0, v);
-				row_case(op, dt, 5, widths[w], 3, v);
-			}
-			row_case(op, dt, 1, 4096, 0, v);    /* decode: one row */
-			row_case(op, dt, 1, 4095, 0, v);    /* one odd row */
-			row_case(op, dt, 3000, 64, 0, v);   /* many narrow rows */
-			row_case(op, dt, 40, 7168, 8, v);   /* aligned padded rows */
-			row_case(op, dt, 1100, 4096, 0, v); /* many rows: the shapes for many */
-			row_case(op, dt, 3, 16384, 0, v);   /* the widest rows held in registers */
-			row_case(op, dt, 2, 20000, 0, v);   /* past them: the streaming kernels */
-			row_case(op, dt, 2, 262144, 0, v);  /* the widest supported row */
-		}
-	}
-}
-
 Test(parity_elementwise, every_unary_op_matches_cpu_on_odd_widths_and_padded_rows)
 {
 	for (const char *const *op = unary_ops; *op != NULL; op++)
-		row_op_cases(*op, 2);
+		parity_row_cases(*op, 2, row_case);
 }
 
 Test(parity_elementwise, every_binary_op_matches_cpu_with_a_broadcast_row)
 {
 	for (const char *const *op = binary_ops; *op != NULL; op++)
-		row_op_cases(*op, 2);
+		parity_row_cases(*op, 2, row_case);
 }
 
 Test(parity_elementwise, silu_and_gelu_and_mul_match_cpu)
 {
-	row_op_cases("silu_and_mul", 1);
-	row_op_cases("gelu_and_mul", 2);
+	parity_row_cases("silu_and_mul", 1, row_case);
+	parity_row_cases("gelu_and_mul", 2, row_case);
 }
 
 /* ---- broadcasting, alignment ------------------------------------------------------ */

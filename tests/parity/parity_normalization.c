@@ -34,36 +34,12 @@ static void norm_case(const char *op, tk_dtype dt, int64_t rows, int64_t width, 
 	parity_check(&c);
 }
 
-static const int64_t widths[] = { 1, 3, 17, 1000, 4097, 8192 };
-#define N_WIDTHS (sizeof(widths) / sizeof(widths[0]))
-
-static void row_op_cases(const char *op, int variants)
-{
-	for (size_t k = 0; k < 3; k++) {
-		tk_dtype dt = tt_float_dtypes[k];
-		for (int v = 0; v < variants; v++) {
-			for (size_t w = 0; w < N_WIDTHS; w++) {
-				norm_case(op, dt, 7, widths[w], 0, v);
-				norm_case(op, dt, 5, widths[w], 3, v);
-			}
-			norm_case(op, dt, 1, 4096, 0, v);    /* decode: one row */
-			norm_case(op, dt, 1, 4095, 0, v);    /* one odd row */
-			norm_case(op, dt, 3000, 64, 0, v);   /* many narrow rows */
-			norm_case(op, dt, 40, 7168, 8, v);   /* aligned padded rows */
-			norm_case(op, dt, 1100, 4096, 0, v); /* many rows: the shapes for many */
-			norm_case(op, dt, 3, 16384, 0, v);   /* the widest rows held in registers */
-			norm_case(op, dt, 2, 20000, 0, v);   /* past them: the streaming kernels */
-			norm_case(op, dt, 2, 262144, 0, v);  /* the widest supported row */
-		}
-	}
-}
-
 Test(parity_normalization, every_norm_matches_cpu_residual_included)
 {
-	row_op_cases("rms_norm", 1);
-	row_op_cases("layer_norm", 2);
-	row_op_cases("fused_add_rms_norm", 1);
-	row_op_cases("fused_add_layer_norm", 2);
+	parity_row_cases("rms_norm", 1, norm_case);
+	parity_row_cases("layer_norm", 2, norm_case);
+	parity_row_cases("fused_add_rms_norm", 1, norm_case);
+	parity_row_cases("fused_add_layer_norm", 2, norm_case);
 }
 
 /*

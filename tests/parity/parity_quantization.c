@@ -43,34 +43,10 @@ static void quant_case(const char *op, tk_dtype dt, int64_t rows, int64_t width,
 	parity_check(&c);
 }
 
-static const int64_t widths[] = { 1, 3, 17, 1000, 4097, 8192 };
-#define N_WIDTHS (sizeof(widths) / sizeof(widths[0]))
-
-static void row_op_cases(const char *op)
-{
-	for (size_t k = 0; k < 3; k++) {
-		tk_dtype dt = tt_float_dtypes[k];
-		for (int v = 0; v < 3; v++) {
-			for (size_t w = 0; w < N_WIDTHS; w++) {
-				quant_case(op, dt, 7, widths[w], 0, v);
-				quant_case(op, dt, 5, widths[w], 3, v);
-			}
-			quant_case(op, dt, 1, 4096, 0, v);    /* decode: one row */
-			quant_case(op, dt, 1, 4095, 0, v);    /* one odd row */
-			quant_case(op, dt, 3000, 64, 0, v);   /* many narrow rows */
-			quant_case(op, dt, 40, 7168, 8, v);   /* aligned padded rows */
-			quant_case(op, dt, 1100, 4096, 0, v); /* many rows: the shapes for many */
-			quant_case(op, dt, 3, 16384, 0, v);  /* the widest rows held in registers */
-			quant_case(op, dt, 2, 20000, 0, v);  /* past them: the streaming kernels */
-			quant_case(op, dt, 2, 262144, 0, v); /* the widest supported row */
-		}
-	}
-}
-
 Test(parity_quantization, per_tensor_and_per_token_codes_and_scales_match_cpu_exactly)
 {
-	row_op_cases("quant_fp8_per_tensor");
-	row_op_cases("quant_fp8_per_token");
+	parity_row_cases("quant_fp8_per_tensor", 3, quant_case);
+	parity_row_cases("quant_fp8_per_token", 3, quant_case);
 }
 
 /*

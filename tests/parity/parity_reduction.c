@@ -53,42 +53,18 @@ static void op_case(const char *op, tk_dtype dt, int64_t rows, int64_t width, in
 	parity_check(&c);
 }
 
-static const int64_t widths[] = { 1, 3, 17, 1000, 4097, 8192 };
-#define N_WIDTHS (sizeof(widths) / sizeof(widths[0]))
-
-static void row_op_cases(const char *op, int variants)
-{
-	for (size_t k = 0; k < 3; k++) {
-		tk_dtype dt = tt_float_dtypes[k];
-		for (int v = 0; v < variants; v++) {
-			for (size_t w = 0; w < N_WIDTHS; w++) {
-				op_case(op, dt, 7, widths[w], 0, v);
-				op_case(op, dt, 5, widths[w], 3, v);
-			}
-			op_case(op, dt, 1, 4096, 0, v);    /* decode: one row */
-			op_case(op, dt, 1, 4095, 0, v);    /* one odd row */
-			op_case(op, dt, 3000, 64, 0, v);   /* many narrow rows */
-			op_case(op, dt, 40, 7168, 8, v);   /* aligned padded rows */
-			op_case(op, dt, 1100, 4096, 0, v); /* many rows: the shapes for many */
-			op_case(op, dt, 3, 16384, 0, v);   /* the widest rows held in registers */
-			op_case(op, dt, 2, 20000, 0, v);   /* past them: the streaming kernels */
-			op_case(op, dt, 2, 262144, 0, v);  /* the widest supported row */
-		}
-	}
-}
-
 Test(parity_reduction, softmax_and_log_softmax_match_cpu_along_either_dim)
 {
-	row_op_cases("softmax", 1);
-	row_op_cases("log_softmax", 2);
+	parity_row_cases("softmax", 1, op_case);
+	parity_row_cases("log_softmax", 2, op_case);
 }
 
 Test(parity_reduction, sum_mean_amax_argmax_match_cpu_along_either_dim_with_keepdim)
 {
-	row_op_cases("sum", 3);
-	row_op_cases("mean", 3);
-	row_op_cases("amax", 3);
-	row_op_cases("argmax", 3);
+	parity_row_cases("sum", 3, op_case);
+	parity_row_cases("mean", 3, op_case);
+	parity_row_cases("amax", 3, op_case);
+	parity_row_cases("argmax", 3, op_case);
 }
 
 /* ---- shifted, masked and wide softmax rows ------------------------------------------ */
