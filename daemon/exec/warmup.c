@@ -65,6 +65,65 @@ static int parse_int(reader *r, const yaml_node_t *n, int64_t lo, int64_t *out, 
 	return 0;
 }
 
+/* ---- walking the document ------------------------------------------------------ */
+
+/* 0 when n is a node of `type`, else -1 after fail() with msg (what n must be). */
+static int expect(reader *r, const yaml_node_t *n, yaml_node_type_t type, const char *msg)
+{
+	if (n && n->type == type)
+		return 0;
+	return fail(r, n, "%s", msg);
+}
+
+/* One key: value pair of a mapping (key NULL when it is not a scalar); 0 or -1 after fail(). */
+typedef int (*pair_fn)(reader *r, const char *key, yaml_node_t *k, yaml_node_t *v, void *arg);
+
+/* Each pair of mapping n through fn, in order, until one fails. */
+static int each_pair(reader *r, const yaml_node_t *n, pair_fn fn, void *arg)
+{
+	for (yaml_node_pair_t *kv = n->data.mapping.pairs.start; kv < n->data.mapping.pairs.top;
+	     kv++) {
+		yaml_node_t *k = node(r, kv->key);
+
+		if (fn(r, scalar(k), k, node(r, kv->value), arg))
+			return -1;
+	}
+	return 0;
+}
+
+/* Room for sequence n's items, `size` bytes each, zeroed (at least one); NULL after fail(). */
+static void *alloc_items(reader *r, const yaml_node_t *n, size_t size)
+{
+	size_t count = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+	void *items = calloc(count ? count : 1, size);
+
+	if (!items)
+		fail(r, n, "out of memory");
+	return items;
+}
+
+/*
+ * Sequence n (else fail with `list`, what it must be) of integers >= lo,
+ * each `item`, appended to out[*count], at most max of them in all (else
+ * "at most max <noun>").
+ */
+static int int_list(reader *r, const yaml_node_t *n, int64_t lo, int64_t *out, int *count, int max,
+                    const char *list, const char *noun, const char *item)
+{
+	if (expect(r, n, YAML_SEQUENCE_NODE, list))
+		return -1;
+	for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+	     it++) {
+		if (*count == max)
+			return fail(r, n, "at most %d %s", max, noun);
+		if (parse_int(r, node(r, *it), lo, &out[(*count)++], item))
+			return -1;
+	}
+	return 0;
+}
+
+/* ---- plans ------------------------------------------------------------------------ */
+
 static int find_tensor(const warm_plan *p, const char *name)
 {
 	for (int i = 0; i < p->n_tensors; i++)
@@ -122,183 +181,205 @@ static int parse_param(reader *r, const yaml_node_t *v, tk_param *out)
 	return 0;
 }
 
+typedef struct op_reading {
+	const warm_plan *p;
+	warm_op *op;
+	const yaml_node_t *params; /* the params mapping, where "at most" points */
+	int have_op;
+} op_reading;
+
+/* One name: value of an op's params. */
+static int param_pair(reader *r, const char *key, yaml_node_t *k, yaml_node_t *v, void *arg)
+{
+	op_reading *o = arg;
+	warm_op *op = o->op;
+	int rc;
+
+	if (op->n_params == TK_MAX_PARAMS)
+		return fail(r, o->params, "at most %d params", TK_MAX_PARAMS);
+	rc = copy_name(r, k, op->param_names[op->n_params], "a param name");
+	if (rc == 0)
+		rc = parse_param(r, v, &op->params[op->n_params]);
+	op->n_params++;
+	return rc;
+}
+
+static int op_pair(reader *r, const char *key, yaml_node_t *k, yaml_node_t *v, void *arg)
+{
+	op_reading *o = arg;
+	warm_op *op = o->op;
+
+	if (!key)
+		return fail(r, k, "keys must be plain names");
+	if (strcmp(key, "op") == 0) {
+		o->have_op = 1;
+		return copy_name(r, v, op->op, "op");
+	}
+	if (strcmp(key, "inputs") == 0)
+		return tensor_list(r, v, o->p, op->in, TK_MAX_INPUTS, &op->n_in, "inputs");
+	if (strcmp(key, "outputs") == 0)
+		return tensor_list(r, v, o->p, op->out, TK_MAX_OUTPUTS, &op->n_out, "outputs");
+	if (strcmp(key, "params") == 0) {
+		if (expect(r, v, YAML_MAPPING_NODE, "params must be a mapping of name: value"))
+			return -1;
+		o->params = v;
+		return each_pair(r, v, param_pair, o);
+	}
+	return fail(r, k, "unknown key '%s' in an op (op, inputs, outputs, params)", key);
+}
+
 static int parse_op(reader *r, const yaml_node_t *n, const warm_plan *p, warm_op *op)
 {
-	if (!n || n->type != YAML_MAPPING_NODE)
-		return fail(r, n, "an op must be a mapping with op, inputs, outputs, params");
+	op_reading o = { p, op, NULL, 0 };
+
+	if (expect(r, n, YAML_MAPPING_NODE,
+	           "an op must be a mapping with op, inputs, outputs, params"))
+		return -1;
 	memset(op, 0, sizeof(*op));
-	int have_op = 0;
-	for (yaml_node_pair_t *kv = n->data.mapping.pairs.start; kv < n->data.mapping.pairs.top;
-	     kv++) {
-		yaml_node_t *k = node(r, kv->key), *v = node(r, kv->value);
-		const char *key = scalar(k);
-		int rc = 0;
-		if (!key) {
-			rc = fail(r, k, "keys must be plain names");
-		} else if (strcmp(key, "op") == 0) {
-			rc = copy_name(r, v, op->op, "op");
-			have_op = 1;
-		} else if (strcmp(key, "inputs") == 0) {
-			rc = tensor_list(r, v, p, op->in, TK_MAX_INPUTS, &op->n_in, "inputs");
-		} else if (strcmp(key, "outputs") == 0) {
-			rc = tensor_list(r, v, p, op->out, TK_MAX_OUTPUTS, &op->n_out, "outputs");
-		} else if (strcmp(key, "params") == 0) {
-			if (!v || v->type != YAML_MAPPING_NODE)
-				return fail(r, v, "params must be a mapping of name: value");
-			for (yaml_node_pair_t *pp = v->data.mapping.pairs.start;
-			     pp < v->data.mapping.pairs.top && rc == 0; pp++) {
-				if (op->n_params == TK_MAX_PARAMS)
-					return fail(r, v, "at most %d params", TK_MAX_PARAMS);
-				rc = copy_name(r, node(r, pp->key), op->param_names[op->n_params],
-				               "a param name");
-				if (rc == 0)
-					rc = parse_param(r, node(r, pp->value),
-					                 &op->params[op->n_params]);
-				op->n_params++;
-			}
-		} else {
-			rc = fail(r, k, "unknown key '%s' in an op (op, inputs, outputs, params)",
-			          key);
-		}
-		if (rc)
-			return rc;
+	if (each_pair(r, n, op_pair, &o))
+		return -1;
+	return o.have_op ? 0 : fail(r, n, "an op needs 'op'");
+}
+
+typedef struct tensor_reading {
+	warm_tensor *t;
+	int have; /* bits: name, dtype, shape */
+} tensor_reading;
+
+static int tensor_pair(reader *r, const char *key, yaml_node_t *k, yaml_node_t *v, void *arg)
+{
+	tensor_reading *tr = arg;
+	warm_tensor *t = tr->t;
+
+	if (key && strcmp(key, "name") == 0) {
+		tr->have |= 1;
+		return copy_name(r, v, t->name, "a tensor name");
 	}
-	return have_op ? 0 : fail(r, n, "an op needs 'op'");
+	if (key && strcmp(key, "dtype") == 0) {
+		t->dtype = scalar(v) ? tk_dtype_parse(scalar(v)) : TK_DTYPE_INVALID;
+		if (t->dtype == TK_DTYPE_INVALID)
+			return fail(r, v, "unknown dtype '%s'", scalar(v) ? scalar(v) : "?");
+		tr->have |= 2;
+		return 0;
+	}
+	if (key && strcmp(key, "shape") == 0) {
+		tr->have |= 4;
+		return int_list(r, v, 0, t->shape, &t->ndim, TK_MAX_DIMS,
+		                "shape must be a list of extents", "dims", "an extent");
+	}
+	return fail(r, k, "unknown key '%s' in a tensor (name, dtype, shape)", key ? key : "?");
 }
 
 static int parse_tensor(reader *r, const yaml_node_t *n, warm_tensor *t)
 {
-	if (!n || n->type != YAML_MAPPING_NODE)
-		return fail(r, n, "a tensor must be a mapping with name, dtype, shape");
+	tensor_reading tr = { t, 0 };
+
+	if (expect(r, n, YAML_MAPPING_NODE, "a tensor must be a mapping with name, dtype, shape"))
+		return -1;
 	memset(t, 0, sizeof(*t));
-	int have = 0;
-	for (yaml_node_pair_t *kv = n->data.mapping.pairs.start; kv < n->data.mapping.pairs.top;
-	     kv++) {
-		yaml_node_t *k = node(r, kv->key), *v = node(r, kv->value);
-		const char *key = scalar(k);
-		if (key && strcmp(key, "name") == 0) {
-			if (copy_name(r, v, t->name, "a tensor name"))
-				return -1;
-			have |= 1;
-		} else if (key && strcmp(key, "dtype") == 0) {
-			t->dtype = scalar(v) ? tk_dtype_parse(scalar(v)) : TK_DTYPE_INVALID;
-			if (t->dtype == TK_DTYPE_INVALID)
-				return fail(r, v, "unknown dtype '%s'",
-				            scalar(v) ? scalar(v) : "?");
-			have |= 2;
-		} else if (key && strcmp(key, "shape") == 0) {
-			if (!v || v->type != YAML_SEQUENCE_NODE)
-				return fail(r, v, "shape must be a list of extents");
-			for (yaml_node_item_t *it = v->data.sequence.items.start;
-			     it < v->data.sequence.items.top; it++) {
-				if (t->ndim == TK_MAX_DIMS)
-					return fail(r, v, "at most %d dims", TK_MAX_DIMS);
-				if (parse_int(r, node(r, *it), 0, &t->shape[t->ndim++],
-				              "an extent"))
-					return -1;
-			}
-			have |= 4;
-		} else {
-			return fail(r, k, "unknown key '%s' in a tensor (name, dtype, shape)",
-			            key ? key : "?");
-		}
+	if (each_pair(r, n, tensor_pair, &tr))
+		return -1;
+	return tr.have == 7 ? 0 : fail(r, n, "a tensor needs name, dtype and shape");
+}
+
+typedef struct plan_reading {
+	warm_plan *p;
+	yaml_node_t *ops, *bucketed; /* read once the tensors they name are */
+} plan_reading;
+
+static int plan_tensors(reader *r, const yaml_node_t *v, warm_plan *p)
+{
+	if (expect(r, v, YAML_SEQUENCE_NODE, "tensors must be a list"))
+		return -1;
+	for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;
+	     it++) {
+		if (p->n_tensors == WARM_MAX_TENSORS)
+			return fail(r, v, "at most %d tensors", WARM_MAX_TENSORS);
+		int rc = parse_tensor(r, node(r, *it), &p->tensors[p->n_tensors]);
+		if (rc == 0 && find_tensor(p, p->tensors[p->n_tensors].name) >= 0)
+			rc = fail(r, node(r, *it), "tensor '%s' is declared twice",
+			          p->tensors[p->n_tensors].name);
+		p->n_tensors++;
+		if (rc)
+			return rc;
 	}
-	return have == 7 ? 0 : fail(r, n, "a tensor needs name, dtype and shape");
+	return 0;
+}
+
+static int plan_pair(reader *r, const char *key, yaml_node_t *k, yaml_node_t *v, void *arg)
+{
+	plan_reading *pr = arg;
+	warm_plan *p = pr->p;
+
+	if (!key)
+		return fail(r, k, "keys must be plain names");
+	if (strcmp(key, "name") == 0)
+		return copy_name(r, v, p->name, "name");
+	if (strcmp(key, "tenant") == 0)
+		return copy_name(r, v, p->tenant, "tenant");
+	if (strcmp(key, "buckets") == 0)
+		return int_list(r, v, 1, p->buckets, &p->n_buckets, WARM_MAX_BUCKETS,
+		                "buckets must be a list of sizes", "buckets", "a bucket");
+	if (strcmp(key, "tensors") == 0)
+		return plan_tensors(r, v, p);
+	if (strcmp(key, "ops") == 0) {
+		pr->ops = v;
+		return 0;
+	}
+	if (strcmp(key, "bucketed") == 0) {
+		pr->bucketed = v;
+		return 0;
+	}
+	return fail(r, k,
+	            "unknown key '%s' in a plan (name, tenant, buckets, bucketed, tensors, ops)",
+	            key);
 }
 
 static int parse_plan(reader *r, const yaml_node_t *n, warm_plan *p)
 {
-	if (!n || n->type != YAML_MAPPING_NODE)
-		return fail(r, n, "a plan must be a mapping");
+	plan_reading pr = { p, NULL, NULL };
+
+	if (expect(r, n, YAML_MAPPING_NODE, "a plan must be a mapping"))
+		return -1;
 	memset(p, 0, sizeof(*p));
 	p->line = (int)n->start_mark.line + 1;
-	yaml_node_t *ops = NULL, *bucketed = NULL;
 	/* Tensors first: ops and bucketed name them. */
-	for (yaml_node_pair_t *kv = n->data.mapping.pairs.start; kv < n->data.mapping.pairs.top;
-	     kv++) {
-		yaml_node_t *k = node(r, kv->key), *v = node(r, kv->value);
-		const char *key = scalar(k);
-		int rc = 0;
-		if (!key) {
-			rc = fail(r, k, "keys must be plain names");
-		} else if (strcmp(key, "name") == 0) {
-			rc = copy_name(r, v, p->name, "name");
-		} else if (strcmp(key, "tenant") == 0) {
-			rc = copy_name(r, v, p->tenant, "tenant");
-		} else if (strcmp(key, "buckets") == 0) {
-			if (!v || v->type != YAML_SEQUENCE_NODE)
-				return fail(r, v, "buckets must be a list of sizes");
-			for (yaml_node_item_t *it = v->data.sequence.items.start;
-			     it < v->data.sequence.items.top && rc == 0; it++) {
-				if (p->n_buckets == WARM_MAX_BUCKETS)
-					return fail(r, v, "at most %d buckets", WARM_MAX_BUCKETS);
-				rc = parse_int(r, node(r, *it), 1, &p->buckets[p->n_buckets++],
-				               "a bucket");
-			}
-		} else if (strcmp(key, "tensors") == 0) {
-			if (!v || v->type != YAML_SEQUENCE_NODE)
-				return fail(r, v, "tensors must be a list");
-			for (yaml_node_item_t *it = v->data.sequence.items.start;
-			     it < v->data.sequence.items.top && rc == 0; it++) {
-				if (p->n_tensors == WARM_MAX_TENSORS)
-					return fail(r, v, "at most %d tensors", WARM_MAX_TENSORS);
-				rc = parse_tensor(r, node(r, *it), &p->tensors[p->n_tensors]);
-				if (rc == 0 && find_tensor(p, p->tensors[p->n_tensors].name) >= 0)
-					rc = fail(r, node(r, *it), "tensor '%s' is declared twice",
-					          p->tensors[p->n_tensors].name);
-				p->n_tensors++;
-			}
-		} else if (strcmp(key, "ops") == 0) {
-			ops = v;
-		} else if (strcmp(key, "bucketed") == 0) {
-			bucketed = v;
-		} else {
-			rc = fail(r, k,
-			          "unknown key '%s' in a plan (name, tenant, buckets, bucketed, "
-			          "tensors, ops)",
-			          key);
-		}
-		if (rc)
-			return rc;
-	}
-	if (!p->name[0] || !p->tenant[0] || !ops)
-		return fail(r, n, "a plan needs name, tenant, tensors and ops");
-	if (bucketed &&
-	    tensor_list(r, bucketed, p, p->bucketed, WARM_MAX_TENSORS, &p->n_bucketed, "bucketed"))
+	if (each_pair(r, n, plan_pair, &pr))
 		return -1;
-	if (ops->type != YAML_SEQUENCE_NODE)
-		return fail(r, ops, "ops must be a list");
-	size_t n_ops = (size_t)(ops->data.sequence.items.top - ops->data.sequence.items.start);
-	p->ops = calloc(n_ops ? n_ops : 1, sizeof(*p->ops));
-	if (!p->ops)
-		return fail(r, ops, "out of memory");
-	for (yaml_node_item_t *it = ops->data.sequence.items.start;
-	     it < ops->data.sequence.items.top; it++)
+	if (!p->name[0] || !p->tenant[0] || !pr.ops)
+		return fail(r, n, "a plan needs name, tenant, tensors and ops");
+	if (pr.bucketed && tensor_list(r, pr.bucketed, p, p->bucketed, WARM_MAX_TENSORS,
+	                               &p->n_bucketed, "bucketed"))
+		return -1;
+	if (expect(r, pr.ops, YAML_SEQUENCE_NODE, "ops must be a list") ||
+	    !(p->ops = alloc_items(r, pr.ops, sizeof(*p->ops))))
+		return -1;
+	for (yaml_node_item_t *it = pr.ops->data.sequence.items.start;
+	     it < pr.ops->data.sequence.items.top; it++)
 		if (parse_op(r, node(r, *it), p, &p->ops[p->n_ops++]))
 			return -1;
 	return 0;
 }
 
+static int root_pair(reader *r, const char *key, yaml_node_t *k, yaml_node_t *v, void *arg)
+{
+	if (!key || strcmp(key, "plans") != 0)
+		return fail(r, k, "unknown key '%s' (expected 'plans')", key ? key : "?");
+	*(yaml_node_t **)arg = v;
+	return 0;
+}
+
 static int parse_root(reader *r, warm_spec *w)
 {
-	yaml_node_t *root = yaml_document_get_root_node(&r->doc);
-	if (!root || root->type != YAML_MAPPING_NODE)
-		return fail(r, root, "the file must be a mapping with a 'plans' list");
-	yaml_node_t *plans = NULL;
-	for (yaml_node_pair_t *kv = root->data.mapping.pairs.start;
-	     kv < root->data.mapping.pairs.top; kv++) {
-		const char *key = scalar(node(r, kv->key));
-		if (!key || strcmp(key, "plans") != 0)
-			return fail(r, node(r, kv->key), "unknown key '%s' (expected 'plans')",
-			            key ? key : "?");
-		plans = node(r, kv->value);
-	}
+	yaml_node_t *root = yaml_document_get_root_node(&r->doc), *plans = NULL;
+
+	if (expect(r, root, YAML_MAPPING_NODE, "the file must be a mapping with a 'plans' list") ||
+	    each_pair(r, root, root_pair, &plans))
+		return -1;
 	if (!plans || plans->type != YAML_SEQUENCE_NODE)
 		return fail(r, root, "'plans' must be a list");
-	size_t n = (size_t)(plans->data.sequence.items.top - plans->data.sequence.items.start);
-	w->plans = calloc(n ? n : 1, sizeof(*w->plans));
-	if (!w->plans)
-		return fail(r, plans, "out of memory");
+	if (!(w->plans = alloc_items(r, plans, sizeof(*w->plans))))
+		return -1;
 	for (yaml_node_item_t *it = plans->data.sequence.items.start;
 	     it < plans->data.sequence.items.top; it++) {
 		warm_plan *p = &w->plans[w->n_plans++];
