@@ -180,6 +180,29 @@ static int64_t *alloc_values(job *j, int64_t n)
 	return v;
 }
 
+/*
+ * Items 0 .. n-1 to draw without repeats (draw_distinct); NULL after a
+ * message when out of memory.
+ */
+static int64_t *alloc_pool(job *j, int64_t n)
+{
+	int64_t *pool = alloc_values(j, n);
+
+	for (int64_t k = 0; pool && k < n; k++)
+		pool[k] = k;
+	return pool;
+}
+
+/* The next item of pool[0 .. n) drawn at random, none twice: *used counts those drawn (< n). */
+static int64_t draw_distinct(int64_t *pool, int64_t n, int64_t *used, uint64_t *rng)
+{
+	int64_t r = *used + rand_below(rng, n - *used), x = pool[r];
+
+	pool[r] = pool[*used];
+	pool[(*used)++] = x;
+	return x;
+}
+
 /* ---- the rules ------------------------------------------------------------------- */
 
 static int fill_positions(job *j)
@@ -230,21 +253,16 @@ static int fill_block_tables(job *j)
 		    j->c->op->name);
 		return -1;
 	}
-	int64_t *perm = alloc_values(j, pages);
-	if (!perm)
+	int64_t *pool = alloc_pool(j, pages);
+	if (!pool)
 		return -1;
-	for (int64_t p = 0; p < pages; p++)
-		perm[p] = p;
-	/* A shuffle drawn as the table is written: no page twice until all are used. */
+	/* No page twice until all are used; then the pool again, from the order it is in. */
 	for (int64_t e = 0; e < n; e++) {
 		if (used == pages)
 			used = 0;
-		int64_t r = used + rand_below(j->rng, pages - used), p = perm[r];
-		perm[r] = perm[used];
-		perm[used++] = p;
-		put_int(j->t, e, p);
+		put_int(j->t, e, draw_distinct(pool, pages, &used, j->rng));
 	}
-	free(perm);
+	free(pool);
 	say(j->how, j->howlen, "a random permutation of %lld pages", (long long)pages);
 	return 1;
 }
@@ -266,22 +284,13 @@ static int fill_slot_mapping(job *j)
 		    (long long)cap);
 		return 1;
 	}
-	int64_t *perm = alloc_values(j, cap);
-	if (!perm)
+	int64_t *pool = alloc_pool(j, cap);
+	if (!pool)
 		return -1;
-	for (int64_t s = 0; s < cap; s++)
-		perm[s] = s;
-	for (int64_t e = 0; e < n; e++) {
-		if (e % 16 == 7 || used == cap) {
-			put_int(j->t, e, -1);
-			continue;
-		}
-		int64_t r = used + rand_below(j->rng, cap - used), s = perm[r];
-		perm[r] = perm[used];
-		perm[used++] = s;
-		put_int(j->t, e, s);
-	}
-	free(perm);
+	for (int64_t e = 0; e < n; e++)
+		put_int(j->t, e,
+		        e % 16 == 7 || used == cap ? -1 : draw_distinct(pool, cap, &used, j->rng));
+	free(pool);
 	say(j->how, j->howlen, "distinct random slots of %lld, every 16th token padding (-1)",
 	    (long long)cap);
 	return 1;
