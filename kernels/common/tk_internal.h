@@ -135,6 +135,10 @@ tk_status tk_pool_parse(const tk_call *call, int nsp, int is_max, tk_pool *pl);
 int tk_class_check(const char *syntax, const char *text, char *out, size_t len, char *why,
                    size_t whylen);
 
+/* The next word of *s (words are separated by spaces or tabs) copied into w,
+ * *s moved past it: 1, or 0 when none is left or it does not fit in len. */
+int tk_next_word(const char **s, char *w, size_t len);
+
 /* word is prefix followed by a decimal number in [0, max]: 0 and *out, else -1. */
 int tk_word_number(const char *word, const char *prefix, int64_t max, int64_t *out);
 

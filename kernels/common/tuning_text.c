@@ -12,8 +12,8 @@
 
 #define WORD_MAX 32
 
-/* The next space-separated word of *s into w; 0 when none is left or it is too long. */
-static int next_word(const char **s, char *w, size_t len)
+/* The next word of *s into w (tk_internal.h). */
+int tk_next_word(const char **s, char *w, size_t len)
 {
 	const char *p = *s;
 	size_t n = 0;
@@ -137,11 +137,11 @@ int tk_class_check(const char *syntax, const char *text, char *out, size_t len, 
 	char item[WORD_MAX], word[WORD_MAX];
 	const char *s = syntax, *t = text;
 	size_t at = 0;
-	int have = next_word(&t, word, sizeof(word));
+	int have = tk_next_word(&t, word, sizeof(word));
 
 	if (len > 0)
 		out[0] = '\0';
-	while (next_word(&s, item, sizeof(item))) {
+	while (tk_next_word(&s, item, sizeof(item))) {
 		if (!have && item[0] == '[')
 			continue;
 		if (!have) {
@@ -157,7 +157,7 @@ int tk_class_check(const char *syntax, const char *text, char *out, size_t len, 
 			snprintf(why, whylen, "the shape class is too long");
 			return -1;
 		}
-		have = next_word(&t, word, sizeof(word));
+		have = tk_next_word(&t, word, sizeof(word));
 	}
 	if (have) {
 		snprintf(why, whylen, "'%s' after the class: expected '%s'", word, syntax);

@@ -27,26 +27,6 @@ void tk_gemm_config_str(const tk_gemm_config *c, char *buf, size_t len)
 	         c->stages, c->cluster, c->split_k);
 }
 
-/* The next space-separated token of *s, copied into tok; 0 when none is left. */
-static int next_token(const char **s, char *tok, size_t len)
-{
-	const char *p = *s;
-	size_t n = 0;
-
-	while (*p == ' ' || *p == '\t')
-		p++;
-	if (*p == '\0')
-		return 0;
-	while (*p != '\0' && *p != ' ' && *p != '\t') {
-		if (n + 1 >= len)
-			return 0;
-		tok[n++] = *p++;
-	}
-	tok[n] = '\0';
-	*s = p;
-	return 1;
-}
-
 int tk_gemm_config_parse(const char *s, tk_gemm_config *c)
 {
 	static const char *const prefixes[] = { "m", "n", "k", "s", "c", "sk" };
@@ -62,7 +42,7 @@ int tk_gemm_config_parse(const char *s, tk_gemm_config *c)
 	fields[3] = &r.stages;
 	fields[4] = &r.cluster;
 	fields[5] = &r.split_k;
-	if (s == NULL || !next_token(&s, tok, sizeof(tok)))
+	if (s == NULL || !tk_next_word(&s, tok, sizeof(tok)))
 		return -1;
 	for (int k = 0; k < TK_GEMM_KIND_COUNT; k++)
 		if (strcmp(tok, kind_names[k]) == 0)
@@ -72,12 +52,12 @@ int tk_gemm_config_parse(const char *s, tk_gemm_config *c)
 	r.kind = kind;
 	for (int i = 0; i < 6; i++) {
 		int64_t v;
-		if (!next_token(&s, tok, sizeof(tok)) ||
+		if (!tk_next_word(&s, tok, sizeof(tok)) ||
 		    tk_word_number(tok, prefixes[i], FIELD_MAX, &v) != 0)
 			return -1;
 		*fields[i] = (int)v;
 	}
-	if (next_token(&s, tok, sizeof(tok)))
+	if (tk_next_word(&s, tok, sizeof(tok)))
 		return -1;
 	*c = r;
 	return 0;
