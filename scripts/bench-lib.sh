@@ -41,11 +41,13 @@ bench_header() {
 		"$(date -u +%FT%TZ)" >>"$log"
 }
 
-# Start tileopsd on the CUDA backend in $run; 0 once it is ready (addr set).
+# Start tileopsd on the CUDA backend in $run, with any further options
+# given (e.g. --config FILE); 0 once it is ready (addr and stats set).
 bench_start_daemon() {
+	rm -f "$run/tileopsd.pid"
 	"$bin/tileopsd" --backend cuda --listen "ipc://$run/tileopsd.sock" \
 		--stats "ipc://$run/stats.sock" --manifest "$manifest" \
-		--ready-file "$run/tileopsd.pid" --log-level info --diagnostic-ops \
+		--ready-file "$run/tileopsd.pid" --log-level info --diagnostic-ops "$@" \
 		>"$run/tileopsd.log" 2>&1 &
 	daemon=$!
 	for _ in $(seq 1 600); do
@@ -54,6 +56,7 @@ bench_start_daemon() {
 		sleep 0.1
 	done
 	addr=ipc://$run/tileopsd.sock
+	stats=ipc://$run/stats.sock
 	[ -s "$run/tileopsd.pid" ]
 }
 

@@ -8,7 +8,8 @@
 # too), then the benches named in $TILEOPS_GPU_BENCH (a space-separated
 # list of commands, run from the packed bin/). Logs and a summary go to
 # $OUT (default /tmp/tileops-out). Each step is cut off after STEP_LIMIT
-# seconds (default 240; rc 124 in the summary).
+# seconds (default 240; rc 124 in the summary). INTEGRATION names a
+# subset of the integration suites.
 set -u
 out=${OUT:-/tmp/tileops-out}
 mkdir -p "$out"
@@ -37,7 +38,7 @@ step() {
 	timeout "${STEP_LIMIT:-240}" "$@" >>"$log" 2>&1
 	rc=$?
 	t1=$(date +%s.%N)
-	printf '%-34s rc=%-3d %6.1f s\n' "$name" "$rc" "$(echo "$t1 - $t0" | bc)" >>"$summary"
+	printf '%-34s rc=%-3d %6.1f s\n' "$name" "$rc" "$(awk "BEGIN{print $t1 - $t0}")" >>"$summary"
 	return $rc
 }
 
@@ -71,7 +72,9 @@ step example_f32 "$bin/tileops-example-mlp" --dtype f32
 step example_bf16_llama8b "$bin/tileops-example-mlp" --dtype bf16 --tokens 16 --hidden 4096 \
 	--inter 14336
 step example_f16 "$bin/tileops-example-mlp" --dtype f16
-for t in "$bin"/integration_*; do
+# INTEGRATION names a subset of the suites (e.g. "integration_plans").
+for t in ${INTEGRATION:-$(cd "$bin" && echo integration_*)}; do
+	t=$bin/$(basename "$t")
 	[ -x "$t" ] && step "$(basename "$t")" "$t" --jobs=1
 done
 for cmd in ${TILEOPS_GPU_BENCH:-}; do

@@ -4,8 +4,8 @@
 # PyTorch on the same workloads. Everything lands in $OUT/results.tar.gz;
 # the summary and the tables are also copied to $OUT (the device tool brings
 # back at most eight files). STEPS picks a subset:
-#   ktests tests bench dispatch layer torch tune gemm membound decode prefill
-#   scaling ncu
+#   fairness ktests tests bench dispatch layer torch tune gemm membound decode
+#   prefill scaling ncu
 set -u
 root=$PWD
 # The packed binaries (scripts/gpu-pack.sh): TILEOPS_PACK, else .carry/.
@@ -34,6 +34,15 @@ export TILEOPS_MANIFEST=$pack/manifest
 
 has() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
+# fairness: one client's short ops beside another's long ones, with
+# session_queue_us at its default and off (scripts/bench-fairness.sh).
+# First, while nothing else has warmed or loaded the GPU.
+if has fairness; then
+	OUT=$res/fairness timeout "${LIMIT_FAIRNESS:-150}" bash "$root/scripts/bench-fairness.sh" \
+		>/dev/null 2>&1
+	echo "bench-fairness.sh rc=$?" >>"$out/summary.txt"
+	cp "$res/fairness/fairness.md" "$out/fairness.md" 2>/dev/null
+fi
 # ktests: only the kernel test binaries (test_gpu_*, parity_*), all at once
 # (they check correctness, not speed, so they may share the GPU), each
 # capped at KTEST_LIMIT seconds; one log each, a line per binary in the
@@ -55,7 +64,9 @@ if has ktests; then
 fi
 if has tests; then
 	OUT=$res/tests bash "$root/scripts/gpu-run.sh" >/dev/null 2>&1
-	cp "$res/tests/summary.txt" "$out/summary.txt"
+	cat "$res/tests/summary.txt" >>"$out/summary.txt"
+	# The failures' output, where the whole log would be too long to bring back.
+	grep -E "^====|FAIL|Assertion|\[----\]" "$res/tests/gpu-run.log" | head -400 >"$out/tests.txt"
 fi
 if has bench; then
 	mkdir -p "$res/bench"

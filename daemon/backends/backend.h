@@ -33,6 +33,10 @@ typedef struct backend_ops {
 	void (*destroy)(backend *be);
 	tileops_status (*stream_create)(backend *be, void **stream, char *err, size_t errlen);
 	void (*stream_destroy)(backend *be, void *stream);
+	/* Run the stream's later work at the device's low priority (low 1) or
+	 * at the normal one (0), in order after what it has queued. Not while
+	 * capturing. NULL where there are no priorities (CPU). */
+	void (*stream_priority)(backend *be, void *stream, int low);
 	/* Make an arena usable as a copy source/target (CUDA: pin it). */
 	void (*arena_attach)(backend *be, arena *a);
 	void (*arena_detach)(backend *be, arena *a);
@@ -92,6 +96,9 @@ struct backend {
 	char device[160];      /* a description for Hello and stats */
 	uint64_t capabilities; /* TILEOPS_CODE_CAP_* (proto/tileops_codes.h) */
 	int is_gpu;
+	/* The device's rates, for estimating how long an op's roofline counts
+	 * take (exec/share.h): bytes and flops per microsecond (0: unknown). */
+	double bytes_per_us, flops_per_us;
 	backend_timing_fn timing_cb;
 	void *timing_ctx;
 	/* Executor threads with work right now (atomic; executor.c keeps it).

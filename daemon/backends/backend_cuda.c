@@ -37,7 +37,10 @@ typedef struct cuda_ipc_map {
  * so they can all share it.
  */
 typedef struct cuda_stream {
-	cudaStream_t s;
+	cudaStream_t s;          /* where its work goes now: home, or low's */
+	cudaStream_t home;       /* its own, at the normal priority */
+	cudaEvent_t turn;        /* orders its work after a change of stream */
+	struct cuda_stream *low; /* the low-priority stream it runs on while lowered */
 	void *ws;
 	int pooled;               /* one of the streams made at open */
 	struct cuda_stream *next; /* in the pool's free list */
@@ -46,8 +49,10 @@ typedef struct cuda_stream {
 /*
  * The device's streams made at open, one per hardware work queue asked for
  * (backend_options.queues), all at once so that each sits on a queue of its
- * own; a session takes the one free the longest and gives it back when it
- * closes. Sessions past the pool get streams of their own.
+ * own: most at the device's greatest priority, for sessions, and an eighth
+ * at its least, for sessions lowered while they have much queued
+ * (exec/share.h). A session takes the one free the longest and gives it
+ * back when it closes. Sessions past the pool get streams of their own.
  */
 typedef struct cuda_pool {
 	pthread_mutex_t mu;
@@ -84,7 +89,8 @@ typedef struct cuda_impl {
 	int device;
 	pthread_mutex_t ipc_mu; /* the executor threads share the IPC mappings */
 	cuda_ipc_map *ipc;
-	cuda_pool pool;
+	cuda_pool pool, low_pool;
+	int prio_normal, prio_low; /* stream priorities (equal: the device has none) */
 	/* The releases put off, oldest first, and the thread that does them. */
 	pthread_mutex_t defer_mu;
 	pthread_cond_t defer_cv;
@@ -339,27 +345,52 @@ static void cuda_thread_fini(backend *be)
 	cuda_tls = NULL;
 }
 
+static void stream_free(cuda_stream *st)
+{
+	cudaStreamDestroy(st->home);
+	if (st->turn)
+		cudaEventDestroy(st->turn);
+	free(st);
+}
+
 static void pool_destroy(cuda_pool *p)
 {
-	for (int i = 0; i < p->n; i++) {
-		cudaStreamDestroy(p->all[i]->s);
-		free(p->all[i]);
-	}
+	for (int i = 0; i < p->n; i++)
+		stream_free(p->all[i]);
 	free(p->all);
 	pthread_mutex_destroy(&p->mu);
 }
 
-/* Make n streams in a row, all free. A failure leaves a smaller pool. */
-static void pool_make(cuda_pool *p, int n)
+/* A stream at priority prio with its event, or NULL (the error cleared). */
+static cuda_stream *stream_new(int prio)
+{
+	cuda_stream *st = calloc(1, sizeof(*st));
+	if (!st)
+		return NULL;
+	if (cudaStreamCreateWithPriority(&st->home, cudaStreamNonBlocking, prio) != cudaSuccess) {
+		cudaGetLastError();
+		free(st);
+		return NULL;
+	}
+	if (cudaEventCreateWithFlags(&st->turn, cudaEventDisableTiming) != cudaSuccess) {
+		cudaGetLastError();
+		cudaStreamDestroy(st->home);
+		free(st);
+		return NULL;
+	}
+	st->s = st->home;
+	return st;
+}
+
+/* Make n streams at priority prio in a row, all free. A failure leaves a
+ * smaller pool. */
+static void pool_make(cuda_pool *p, int n, int prio)
 {
 	pthread_mutex_init(&p->mu, NULL);
 	p->all = calloc((size_t)(n > 0 ? n : 1), sizeof(*p->all));
 	for (int i = 0; p->all && i < n; i++) {
-		cuda_stream *st = calloc(1, sizeof(*st));
-		if (!st ||
-		    cudaStreamCreateWithFlags(&st->s, cudaStreamNonBlocking) != cudaSuccess) {
-			free(st);
-			cudaGetLastError();
+		cuda_stream *st = stream_new(prio);
+		if (!st) {
 			log_warn("made %d of %d pooled streams; later sessions get their own", i,
 			         n);
 			break;
@@ -417,6 +448,7 @@ static void cuda_destroy(backend *be)
 	pthread_cond_destroy(&im->defer_cv);
 	pthread_mutex_destroy(&im->defer_mu);
 	pool_destroy(&im->pool);
+	pool_destroy(&im->low_pool);
 	while (im->ipc) {
 		cuda_ipc_map *m = im->ipc;
 		im->ipc = m->next;
@@ -437,38 +469,77 @@ static tileops_status cuda_stream_create(backend *be, void **stream, char *err, 
 {
 	cuda_impl *im = be->impl;
 	cuda_stream *st = pool_take(&im->pool);
-	if (st) {
-		*stream = st;
-		return TILEOPS_OK;
-	}
-	st = calloc(1, sizeof(*st));
+	if (!st)
+		st = stream_new(im->prio_normal);
 	if (!st) {
-		snprintf(err, errlen, "out of host memory");
-		return TILEOPS_ERR_OUT_OF_MEMORY;
-	}
-	cudaError_t e = cudaStreamCreateWithFlags(&st->s, cudaStreamNonBlocking);
-	if (e != cudaSuccess) {
-		free(st);
-		return cuda_fail(e, "cudaStreamCreate", err, errlen);
+		snprintf(err, errlen, "cannot make a stream (cudaStreamCreateWithPriority failed)");
+		return TILEOPS_ERR_BACKEND;
 	}
 	*stream = st;
 	return TILEOPS_OK;
 }
 
+/* Give back a stream a session held (pooled ones to their pool). */
+static void stream_give(cuda_pool *p, cuda_stream *st)
+{
+	if (st->pooled)
+		pool_give(p, st);
+	else
+		stream_free(st);
+}
+
 static void cuda_stream_destroy(backend *be, void *stream)
 {
+	cuda_impl *im = be->impl;
 	cuda_stream *st = stream;
+	/* The stream it runs on now waits for the one before: one sync is all. */
 	cudaStreamSynchronize(st->s);
 	cuda_collect(be);
 	if (st->ws)
-		defer(be->impl, DEFER_DEVICE, st->ws, 0);
+		defer(im, DEFER_DEVICE, st->ws, 0);
 	st->ws = NULL;
-	if (st->pooled) {
-		pool_give(&((cuda_impl *)be->impl)->pool, st);
+	if (st->low)
+		stream_give(&im->low_pool, st->low);
+	st->low = NULL;
+	st->s = st->home;
+	stream_give(&im->pool, st);
+}
+
+/*
+ * Move the session's later work to a low-priority stream or back home: the
+ * stream it goes to first waits for what the session queued so far, so its
+ * order holds. Any failure leaves it where it was (the priority is a
+ * preference, not a rule).
+ */
+static void cuda_stream_priority(backend *be, void *stream, int low)
+{
+	cuda_impl *im = be->impl;
+	cuda_stream *st = stream;
+	if ((st->low != NULL) == (low != 0) || im->prio_low == im->prio_normal ||
+	    (cuda_tls && cuda_tls->capturing))
+		return;
+	cuda_stream *lo = NULL;
+	if (low && !(lo = pool_take(&im->low_pool)) && !(lo = stream_new(im->prio_low)))
+		return;
+	cudaStream_t to = low ? lo->s : st->home;
+	cudaError_t e = cudaEventRecord(st->turn, st->s);
+	if (e == cudaSuccess)
+		e = cudaStreamWaitEvent(to, st->turn, 0);
+	if (e != cudaSuccess) {
+		if (cuda_sticky(e))
+			backend_mark_lost(be, "cudaStreamWaitEvent: %s", cudaGetErrorString(e));
+		cudaGetLastError();
+		if (lo)
+			stream_give(&im->low_pool, lo);
 		return;
 	}
-	cudaStreamDestroy(st->s);
-	free(st);
+	if (low) {
+		st->low = lo;
+	} else {
+		stream_give(&im->low_pool, st->low);
+		st->low = NULL;
+	}
+	st->s = to;
 }
 
 static void cuda_arena_attach(backend *be, arena *a)
@@ -934,6 +1005,7 @@ static const backend_ops cuda_ops = {
 	.thread_fini = cuda_thread_fini,
 	.destroy = cuda_destroy,
 	.stream_create = cuda_stream_create,
+	.stream_priority = cuda_stream_priority,
 	.stream_destroy = cuda_stream_destroy,
 	.arena_attach = cuda_arena_attach,
 	.arena_detach = cuda_arena_detach,
@@ -1004,15 +1076,35 @@ backend *backend_cuda_open(const backend_options *opt, char *err, size_t errlen)
 	}
 	if (!im->reaper_running)
 		log_warn("cannot start the release thread: memory is released at once");
-	pool_make(&im->pool, opt->queues);
+	if (cudaDeviceGetStreamPriorityRange(&im->prio_low, &im->prio_normal) != cudaSuccess) {
+		cudaGetLastError();
+		im->prio_low = im->prio_normal = 0;
+	}
+	int n_low = opt->queues >= 8 ? opt->queues / 8 : 0;
+	pool_make(&im->pool, opt->queues - n_low, im->prio_normal);
+	pool_make(&im->low_pool, n_low, im->prio_low);
 	const char *q = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-	log_info("device %d: %d pooled streams, CUDA_DEVICE_MAX_CONNECTIONS=%s", device, im->pool.n,
+	log_info("device %d: %d + %d pooled streams (priorities %d and %d), "
+	         "CUDA_DEVICE_MAX_CONNECTIONS=%s",
+	         device, im->pool.n, im->low_pool.n, im->prio_normal, im->prio_low,
 	         q ? q : "(driver default)");
 	be->ops = &cuda_ops;
 	be->impl = im;
 	be->name = "cuda";
 	be->is_gpu = 1;
 	be->capabilities = TILEOPS_CODE_CAP_CUDA_IPC | TILEOPS_CODE_CAP_GPU;
+	/* Peak rates for estimating ops' times (exec/share.h): memory moves two
+	 * words a clock per bus width (HBM); a Hopper SM does 4096 dense 16-bit
+	 * tensor-core flops a clock. */
+	int mem_khz = 0, bus_bits = 0, sm_khz = 0;
+	cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, device);
+	cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device);
+	cudaDeviceGetAttribute(&sm_khz, cudaDevAttrClockRate, device);
+	cudaGetLastError();
+	be->bytes_per_us = 2.0 * mem_khz * 1e-3 * (bus_bits / 8.0);
+	be->flops_per_us = (double)prop.multiProcessorCount * sm_khz * 1e-3 * 4096.0;
+	log_info("device %d: estimates at %.2f TB/s and %.0f TFLOP/s", device,
+	         be->bytes_per_us * 1e-6, be->flops_per_us * 1e-6);
 	snprintf(be->device, sizeof(be->device), "%.64s (sm_%d%d, %d SMs, %.0f GiB, device %d)",
 	         prop.name, prop.major, prop.minor, prop.multiProcessorCount,
 	         (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), device);

@@ -218,6 +218,7 @@ static void job_close(worker *w, session *s)
 		 * owes can be posted before the arena goes away. */
 		ex->be->ops->stream_destroy(ex->be, s->stream);
 		s->stream = NULL;
+		share_release(ex->be, &s->share);
 		if (ex->be->ops->collect_timings)
 			ex->be->ops->collect_timings(ex->be);
 		completion_poll(w);

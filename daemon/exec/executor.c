@@ -179,6 +179,21 @@ static void pace_step(worker *w)
 
 /* ---- the rings ---------------------------------------------------------- */
 
+/* Whether s may launch now, or is held at session_queue_us (share.h). */
+static int admit(worker *w, session *s)
+{
+	executor *ex = w->ex;
+	int demoted = 0, was_held = s->share.held;
+	if (share_admit(ex->be, s->stream, &s->share, ex->cfg.queue_us, clock_now_us(), &demoted))
+		return 1;
+	w->holding++;
+	if (!was_held)
+		count(&ex->pace[w->index].holds);
+	if (demoted)
+		count(&ex->pace[w->index].demotions);
+	return 0;
+}
+
 /*
  * One pass over the ring sessions, round robin, a batch from each. The
  * thread counts as busy for the pacing from its first entry taken until a
@@ -196,12 +211,15 @@ static int poll_rings(worker *w)
 		pace_leave(w);
 		return 0;
 	}
+	w->holding = 0;
 	do {
 		uint64_t avail = ring_available(&s->ring, &s->arena);
 		uint32_t room = avail ? ring_cq_room(&s->ring, &s->arena) : 0;
 		uint64_t n = avail < room ? avail : room;
 		if (n > (uint64_t)ex->cfg.ring_batch)
 			n = (uint64_t)ex->cfg.ring_batch;
+		if (n > 0 && ex->cfg.queue_us > 0 && !admit(w, s))
+			n = 0;
 		if (n > 0) {
 			pace_join(w);
 			ring_hold(&s->ring);
@@ -400,7 +418,7 @@ static void *worker_main(void *arg)
 			last_work = now;
 			continue;
 		}
-		int owed = w->pend || w->timed_owed > 0;
+		int owed = w->pend || w->timed_owed > 0 || w->holding > 0;
 		if (stopping && !owed)
 			break;
 		/* Completions owed are polled; otherwise spin a little, then sleep. */
@@ -563,21 +581,22 @@ void executor_write_threads_json(executor *ex, strbuf *sb)
 	sb_printf(sb, "\"executor\":{");
 	for (int i = 0; i < ex->n_workers; i++) {
 		const pace_slot *p = &ex->pace[i];
-		sb_printf(
-		        sb,
-		        "%s\"%d\":{\"sessions\":%d,\"ring_ops\":%llu,\"pace_waits\":%llu,"
-		        "\"slow_ops\":%llu,\"slow_launches\":%llu,\"sleeps\":%llu,"
-		        "\"reused_ops\":%llu,\"ring_op_us\":%.0f,\"launch_us\":%.0f,"
-		        "\"launches_timed\":%llu}",
-		        i ? "," : "", i, ex->workers[i].n_sessions,
-		        (unsigned long long)__atomic_load_n(&p->ring_ops, __ATOMIC_RELAXED),
-		        (unsigned long long)__atomic_load_n(&p->waits, __ATOMIC_RELAXED),
-		        (unsigned long long)__atomic_load_n(&p->slow_ops, __ATOMIC_RELAXED),
-		        (unsigned long long)__atomic_load_n(&p->slow_launches, __ATOMIC_RELAXED),
-		        (unsigned long long)__atomic_load_n(&p->sleeps, __ATOMIC_RELAXED),
-		        (unsigned long long)__atomic_load_n(&p->reused, __ATOMIC_RELAXED),
-		        load_us(&p->op_us), load_us(&p->launch_us),
-		        (unsigned long long)__atomic_load_n(&p->launches_timed, __ATOMIC_RELAXED));
+		sb_printf(sb,
+		          "%s\"%d\":{\"sessions\":%d,\"ring_ops\":%llu,\"pace_waits\":%llu,"
+		          "\"slow_ops\":%llu,\"slow_launches\":%llu,\"sleeps\":%llu,"
+		          "\"reused_ops\":%llu,\"ring_op_us\":%.0f,\"launch_us\":%.0f,"
+		          "\"launches_timed\":%llu,\"queue_holds\":%llu,\"demotions\":%llu}",
+		          i ? "," : "", i, ex->workers[i].n_sessions,
+		          (unsigned long long)__atomic_load_n(&p->ring_ops, __ATOMIC_RELAXED),
+		          (unsigned long long)__atomic_load_n(&p->waits, __ATOMIC_RELAXED),
+		          (unsigned long long)__atomic_load_n(&p->slow_ops, __ATOMIC_RELAXED),
+		          (unsigned long long)__atomic_load_n(&p->slow_launches, __ATOMIC_RELAXED),
+		          (unsigned long long)__atomic_load_n(&p->sleeps, __ATOMIC_RELAXED),
+		          (unsigned long long)__atomic_load_n(&p->reused, __ATOMIC_RELAXED),
+		          load_us(&p->op_us), load_us(&p->launch_us),
+		          (unsigned long long)__atomic_load_n(&p->launches_timed, __ATOMIC_RELAXED),
+		          (unsigned long long)__atomic_load_n(&p->holds, __ATOMIC_RELAXED),
+		          (unsigned long long)__atomic_load_n(&p->demotions, __ATOMIC_RELAXED));
 	}
 	sb_printf(sb, "}");
 }

@@ -70,8 +70,9 @@ typedef struct executor_config {
 	int ring_batch;             /* ring entries per session per pass */
 	int stats_sample;           /* time one op in this many on the GPU (0: none) */
 	int pace;                   /* launches a busy thread may lead another by (0: off) */
-	int threads;                /* executor threads; sessions are shared out among them */
-	const int *cpus;            /* thread i runs on cpus[i % n_cpus]; n_cpus 0: anywhere */
+	int queue_us; /* device time a session may have queued before it is held (share.h; 0: off) */
+	int threads;  /* executor threads; sessions are shared out among them */
+	const int *cpus; /* thread i runs on cpus[i % n_cpus]; n_cpus 0: anywhere */
 	int n_cpus;
 	tenant_quota default_quota;   /* a session's own tenant */
 	const tenant_config *tenants; /* named tenants */

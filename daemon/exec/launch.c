@@ -125,6 +125,9 @@ tileops_status launch_prepared(executor *ex, session *s, const prepared_op *p, t
 		                         timed, err, errlen);
 		if (clocked)
 			executor_count_launch(exec_worker, clock_now_us() - t0);
+		if (st == TILEOPS_OK)
+			share_charge(ex->be, s->stream, &s->share, ex->cfg.queue_us,
+			             share_estimate_us(ex->be, &p->cost));
 	}
 	stats_op_count(ex->cfg.st, p->slot, st != TILEOPS_OK, sampled, p->cost.flops,
 	               p->cost.bytes);

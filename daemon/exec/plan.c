@@ -55,7 +55,8 @@ typedef struct plan {
 	int n_binds;
 	uint64_t gen; /* bumped when the bindings change */
 	plan_graph *graphs[PLAN_MAX_BUCKETS];
-	struct plan *next; /* the session's plans */
+	double est_us[PLAN_MAX_BUCKETS]; /* a run's device time, estimated (share.h) */
+	struct plan *next;               /* the session's plans */
 } plan;
 
 /* How a plan's ops see tensors while it is checked or captured. */
@@ -230,17 +231,21 @@ static tileops_status plan_view_of(const void *ctx, uint64_t handle, tk_tensor *
 	return TILEOPS_OK;
 }
 
-/* Check (launch == 0) or record (launch == 1) every op of p for a bucket. */
+/* Check (launch == 0) or record (launch == 1) every op of p for a bucket,
+ * and estimate the bucket's device time. */
 static tileops_status plan_ops(executor *ex, session *s, plan *p, int bucket, int launch, char *err,
                                size_t errlen)
 {
 	plan_view pv = { p->owner ? p->owner : s, s, p, bucket };
 	tensor_resolver views = { plan_view_of, &pv };
+	double est = 0.0;
 	for (int i = 0; i < p->def->n_ops; i++) {
 		prepared_op op;
 		char msg[400];
 		tileops_status st =
 		        launch_prepare(ex, &views, &p->def->ops[i], &op, msg, sizeof(msg));
+		if (st == TILEOPS_OK && !op.writes_nothing)
+			est += share_estimate_us(ex->be, &op.cost);
 		if (st == TILEOPS_OK && launch && !op.writes_nothing)
 			st = ex->be->ops->launch(ex->be, s->stream, op.kernel, &op.call, 0, -1,
 			                         NULL, msg, sizeof(msg));
@@ -253,6 +258,7 @@ static tileops_status plan_ops(executor *ex, session *s, plan *p, int bucket, in
 			return st;
 		}
 	}
+	p->est_us[bucket] = est;
 	return TILEOPS_OK;
 }
 
@@ -527,14 +533,17 @@ static tileops_status plan_run_locked(executor *ex, session *s, const plan_run_d
 		/* Over the quota even when empty: run it once, keep nothing. */
 		st = ex->be->ops->graph_launch(ex->be, s->stream, once, err, errlen);
 		ex->be->ops->graph_destroy(ex->be, once);
-		return st;
+	} else {
+		if (g->prev) {
+			lru_unlink(p->t, g);
+			lru_push_front(p->t, g);
+		}
+		g->last_used = ++ex->lru_clock;
+		st = ex->be->ops->graph_launch(ex->be, s->stream, g->graph, err, errlen);
 	}
-	if (g->prev) {
-		lru_unlink(p->t, g);
-		lru_push_front(p->t, g);
-	}
-	g->last_used = ++ex->lru_clock;
-	return ex->be->ops->graph_launch(ex->be, s->stream, g->graph, err, errlen);
+	if (st == TILEOPS_OK)
+		share_charge(ex->be, s->stream, &s->share, ex->cfg.queue_us, p->est_us[b]);
+	return st;
 }
 
 static void plan_drop_graphs(executor *ex, plan *p)

@@ -16,6 +16,7 @@
 
 #include "arena.h"
 #include "ring.h"
+#include "share.h"
 #include "tileops_kernels.h"
 
 struct held_request; /* front/order.h */
@@ -70,6 +71,7 @@ typedef struct session {
 	struct plan *plans;
 	struct session *ring_next; /* its executor thread's list of ring sessions */
 	struct opcache *ops;       /* recently prepared ring ops (opcache.h) */
+	share share;               /* the device time it has queued (share.h) */
 
 	/* Written by the executor, read by the loop for stats (atomic). */
 	size_t n_tensors;

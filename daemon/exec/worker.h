@@ -57,6 +57,7 @@ typedef struct worker {
 	 * lock, which every thread's launches need too: ask at most this often. */
 	double next_collect_us, next_fence_us;
 	int timed_owed; /* ring completions waiting for their device time */
+	int holding;    /* sessions its last pass held (share.h): their fences are polled */
 
 	/* The loop thread only: sessions given to this thread and not reaped. */
 	int n_sessions;
@@ -81,6 +82,8 @@ typedef struct pace_slot {
 	uint64_t slow_launches; /* launch calls timed (one in LAUNCH_SAMPLE) that took that long */
 	uint64_t sleeps;        /* times it slept for want of work (atomic) */
 	uint64_t reused;        /* ring ops launched as prepared before (opcache.h; atomic) */
+	uint64_t holds;         /* times a session was held at session_queue_us (atomic) */
+	uint64_t demotions;     /* sessions its holds moved to low priority (atomic) */
 	double op_us;           /* time running ring entries, summed (written by its thread only) */
 	double launch_us;       /* time in the launch calls timed (one in LAUNCH_SAMPLE), summed */
 	uint64_t launches_timed; /* how many launch_us covers (atomic) */

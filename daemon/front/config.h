@@ -56,6 +56,7 @@ typedef struct config {
 	int ring_batch;       /* ring entries taken from one session per pass */
 	int stats_sample;     /* time one op in this many on the GPU */
 	int executor_pace;    /* launches one busy executor thread may lead another by */
+	int session_queue_us; /* device time a session may queue before it is held (0: off) */
 	int device_queues;    /* CUDA hardware work queues and pooled streams (0: none) */
 	int executor_threads; /* 0: 8 on the GPU, 1 on the CPU */
 	/* executor_cpus: executor thread i runs on cpus[i % n_cpus] (n_cpus 0:

@@ -428,6 +428,7 @@ int server_start(server *srv, char *err, size_t errlen)
 		.ring_batch = srv->cfg.ring_batch,
 		.stats_sample = srv->cfg.stats_sample,
 		.pace = srv->cfg.executor_pace,
+		.queue_us = srv->cfg.session_queue_us,
 		.threads = threads,
 		.cpus = srv->cfg.executor_cpus,
 		.n_cpus = srv->cfg.n_executor_cpus,

@@ -16,7 +16,11 @@
 
 #include "integration/helpers.h"
 
-static daemon2 *running2;
+/* The daemon started last and not yet stopped, copied: a test that fails
+ * leaves its own daemon2 (often on its stack) behind, and its suite's fini
+ * kills this one. */
+static daemon2 running2;
+static int running2_live;
 
 static const char *env_path(const char *name)
 {
@@ -85,7 +89,8 @@ void daemon2_start(daemon2 *d, const char *config)
 		      "--ready-file", d->ready, (char *)NULL);
 		_exit(127);
 	}
-	running2 = d;
+	running2 = *d;
+	running2_live = 1;
 	deadline = th_now_ms() + 20000;
 	for (;;) {
 		struct stat st;
@@ -146,7 +151,7 @@ void daemon2_kill(daemon2 *d)
 		waitpid(d->pid, NULL, 0);
 	}
 	daemon2_remove_dir(d);
-	running2 = NULL;
+	running2_live = 0;
 }
 
 /* SIGTERM, and it must exit 0: stopping is part of what is tested. */
@@ -169,11 +174,17 @@ void daemon2_stop(daemon2 *d)
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 	          "the second tileopsd ended with status %d after SIGTERM", status);
 	daemon2_remove_dir(d);
-	running2 = NULL;
+	running2_live = 0;
 }
 
 void daemon2_kill_running(void)
 {
-	if (running2 != NULL)
-		daemon2_kill(running2);
+	if (!running2_live)
+		return;
+	/* Only while it is still this process's child: a test may have reaped
+	 * it already, and its pid may be another process's by now. */
+	int status;
+	if (running2.pid > 0 && waitpid(running2.pid, &status, WNOHANG) != 0)
+		running2.pid = 0;
+	daemon2_kill(&running2);
 }
