@@ -188,8 +188,17 @@ void ring_publish(ring *r, const arena *a)
 	if (r->broken || r->published == r->cq_tail)
 		return;
 	uint32_t waiting = 0;
-	if (arena_store_u64(a, HDR(cq_tail), r->cq_tail) != 0 ||
-	    arena_load_u32(a, HDR(client_waiting), &waiting) != 0) {
+	/* The client adds itself to client_waiting, then looks at cq_tail; this
+	 * side stores cq_tail, then looks at client_waiting. Without a full
+	 * fence between the store and the load the CPU may do the load first
+	 * (x86 keeps stores in a buffer), both sides miss the other, and the
+	 * client sleeps until its 200 ms safety net. */
+	if (arena_store_u64(a, HDR(cq_tail), r->cq_tail) != 0) {
+		ring_break(r, "the arena no longer backs the completion ring");
+		return;
+	}
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (arena_load_u32(a, HDR(client_waiting), &waiting) != 0) {
 		ring_break(r, "the arena no longer backs the completion ring");
 		return;
 	}
