@@ -221,6 +221,8 @@ Test(cli, bad_config_value_exits_1_naming_the_key)
 		/* The driver allows 1 to 32 hardware queues (0: its default). */
 		{ "device_queues = 33\n", "device_queues" },
 		{ "executor_pace = -1\n", "executor_pace" },
+		{ "session_queue_us = -5\n", "session_queue_us" },
+		{ "session_queue_us = 2ms\n", "session_queue_us" },
 		{ "executor_cpus = 3-1\n", "executor_cpus" },
 		{ "executor_cpus = 0,1,0\n", "CPU 0 is listed twice" },
 		{ "executor_cpus = 0,\n", "executor_cpus" },
