@@ -9,26 +9,30 @@
 # Environment: TILEOPS_BUILD (default build), TILEOPS_SAN_BUILD (default
 # build-san), TILEOPS_FUZZ_BUILD (default build-fuzz) name the build
 # folders; TILEOPS_SKIP_SANITIZE=1 and TILEOPS_SKIP_FUZZ=1 skip those builds;
-# TILEOPS_FUZZ_SECONDS (default 60) is how long each harness runs.
+# TILEOPS_FUZZ_SECONDS (default 60) is how long each harness runs;
+# TILEOPS_TEST_JOBS (default: the CPU count) how many tests run at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build=${TILEOPS_BUILD:-build}
 san_build=${TILEOPS_SAN_BUILD:-build-san}
 fuzz_build=${TILEOPS_FUZZ_BUILD:-build-fuzz}
+# Tests run side by side, one per CPU (those that share the suite's daemon
+# take turns: tests/CMakeLists.txt gives them one resource lock).
+jobs=${TILEOPS_TEST_JOBS:-$(nproc)}
 
 ./scripts/deps.sh test
 
 echo "== build ($build)"
 ./scripts/build.sh "$build"
 echo "== tests ($build)"
-(cd "$build" && ctest -LE gpu --output-on-failure)
+(cd "$build" && ctest -LE gpu --output-on-failure -j"$jobs")
 
 if [ "${TILEOPS_SKIP_SANITIZE:-0}" != 1 ]; then
 	echo "== sanitizer build ($san_build)"
 	./scripts/build.sh "$san_build" -DTILEOPS_SANITIZE=ON -DTILEOPS_CUDA=OFF
 	echo "== tests ($san_build)"
-	(cd "$san_build" && ctest -LE gpu --output-on-failure)
+	(cd "$san_build" && ctest -LE gpu --output-on-failure -j"$jobs")
 fi
 
 if [ "${TILEOPS_SKIP_FUZZ:-0}" != 1 ]; then
@@ -37,6 +41,6 @@ if [ "${TILEOPS_SKIP_FUZZ:-0}" != 1 ]; then
 		./scripts/build.sh "$fuzz_build" -DTILEOPS_FUZZ=ON -DTILEOPS_CUDA=OFF \
 		-DTILEOPS_FUZZ_SECONDS="${TILEOPS_FUZZ_SECONDS:-60}"
 	echo "== fuzz ($fuzz_build)"
-	(cd "$fuzz_build" && ctest -L fuzz --output-on-failure)
+	(cd "$fuzz_build" && ctest -L fuzz --output-on-failure -j"$jobs")
 fi
 echo "== all tests passed"
