@@ -179,12 +179,12 @@ static void pace_step(worker *w)
 
 /* ---- the rings ---------------------------------------------------------- */
 
-/* Whether s may launch now, or is held at session_queue_us (share.h). */
-static int admit(worker *w, session *s)
+/* Whether s may launch at `now`, or is held at session_queue_us (share.h). */
+static int admit(worker *w, session *s, double now)
 {
 	executor *ex = w->ex;
 	int demoted = 0, was_held = s->share.held;
-	if (share_admit(ex->be, s->stream, &s->share, ex->cfg.queue_us, clock_now_us(), &demoted))
+	if (share_admit(ex->be, s->stream, &s->share, ex->cfg.queue_us, now, &demoted))
 		return 1;
 	w->holding++;
 	if (!was_held)
@@ -218,14 +218,14 @@ static int poll_rings(worker *w)
 		uint64_t n = avail < room ? avail : room;
 		if (n > (uint64_t)ex->cfg.ring_batch)
 			n = (uint64_t)ex->cfg.ring_batch;
-		if (n > 0 && ex->cfg.queue_us > 0 && !admit(w, s))
+		/* One clock read per entry: each entry's time runs to the next's start. */
+		double t0 = n > 0 ? clock_now_us() : 0.0;
+		if (n > 0 && ex->cfg.queue_us > 0 && !admit(w, s, t0))
 			n = 0;
 		if (n > 0) {
 			pace_join(w);
 			ring_hold(&s->ring);
 		}
-		/* One clock read per entry: each entry's time runs to the next's start. */
-		double t0 = n > 0 ? clock_now_us() : 0.0;
 		for (uint64_t i = 0; i < n; i++) {
 			tileops_sqe e;
 			if (ring_take(&s->ring, &s->arena, &e) != 0)

@@ -68,6 +68,7 @@ tileops_status launch_prepare(executor *ex, const tensor_resolver *views, const 
 		                     &out->cost, err, errlen);
 	}
 	out->writes_nothing = st == TILEOPS_OK && oplayer_writes_nothing(ex->mf, d->op, &out->call);
+	out->est_us = st == TILEOPS_OK ? share_estimate_us(ex->be, &out->cost) : 0.0;
 	/* The tuning table's choice for the call (or none), once per prepared
 	 * op: ring ops are cached prepared, plans keep theirs in the graph. */
 	if (st == TILEOPS_OK)
@@ -126,8 +127,7 @@ tileops_status launch_prepared(executor *ex, session *s, const prepared_op *p, t
 		if (clocked)
 			executor_count_launch(exec_worker, clock_now_us() - t0);
 		if (st == TILEOPS_OK)
-			share_charge(ex->be, s->stream, &s->share, ex->cfg.queue_us,
-			             share_estimate_us(ex->be, &p->cost));
+			share_charge(ex->be, s->stream, &s->share, ex->cfg.queue_us, p->est_us);
 	}
 	stats_op_count(ex->cfg.st, p->slot, st != TILEOPS_OK, sampled, p->cost.flops,
 	               p->cost.bytes);

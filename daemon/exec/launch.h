@@ -16,6 +16,7 @@ typedef struct prepared_op {
 	tk_call call;
 	const tk_kernel_entry *kernel;
 	op_cost cost;
+	double est_us;      /* its device time, estimated from cost (share.h) */
 	int slot;           /* stats slot, -1 for none */
 	int writes_nothing; /* every output is empty: nothing to launch */
 } prepared_op;

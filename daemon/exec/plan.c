@@ -245,7 +245,7 @@ static tileops_status plan_ops(executor *ex, session *s, plan *p, int bucket, in
 		tileops_status st =
 		        launch_prepare(ex, &views, &p->def->ops[i], &op, msg, sizeof(msg));
 		if (st == TILEOPS_OK && !op.writes_nothing)
-			est += share_estimate_us(ex->be, &op.cost);
+			est += op.est_us;
 		if (st == TILEOPS_OK && launch && !op.writes_nothing)
 			st = ex->be->ops->launch(ex->be, s->stream, op.kernel, &op.call, 0, -1,
 			                         NULL, msg, sizeof(msg));

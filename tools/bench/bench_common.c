@@ -41,9 +41,14 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : (x > y ? 1 : 0);
 }
 
-double bench_median(double *v, long n)
+void bench_sort(double *v, long n)
 {
 	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+}
+
+double bench_median(double *v, long n)
+{
+	bench_sort(v, n);
 	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 

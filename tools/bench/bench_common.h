@@ -20,6 +20,9 @@ extern "C" {
 /* Monotonic time in microseconds. */
 double bench_now_us(void);
 
+/* Sort v[0..n) ascending, in place (for percentiles). */
+void bench_sort(double *v, long n);
+
 /* The median of v[0..n) (n >= 1); sorts v in place. */
 double bench_median(double *v, long n);
 

@@ -82,11 +82,19 @@ static int chain_make(tileops_client *c, long elems, chain *ch)
 	return st == TILEOPS_OK ? 0 : bench_fail("exp", st);
 }
 
+/* The chain's next add, in in[] and *out (which the op points at). */
+static tileops_op chain_next(const chain *ch, tileops_tensor in[2], tileops_tensor *out)
+{
+	in[0] = ch->ops % 2 ? ch->b : ch->a;
+	in[1] = ch->one;
+	*out = ch->ops % 2 ? ch->a : ch->b;
+	return (tileops_op){ "add", in, 2, out, 1, NULL, 0 };
+}
+
 static tileops_status chain_step(chain *ch)
 {
-	tileops_tensor in[2] = { ch->ops % 2 ? ch->b : ch->a, ch->one };
-	tileops_tensor out = ch->ops % 2 ? ch->a : ch->b;
-	tileops_op add = { "add", in, 2, &out, 1, NULL, 0 };
+	tileops_tensor in[2], out;
+	tileops_op add = chain_next(ch, in, &out);
 	tileops_status st = tileops_op_run(ch->c, &add);
 	if (st == TILEOPS_OK)
 		ch->ops++;
@@ -174,12 +182,6 @@ static int heavy_main(const opts *o, int ctl, int res)
 
 /* ---- the small client --------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
 /* n round trips of op_run + sync into v (microseconds). */
 static int round_trips(chain *ch, double *v, long n)
 {
@@ -198,7 +200,7 @@ static int round_trips(chain *ch, double *v, long n)
 static void report_latency(const opts *o, const char *when, double *v, long n)
 {
 	char name[160];
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	bench_sort(v, n);
 	snprintf(name, sizeof(name), "%s, %s", o->label, when);
 	bench_report(name, "small add", "p50", v[n / 2], "us", n);
 	bench_report(name, "small add", "p90", v[n * 9 / 10], "us", n);
@@ -211,9 +213,8 @@ static int device_time(chain *ch, double *us)
 {
 	double v[200];
 	for (int i = 0; i < 200; i++) {
-		tileops_tensor in[2] = { ch->ops % 2 ? ch->b : ch->a, ch->one };
-		tileops_tensor out = ch->ops % 2 ? ch->a : ch->b;
-		tileops_op add = { "add", in, 2, &out, 1, NULL, 0 };
+		tileops_tensor in[2], out;
+		tileops_op add = chain_next(ch, in, &out);
 		tileops_completion *cp;
 		tileops_status st = tileops_op_submit_timed(ch->c, &add, &cp);
 		if (st == TILEOPS_OK) {
