@@ -323,9 +323,7 @@ static int usage(void)
 
 int main(int argc, char **argv)
 {
-	opts o = {
-		NULL, "add", "tileopsd", NULL, 2000, 350L << 20, 1L << 20, 8192, 8192, 4096
-	};
+	opts o = { NULL, "add", "tileopsd", NULL, 2000, 350L << 20, 1L << 20, 8192, 8192, 4096 };
 	bench_client_prog(prog);
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
