@@ -50,6 +50,7 @@ void config_defaults(config *cfg)
 	cfg->stats_sample = 1024;
 	cfg->executor_pace = 64;
 	cfg->session_queue_us = 2000;
+	cfg->watchdog_stall_ms = 60000;
 	cfg->device_queues = 32;
 	cfg->admin_gid = (gid_t)-1;
 	cfg->default_quota.graphs = 64;
@@ -284,6 +285,7 @@ static const int_key int_keys[] = {
 	{ "executor_threads", offsetof(config, executor_threads), 0, 64 },
 	{ "executor_pace", offsetof(config, executor_pace), 0, 1 << 20 },
 	{ "session_queue_us", offsetof(config, session_queue_us), 0, 10000000 },
+	{ "watchdog_stall_ms", offsetof(config, watchdog_stall_ms), 0, 3600000 },
 	{ "device_queues", offsetof(config, device_queues), 0, 32 },
 	{ "tenant_graphs", offsetof(config, default_quota.graphs), 0, 1 << 20 },
 };

@@ -63,6 +63,9 @@ typedef struct config {
 	 * wherever the kernel puts it). */
 	int executor_cpus[CONFIG_CPUS_MAX];
 	int n_executor_cpus;
+	/* An executor thread that goes this long without finishing anything
+	 * while it owes work stops the watchdog's petting (0: no such check). */
+	int watchdog_stall_ms;
 	gid_t admin_gid;            /* (gid_t)-1: none */
 	tenant_quota default_quota; /* each session's own tenant */
 	tenant_config tenants[TENANTS_MAX];
