@@ -317,8 +317,8 @@ static int reload(server *srv, char *why, size_t whylen)
 		snprintf(why, whylen, "manifest %s is invalid", srv->cfg.manifest);
 		return -1;
 	}
-	server_ops_served = count_served(m);
 	m->serve_diagnostic = srv->cfg.diagnostic_ops;
+	server_ops_served = count_served(m);
 	/* The executor threads read the manifest during their passes: the swap
 	 * waits for the passes in progress, then the old one is no one's. */
 	manifest_free(executor_swap_manifest(srv->ex, m));
