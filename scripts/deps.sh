@@ -17,6 +17,10 @@ packages=(
 if [ "${1:-}" = test ]; then
 	packages+=(clang-format clang libclang-rt-14-dev git passwd)
 fi
+# `plot`: what scripts/plot-bench.py needs (Debian's matplotlib, for /usr/bin/python3).
+if [ "${1:-}" = plot ]; then
+	packages+=(python3-matplotlib)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
