@@ -207,10 +207,19 @@ int arena_dir_prepare(const char *dir, gid_t gid, char *note, size_t notelen, ch
 	/* Sticky and group-writable, like /tmp for the daemon's group: members
 	 * create their arenas, only the owner (or the daemon) removes one. */
 	if (mkdir(dir, 0700) == 0) {
-		if ((gid != (gid_t)-1 && chown(dir, (uid_t)-1, gid) != 0) ||
-		    chmod(dir, 01770) != 0) {
-			snprintf(err, errlen, "arena_dir %s: cannot set its group and mode: %s",
-			         dir, strerror(errno));
+		if (gid != (gid_t)-1 && chown(dir, (uid_t)-1, gid) != 0) {
+			snprintf(
+			        err, errlen,
+			        "arena_dir %s: cannot give it group %u (allow_group): %s; tileopsd "
+			        "must belong to allow_group",
+			        dir, (unsigned)gid, strerror(errno));
+			rmdir(dir); /* not left half made for the next start */
+			return -1;
+		}
+		if (chmod(dir, 01770) != 0) {
+			snprintf(err, errlen, "arena_dir %s: cannot set its mode: %s", dir,
+			         strerror(errno));
+			rmdir(dir);
 			return -1;
 		}
 	} else if (errno != EEXIST) {
