@@ -219,6 +219,9 @@ Test(arena_dir, hostile_names_links_sizes_and_owners_are_refused)
 
 	/* A name with nothing behind it. */
 	expect_refused("tileops-missing", ARENA_BYTES, "cannot open");
+	/* A shm name this daemon cannot see: the message points at the folder. */
+	expect_refused("/tileops-not-in-our-shm", ARENA_BYTES,
+	               "must create its arena in arena_dir");
 
 	/* Another user's file (root only: chown). */
 	snprintf(path2, sizeof(path2), "%s/tileops-theirs", dir);
