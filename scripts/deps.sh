@@ -16,6 +16,8 @@ packages=(
 )
 if [ "${1:-}" = test ]; then
 	packages+=(clang-format clang libclang-rt-14-dev git passwd)
+	# tests/deploy/check_k8s.py: the Kubernetes API models and a YAML reader.
+	packages+=(python3-kubernetes python3-yaml)
 fi
 # `plot`: what scripts/plot-bench.py needs (Debian's matplotlib, for /usr/bin/python3).
 if [ "${1:-}" = plot ]; then

@@ -407,6 +407,8 @@ int config_set(config *cfg, const char *key, const char *value, char *err, size_
 		*(int *)((char *)cfg + int_keys[i].offset) = (int)v;
 		return 0;
 	}
+	if (strcmp(key, "arena_dir") == 0)
+		return set_string(cfg->arena_dir, sizeof(cfg->arena_dir), key, value, err, errlen);
 	snprintf(err, errlen, "unknown key '%s'", key);
 	return -1;
 }
@@ -495,4 +497,21 @@ int config_prepare_ipc_dir(const char *address, char *err, size_t errlen)
 		return -1;
 	}
 	return 0;
+}
+
+int config_arena_dir(const config *cfg, char *out, size_t len)
+{
+	out[0] = '\0';
+	if (!cfg->arena_dir[0])
+		return 0;
+	/* Relative: inside the control socket's folder, where libtileops looks
+	 * for it (and one line serves every daemon of a node, each its own). */
+	const char *slash = strrchr(cfg->listen, '/');
+	if (cfg->arena_dir[0] != '/' && strncmp(cfg->listen, "ipc://", 6) == 0 && slash &&
+	    slash > cfg->listen + 6)
+		snprintf(out, len, "%.*s/%s", (int)(slash - (cfg->listen + 6)), cfg->listen + 6,
+		         cfg->arena_dir);
+	else
+		snprintf(out, len, "%s", cfg->arena_dir);
+	return 1;
 }

@@ -383,6 +383,15 @@ static int open_control_socket(server *srv, char *err, size_t errlen)
 {
 	if (config_prepare_ipc_dir(srv->cfg.listen, err, errlen) != 0)
 		return -1;
+	/* Before the socket exists: a client that finds the socket finds the
+	 * arena folder beside it too. */
+	char adir[CONFIG_PATH_MAX], note[CONFIG_PATH_MAX + 128];
+	if (config_arena_dir(&srv->cfg, adir, sizeof(adir))) {
+		if (arena_dir_prepare(adir, srv->cfg.allow_gid, note, sizeof(note), err, errlen))
+			return -1;
+		if (note[0])
+			log_warn("%s", note);
+	}
 	transport_callbacks cb = {
 		.on_request = on_control_request,
 		.on_pipe_removed = on_pipe_removed,
