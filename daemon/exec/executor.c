@@ -230,6 +230,7 @@ static int poll_rings(worker *w)
 			tileops_sqe e;
 			if (ring_take(&s->ring, &s->arena, &e) != 0)
 				break;
+			w->entry_us = t0;
 			dispatch_sqe(w, s, &e);
 			double t1 = clock_now_us(), us = t1 - t0;
 			t0 = t1;

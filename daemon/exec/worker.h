@@ -25,6 +25,7 @@ typedef struct pending {
 typedef struct timed_cqe {
 	session *s; /* holds a reference */
 	uint64_t tag;
+	double received_us; /* when its ring entry was taken (for the latency stats) */
 } timed_cqe;
 
 /*
@@ -56,8 +57,9 @@ typedef struct worker {
 	/* Asking the device whether events passed takes the driver's context
 	 * lock, which every thread's launches need too: ask at most this often. */
 	double next_collect_us, next_fence_us;
-	int timed_owed; /* ring completions waiting for their device time */
-	int holding;    /* sessions its last pass held (share.h): their fences are polled */
+	int timed_owed;  /* ring completions waiting for their device time */
+	double entry_us; /* when the ring entry being run was taken (the latency's start) */
+	int holding;     /* sessions its last pass held (share.h): their fences are polled */
 
 	/* The loop thread only: sessions given to this thread and not reaped. */
 	int n_sessions;

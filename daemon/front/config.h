@@ -67,6 +67,10 @@ typedef struct config {
 	tenant_quota default_quota; /* each session's own tenant */
 	tenant_config tenants[TENANTS_MAX];
 	int n_tenants;
+	/* The Prometheus page (front/metrics.h) and the roofline's ceilings. */
+	char metrics_listen[CONFIG_PATH_MAX]; /* http://HOST:PORT; empty: off */
+	double roofline_bandwidth_gbs;        /* 0: the device's */
+	double roofline_tflops[4]; /* bf16, fp16, fp32, fp8 (STATS_ROOF_*); 0: the device's */
 } config;
 
 /* Parse "NAME graphs=N [bytes=SIZE] [uid=U] [gid=G]". Returns 0 or -1 + message. */
