@@ -313,7 +313,7 @@ static int set_switch(int *out, const char *key, const char *value, char *err, s
  * [an IPv6 one], PORT in 1..65535. Empty turns the page off. */
 static int set_metrics_listen(config *cfg, const char *value, char *err, size_t errlen)
 {
-	const char *bad = NULL, *host = value + 7, *colon = NULL;
+	const char *bad = NULL, *colon = NULL;
 	if (!value[0]) {
 		cfg->metrics_listen[0] = '\0';
 		return 0;
@@ -321,7 +321,7 @@ static int set_metrics_listen(config *cfg, const char *value, char *err, size_t 
 	if (strncmp(value, "http://", 7) != 0) {
 		bad = "does not start with http://";
 	} else {
-		const char *p = host;
+		const char *host = value + 7, *p = host;
 		if (*p == '[') {
 			while (*p && *p != ']')
 				p++;
