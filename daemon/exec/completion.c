@@ -27,9 +27,29 @@ void completion_post_op(executor *ex, session *s, int slot, uint64_t tag, tileop
 	if (ring_post(&s->ring, &s->arena, tag, (int)st, gpu_us, msg) != 0)
 		return;
 	stats_count_request(ex->cfg.st, st != TILEOPS_OK);
+	worker *w = exec_worker;
+	if (s->ring.holding && w && w->n_lat_owed < w->cap_lat_owed) {
+		/* The client sees it when the batch is published. */
+		w->lat_owed[w->n_lat_owed++] =
+		        (owed_latency){ s, slot, st != TILEOPS_OK, received_us };
+		return;
+	}
 	double us = clock_now_us() - received_us;
 	stats_op_latency(ex->cfg.st, slot, us);
 	stats_session_op(&s->op_stats, st != TILEOPS_OK, us);
+}
+
+void completion_latency_published(worker *w, session *s)
+{
+	if (!w->n_lat_owed)
+		return;
+	double now = clock_now_us();
+	for (int i = 0; i < w->n_lat_owed; i++) {
+		const owed_latency *o = &w->lat_owed[i];
+		stats_op_latency(w->ex->cfg.st, o->slot, now - o->received_us);
+		stats_session_op(&o->s->op_stats, o->failed, now - o->received_us);
+	}
+	w->n_lat_owed = 0;
 }
 
 void completion_defer(worker *w, session *s, job *j, uint64_t tag)

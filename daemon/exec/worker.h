@@ -28,6 +28,15 @@ typedef struct timed_cqe {
 	double received_us; /* when its ring entry was taken (for the latency stats) */
 } timed_cqe;
 
+/* A ring op's answer written during a batch (ring_hold) and not yet
+ * published: its latency ends when the batch's answers are published. */
+typedef struct owed_latency {
+	session *s;
+	int slot;
+	int failed;
+	double received_us;
+} owed_latency;
+
 /*
  * One executor thread. It owns the sessions given to it (their streams,
  * tensors, rings and owed completions): every request of such a session
@@ -63,6 +72,9 @@ typedef struct worker {
 
 	/* The loop thread only: sessions given to this thread and not reaped. */
 	int n_sessions;
+
+	owed_latency *lat_owed; /* ring_batch of them (none: counted when written) */
+	int n_lat_owed, cap_lat_owed;
 
 	uint64_t launches;   /* ops launched, for the stats' timing sample */
 	int active;          /* its last pass had work (counted in be->active_threads) */
