@@ -120,7 +120,7 @@ void prom_histogram(strbuf *sb, const char *name, const char *labels, const stat
 
 /* ---- the page ------------------------------------------------------------- */
 
-/* `key="value"` with the value escaped, into buf. */
+/* Append `key="value"` (the value escaped), after a comma unless sb is empty. */
 static void label(strbuf *sb, const char *key, const char *value)
 {
 	sb_printf(sb, "%s%s=\"", sb->len ? "," : "", key);
@@ -228,7 +228,8 @@ static const struct {
 	{ "tileopsd_op_flops_total", "counter",
 	  "Floating-point operations of the ops, by their roofline formulas.", op_flops },
 	{ "tileopsd_op_speed_of_light_ratio", "gauge",
-	  "Roofline time over measured device time of the timed ops (0..1; absent until known).",
+	  "Roofline time over measured device time of the timed ops (1: at the ceiling; absent "
+	  "until known).",
 	  op_sol },
 	{ "tileopsd_op_latency_seconds", "histogram",
 	  "Op requests from received to answered, in the daemon.", op_latency },

@@ -147,8 +147,11 @@ Test(metrics, the_page_counts_ops_of_both_planes_and_passes_promtool, .fini = fi
 	                   "%s", body);
 	cr_assert_not_null(strstr(body, "# TYPE tileopsd_op_latency_seconds histogram\n"));
 	cr_assert_not_null(strstr(body, "tileopsd_build_info{version=\""));
-	cr_assert_not_null(strstr(body, "tileopsd_op_speed_of_light_ratio{op=\"add\"} 0."),
-	                   "the CPU backend's measured bandwidth gives adds a share: %s", body);
+	/* The CPU backend measured its bandwidth at start, so adds have a share
+	 * (above 1 is possible: these tensors sit in the cache). */
+	cr_assert_eq(sample(body, "tileopsd_op_speed_of_light_ratio{op=\"add\"}", &v), 0, "%s",
+	             body);
+	cr_assert(v > 0.0, "speed-of-light ratio %g", v);
 
 	if (system("command -v promtool >/dev/null 2>&1") == 0) {
 		char path[128], cmd[300];
