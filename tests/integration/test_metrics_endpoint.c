@@ -203,3 +203,26 @@ Test(metrics, a_malformed_metrics_listen_refuses_the_start)
 	         bin, getenv("TILEOPS_MANIFEST"));
 	cr_assert_eq(system(cmd), 0, "no clear error for a malformed metrics_listen");
 }
+
+Test(metrics, configured_ceilings_replace_the_measured_ones, .fini = fini)
+{
+	daemon2_start(&d, "roofline_bandwidth_gbs = 1000\nroofline_tflops_fp32 = 5\n");
+	daemon2_use(&d);
+	char *j = th_stats();
+	cr_assert_not_null(strstr(j, "\"roofline\":{\"bandwidth_gbs\":1000,\"tflops\":{"), "%s", j);
+	cr_assert_not_null(strstr(j, "\"fp32\":5,"), "%s", j);
+	cr_assert_not_null(strstr(j, "\"source\":\"configured\""), "%s", j);
+	free(j);
+	daemon2_stop(&d);
+}
+
+Test(metrics, a_negative_ceiling_refuses_the_start)
+{
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd),
+	         "'%s' --check --config /dev/stdin --manifest '%s' 2>&1 <<'EOF' | "
+	         "grep -q \"roofline_tflops_bf16: '-1' is not a number >= 0\"\n"
+	         "roofline_tflops_bf16 = -1\nEOF",
+	         getenv("TILEOPSD"), getenv("TILEOPS_MANIFEST"));
+	cr_assert_eq(system(cmd), 0, "no clear error for a negative roofline_tflops_bf16");
+}
