@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # deps.sh [test] - install the Debian/Ubuntu packages that building TileOPs
 # needs (and, with `test`, those only the tests use: clang-format for the
-# format check, clang and its runtime for the fuzz harnesses, git), if any
+# format check, clang and its runtime for the fuzz harnesses, git,
+# prometheus for the metrics page's checks), if any
 # is missing. Needs root (or sudo) only when it installs.
 # CUDA is not installed here: the build uses nvcc when /usr/local/cuda/bin
 # has it and builds the CPU backend alone otherwise.
@@ -18,6 +19,9 @@ if [ "${1:-}" = test ]; then
 	packages+=(clang-format clang libclang-rt-14-dev git passwd)
 	# tests/deploy/check_k8s.py: the Kubernetes API models and a YAML reader.
 	packages+=(python3-kubernetes python3-yaml)
+	# promtool and a real Prometheus server for the /metrics tests (about
+	# 96 MB installed; in a container its service is not started).
+	packages+=(prometheus)
 fi
 # `plot`: what scripts/plot-bench.py needs (Debian's matplotlib, for /usr/bin/python3).
 if [ "${1:-}" = plot ]; then

@@ -26,6 +26,15 @@ typedef enum backend_kind { BACKEND_AUTO = 0, BACKEND_CPU = 1, BACKEND_CUDA = 2 
 
 typedef struct backend backend;
 
+/* The device's speed of light, for the stats' roofline share (stats.h):
+ * memory bandwidth (reads plus writes) and dense peaks per dtype; 0 where
+ * not known. */
+typedef struct backend_ceilings {
+	double bandwidth_gbs;
+	double tflops_bf16, tflops_fp16, tflops_fp32, tflops_fp8;
+	const char *source; /* "device" (from its properties) or "measured" (at start) */
+} backend_ceilings;
+
 typedef struct backend_ops {
 	/* Called on each executor thread when it starts and before it exits. */
 	tileops_status (*thread_init)(backend *be, char *err, size_t errlen);
@@ -85,6 +94,9 @@ typedef struct backend_ops {
 	void (*ipc_close)(backend *be, void *ptr);
 	/* Report finished device timings through be->timing_cb (CUDA); may be NULL. */
 	void (*collect_timings)(backend *be);
+	/* The ceilings; called once at start, on the loop thread (it may take
+	 * tens of milliseconds to measure). NULL: none known. */
+	void (*ceilings)(backend *be, backend_ceilings *out);
 } backend_ops;
 
 /* Called with the time a launched op took (slot and arg as given at launch). */

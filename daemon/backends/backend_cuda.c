@@ -98,6 +98,7 @@ typedef struct cuda_impl {
 	int deferred_any; /* atomic: the list is not empty */
 	pthread_t reaper;
 	int reaper_running, reaper_stop;
+	backend_ceilings ceil; /* from the device's properties at open */
 } cuda_impl;
 
 /*
@@ -1000,6 +1001,11 @@ static void cuda_ipc_close(backend *be, void *ptr)
 	pthread_mutex_unlock(&im->ipc_mu);
 }
 
+static void cuda_ceilings(backend *be, backend_ceilings *out)
+{
+	*out = ((cuda_impl *)be->impl)->ceil;
+}
+
 static const backend_ops cuda_ops = {
 	.thread_init = cuda_thread_init,
 	.thread_fini = cuda_thread_fini,
@@ -1027,6 +1033,7 @@ static const backend_ops cuda_ops = {
 	.ipc_import = cuda_ipc_import,
 	.ipc_close = cuda_ipc_close,
 	.collect_timings = cuda_collect,
+	.ceilings = cuda_ceilings,
 };
 
 backend *backend_cuda_open(const backend_options *opt, char *err, size_t errlen)
@@ -1105,6 +1112,20 @@ backend *backend_cuda_open(const backend_options *opt, char *err, size_t errlen)
 	be->flops_per_us = (double)prop.multiProcessorCount * sm_khz * 1e-3 * 4096.0;
 	log_info("device %d: estimates at %.2f TB/s and %.0f TFLOP/s", device,
 	         be->bytes_per_us * 1e-6, be->flops_per_us * 1e-6);
+	/* The roofline's ceilings from the same properties: dense flops a clock
+	 * per Hopper SM are 4096 (bf16, fp16 tensor cores), 8192 (fp8) and 256
+	 * (fp32 FMA on the CUDA cores). On an H200 that gives about 4.8 TB/s and
+	 * 1070 / 2140 / 67 TFLOP/s at its 1.98 GHz; measured ceilings (a D2D copy at
+	 * 4.2 TB/s, cuBLAS at 730 TFLOP/s) can be configured instead. */
+	double sm_ghz_count = (double)prop.multiProcessorCount * sm_khz * 1e-6;
+	im->ceil = (backend_ceilings){
+		.bandwidth_gbs = be->bytes_per_us * 1e-3,
+		.tflops_bf16 = sm_ghz_count * 4096.0 * 1e-3,
+		.tflops_fp16 = sm_ghz_count * 4096.0 * 1e-3,
+		.tflops_fp32 = sm_ghz_count * 256.0 * 1e-3,
+		.tflops_fp8 = sm_ghz_count * 8192.0 * 1e-3,
+		.source = "device",
+	};
 	snprintf(be->device, sizeof(be->device), "%.64s (sm_%d%d, %d SMs, %.0f GiB, device %d)",
 	         prop.name, prop.major, prop.minor, prop.multiProcessorCount,
 	         (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), device);

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "clock.h"
+
 void completion_hand_back(executor *ex, job *j)
 {
 	ex->cfg.done(ex->cfg.ctx, j);
@@ -17,6 +19,37 @@ void completion_post(executor *ex, session *s, uint64_t tag, tileops_status st, 
 {
 	if (ring_post(&s->ring, &s->arena, tag, (int)st, gpu_us, msg) == 0)
 		stats_count_request(ex->cfg.st, st != TILEOPS_OK);
+}
+
+void completion_post_op(executor *ex, session *s, int slot, uint64_t tag, tileops_status st,
+                        double gpu_us, const char *msg, double received_us)
+{
+	if (ring_post(&s->ring, &s->arena, tag, (int)st, gpu_us, msg) != 0)
+		return;
+	stats_count_request(ex->cfg.st, st != TILEOPS_OK);
+	worker *w = exec_worker;
+	if (s->ring.holding && w && w->n_lat_owed < w->cap_lat_owed) {
+		/* The client sees it when the batch is published. */
+		w->lat_owed[w->n_lat_owed++] =
+		        (owed_latency){ s, slot, st != TILEOPS_OK, received_us };
+		return;
+	}
+	double us = clock_now_us() - received_us;
+	stats_op_latency(ex->cfg.st, slot, us);
+	stats_session_op(&s->op_stats, st != TILEOPS_OK, us);
+}
+
+void completion_latency_published(worker *w, session *s)
+{
+	if (!w->n_lat_owed)
+		return;
+	double now = clock_now_us();
+	for (int i = 0; i < w->n_lat_owed; i++) {
+		const owed_latency *o = &w->lat_owed[i];
+		stats_op_latency(w->ex->cfg.st, o->slot, now - o->received_us);
+		stats_session_op(&o->s->op_stats, o->failed, now - o->received_us);
+	}
+	w->n_lat_owed = 0;
 }
 
 void completion_defer(worker *w, session *s, job *j, uint64_t tag)
@@ -97,7 +130,7 @@ void completion_timed(void *ctx, int slot, void *arg, double us)
 		return;
 	if (exec_worker)
 		exec_worker->timed_owed--;
-	completion_post(ex, t->s, t->tag, TILEOPS_OK, us, "");
+	completion_post_op(ex, t->s, slot, t->tag, TILEOPS_OK, us, "", t->received_us);
 	session_unref(t->s);
 	free(t);
 }

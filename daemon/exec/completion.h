@@ -13,6 +13,13 @@ void completion_hand_back(executor *ex, job *j);
 /* Post a completion on s's ring and count it. gpu_us < 0: none. */
 void completion_post(executor *ex, session *s, uint64_t tag, tileops_status st, double gpu_us,
                      const char *msg);
+/* The same for an op request taken from the ring at received_us, counted
+ * in the latency stats of its op slot (-1: none) and of s. */
+void completion_post_op(executor *ex, session *s, int slot, uint64_t tag, tileops_status st,
+                        double gpu_us, const char *msg, double received_us);
+/* The answers of s that the batch just published (ring_publish) end their
+ * latency now. */
+void completion_latency_published(worker *w, session *s);
 /*
  * Owe j's answer (or, with j NULL, a ring completion with `tag`) until the
  * work queued on s's stream so far is done. If no fence can be made, the

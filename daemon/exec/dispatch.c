@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "completion.h"
 #include "launch.h"
 #include "opcache.h"
@@ -21,13 +22,15 @@
 /*
  * Check and launch one op of s. With `key` (a ring op descriptor, `hash`
  * its hash from opcache_find), an op that checks out is remembered under it.
+ * *slot gets the op's stats slot (-1 for none).
  */
 static tileops_status run_op(executor *ex, session *s, const op_desc *d, const tileops_sqe *key,
-                             uint64_t hash, timed_cqe *timed, char *err, size_t errlen)
+                             uint64_t hash, timed_cqe *timed, int *slot, char *err, size_t errlen)
 {
 	prepared_op p;
 	tensor_resolver views = tensors_resolver(s);
 	tileops_status st = launch_prepare(ex, &views, d, &p, err, errlen);
+	*slot = p.slot;
 	if (st == TILEOPS_OK)
 		(void)launch_first_use(ex, s, &p); /* before it is cached: with its choice */
 	if (st == TILEOPS_OK && key) {
@@ -55,13 +58,15 @@ static void sqe_op(worker *w, session *s, const tileops_sqe *e, const op_desc *d
 	if ((e->flags & TILEOPS_SQE_F_TIMING) && (t = calloc(1, sizeof(*t)))) {
 		t->s = s;
 		t->tag = e->tag;
+		t->received_us = w->entry_us;
 		session_ref(s);
 		w->timed_owed++; /* the worker keeps polling until it is posted */
 	}
+	int slot = hit ? hit->slot : -1;
 	tileops_status st = hit ? launch_prepared(ex, s, hit, TILEOPS_OK, t, err, sizeof(err))
-	                        : run_op(ex, s, d, key, hash, t, err, sizeof(err));
+	                        : run_op(ex, s, d, key, hash, t, &slot, err, sizeof(err));
 	if (st != TILEOPS_OK || !t)
-		completion_post(ex, s, e->tag, st, -1.0, err);
+		completion_post_op(ex, s, slot, e->tag, st, -1.0, err, w->entry_us);
 	if (st != TILEOPS_OK && t) {
 		w->timed_owed--;
 		session_unref(s);
@@ -116,7 +121,7 @@ void dispatch_sqe(worker *w, session *s, const tileops_sqe *e)
 		if ((st = wire_decode_sqe_op(e, &d, err, sizeof(err))) == TILEOPS_OK)
 			sqe_op(w, s, e, &d, NULL, e, hash);
 		else
-			completion_post(ex, s, e->tag, st, -1.0, err);
+			completion_post_op(ex, s, -1, e->tag, st, -1.0, err, w->entry_us);
 		return;
 	}
 	case TILEOPS_SQE_PLAN_RUN: {
@@ -158,6 +163,7 @@ static tileops_status ring_until(worker *w, session *s, uint64_t mark, char *err
 		tileops_sqe e;
 		if (ring_take(&s->ring, &s->arena, &e) != 0)
 			continue;
+		w->entry_us = clock_now_us();
 		dispatch_sqe(w, s, &e);
 	}
 	return TILEOPS_OK;
@@ -269,7 +275,8 @@ static int job_request(worker *w, session *s, job *j)
 		tensors_export(ex, s, j, r->u.handle);
 		return 0;
 	case REQ_OP_RUN:
-		j->status = run_op(ex, s, &r->u.op, NULL, 0, NULL, j->msg, sizeof(j->msg));
+		j->status =
+		        run_op(ex, s, &r->u.op, NULL, 0, NULL, &j->op_slot, j->msg, sizeof(j->msg));
 		return 0;
 	case REQ_SYNC:
 		completion_defer(w, s, j, 0);
@@ -297,6 +304,7 @@ void dispatch_job(worker *w, job *j)
 	executor *ex = w->ex;
 	j->status = TILEOPS_OK;
 	j->msg[0] = '\0';
+	j->op_slot = -1;
 	switch (j->kind) {
 	case JOB_OPEN:
 		job_open(w, j->s, j);

@@ -230,6 +230,7 @@ static int poll_rings(worker *w)
 			tileops_sqe e;
 			if (ring_take(&s->ring, &s->arena, &e) != 0)
 				break;
+			w->entry_us = t0;
 			dispatch_sqe(w, s, &e);
 			double t1 = clock_now_us(), us = t1 - t0;
 			t0 = t1;
@@ -239,8 +240,10 @@ static int poll_rings(worker *w)
 			pace_step(w);
 			worked = 1;
 		}
-		if (n > 0)
+		if (n > 0) {
 			ring_publish(&s->ring, &s->arena);
+			completion_latency_published(w, s);
+		}
 		s = s->ring_next ? s->ring_next : w->rings;
 	} while (s != start);
 	w->rr_next = start->ring_next;
@@ -402,6 +405,8 @@ static void *worker_main(void *arg)
 	pthread_mutex_unlock(&ex->start_mu);
 	if (st != TILEOPS_OK)
 		return NULL;
+	w->lat_owed = calloc((size_t)ex->cfg.ring_batch, sizeof(*w->lat_owed));
+	w->cap_lat_owed = w->lat_owed ? ex->cfg.ring_batch : 0;
 	double last_work = clock_now_us();
 	__atomic_store(&ex->pace[w->index].alive_us, &last_work, __ATOMIC_RELAXED);
 	for (;;) {
@@ -435,6 +440,9 @@ static void *worker_main(void *arg)
 	}
 	if (ex->be->ops->thread_fini)
 		ex->be->ops->thread_fini(ex->be);
+	free(w->lat_owed);
+	w->lat_owed = NULL;
+	w->cap_lat_owed = 0;
 	return NULL;
 }
 

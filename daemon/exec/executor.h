@@ -44,6 +44,7 @@ typedef struct job {
 	struct session *s;   /* holds a reference until the job is handed back */
 	struct tp_worker *w; /* where the answer goes; NULL for none */
 	uint64_t seq;
+	double received_us;           /* REQUEST: when the daemon received it (clock.h) */
 	struct request *req;          /* REQUEST: what to run (the loop frees it) */
 	int want_rings;               /* OPEN: the Hello asked for rings */
 	char tenant[64];              /* OPEN: the tenant the Hello named */
@@ -56,6 +57,7 @@ typedef struct job {
 	unsigned char ipc[64];         /* tensor export */
 	struct plan_open_result *open; /* plan open; free with executor_free_reply */
 	int rings;                     /* OPEN: rings are served */
+	int op_slot;                   /* REQUEST of an op: its stats slot (-1: none) */
 } job;
 
 typedef struct executor executor;

@@ -94,6 +94,14 @@ int launch_first_use(executor *ex, session *s, prepared_op *p)
 	return 1;
 }
 
+/* The dtype the op computes in, for its roofline peak: its first tensor's. */
+static int launch_dtype(const prepared_op *p)
+{
+	if (p->call.n_in > 0)
+		return (int)p->call.in[0].dtype;
+	return p->call.n_out > 0 ? (int)p->call.out[0].dtype : 0;
+}
+
 tileops_status launch_prepared(executor *ex, session *s, const prepared_op *p, tileops_status st,
                                timed_cqe *timed, char *err, size_t errlen)
 {
@@ -114,7 +122,7 @@ tileops_status launch_prepared(executor *ex, session *s, const prepared_op *p, t
 	}
 	if (st == TILEOPS_OK && p->writes_nothing) {
 		/* Done already: nothing to write. A timed ring op gets its answer now. */
-		stats_op_count(ex->cfg.st, p->slot, 0, 0, p->cost.flops, p->cost.bytes);
+		stats_op_count(ex->cfg.st, p->slot, 0, 0, p->cost.flops, p->cost.bytes, 0);
 		if (timed)
 			completion_timed(ex, p->slot, timed, 0.0);
 		return TILEOPS_OK;
@@ -129,7 +137,7 @@ tileops_status launch_prepared(executor *ex, session *s, const prepared_op *p, t
 		if (st == TILEOPS_OK)
 			share_charge(ex->be, s->stream, &s->share, ex->cfg.queue_us, p->est_us);
 	}
-	stats_op_count(ex->cfg.st, p->slot, st != TILEOPS_OK, sampled, p->cost.flops,
-	               p->cost.bytes);
+	stats_op_count(ex->cfg.st, p->slot, st != TILEOPS_OK, sampled, p->cost.flops, p->cost.bytes,
+	               st == TILEOPS_OK ? launch_dtype(p) : 0);
 	return st;
 }

@@ -17,6 +17,7 @@
 #include "arena.h"
 #include "ring.h"
 #include "share.h"
+#include "stats.h"
 #include "tileops_kernels.h"
 
 struct held_request; /* front/order.h */
@@ -76,6 +77,9 @@ typedef struct session {
 	/* Written by the executor, read by the loop for stats (atomic). */
 	size_t n_tensors;
 	size_t bytes;
+	/* Its op requests' answers and latency: ring ops counted by its
+	 * executor thread, control ones by the loop (atomic, stats.h). */
+	stats_session op_stats;
 } session;
 
 /* A new session with one reference (the table's). NULL if out of memory. */

@@ -25,7 +25,17 @@ typedef struct pending {
 typedef struct timed_cqe {
 	session *s; /* holds a reference */
 	uint64_t tag;
+	double received_us; /* when its ring entry was taken (for the latency stats) */
 } timed_cqe;
+
+/* A ring op's answer written during a batch (ring_hold) and not yet
+ * published: its latency ends when the batch's answers are published. */
+typedef struct owed_latency {
+	session *s;
+	int slot;
+	int failed;
+	double received_us;
+} owed_latency;
 
 /*
  * One executor thread. It owns the sessions given to it (their streams,
@@ -56,11 +66,15 @@ typedef struct worker {
 	/* Asking the device whether events passed takes the driver's context
 	 * lock, which every thread's launches need too: ask at most this often. */
 	double next_collect_us, next_fence_us;
-	int timed_owed; /* ring completions waiting for their device time */
-	int holding;    /* sessions its last pass held (share.h): their fences are polled */
+	int timed_owed;  /* ring completions waiting for their device time */
+	double entry_us; /* when the ring entry being run was taken (the latency's start) */
+	int holding;     /* sessions its last pass held (share.h): their fences are polled */
 
 	/* The loop thread only: sessions given to this thread and not reaped. */
 	int n_sessions;
+
+	owed_latency *lat_owed; /* ring_batch of them (none: counted when written) */
+	int n_lat_owed, cap_lat_owed;
 
 	uint64_t launches;   /* ops launched, for the stats' timing sample */
 	int active;          /* its last pass had work (counted in be->active_threads) */

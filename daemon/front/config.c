@@ -309,8 +309,87 @@ static int set_switch(int *out, const char *key, const char *value, char *err, s
 	return -1;
 }
 
+/* ---- metrics and roofline keys ---- */
+
+/* "http://HOST:PORT" with an optional "/": HOST a name, an IPv4 address or
+ * [an IPv6 one], PORT in 1..65535. Empty turns the page off. */
+static int set_metrics_listen(config *cfg, const char *value, char *err, size_t errlen)
+{
+	const char *bad = NULL, *colon = NULL;
+	if (!value[0]) {
+		cfg->metrics_listen[0] = '\0';
+		return 0;
+	}
+	if (strncmp(value, "http://", 7) != 0) {
+		bad = "does not start with http://";
+	} else {
+		const char *host = value + 7, *p = host;
+		if (*p == '[') {
+			while (*p && *p != ']')
+				p++;
+			if (*p == ']')
+				p++;
+		} else {
+			while (*p && *p != ':' && *p != '/')
+				p++;
+		}
+		colon = *p == ':' ? p : NULL;
+		long port = 0;
+		char *end = NULL;
+		if (colon)
+			port = strtol(colon + 1, &end, 10);
+		if (p == host || (host[0] == '[' && p[-1] != ']'))
+			bad = "has no host";
+		else if (!colon || end == colon + 1 || (*end && strcmp(end, "/") != 0))
+			bad = "has no :PORT (or something follows it)";
+		else if (port < 1 || port > 65535)
+			bad = "has a port outside 1..65535";
+	}
+	if (bad) {
+		snprintf(err, errlen,
+		         "metrics_listen: '%s' %s (expected http://HOST:PORT, e.g. "
+		         "http://127.0.0.1:9464)",
+		         value, bad);
+		return -1;
+	}
+	return set_string(cfg->metrics_listen, sizeof(cfg->metrics_listen), "metrics_listen", value,
+	                  err, errlen);
+}
+
+/* The roofline keys: a rate >= 0 (0: the device's figure). Returns 1 when
+ * key is not one of them. */
+static int set_roofline(config *cfg, const char *key, const char *value, char *err, size_t errlen)
+{
+	static const char *const tflops[] = { "roofline_tflops_bf16", "roofline_tflops_fp16",
+		                              "roofline_tflops_fp32", "roofline_tflops_fp8" };
+	double *dst = NULL;
+	if (strcmp(key, "roofline_bandwidth_gbs") == 0)
+		dst = &cfg->roofline_bandwidth_gbs;
+	for (int i = 0; i < 4; i++)
+		if (strcmp(key, tflops[i]) == 0)
+			dst = &cfg->roofline_tflops[i];
+	if (!dst)
+		return 1;
+	char *end;
+	errno = 0;
+	double v = strtod(value, &end);
+	if (!value[0] || *end || errno || !(v >= 0.0 && v < 1e9)) {
+		snprintf(err, errlen, "%s: '%s' is not a number >= 0 (0: the device's figure)", key,
+		         value);
+		return -1;
+	}
+	*dst = v;
+	return 0;
+}
+
 int config_set(config *cfg, const char *key, const char *value, char *err, size_t errlen)
 {
+	if (strcmp(key, "metrics_listen") == 0)
+		return set_metrics_listen(cfg, value, err, errlen);
+	int roof =
+	        strncmp(key, "roofline_", 9) == 0 ? set_roofline(cfg, key, value, err, errlen) : 1;
+	if (roof <= 0)
+		return roof;
 	if (strcmp(key, "listen") == 0)
 		return set_address(cfg->listen, key, value, err, errlen);
 	if (strcmp(key, "stats_listen") == 0)

@@ -73,6 +73,11 @@ typedef struct config {
 	/* arena_dir: the folder of client arenas as files (empty: POSIX shm only);
 	 * relative to the control socket's folder unless absolute. */
 	char arena_dir[CONFIG_PATH_MAX];
+
+	/* The Prometheus page (front/metrics.h) and the roofline's ceilings. */
+	char metrics_listen[CONFIG_PATH_MAX]; /* http://HOST:PORT; empty: off */
+	double roofline_bandwidth_gbs;        /* 0: the device's */
+	double roofline_tflops[4]; /* bf16, fp16, fp32, fp8 (STATS_ROOF_*); 0: the device's */
 } config;
 
 /* Parse "NAME graphs=N [bytes=SIZE] [uid=U] [gid=G]". Returns 0 or -1 + message. */

@@ -41,7 +41,8 @@ static int is_admin(server *srv, session *s)
 	       (srv->cfg.admin_gid != (gid_t)-1 && s->gid == (int64_t)srv->cfg.admin_gid);
 }
 
-static void run_request(server *srv, session *s, tp_worker *w, Tileops__Request *req)
+static void run_request(server *srv, session *s, tp_worker *w, Tileops__Request *req,
+                        double received_us)
 {
 	uint64_t seq = req->seq;
 	if (srv->stopping) {
@@ -80,6 +81,7 @@ static void run_request(server *srv, session *s, tp_worker *w, Tileops__Request 
 			j->kind = reset ? JOB_RESET : JOB_REQUEST;
 			j->w = w;
 			j->seq = seq;
+			j->received_us = received_us;
 			j->req = r; /* freed when the job comes back */
 			s->n_running++;
 			sessions_submit(srv, s, j);
@@ -94,7 +96,7 @@ static void session_pump(server *srv, session *s)
 	held_request *h;
 	while (s->opened && !s->closing && (h = session_next_ready(s))) {
 		s->next_seq++;
-		run_request(srv, s, h->w, h->req);
+		run_request(srv, s, h->w, h->req, h->received_us);
 		free(h);
 	}
 	if (!s->held || s->held->seq == s->next_seq)
@@ -108,7 +110,8 @@ static void session_pump(server *srv, session *s)
  * ahead, never by much; a seq near 2^64 would wrap the order. */
 #define SEQ_WINDOW (1u << 16)
 
-static void enqueue_request(server *srv, session *s, tp_worker *w, Tileops__Request *req)
+static void enqueue_request(server *srv, session *s, tp_worker *w, Tileops__Request *req,
+                            double received_us)
 {
 	uint64_t seq = req->seq;
 	if (seq < s->next_seq) {
@@ -132,6 +135,7 @@ static void enqueue_request(server *srv, session *s, tp_worker *w, Tileops__Requ
 			h->seq = seq;
 			h->w = w;
 			h->req = req;
+			h->received_us = received_us;
 			if (session_hold(s, h) == 0) {
 				session_pump(srv, s);
 				return;
@@ -237,7 +241,7 @@ static void do_hello(server *srv, tp_worker *w, Tileops__Request *req, uint32_t 
 	sessions_submit(srv, s, j);
 }
 
-void handle_request(server *srv, tp_worker *w, nng_msg *msg)
+void handle_request(server *srv, tp_worker *w, nng_msg *msg, double received_us)
 {
 	uint32_t pipe;
 	int64_t uid, gid, pid;
@@ -261,7 +265,7 @@ void handle_request(server *srv, tp_worker *w, nng_msg *msg)
 		             "no session on this connection: send Hello first");
 		tileops__request__free_unpacked(req, NULL);
 	} else {
-		enqueue_request(srv, s, w, req);
+		enqueue_request(srv, s, w, req, received_us);
 	}
 }
 
@@ -381,6 +385,12 @@ static void request_done(server *srv, job *j)
 		}
 	}
 	reply_send(srv, j->w, &r);
+	if (j->req && j->req->kind == REQ_OP_RUN) {
+		/* The op's round trip in the daemon, received to answered. */
+		double us = clock_now_us() - j->received_us;
+		stats_op_latency(&srv->st, j->op_slot, us);
+		stats_session_op(&j->s->op_stats, r.status != TILEOPS__STATUS__STATUS_OK, us);
+	}
 	if (encoded_open && por.n_tensors) {
 		free(por.tensors[0]);
 		free(por.tensors);
@@ -426,6 +436,33 @@ void handle_job_done(server *srv, job *j)
 
 /* ---- the stats socket ---------------------------------------------------- */
 
+/* "sessions_detail":[...]: every client session that is open, its op
+ * requests and their latency. */
+static void write_sessions_json(server *srv, strbuf *sb)
+{
+	int first = 1;
+	sb_printf(sb, "\"sessions_detail\":[");
+	for (session *s = srv->sessions; s; s = s->next) {
+		if (!s->opened)
+			continue; /* its tenant is being joined on the executor */
+		stats_hist lat = { 0 };
+		stats_hist_merge(&lat, &s->op_stats.latency);
+		sb_printf(sb, "%s{\"id\":%llu,\"name\":", first ? "" : ",",
+		          (unsigned long long)s->id);
+		sb_json_string(sb, s->name);
+		sb_printf(sb, ",\"tenant\":");
+		sb_json_string(sb, s->tenant ? s->tenant->name : "");
+		sb_printf(
+		        sb, ",\"ops\":%llu,\"errors\":%llu,\"latency_us\":",
+		        (unsigned long long)__atomic_load_n(&s->op_stats.ops, __ATOMIC_RELAXED),
+		        (unsigned long long)__atomic_load_n(&s->op_stats.errors, __ATOMIC_RELAXED));
+		stats_write_hist_json(sb, &lat);
+		sb_printf(sb, "}");
+		first = 0;
+	}
+	sb_printf(sb, "]");
+}
+
 void handle_stats(server *srv, tp_worker *w)
 {
 	size_t tensors = 0, bytes = 0, held = 0;
@@ -454,6 +491,10 @@ void handle_stats(server *srv, tp_worker *w)
 	          srv->control ? transport_connections(srv->control) : 0,
 	          srv->control ? transport_workers(srv->control) : 0);
 	stats_write_ops_json(&srv->st, &sb);
+	sb_printf(&sb, ",");
+	write_sessions_json(srv, &sb);
+	sb_printf(&sb, ",");
+	stats_write_roofline_json(&srv->st, &sb);
 	sb_printf(&sb, ",");
 	executor_write_threads_json(srv->ex, &sb);
 	sb_printf(&sb, ",");

@@ -8,7 +8,8 @@
 #include "server.h"
 
 /* A control message from the client on w (takes msg). */
-void handle_request(server *srv, tp_worker *w, nng_msg *msg);
+/* received_us: when the nng thread got it (clock.h), for the latency stats. */
+void handle_request(server *srv, tp_worker *w, nng_msg *msg, double received_us);
 /* A job the executor handed back: answer it, free it. */
 void handle_job_done(server *srv, job *j);
 /* A stats request: the JSON answer. */

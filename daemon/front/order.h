@@ -18,6 +18,7 @@ typedef struct held_request {
 	uint64_t seq;
 	struct tp_worker *w;
 	Tileops__Request *req;
+	double received_us; /* when the daemon received it */
 	struct held_request *next;
 } held_request;
 

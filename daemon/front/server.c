@@ -16,6 +16,7 @@
 #include "handlers.h"
 #include "log.h"
 #include "manifest.h"
+#include "metrics.h"
 #include "notify.h"
 #include "sessions.h"
 #include "tuning.h"
@@ -52,6 +53,7 @@ static void post_new(server *srv, event_kind kind, tp_worker *w, nng_msg *msg, u
 	ev->msg = msg;
 	ev->pipe = pipe;
 	ev->job = j;
+	ev->posted_us = clock_now_us();
 	server_post(srv, ev);
 }
 
@@ -136,7 +138,7 @@ static void drain_inbox(server *srv)
 		event *next = ev->next;
 		switch (ev->kind) {
 		case EV_REQUEST:
-			handle_request(srv, ev->w, ev->msg);
+			handle_request(srv, ev->w, ev->msg, ev->posted_us);
 			break;
 		case EV_STATS:
 			handle_stats(srv, ev->w);
@@ -553,6 +555,7 @@ int server_start(server *srv, char *err, size_t errlen)
 		manifest_free(mf);
 		return -1;
 	}
+	metrics_set_roofline(srv);
 	executor_config ec = {
 		.be = srv->be,
 		.st = &srv->st,
@@ -598,8 +601,8 @@ int server_start(server *srv, char *err, size_t errlen)
 
 	/* Stats first, so operators see "ready": false while plans warm up;
 	 * clients can connect once they are captured. */
-	if (open_stats_socket(srv, err, errlen) != 0 || run_warmup(srv, err, errlen) != 0 ||
-	    open_control_socket(srv, err, errlen) != 0)
+	if (open_stats_socket(srv, err, errlen) != 0 || metrics_open(srv, err, errlen) != 0 ||
+	    run_warmup(srv, err, errlen) != 0 || open_control_socket(srv, err, errlen) != 0)
 		return -1;
 	srv->ready = 1;
 	if (srv->cfg.ready_file[0] && write_ready_file(srv->cfg.ready_file, err, errlen) != 0)
@@ -627,6 +630,7 @@ static void close_cb(uv_handle_t *h)
 
 void server_finish(server *srv)
 {
+	metrics_close(srv); /* scrapes would wait for a loop that no longer runs */
 	/* Answer what is still held, free every session's device memory, then let
 	 * the executor finish its queue; its last answers go out before the
 	 * sockets close. */

@@ -35,6 +35,7 @@ typedef struct event {
 	nng_msg *msg;
 	uint32_t pipe;
 	job *job;
+	double posted_us; /* when it was posted (a request's latency starts here) */
 } event;
 
 typedef struct server {
@@ -51,6 +52,7 @@ typedef struct server {
 	transport *control;
 	transport *stats_tp;
 	stats st;
+	struct metrics *metrics; /* the Prometheus page (metrics.h); NULL when off */
 
 	session *sessions;
 	int n_sessions;
