@@ -8,7 +8,7 @@
 #include "stat_json.h"
 
 /* The most buckets a latency histogram may have; a longer one is ignored. */
-#define HIST_MAX_BUCKETS 64
+#define HIST_MAX_BUCKETS 128
 
 /*
  * A latency histogram as the stats carry it: le[i] ascending (the last one
