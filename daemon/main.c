@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "datadir.h"
 #include "log.h"
 #include "manifest.h"
 #include "server.h"
@@ -16,6 +17,8 @@
 
 static void usage(FILE *f)
 {
+	char manifest_dir[4096];
+	datadir_find("manifest", manifest_dir, sizeof(manifest_dir), NULL, 0);
 	fprintf(f,
 	        "usage: tileopsd [OPTIONS]\n"
 	        "Runs LLM operators for local clients (libtileops) on a GPU or the CPU.\n"
@@ -24,7 +27,8 @@ static void usage(FILE *f)
 	        "  -l, --listen ADDR      control socket (default "
 	        "ipc://$XDG_RUNTIME_DIR/tileopsd/tileopsd.sock,\n"
 	        "                         or ipc:///run/tileopsd/tileopsd.sock)\n"
-	        "  -s, --stats ADDR       stats socket (default stats.sock beside it)\n"
+	        "  -s, --stats ADDR       stats socket (default stats.sock in the folder\n"
+	        "                         of the control socket)\n"
 	        "  -b, --backend KIND     auto | cuda | cpu (auto: cuda when a GPU is present)\n"
 	        "  -d, --device N         CUDA device ordinal (default 0)\n"
 	        "  -m, --manifest PATH    op manifest folder (default %s)\n"
@@ -39,7 +43,7 @@ static void usage(FILE *f)
 	        "\n"
 	        "Signals: SIGINT/SIGTERM stop after finishing work in flight; SIGHUP reloads\n"
 	        "the config file and the manifest.\n",
-	        TILEOPS_DEFAULT_MANIFEST);
+	        manifest_dir);
 }
 
 enum { OPT_LOG_LEVEL = 256, OPT_READY_FILE, OPT_CHECK, OPT_WARMUP, OPT_DIAGNOSTIC_OPS };
