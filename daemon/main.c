@@ -35,6 +35,8 @@ static void usage(FILE *f)
 	        "      --log-level LEVEL  error | warn | info | debug (default info)\n"
 	        "      --ready-file PATH  write the pid to PATH once serving (removed at exit)\n"
 	        "      --warmup FILE      plans to capture before serving (deploy/warmup.yaml)\n"
+	        "      --gemm-tune-cache FILE\n"
+	        "                         the tuning table (default %s)\n"
 	        "      --diagnostic-ops   also serve the diagnostic ops (spin: benches, tests)\n"
 	        "      --check            check the config, the manifest and the warm-up file,\n"
 	        "                         print what is wrong, and exit (0: all valid)\n"
@@ -43,10 +45,17 @@ static void usage(FILE *f)
 	        "\n"
 	        "Signals: SIGINT/SIGTERM stop after finishing work in flight; SIGHUP reloads\n"
 	        "the config file and the manifest.\n",
-	        manifest_dir);
+	        manifest_dir, CONFIG_GEMM_TUNE_CACHE);
 }
 
-enum { OPT_LOG_LEVEL = 256, OPT_READY_FILE, OPT_CHECK, OPT_WARMUP, OPT_DIAGNOSTIC_OPS };
+enum {
+	OPT_LOG_LEVEL = 256,
+	OPT_READY_FILE,
+	OPT_CHECK,
+	OPT_WARMUP,
+	OPT_DIAGNOSTIC_OPS,
+	OPT_GEMM_TUNE_CACHE
+};
 
 static int check_only;
 
@@ -62,6 +71,7 @@ static const struct option long_opts[] = {
 	{ "check", no_argument, NULL, OPT_CHECK },
 	{ "warmup", required_argument, NULL, OPT_WARMUP },
 	{ "diagnostic-ops", no_argument, NULL, OPT_DIAGNOSTIC_OPS },
+	{ "gemm-tune-cache", required_argument, NULL, OPT_GEMM_TUNE_CACHE },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -86,6 +96,8 @@ static const char *opt_key(int c)
 		return "ready_file";
 	case OPT_WARMUP:
 		return "warmup";
+	case OPT_GEMM_TUNE_CACHE:
+		return "gemm_tune_cache";
 	default:
 		return NULL;
 	}
