@@ -34,7 +34,7 @@ set(CPACK_DEBIAN_DAEMON_PACKAGE_NAME tileopsd)
 set(CPACK_DEBIAN_DAEMON_PACKAGE_SECTION misc)
 # The user comes from systemd-sysusers when there is one, else adduser.
 set(CPACK_DEBIAN_DAEMON_PACKAGE_DEPENDS "adduser | systemd")
-set(CPACK_COMPONENT_DAEMON_DESCRIPTION
+set(CPACK_DEBIAN_DAEMON_DESCRIPTION
   "TileOPs daemon (tileopsd), its tools, systemd units and data
  tileopsd owns a GPU (or runs every op on its CPU reference) and serves LLM
  operators to local client processes linked with libtileops.")
@@ -48,7 +48,7 @@ set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME libtileops0)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION libs)
-set(CPACK_COMPONENT_RUNTIME_DESCRIPTION
+set(CPACK_DEBIAN_RUNTIME_DESCRIPTION
   "TileOPs client library
  libtileops talks to tileopsd over a local socket and shared memory.")
 
@@ -57,7 +57,7 @@ set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 # What linking the static archive needs (tileops.pc's Libs.private).
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
   "libtileops0 (= ${PROJECT_VERSION}), libnng-dev, libmbedtls-dev, libprotobuf-c-dev")
-set(CPACK_COMPONENT_DEV_DESCRIPTION
+set(CPACK_DEBIAN_DEV_DESCRIPTION
   "TileOPs client library: development files
  tileops.h, the static libtileops.a, tileops.pc and the CMake package
  (find_package(tileops): tileops::tileops, tileops::tileops_static).")

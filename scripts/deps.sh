@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # deps.sh [test] - install the Debian/Ubuntu packages that building TileOPs
 # needs (and, with `test`, those only the tests use: clang-format for the
-# format check, clang and its runtime for the fuzz harnesses, git), if any
+# format check, clang and its runtime for the fuzz harnesses, git, and
+# packaging, systemd and man tools for the install test), if any
 # is missing. Needs root (or sudo) only when it installs.
 # CUDA is not installed here: the build uses nvcc when /usr/local/cuda/bin
 # has it and builds the CPU backend alone otherwise.
@@ -16,6 +17,9 @@ packages=(
 )
 if [ "${1:-}" = test ]; then
 	packages+=(clang-format clang libclang-rt-14-dev git passwd)
+	# The install test (cpack's dpkg-shlibdeps and file, systemd-analyze)
+	# and the man page check (groff, man).
+	packages+=(dpkg-dev file systemd groff-base man-db)
 fi
 
 missing=()
