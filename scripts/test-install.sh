@@ -34,6 +34,9 @@ for t in cpack dpkg systemd-analyze pkg-config cc cmake; do
 	command -v "$t" >/dev/null || fail "$t is not installed (see .ci/run)"
 done
 
+# /run/tileopsd is the package's only when it was not there before.
+run_made=/run/tileopsd
+[ -e /run/tileopsd ] && run_made=
 work=$(mktemp -d /tmp/tileops-install.XXXXXX)
 chmod 0755 "$work"
 pid=
@@ -166,7 +169,7 @@ step="dpkg -P"
 dpkg -r libtileops-dev libtileops0 tileopsd || fail "dpkg -r"
 dpkg -P libtileops-dev libtileops0 tileopsd || fail "dpkg -P"
 for f in /usr/sbin/tileopsd /etc/tileops/tileopsd.conf "$unitdir/tileopsd.service" \
-	/usr/lib/x86_64-linux-gnu/libtileops.so.0 /usr/share/tileops; do
+	/usr/lib/x86_64-linux-gnu/libtileops.so.0 /usr/share/tileops /var/lib/tileops $run_made; do
 	[ ! -e "$f" ] || fail "$f is left after dpkg -P"
 done
 if pgrep -x tileopsd -u tileops >/dev/null; then
