@@ -60,12 +60,19 @@ static int file_has(const char *path, const char *needle, char *line, size_t len
 	return found;
 }
 
-/* Start the build-tree tileopsd with only --listen (and the backend, the
- * ready file): stats socket, manifest and tuning table are its defaults. */
-static void start(pdaemon *d, int nth)
+/* How start_with gives the addresses. */
+enum how { BY_OPTION, BY_CONFIG, BY_CONFIG_WITH_STATS };
+
+/*
+ * Start the build-tree tileopsd with only --listen (and the backend, the
+ * ready file): stats socket, manifest and tuning table are its defaults.
+ * BY_CONFIG: listen comes from a config file instead; BY_CONFIG_WITH_STATS:
+ * the file also sets stats_listen (own-stats.sock), before listen.
+ */
+static void start_with(pdaemon *d, int nth, enum how how)
 {
 	const char *bin = getenv("TILEOPSD");
-	char listen[128], ready[96];
+	char listen[128], ready[96], conf[96];
 
 	cr_assert(bin && *bin, "TILEOPSD is not set: run this test through ctest");
 	snprintf(d->dir, sizeof(d->dir), "/tmp/tileops-paths-XXXXXX");
@@ -73,6 +80,15 @@ static void start(pdaemon *d, int nth)
 	snprintf(d->log, sizeof(d->log), "%s/log", d->dir);
 	snprintf(listen, sizeof(listen), "ipc://%s/control-%d.sock", d->dir, nth);
 	snprintf(ready, sizeof(ready), "%s/ready", d->dir);
+	if (how != BY_OPTION) {
+		FILE *f;
+		snprintf(conf, sizeof(conf), "%s/tileopsd.conf", d->dir);
+		cr_assert_not_null(f = fopen(conf, "w"));
+		if (how == BY_CONFIG_WITH_STATS)
+			fprintf(f, "stats_listen = ipc://%s/own-stats.sock\n", d->dir);
+		fprintf(f, "listen = %s\n", listen);
+		fclose(f);
+	}
 	d->pid = fork();
 	cr_assert_geq(d->pid, 0, "fork: %s", strerror(errno));
 	if (d->pid == 0) {
@@ -80,8 +96,12 @@ static void start(pdaemon *d, int nth)
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
 			_exit(127);
-		execl(bin, "tileopsd", "--backend", "cpu", "--listen", listen, "--ready-file",
-		      ready, (char *)NULL);
+		if (how != BY_OPTION)
+			execl(bin, "tileopsd", "--backend", "cpu", "--config", conf, "--ready-file",
+			      ready, (char *)NULL);
+		else
+			execl(bin, "tileopsd", "--backend", "cpu", "--listen", listen,
+			      "--ready-file", ready, (char *)NULL);
 		_exit(127);
 	}
 	for (int64_t deadline = th_now_ms() + 20000;;) {
@@ -101,6 +121,11 @@ static void start(pdaemon *d, int nth)
 		cr_assert(th_now_ms() < deadline, "tileopsd was not ready within 20 s");
 		th_sleep_ms(20);
 	}
+}
+
+static void start(pdaemon *d, int nth)
+{
+	start_with(d, nth, BY_OPTION);
 }
 
 static void stop(pdaemon *d)
@@ -131,6 +156,29 @@ Test(daemon_paths, stats_socket_is_beside_the_control_socket)
 	double sessions = -1;
 	cr_expect_eq(th_json_number(json, "sessions", &sessions), 0, "no sessions in %s", json);
 	free(json);
+	stop(&started[0]);
+}
+
+Test(daemon_paths, stats_socket_follows_listen_from_the_config_file)
+{
+	char stats[128];
+
+	start_with(&started[0], 0, BY_CONFIG);
+	snprintf(stats, sizeof(stats), "%s/stats.sock", started[0].dir);
+	cr_assert_eq(access(stats, F_OK), 0, "no stats socket at %s", stats);
+	stop(&started[0]);
+}
+
+Test(daemon_paths, stats_listen_given_is_kept)
+{
+	char stats[128], beside[128];
+
+	start_with(&started[0], 0, BY_CONFIG_WITH_STATS);
+	snprintf(stats, sizeof(stats), "%s/own-stats.sock", started[0].dir);
+	snprintf(beside, sizeof(beside), "%s/stats.sock", started[0].dir);
+	cr_assert_eq(access(stats, F_OK), 0, "no stats socket at %s", stats);
+	cr_assert_neq(access(beside, F_OK), 0,
+	              "a stats socket at %s although stats_listen was given", beside);
 	stop(&started[0]);
 }
 
