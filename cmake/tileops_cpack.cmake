@@ -15,7 +15,8 @@
 set(CPACK_PACKAGE_NAME tileops)
 set(CPACK_PACKAGE_VENDOR "TileOPs")
 set(CPACK_PACKAGE_CONTACT "TileOPs maintainers <tileops@localhost>")
-set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "LLM GPU operators served to many processes by one daemon")
+# Each package's description: its first line is the summary (no
+# CPACK_PACKAGE_DESCRIPTION_SUMMARY, which CPack would put before it).
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_GENERATOR DEB)
 # Absolute install destinations (/etc, the systemd folders) land in the
@@ -36,8 +37,8 @@ set(CPACK_DEBIAN_DAEMON_PACKAGE_SECTION misc)
 set(CPACK_DEBIAN_DAEMON_PACKAGE_DEPENDS "adduser | systemd")
 set(CPACK_DEBIAN_DAEMON_DESCRIPTION
   "TileOPs daemon (tileopsd), its tools, systemd units and data
- tileopsd owns a GPU (or runs every op on its CPU reference) and serves LLM
- operators to local client processes linked with libtileops.")
+tileopsd owns a GPU (or runs every op on its CPU reference) and serves LLM
+operators to local client processes linked with libtileops.")
 # Packages install to /usr, so the config is in /etc (conffiles).
 set(CPACK_DEBIAN_DAEMON_PACKAGE_CONTROL_EXTRA
   ${CMAKE_SOURCE_DIR}/deploy/debian/conffiles
@@ -50,7 +51,7 @@ set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME libtileops0)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_RUNTIME_DESCRIPTION
   "TileOPs client library
- libtileops talks to tileopsd over a local socket and shared memory.")
+libtileops talks to tileopsd over a local socket and shared memory.")
 
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libtileops-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
@@ -59,7 +60,7 @@ set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
   "libtileops0 (= ${PROJECT_VERSION}), libnng-dev, libmbedtls-dev, libprotobuf-c-dev")
 set(CPACK_DEBIAN_DEV_DESCRIPTION
   "TileOPs client library: development files
- tileops.h, the static libtileops.a, tileops.pc and the CMake package
- (find_package(tileops): tileops::tileops, tileops::tileops_static).")
+tileops.h, the static libtileops.a, tileops.pc and the CMake package
+(find_package(tileops): tileops::tileops, tileops::tileops_static).")
 
 include(CPack)
