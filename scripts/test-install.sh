@@ -59,9 +59,9 @@ trap cleanup EXIT
 step=package
 # A package installs to /usr: the library to the multiarch libdir that
 # GNUInstallDirs picks for that prefix. Reconfiguring rebuilds only what
-# names the prefix (the data folder's fallback path).
-cmake -S . -B "$build" -DCMAKE_INSTALL_PREFIX=/usr >/dev/null
-cmake --build "$build" -j "$(nproc)" >/dev/null
+# names the prefix (the data folders' fallback paths).
+{ cmake -S . -B "$build" -DCMAKE_INSTALL_PREFIX=/usr && cmake --build "$build" -j "$(nproc)"; } \
+	>"$work/build.log" 2>&1 || { tail -n 40 "$work/build.log" >&2; fail "building $build for /usr"; }
 (cd "$build" && cpack -G DEB -B "$work/debs" >"$work/cpack.log" 2>&1) ||
 	{ tail -n 30 "$work/cpack.log" >&2; fail "cpack"; }
 debs=()
@@ -167,7 +167,12 @@ pid=
 # ---- remove ---------------------------------------------------------------------
 step="dpkg -P"
 dpkg -r libtileops-dev libtileops0 tileopsd || fail "dpkg -r"
-dpkg -P libtileops-dev libtileops0 tileopsd || fail "dpkg -P"
+# Purge what -r left (conffiles; the packages without any are gone already).
+for p in libtileops-dev libtileops0 tileopsd; do
+	if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q config-files; then
+		dpkg -P "$p" || fail "dpkg -P $p"
+	fi
+done
 for f in /usr/sbin/tileopsd /etc/tileops/tileopsd.conf "$unitdir/tileopsd.service" \
 	/usr/lib/x86_64-linux-gnu/libtileops.so.0 /usr/share/tileops /var/lib/tileops $run_made; do
 	[ ! -e "$f" ] || fail "$f is left after dpkg -P"
