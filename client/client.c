@@ -184,36 +184,85 @@ static void arena_share(const struct tileops_client *c, int fd)
 }
 
 /*
- * Create the shared-memory arena: a fresh, exclusive name, sized and mapped.
- * The name stays linked until the daemon has mapped it (after Hello).
+ * Where the arena is created. A daemon in another IPC namespace (another
+ * container) cannot see this process's POSIX shm, so a daemon configured
+ * with arena_dir takes arenas as files of a folder both sides mount: by
+ * default `arenas` beside the control socket, which libtileops finds by
+ * itself, so a client that reaches the socket needs no other setting.
+ * TILEOPS_ARENA_DIR names another folder. Without either, POSIX shm, which
+ * every tileopsd takes. Returns 1 with the folder in dir, else 0.
  */
-static tileops_status arena_create(struct tileops_client *c, char *name, size_t name_len)
+static int arena_folder(const struct tileops_client *c, char *dir, size_t len)
+{
+	const char *env = getenv("TILEOPS_ARENA_DIR");
+	const char *slash;
+	struct stat st;
+
+	if (env != NULL && env[0] != '\0') {
+		snprintf(dir, len, "%s", env);
+		return 1;
+	}
+	if (strncmp(c->address, "ipc://", 6) != 0 || (slash = strrchr(c->address + 6, '/')) == NULL)
+		return 0;
+	if ((size_t)snprintf(dir, len, "%.*s/arenas", (int)(slash - (c->address + 6)),
+	                     c->address + 6) >= len)
+		return 0;
+	return stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Remove the arena's name: the shm name, or the file of the folder. */
+static void arena_unlink(const struct tci_arena_name *an)
+{
+	if (an->path[0] != '\0')
+		unlink(an->path);
+	else
+		shm_unlink(an->name);
+}
+
+/*
+ * Create the arena: a fresh, exclusive name, sized and mapped. The name
+ * stays until the daemon has mapped it (after Hello): an->name is what the
+ * Hello carries ("/tileops-..." for shm, a bare file name in a folder).
+ */
+static tileops_status arena_create(struct tileops_client *c, struct tci_arena_name *an)
 {
 	unsigned char rnd[8];
+	char dir[384];
+	int in_dir = arena_folder(c, dir, sizeof(dir));
 	int fd = -1;
 	int tries;
 
+	an->path[0] = '\0';
 	for (tries = 0; tries < 8 && fd < 0; tries++) {
 		uint64_t v = 0;
 
 		if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
 			return arena_fail("getrandom", "name", errno);
 		memcpy(&v, rnd, sizeof(v));
-		snprintf(name, name_len, "/tileops-%ld-%016llx", (long)getpid(),
-		         (unsigned long long)v);
-		fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0660);
+		snprintf(an->name, sizeof(an->name), "%stileops-%ld-%016llx", in_dir ? "" : "/",
+		         (long)getpid(), (unsigned long long)v);
+		if (in_dir) {
+			snprintf(an->path, sizeof(an->path), "%s/%s", dir, an->name);
+			/* O_NOFOLLOW: a link planted under our fresh name is not followed. */
+			fd = open(an->path, O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC,
+			          0660);
+		} else {
+			fd = shm_open(an->name, O_CREAT | O_EXCL | O_RDWR, 0660);
+		}
 		if (fd < 0 && errno != EEXIST)
-			return arena_fail("shm_open", name, errno);
+			return arena_fail(in_dir ? "open" : "shm_open",
+			                  in_dir ? an->path : an->name, errno);
 	}
 	if (fd < 0)
-		return arena_fail("shm_open", name, EEXIST);
+		return arena_fail(in_dir ? "open" : "shm_open", in_dir ? an->path : an->name,
+		                  EEXIST);
 	arena_share(c, fd);
 	if (ftruncate(fd, (off_t)c->arena_bytes) != 0) {
 		int err = errno;
 
 		close(fd);
-		shm_unlink(name);
-		return arena_fail("ftruncate", name, err);
+		arena_unlink(an);
+		return arena_fail("ftruncate", an->name, err);
 	}
 	c->arena = mmap(NULL, c->arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (c->arena == MAP_FAILED) {
@@ -221,8 +270,8 @@ static tileops_status arena_create(struct tileops_client *c, char *name, size_t 
 
 		c->arena = NULL;
 		close(fd);
-		shm_unlink(name);
-		return arena_fail("mmap", name, err);
+		arena_unlink(an);
+		return arena_fail("mmap", an->name, err);
 	}
 	close(fd);
 	return TILEOPS_OK;
@@ -282,17 +331,17 @@ static tileops_status session_hello(struct tileops_client *c, const char *client
 	Tileops__Request req = TILEOPS__REQUEST__INIT;
 	Tileops__Hello hello = TILEOPS__HELLO__INIT;
 	Tileops__Reply *reply = NULL;
-	char arena_name[64];
+	struct tci_arena_name an;
 	tileops_status st;
 	int rings;
 
-	if ((st = arena_create(c, arena_name, sizeof(arena_name))) != TILEOPS_OK)
+	if ((st = arena_create(c, &an)) != TILEOPS_OK)
 		return st;
 	if (ring_entries != 0)
 		tci_ring_layout(c->arena, ring_entries);
 	hello.protocol_version = TCI_PROTOCOL_VERSION;
 	hello.client_name = (char *)client_name;
-	hello.arena_name = arena_name;
+	hello.arena_name = an.name;
 	hello.arena_bytes = c->arena_bytes;
 	hello.client_pid = (int32_t)getpid();
 	hello.rings = ring_entries != 0;
@@ -303,7 +352,7 @@ static tileops_status session_hello(struct tileops_client *c, const char *client
 
 	st = tci_request_call(c, &req, 0, &reply);
 	/* Mapped by the daemon by now (or never will be): the name can go. */
-	shm_unlink(arena_name);
+	arena_unlink(&an);
 	if (st == TILEOPS_ERR_CLOSED)
 		/* tileopsd closes a connection at once when the peer's credentials
 		 * are not allowed, so say so rather than "lost". */

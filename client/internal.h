@@ -175,6 +175,13 @@ void tci_client_release(struct tileops_client *c);
 size_t tci_ring_region_bytes(uint32_t entries);
 /* Entries from $TILEOPS_RING_ENTRIES (default 256); 0 when $TILEOPS_RINGS=0. */
 tileops_status tci_ring_config(uint32_t *entries);
+/* The arena's name in the Hello, and its file's path when it lives in a
+ * folder (empty for a POSIX shm object). */
+struct tci_arena_name {
+	char name[64];
+	char path[448];
+};
+
 /* Fill the layout fields of the header at the start of `arena` (zeroed memory). */
 void tci_ring_layout(void *arena, uint32_t entries);
 /* Start using the rings the daemon agreed to serve. */

@@ -20,6 +20,12 @@ if [ "${1:-}" = test ]; then
 	# The install test (cpack's dpkg-shlibdeps and file, systemd-analyze)
 	# and the man page check (groff, man).
 	packages+=(dpkg-dev file systemd groff-base man-db)
+	# tests/deploy/check_k8s.py: the Kubernetes API models and a YAML reader.
+	packages+=(python3-kubernetes python3-yaml)
+fi
+# `plot`: what scripts/plot-bench.py needs (Debian's matplotlib, for /usr/bin/python3).
+if [ "${1:-}" = plot ]; then
+	packages+=(python3-matplotlib)
 fi
 
 missing=()

@@ -130,7 +130,8 @@ if has torch; then
 		--compile-budget-s "${COMPILE_BUDGET_S:-150}" >"$res/bench/torch.log" 2>&1
 	echo "torch_baseline rc=$?" >>"$out/summary.txt"
 	python3 "$root/tools/bench/compare.py" "$res/bench/tileops.json" \
-		"$res/bench/torch.json" --md "$out/compare.md" >"$res/bench/compare.txt" 2>&1
+		"$res/bench/torch.json" --md "$out/compare.md" --csv "$out/bench-results.csv" \
+		--date "$(date -u +%F)" >"$res/bench/compare.txt" 2>&1
 	echo "compare rc=$?" >>"$out/summary.txt"
 fi
 tar -C "$res" -czf "$out/results.tar.gz" .

@@ -110,7 +110,10 @@ typedef struct tileops_connect_options {
 	 * NULL: $TILEOPS_ADDRESS, else the default path (see tileops_default_address). */
 	const char *address;
 	/* Bytes of the shared-memory arena used for tensor reads and writes.
-	 * 0: 64 MiB. Larger transfers are split into arena-sized pieces. */
+	 * 0: 64 MiB. Larger transfers are split into arena-sized pieces. The
+	 * arena is a file in $TILEOPS_ARENA_DIR when set, else in the folder
+	 * `arenas` beside an ipc:// socket when it exists (a daemon with
+	 * arena_dir makes it: clients in other containers), else POSIX shm. */
 	size_t arena_bytes;
 	/* Milliseconds to wait for each reply; 0 waits without limit. */
 	int timeout_ms;

@@ -1,8 +1,10 @@
 /*
  * arena.h - a client's shared-memory arena, mapped into the daemon.
  *
- * The client creates a POSIX shm object and names it in its Hello; the daemon
- * maps it and moves tensor bytes through it. The client can still resize or
+ * The client creates a POSIX shm object, or a file in the daemon's arena
+ * folder (arena_dir: for clients in another IPC namespace, such as another
+ * container), and names it in its Hello; the daemon maps it and moves tensor
+ * bytes through it. The client can still resize or
  * rewrite the object at any time, so the daemon trusts nothing about it:
  * every offset and length is checked against the size it had when mapped,
  * and every CPU access goes through arena_copy_in/arena_copy_out, which turn
@@ -31,6 +33,26 @@ int arena_global_init(void);
  */
 int arena_map(arena *a, const char *name, uint64_t size, uint64_t max_size, uid_t owner_uid,
               char *err, size_t errlen);
+
+/*
+ * The same for the file `name` of the folder `dir` (arena_dir): a bare file
+ * name ("tileops-..."; no '/' or ".."), opened relative to the folder without
+ * following a symbolic link, a regular file with one link, owned by
+ * `owner_uid`, of exactly `size` bytes. The name is removed once mapped.
+ * An empty `dir` refuses every name (the daemon has no arena folder).
+ */
+int arena_map_in_dir(arena *a, const char *dir, const char *name, uint64_t size, uint64_t max_size,
+                     uid_t owner_uid, char *err, size_t errlen);
+
+/*
+ * At start: make the arena folder when missing (mode 01770, group `gid`
+ * unless (gid_t)-1), remove the arenas clients left there before their
+ * Hello, and set `note` to a line worth logging (empty if none): the folder
+ * is not on a tmpfs, or stale arenas were removed. Returns 0, or -1 with a
+ * message when the folder cannot be made or opened.
+ */
+int arena_dir_prepare(const char *dir, gid_t gid, char *note, size_t notelen, char *err,
+                      size_t errlen);
 
 /* Unmap. Safe on a zeroed or already unmapped arena. */
 void arena_unmap(arena *a);

@@ -403,10 +403,16 @@ static void *worker_main(void *arg)
 	if (st != TILEOPS_OK)
 		return NULL;
 	double last_work = clock_now_us();
+	__atomic_store(&ex->pace[w->index].alive_us, &last_work, __ATOMIC_RELAXED);
 	for (;;) {
 		int stopping;
 		int worked = worker_pass(w, &stopping);
 		double now = clock_now_us();
+		/* Alive: it got something done, or nothing is owed (an idle thread
+		 * passes at least every 100 ms, worker_sleep's time-out). Not
+		 * while completions wait on a device that finishes none of them. */
+		if (worked || !(w->pend || w->timed_owed > 0 || w->holding > 0))
+			__atomic_store(&ex->pace[w->index].alive_us, &now, __ATOMIC_RELAXED);
 		/* The backend releases what stalls launches while no thread has
 		 * work (backend.h). */
 		if (worked != w->active) {
@@ -599,6 +605,21 @@ void executor_write_threads_json(executor *ex, strbuf *sb)
 		          (unsigned long long)__atomic_load_n(&p->demotions, __ATOMIC_RELAXED));
 	}
 	sb_printf(sb, "}");
+}
+
+double executor_stalled_us(executor *ex, int *thread)
+{
+	double now = clock_now_us(), worst = 0.0;
+	for (int i = 0; i < ex->n_workers; i++) {
+		double t;
+		__atomic_load(&ex->pace[i].alive_us, &t, __ATOMIC_RELAXED);
+		if (now - t > worst) {
+			worst = now - t;
+			if (thread)
+				*thread = i;
+		}
+	}
+	return worst;
 }
 
 void executor_write_tenants_json(executor *ex, strbuf *sb)

@@ -119,6 +119,17 @@ void executor_stop(executor *ex);
 /* Free what a job's answer carried (a plan open's reply). Any thread. */
 void executor_free_reply(job *j);
 
+/*
+ * How long (microseconds) the least recently alive executor thread has gone
+ * without getting anything done while it owed something: running one
+ * request, or waiting for completions the device does not deliver. An idle
+ * thread counts as alive (it looks at its queue at least every 100 ms), and
+ * so does one that keeps finishing work however much it has, so this grows
+ * only while one request runs or the device finishes nothing. *thread (when
+ * not NULL) gets that thread's index. Any thread.
+ */
+double executor_stalled_us(executor *ex, int *thread);
+
 /* Append "tenants":{...} (the graph cache per tenant). Any thread. */
 void executor_write_tenants_json(executor *ex, strbuf *sb);
 /*

@@ -87,6 +87,9 @@ typedef struct pace_slot {
 	double op_us;           /* time running ring entries, summed (written by its thread only) */
 	double launch_us;       /* time in the launch calls timed (one in LAUNCH_SAMPLE), summed */
 	uint64_t launches_timed; /* how many launch_us covers (atomic) */
+	/* When its thread last made progress or had nothing owed (clock_now_us;
+	 * atomic): executor_stalled_us reads it for the watchdog. */
+	double alive_us;
 } pace_slot;
 
 /* A ring entry (or a launch) this long is counted as slow in the stats. */

@@ -52,6 +52,7 @@ void config_defaults(config *cfg)
 	cfg->stats_sample = 1024;
 	cfg->executor_pace = 64;
 	cfg->session_queue_us = 2000;
+	cfg->watchdog_stall_ms = 60000;
 	cfg->device_queues = 32;
 	cfg->admin_gid = (gid_t)-1;
 	cfg->default_quota.graphs = 64;
@@ -286,6 +287,7 @@ static const int_key int_keys[] = {
 	{ "executor_threads", offsetof(config, executor_threads), 0, 64 },
 	{ "executor_pace", offsetof(config, executor_pace), 0, 1 << 20 },
 	{ "session_queue_us", offsetof(config, session_queue_us), 0, 10000000 },
+	{ "watchdog_stall_ms", offsetof(config, watchdog_stall_ms), 0, 3600000 },
 	{ "device_queues", offsetof(config, device_queues), 0, 32 },
 	{ "tenant_graphs", offsetof(config, default_quota.graphs), 0, 1 << 20 },
 };
@@ -429,6 +431,8 @@ int config_set(config *cfg, const char *key, const char *value, char *err, size_
 		*(int *)((char *)cfg + int_keys[i].offset) = (int)v;
 		return 0;
 	}
+	if (strcmp(key, "arena_dir") == 0)
+		return set_string(cfg->arena_dir, sizeof(cfg->arena_dir), key, value, err, errlen);
 	snprintf(err, errlen, "unknown key '%s'", key);
 	return -1;
 }
@@ -517,4 +521,21 @@ int config_prepare_ipc_dir(const char *address, char *err, size_t errlen)
 		return -1;
 	}
 	return 0;
+}
+
+int config_arena_dir(const config *cfg, char *out, size_t len)
+{
+	out[0] = '\0';
+	if (!cfg->arena_dir[0])
+		return 0;
+	/* Relative: inside the control socket's folder, where libtileops looks
+	 * for it (and one line serves every daemon of a node, each its own). */
+	const char *slash = strrchr(cfg->listen, '/');
+	if (cfg->arena_dir[0] != '/' && strncmp(cfg->listen, "ipc://", 6) == 0 && slash &&
+	    slash > cfg->listen + 6)
+		snprintf(out, len, "%.*s/%s", (int)(slash - (cfg->listen + 6)), cfg->listen + 6,
+		         cfg->arena_dir);
+	else
+		snprintf(out, len, "%s", cfg->arena_dir);
+	return 1;
 }

@@ -64,10 +64,16 @@ typedef struct config {
 	 * wherever the kernel puts it). */
 	int executor_cpus[CONFIG_CPUS_MAX];
 	int n_executor_cpus;
+	/* An executor thread that goes this long without finishing anything
+	 * while it owes work stops the watchdog's petting (0: no such check). */
+	int watchdog_stall_ms;
 	gid_t admin_gid;            /* (gid_t)-1: none */
 	tenant_quota default_quota; /* each session's own tenant */
 	tenant_config tenants[TENANTS_MAX];
 	int n_tenants;
+	/* arena_dir: the folder of client arenas as files (empty: POSIX shm only);
+	 * relative to the control socket's folder unless absolute. */
+	char arena_dir[CONFIG_PATH_MAX];
 } config;
 
 /* Parse "NAME graphs=N [bytes=SIZE] [uid=U] [gid=G]". Returns 0 or -1 + message. */
@@ -94,5 +100,8 @@ int config_parse_size(const char *s, size_t *out);
 
 /* The folder of an ipc:// address's socket file, made if missing (mode 0750). */
 int config_prepare_ipc_dir(const char *address, char *err, size_t errlen);
+
+/* The arena folder, resolved into out; returns 1, or 0 when none is configured. */
+int config_arena_dir(const config *cfg, char *out, size_t len);
 
 #endif

@@ -192,8 +192,24 @@ static void do_hello(server *srv, tp_worker *w, Tileops__Request *req, uint32_t 
 		reply_status(srv, w, req->seq, TILEOPS_ERR_OUT_OF_MEMORY, "out of host memory");
 		return;
 	}
-	if (arena_map(&s->arena, h->arena_name, h->arena_bytes, srv->cfg.max_arena_bytes,
-	              (uid_t)uid, err, sizeof(err)) != 0) {
+	/* "/tileops-..." is a POSIX shm name; a bare name is a file of arena_dir. */
+	char adir[CONFIG_PATH_MAX];
+	config_arena_dir(&srv->cfg, adir, sizeof(adir));
+	int unmapped =
+	        h->arena_name[0] == '/'
+	                ? arena_map(&s->arena, h->arena_name, h->arena_bytes,
+	                            srv->cfg.max_arena_bytes, (uid_t)uid, err, sizeof(err))
+	                : arena_map_in_dir(&s->arena, adir, h->arena_name, h->arena_bytes,
+	                                   srv->cfg.max_arena_bytes, (uid_t)uid, err, sizeof(err));
+	if (unmapped && h->arena_name[0] == '/' && adir[0] && strstr(err, "cannot open")) {
+		/* Most likely a client of another container, blind to our /dev/shm. */
+		size_t n = strlen(err);
+		snprintf(err + n, sizeof(err) - n,
+		         "; a client that does not share this host's /dev/shm must create its "
+		         "arena in arena_dir %.300s",
+		         adir);
+	}
+	if (unmapped) {
 		session_unref(s);
 		free(j);
 		reply_fmt(srv, w, req->seq, TILEOPS_ERR_INVALID_ARGUMENT, "hello: %s", err);

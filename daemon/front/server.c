@@ -17,6 +17,7 @@
 #include "handlers.h"
 #include "log.h"
 #include "manifest.h"
+#include "notify.h"
 #include "sessions.h"
 #include "tuning.h"
 #include "warmup.h"
@@ -162,6 +163,99 @@ static void on_wake(uv_async_t *h)
 	drain_inbox(h->data);
 }
 
+/* ---- systemd: readiness and the watchdog (notify.h) --------------------- */
+
+static int server_ops_served; /* in the manifest served now, for STATUS= */
+static uv_timer_t server_watchdog;
+static int server_watchdog_on;   /* the timer was started */
+static int server_watchdog_sick; /* petting is paused; logged when it starts and ends */
+
+static int count_served(const manifest *m)
+{
+	int n = 0;
+	for (int i = 0; i < m->n_ops; i++)
+		n += m->ops[i].status == MANIFEST_IMPLEMENTED &&
+		     (!m->ops[i].diagnostic || m->serve_diagnostic);
+	return n;
+}
+
+/* The STATUS= line while serving (systemctl status shows it). */
+static void ready_status(const server *srv, char *buf, size_t len)
+{
+	snprintf(buf, len, "serving %d ops on %s %s, %d warm-up plans", server_ops_served,
+	         srv->be->name, srv->be->device, srv->n_warm);
+}
+
+/*
+ * Whether the daemon deserves a pet. That this runs at all says the loop
+ * turns (a loop stuck in a handler or on a lock pets nothing). Then the
+ * device must not be lost, and no executor thread may have gone
+ * watchdog_stall_ms without finishing anything while it owed work
+ * (executor_stalled_us): a request that never returns or a device that
+ * completes nothing. Heavy load cannot look like that, since a loaded
+ * thread finishes work all the time; only one request longer than the
+ * limit can. Client behaviour cannot either: nothing an executor thread
+ * owes waits on a client (a full completion ring fails the request).
+ */
+static int server_healthy(server *srv, char *why, size_t len)
+{
+	if (backend_lost(srv->be, NULL, 0)) {
+		snprintf(why, len, "the device is lost");
+		return 0;
+	}
+	if (srv->cfg.watchdog_stall_ms > 0) {
+		int thread = 0;
+		double us = executor_stalled_us(srv->ex, &thread);
+		if (us > srv->cfg.watchdog_stall_ms * 1e3) {
+			snprintf(why, len,
+			         "executor thread %d has finished nothing for %.1f s while it owes "
+			         "work (watchdog_stall_ms = %d)",
+			         thread, us * 1e-6, srv->cfg.watchdog_stall_ms);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+static void on_watchdog(uv_timer_t *h)
+{
+	server *srv = h->data;
+	char why[256], status[256];
+	if (server_healthy(srv, why, sizeof(why))) {
+		if (server_watchdog_sick) {
+			log_info("watchdog: healthy again, petting resumed");
+			ready_status(srv, status, sizeof(status));
+			notify_status(status);
+		}
+		server_watchdog_sick = 0;
+		notify_watchdog();
+		return;
+	}
+	if (!server_watchdog_sick) {
+		log_error("watchdog: %s; no longer petting systemd's watchdog, which restarts "
+		          "tileopsd unless this clears within WatchdogSec",
+		          why);
+		notify_status(why);
+	}
+	server_watchdog_sick = 1;
+}
+
+/* Pet at half the interval systemd asked for, as sd_watchdog_enabled(3) advises. */
+static void start_watchdog(server *srv)
+{
+	uint64_t usec = notify_watchdog_usec();
+	if (!usec)
+		return;
+	uint64_t ms = usec / 2000 ? usec / 2000 : 1;
+	uv_timer_init(&srv->loop, &server_watchdog);
+	server_watchdog.data = srv;
+	uv_timer_start(&server_watchdog, on_watchdog, ms, ms);
+	server_watchdog_on = 1;
+	log_info("systemd watchdog: every %llu ms (WATCHDOG_USEC=%llu), executor stall limit "
+	         "%d ms",
+	         (unsigned long long)ms, (unsigned long long)usec, srv->cfg.watchdog_stall_ms);
+}
+
 /* ---- signals and the tick ----------------------------------------------- */
 
 static void begin_stop(server *srv, const char *why)
@@ -169,6 +263,14 @@ static void begin_stop(server *srv, const char *why)
 	if (srv->stopping)
 		return;
 	log_info("%s: stopping (no new connections; finishing work in flight)", why);
+	char status[400], lost[256];
+	if (srv->be && backend_lost(srv->be, lost, sizeof(lost)))
+		snprintf(status, sizeof(status),
+		         "stopping on a %s (%s); exit status %d for a restart", why, lost,
+		         TILEOPSD_EXIT_DEVICE_LOST);
+	else
+		snprintf(status, sizeof(status), "stopping on %s: finishing work in flight", why);
+	notify_stopping(status);
 	srv->stopping = 1;
 	srv->stop_deadline = clock_now_s() + STOP_GRACE_SECONDS;
 	transport_stop_listening(srv->control);
@@ -179,7 +281,7 @@ static void on_stop_signal(uv_signal_t *h, int signum)
 	begin_stop(h->data, signum == SIGINT ? "SIGINT" : "SIGTERM");
 }
 
-static void reload(server *srv)
+static int reload(server *srv, char *why, size_t whylen)
 {
 	if (!srv->cfg.config_file[0]) {
 		log_info("SIGHUP: no config file to reload; reloading the manifest only");
@@ -188,7 +290,8 @@ static void reload(server *srv)
 		char err[512];
 		if (config_load_file(&next, srv->cfg.config_file, err, sizeof(err)) != 0) {
 			log_error("SIGHUP: %s; keeping the running config", err);
-			return;
+			snprintf(why, whylen, "%s", err);
+			return -1;
 		}
 		if (strcmp(next.listen, srv->cfg.listen) ||
 		    strcmp(next.stats_listen, srv->cfg.stats_listen) ||
@@ -212,18 +315,39 @@ static void reload(server *srv)
 	if (manifest_load(srv->cfg.manifest, &m, err, sizeof(err)) != 0) {
 		log_error("SIGHUP: manifest %s is invalid, keeping the loaded one: %s",
 		          srv->cfg.manifest, err);
-		return;
+		snprintf(why, whylen, "manifest %s is invalid", srv->cfg.manifest);
+		return -1;
 	}
 	m->serve_diagnostic = srv->cfg.diagnostic_ops;
+	server_ops_served = count_served(m);
 	/* The executor threads read the manifest during their passes: the swap
 	 * waits for the passes in progress, then the old one is no one's. */
 	manifest_free(executor_swap_manifest(srv->ex, m));
 	log_info("SIGHUP: config and manifest reloaded");
+	return 0;
 }
 
+/* RELOADING=1, the reload, then READY=1 again, whether it worked or the
+ * running config was kept (the daemon serves either way). */
 static void on_hup(uv_signal_t *h, int signum)
 {
-	reload(h->data);
+	server *srv = h->data;
+	char why[600] = "", status[900];
+	int notify = !srv->stopping; /* after STOPPING=1 the manager expects no READY=1 */
+	if (notify)
+		notify_reloading("reloading the config and the manifest");
+	int failed = reload(srv, why, sizeof(why)) != 0;
+	if (!notify)
+		return;
+	if (failed) {
+		char serving[256];
+		ready_status(srv, serving, sizeof(serving));
+		snprintf(status, sizeof(status),
+		         "reload failed, kept the running config (%.400s); %s", why, serving);
+	} else {
+		ready_status(srv, status, sizeof(status));
+	}
+	notify_ready(status);
 }
 
 static void on_tick(uv_timer_t *h)
@@ -260,6 +384,15 @@ static int open_control_socket(server *srv, char *err, size_t errlen)
 {
 	if (config_prepare_ipc_dir(srv->cfg.listen, err, errlen) != 0)
 		return -1;
+	/* Before the socket exists: a client that finds the socket finds the
+	 * arena folder beside it too. */
+	char adir[CONFIG_PATH_MAX], note[CONFIG_PATH_MAX + 128];
+	if (config_arena_dir(&srv->cfg, adir, sizeof(adir))) {
+		if (arena_dir_prepare(adir, srv->cfg.allow_gid, note, sizeof(note), err, errlen))
+			return -1;
+		if (note[0])
+			log_warn("%s", note);
+	}
 	transport_callbacks cb = {
 		.on_request = on_control_request,
 		.on_pipe_removed = on_pipe_removed,
@@ -431,6 +564,7 @@ int server_start(server *srv, char *err, size_t errlen)
 	if (manifest_load(srv->cfg.manifest, &mf, err, errlen) != 0)
 		return -1;
 	mf->serve_diagnostic = srv->cfg.diagnostic_ops;
+	server_ops_served = count_served(mf);
 	if (srv->cfg.diagnostic_ops)
 		log_info("serving the diagnostic ops (diagnostic_ops = on)");
 	backend_options bo = { .device = srv->cfg.device, .queues = srv->cfg.device_queues };
@@ -510,6 +644,12 @@ int server_start(server *srv, char *err, size_t errlen)
 	log_info("tileopsd %s serving on %s (stats %s), backend %s: %s, %d executor thread%s",
 	         TILEOPS_VERSION, srv->cfg.listen, srv->cfg.stats_listen, srv->be->name,
 	         srv->be->device, ec.threads, ec.threads == 1 ? "" : "s");
+	/* READY=1 only now: warm-up plans are captured and both sockets take
+	 * clients, so systemd's "started" means what the ready file means. */
+	char status[256];
+	ready_status(srv, status, sizeof(status));
+	notify_ready(status);
+	start_watchdog(srv);
 	return 0;
 }
 
@@ -553,6 +693,9 @@ void server_finish(server *srv)
 		uv_close((uv_handle_t *)&srv->sig_term, close_cb);
 		uv_close((uv_handle_t *)&srv->sig_hup, close_cb);
 		uv_close((uv_handle_t *)&srv->tick, close_cb);
+		if (server_watchdog_on)
+			uv_close((uv_handle_t *)&server_watchdog, close_cb);
+		server_watchdog_on = 0;
 		uv_run(&srv->loop, UV_RUN_DEFAULT);
 		uv_loop_close(&srv->loop);
 	}

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compare tileops-bench with torch_baseline.py, workload by workload.
 
-    python3 compare.py tileops.json torch.json [--md FILE]
+    python3 compare.py tileops.json torch.json [--md FILE] [--csv FILE]
 
 Prints a markdown table: our median time and TB/s and % of the copy
 ceiling, PyTorch eager's and torch.compile's times, and the speedups
@@ -12,6 +12,7 @@ prefill workloads (32 MiB or more moved) under 90% of the copy ceiling or
 slower than either PyTorch path, and decode ones over 1.5x the empty kernel.
 """
 import argparse
+import csv
 import json
 
 MIB = 1024.0 * 1024.0
@@ -32,11 +33,40 @@ def fmt(v, f="%.2f"):
     return "-" if v is None else f % v
 
 
+# The columns of docs/perf/h200-results.csv, which scripts/plot-bench.py reads.
+CSV_COLUMNS = ["section", "op", "workload", "shape", "dtype", "flops", "bytes", "tileops_us",
+               "baseline", "baseline_us", "speedup_lo", "speedup_hi", "commit", "date", "note"]
+
+
+def write_csv(path, ours, tmap, commit, date):
+    """One row per workload and PyTorch path, in plot-bench.py's columns."""
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_COLUMNS, lineterminator="\n")
+        w.writeheader()
+        for r in ours["results"]:
+            if not r.get("ok") or r.get("median_us") is None:
+                continue
+            t = tmap.get(key(r), {})
+            shape = ", ".join("x".join(str(d) for d in i.get("shape", []))
+                              for i in r.get("inputs", []))
+            for name, side in (("PyTorch eager", "eager"), ("torch.compile", "compile")):
+                theirs = t.get(side, {}).get("median_us")
+                w.writerow({"section": "compare.py", "op": r["op"], "workload": r["label"],
+                            "shape": shape, "dtype": r["dtype"], "flops": "%.0f" % r["flops"],
+                            "bytes": "%.0f" % r["bytes"], "tileops_us": r["median_us"],
+                            "baseline": name, "baseline_us": "" if theirs is None else theirs,
+                            "commit": commit, "date": date})
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("ours")
     ap.add_argument("theirs")
     ap.add_argument("--md", help="also write the table to this file")
+    ap.add_argument("--csv", help="also write the times, bytes and flops as CSV for "
+                    "scripts/plot-bench.py")
+    ap.add_argument("--commit", default="", help="the commit of the binaries, for --csv")
+    ap.add_argument("--date", default="", help="the date of the run, for --csv")
     a = ap.parse_args()
     ours = json.load(open(a.ours))
     theirs = json.load(open(a.theirs))
@@ -85,6 +115,8 @@ def main():
     if a.md:
         with open(a.md, "w") as f:
             f.write(text + "\n")
+    if a.csv:
+        write_csv(a.csv, ours, tmap, a.commit, a.date)
 
 
 if __name__ == "__main__":
