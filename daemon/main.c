@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "datadir.h"
 #include "log.h"
 #include "manifest.h"
 #include "server.h"
@@ -16,6 +17,8 @@
 
 static void usage(FILE *f)
 {
+	char manifest_dir[4096];
+	datadir_find("manifest", manifest_dir, sizeof(manifest_dir), NULL, 0);
 	fprintf(f,
 	        "usage: tileopsd [OPTIONS]\n"
 	        "Runs LLM operators for local clients (libtileops) on a GPU or the CPU.\n"
@@ -24,13 +27,16 @@ static void usage(FILE *f)
 	        "  -l, --listen ADDR      control socket (default "
 	        "ipc://$XDG_RUNTIME_DIR/tileopsd/tileopsd.sock,\n"
 	        "                         or ipc:///run/tileopsd/tileopsd.sock)\n"
-	        "  -s, --stats ADDR       stats socket (default stats.sock beside it)\n"
+	        "  -s, --stats ADDR       stats socket (default stats.sock in the folder\n"
+	        "                         of the control socket)\n"
 	        "  -b, --backend KIND     auto | cuda | cpu (auto: cuda when a GPU is present)\n"
 	        "  -d, --device N         CUDA device ordinal (default 0)\n"
 	        "  -m, --manifest PATH    op manifest folder (default %s)\n"
 	        "      --log-level LEVEL  error | warn | info | debug (default info)\n"
 	        "      --ready-file PATH  write the pid to PATH once serving (removed at exit)\n"
 	        "      --warmup FILE      plans to capture before serving (deploy/warmup.yaml)\n"
+	        "      --gemm-tune-cache FILE\n"
+	        "                         the tuning table (default %s)\n"
 	        "      --diagnostic-ops   also serve the diagnostic ops (spin: benches, tests)\n"
 	        "      --check            check the config, the manifest and the warm-up file,\n"
 	        "                         print what is wrong, and exit (0: all valid)\n"
@@ -39,10 +45,17 @@ static void usage(FILE *f)
 	        "\n"
 	        "Signals: SIGINT/SIGTERM stop after finishing work in flight; SIGHUP reloads\n"
 	        "the config file and the manifest.\n",
-	        TILEOPS_DEFAULT_MANIFEST);
+	        manifest_dir, CONFIG_GEMM_TUNE_CACHE);
 }
 
-enum { OPT_LOG_LEVEL = 256, OPT_READY_FILE, OPT_CHECK, OPT_WARMUP, OPT_DIAGNOSTIC_OPS };
+enum {
+	OPT_LOG_LEVEL = 256,
+	OPT_READY_FILE,
+	OPT_CHECK,
+	OPT_WARMUP,
+	OPT_DIAGNOSTIC_OPS,
+	OPT_GEMM_TUNE_CACHE
+};
 
 static int check_only;
 
@@ -58,6 +71,7 @@ static const struct option long_opts[] = {
 	{ "check", no_argument, NULL, OPT_CHECK },
 	{ "warmup", required_argument, NULL, OPT_WARMUP },
 	{ "diagnostic-ops", no_argument, NULL, OPT_DIAGNOSTIC_OPS },
+	{ "gemm-tune-cache", required_argument, NULL, OPT_GEMM_TUNE_CACHE },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -82,6 +96,8 @@ static const char *opt_key(int c)
 		return "ready_file";
 	case OPT_WARMUP:
 		return "warmup";
+	case OPT_GEMM_TUNE_CACHE:
+		return "gemm_tune_cache";
 	default:
 		return NULL;
 	}

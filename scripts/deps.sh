@@ -2,7 +2,8 @@
 # deps.sh [test] - install the Debian/Ubuntu packages that building TileOPs
 # needs (and, with `test`, those only the tests use: clang-format for the
 # format check, clang and its runtime for the fuzz harnesses, git,
-# prometheus for the metrics page's checks), if any
+# prometheus for the metrics page's checks, and packaging, systemd and man
+# tools for the install test), if any
 # is missing. Needs root (or sudo) only when it installs.
 # CUDA is not installed here: the build uses nvcc when /usr/local/cuda/bin
 # has it and builds the CPU backend alone otherwise.
@@ -17,6 +18,9 @@ packages=(
 )
 if [ "${1:-}" = test ]; then
 	packages+=(clang-format clang libclang-rt-14-dev git passwd)
+	# The install test (cpack's dpkg-shlibdeps and file, systemd-analyze)
+	# and the man page check (groff, man).
+	packages+=(dpkg-dev file systemd groff-base man-db)
 	# tests/deploy/check_k8s.py: the Kubernetes API models and a YAML reader.
 	packages+=(python3-kubernetes python3-yaml)
 	# promtool and a real Prometheus server for the /metrics tests (about

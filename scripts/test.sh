@@ -4,7 +4,8 @@
 # with AddressSanitizer and UndefinedBehaviorSanitizer (CPU backend only);
 # then build the fuzz harnesses with clang and fuzz each for a minute
 # (label fuzz). The GPU tests run on a GPU machine with `ctest -L gpu`
-# (see README.md).
+# (see README.md). With CI=true as root, scripts/test-install.sh then
+# installs the build's .deb packages and tests them (tests/README.md).
 #
 # Environment: TILEOPS_BUILD (default build), TILEOPS_SAN_BUILD (default
 # build-san), TILEOPS_FUZZ_BUILD (default build-fuzz) name the build
@@ -27,6 +28,13 @@ echo "== build ($build)"
 ./scripts/build.sh "$build"
 echo "== tests ($build)"
 (cd "$build" && ctest -LE gpu --output-on-failure -j"$jobs")
+
+# The .deb packages installed for real (dpkg -i, then purged): CI only,
+# where the machine is disposable and this runs as root.
+if [ "${CI:-}" = true ] && [ "$(id -u)" = 0 ]; then
+	echo "== install test ($build)"
+	./scripts/test-install.sh "$build"
+fi
 
 if [ "${TILEOPS_SKIP_SANITIZE:-0}" != 1 ]; then
 	echo "== sanitizer build ($san_build)"

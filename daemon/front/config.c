@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "datadir.h"
 #include "log.h"
 
 static void default_dir(char *buf, size_t len)
@@ -27,7 +28,8 @@ void config_defaults(config *cfg)
 	default_dir(dir, sizeof(dir));
 	snprintf(cfg->listen, sizeof(cfg->listen), "ipc://%s/tileopsd.sock", dir);
 	snprintf(cfg->stats_listen, sizeof(cfg->stats_listen), "ipc://%s/stats.sock", dir);
-	snprintf(cfg->manifest, sizeof(cfg->manifest), "%s", TILEOPS_DEFAULT_MANIFEST);
+	/* Beside the executable (the build tree or any install), else as installed. */
+	datadir_find("manifest", cfg->manifest, sizeof(cfg->manifest), NULL, 0);
 	snprintf(cfg->gemm_tune_cache, sizeof(cfg->gemm_tune_cache), "%s", CONFIG_GEMM_TUNE_CACHE);
 	cfg->gemm_tune = GEMM_TUNE_OFF;
 	cfg->pdl = 1;
@@ -290,6 +292,21 @@ static const int_key int_keys[] = {
 	{ "tenant_graphs", offsetof(config, default_quota.graphs), 0, 1 << 20 },
 };
 
+/*
+ * Unless stats_listen was given, the stats socket follows the control
+ * socket: stats.sock in the same folder, so that daemons started with
+ * different --listen folders (one per GPU) do not share one stats socket.
+ * A listen address that is not ipc:// leaves the default.
+ */
+static void stats_beside_listen(config *cfg)
+{
+	const char *path = cfg->listen + 6, *slash = strrchr(path, '/');
+	if (strncmp(cfg->listen, "ipc://", 6) != 0 || !slash)
+		return;
+	snprintf(cfg->stats_listen, sizeof(cfg->stats_listen), "ipc://%.*s/stats.sock",
+	         (int)(slash - path), path);
+}
+
 /* "on" or "off" (also true/false, yes/no, 1/0). */
 static int set_switch(int *out, const char *key, const char *value, char *err, size_t errlen)
 {
@@ -390,10 +407,17 @@ int config_set(config *cfg, const char *key, const char *value, char *err, size_
 	        strncmp(key, "roofline_", 9) == 0 ? set_roofline(cfg, key, value, err, errlen) : 1;
 	if (roof <= 0)
 		return roof;
-	if (strcmp(key, "listen") == 0)
-		return set_address(cfg->listen, key, value, err, errlen);
-	if (strcmp(key, "stats_listen") == 0)
+	if (strcmp(key, "listen") == 0) {
+		if (set_address(cfg->listen, key, value, err, errlen) != 0)
+			return -1;
+		if (!cfg->stats_listen_set)
+			stats_beside_listen(cfg);
+		return 0;
+	}
+	if (strcmp(key, "stats_listen") == 0) {
+		cfg->stats_listen_set = 1;
 		return set_address(cfg->stats_listen, key, value, err, errlen);
+	}
 	if (strcmp(key, "manifest") == 0)
 		return set_string(cfg->manifest, sizeof(cfg->manifest), key, value, err, errlen);
 	if (strcmp(key, "warmup") == 0)

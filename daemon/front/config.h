@@ -30,6 +30,7 @@ typedef enum gemm_tune_mode {
 typedef struct config {
 	char listen[CONFIG_PATH_MAX];
 	char stats_listen[CONFIG_PATH_MAX];
+	int stats_listen_set; /* stats_listen given: it no longer follows listen */
 	char manifest[CONFIG_PATH_MAX];
 	char config_file[CONFIG_PATH_MAX];
 	char ready_file[CONFIG_PATH_MAX];

@@ -13,6 +13,7 @@
 
 #include "admission.h"
 #include "clock.h"
+#include "datadir.h"
 #include "handlers.h"
 #include "log.h"
 #include "manifest.h"
@@ -493,27 +494,61 @@ static int run_warmup(server *srv, char *err, size_t errlen)
  */
 static tuning *server_tuning;
 
+/*
+ * The file the tuning table comes from into path: the cache file when it
+ * is readable, else the shipped table (beside the executable or as
+ * installed, datadir.h). 0, or -1 when there is neither; looked then
+ * says where it looked.
+ */
+static int tuning_file(const config *cfg, char *path, size_t len, char *looked, size_t looked_len)
+{
+	char where[2048];
+	if (access(cfg->gemm_tune_cache, R_OK) == 0) {
+		snprintf(path, len, "%s", cfg->gemm_tune_cache);
+		return 0;
+	}
+	if (datadir_find("gemm-tune-h200.txt", path, len, where, sizeof(where)) == 0)
+		return 0;
+	snprintf(looked, looked_len, "%s, %s", cfg->gemm_tune_cache, where);
+	return -1;
+}
+
 static int load_tuning(const config *cfg, char *err, size_t errlen)
 {
-	const char *path = cfg->gemm_tune_cache;
-	char gpu[160], note[1024] = "";
+	char gpu[160], note[1024] = "", path[4096], looked[4096];
+	const char *first_use = cfg->gemm_tune == GEMM_TUNE_FIRST_USE ? "on" : "off";
 
 	if (tk_cuda_device_id(cfg->device, gpu, sizeof(gpu)) != TK_OK ||
 	    !(server_tuning = tuning_new(gpu))) {
 		snprintf(err, errlen, "tuning table: no device name or no memory");
 		return -1;
 	}
-	tuning_first_use(server_tuning, cfg->gemm_tune == GEMM_TUNE_FIRST_USE, path);
-	if (access(path, R_OK) != 0 && access(TILEOPS_DEFAULT_GEMM_TUNE, R_OK) == 0)
-		path = TILEOPS_DEFAULT_GEMM_TUNE;
+	tuning_first_use(server_tuning, cfg->gemm_tune == GEMM_TUNE_FIRST_USE,
+	                 cfg->gemm_tune_cache);
+	if (tuning_file(cfg, path, sizeof(path), looked, sizeof(looked)) != 0) {
+		log_info("tuning table: none found (looked for %s): built-in choices; first-use "
+		         "tuning %s",
+		         looked, first_use);
+		return 0;
+	}
 	if (tuning_load(server_tuning, path, note, sizeof(note)) != TILEOPS_OK) {
 		snprintf(err, errlen, "tuning table: %s", note);
 		return -1;
 	}
 	log_info("tuning table: %d entries from %s for gpu=%s%s%s; first-use tuning %s",
-	         tuning_count(server_tuning), path, gpu, note[0] ? ": " : "", note,
-	         cfg->gemm_tune == GEMM_TUNE_FIRST_USE ? "on" : "off");
+	         tuning_count(server_tuning), path, gpu, note[0] ? ": " : "", note, first_use);
 	return 0;
+}
+
+/* The CPU kernels have nothing to tune; the log still names the file a GPU start reads. */
+static void log_tuning_unused(const config *cfg)
+{
+	char path[4096], looked[4096];
+	if (tuning_file(cfg, path, sizeof(path), looked, sizeof(looked)) == 0)
+		log_info("tuning table: not used by the CPU backend (a GPU start reads %s)", path);
+	else
+		log_info("tuning table: not used by the CPU backend (none found: looked for %s)",
+		         looked);
 }
 
 int server_start(server *srv, char *err, size_t errlen)
@@ -540,7 +575,9 @@ int server_start(server *srv, char *err, size_t errlen)
 		manifest_free(mf);
 		return -1;
 	}
-	if (srv->be->is_gpu && load_tuning(&srv->cfg, err, errlen) != 0) {
+	if (!srv->be->is_gpu)
+		log_tuning_unused(&srv->cfg);
+	else if (load_tuning(&srv->cfg, err, errlen) != 0) {
 		manifest_free(mf);
 		return -1;
 	}
