@@ -167,7 +167,8 @@ static int in_group(gid_t g)
  * for the owner and the group whatever the umask, and the group made the
  * one of the daemon's socket file when this process belongs to it (a
  * client in the daemon's group through `usermod -aG` creates files with its
- * own primary group, which the daemon is not in). Failures leave the
+ * own primary group, which the daemon is not in) or is root (which the
+ * daemon admits, and which may give its file to any group). Failures leave the
  * arena as it is: the daemon then says why it cannot open it.
  */
 static void arena_share(const struct tileops_client *c, int fd)
@@ -177,7 +178,7 @@ static void arena_share(const struct tileops_client *c, int fd)
 		return;
 	if (strncmp(c->address, "ipc://", 6) != 0 || stat(c->address + 6, &st) != 0)
 		return;
-	if (st.st_gid != getegid() && in_group(st.st_gid) &&
+	if (st.st_gid != getegid() && (in_group(st.st_gid) || geteuid() == 0) &&
 	    fchown(fd, (uid_t)-1, st.st_gid) != 0) {
 		/* Left with our own group: the daemon's Hello answer says it cannot open it. */
 	}

@@ -26,6 +26,8 @@ if [ "${1:-}" = test ]; then
 	# promtool and a real Prometheus server for the /metrics tests (about
 	# 96 MB installed; in a container its service is not started).
 	packages+=(prometheus)
+	# curl scrapes the page in docs/operations.md's walkthrough (test-operations.sh).
+	packages+=(curl)
 fi
 # `plot`: what scripts/plot-bench.py needs (Debian's matplotlib, for /usr/bin/python3).
 if [ "${1:-}" = plot ]; then

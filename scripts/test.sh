@@ -34,6 +34,8 @@ echo "== tests ($build)"
 if [ "${CI:-}" = true ] && [ "$(id -u)" = 0 ]; then
 	echo "== install test ($build)"
 	./scripts/test-install.sh "$build"
+	echo "== operations walkthrough ($build)"
+	./scripts/test-operations.sh "$build"
 fi
 
 if [ "${TILEOPS_SKIP_SANITIZE:-0}" != 1 ]; then

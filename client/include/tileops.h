@@ -127,7 +127,8 @@ typedef struct tileops_connect_options {
 
 /*
  * The default daemon address: ipc://$XDG_RUNTIME_DIR/tileopsd/tileopsd.sock
- * when XDG_RUNTIME_DIR is set, else ipc:///run/tileopsd/tileopsd.sock.
+ * when XDG_RUNTIME_DIR is set and that socket exists (a user's own daemon),
+ * else ipc:///run/tileopsd/tileopsd.sock (the system daemon).
  * Writes at most `len` bytes including the terminating NUL.
  */
 tileops_status tileops_default_address(char *buf, size_t len);

@@ -17,7 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <nng/nng.h>
@@ -62,13 +64,30 @@ Test(client_local, dtype_helpers_give_sizes_and_names)
 	cr_assert_str_eq(tileops_dtype_name((tileops_dtype)-3), "invalid");
 }
 
-Test(client_local, default_address_uses_xdg_runtime_dir_when_set)
+Test(client_local, default_address_uses_xdg_runtime_dir_when_its_socket_exists)
 {
-	char buf[256];
+	char dir[] = "/tmp/tileops-xdg-XXXXXX", sockdir[64], sock[96], want[128], buf[256];
 
-	setenv("XDG_RUNTIME_DIR", "/run/user/1234", 1);
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(sockdir, sizeof(sockdir), "%s/tileopsd", dir);
+	snprintf(sock, sizeof(sock), "%s/tileopsd.sock", sockdir);
+	cr_assert_eq(mkdir(sockdir, 0700), 0);
+	setenv("XDG_RUNTIME_DIR", dir, 1);
+	/* No user daemon there: the system daemon's socket. */
 	cr_assert_eq(tileops_default_address(buf, sizeof(buf)), TILEOPS_OK);
-	cr_assert_str_eq(buf, "ipc:///run/user/1234/tileopsd/tileopsd.sock");
+	cr_assert_str_eq(buf, "ipc:///run/tileopsd/tileopsd.sock");
+	/* A user daemon's socket: that one. */
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(tileops_default_address(buf, sizeof(buf)), TILEOPS_OK);
+	snprintf(want, sizeof(want), "ipc://%s", sock);
+	cr_assert_str_eq(buf, want);
+	close(fd);
+	unlink(sock);
+	rmdir(sockdir);
+	rmdir(dir);
 }
 
 Test(client_local, default_address_falls_back_to_run_when_xdg_unset_or_empty)
