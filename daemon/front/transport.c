@@ -440,6 +440,11 @@ void transport_close(transport *tp)
 	free(tp);
 }
 
+int transport_nng_wedged(void)
+{
+	return atomic_load(&nng_wedged);
+}
+
 void transport_peer(nng_msg *msg, uint32_t *pipe_id, int64_t *uid, int64_t *gid, int64_t *pid)
 {
 	nng_pipe p = nng_msg_get_pipe(msg);

@@ -66,6 +66,12 @@ int transport_workers(transport *tp);
  */
 void transport_close(transport *tp);
 
+/* 1 once a transport_close gave up on nng_close: a thread is stuck inside
+ * nng with memory it holds, so the process should leave with _exit (no
+ * atexit handlers, which could block on that state or report its memory as
+ * leaked) as soon as its own work is done. */
+int transport_nng_wedged(void);
+
 /* The pipe's peer credentials (ipc:// only); -1 where unknown. */
 void transport_peer(nng_msg *msg, uint32_t *pipe_id, int64_t *uid, int64_t *gid, int64_t *pid);
 
