@@ -23,12 +23,11 @@ Ops the table does not know (a newer daemon's) run with Client.run(name, ...).
 """
 import inspect
 import json
-import math
 import os
 
 from . import _dtypes
 from . import _expr
-from ._client import Error, Tensor, _op_struct, _check
+from ._client import Tensor, _op_struct, _check
 from . import _lib as L
 
 _TABLE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ops_table.json")
