@@ -42,7 +42,6 @@ import torch
 from . import _dtypes
 from . import _expr
 from . import ops as _ops
-from ._client import Client, Tensor
 
 __all__ = ["run", "set_client", "get_client", "register", "wait_for_torch", "torch_waits",
            "LIBRARY_NAMESPACE"]
@@ -98,7 +97,6 @@ class _Bridge:
     def from_torch(self, t):
         dt = _dtypes.name(t.dtype)
         if not t.is_cuda:
-            import numpy
             a = t.detach().contiguous()
             if dt == "bf16":
                 a = a.view(torch.int16)
