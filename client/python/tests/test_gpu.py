@@ -70,7 +70,8 @@ def test_outputs_equal_torchs_within_tolerance(gclient, dt, tol):
 def test_an_op_reads_what_a_torch_kernel_wrote_just_before_without_a_host_sync(gclient):
     x = torch.zeros(1 << 20, device="cuda")
     y = torch.zeros(1 << 20, device="cuda")
-    tx, ty = tp.register(x), tp.register(y)
+    tp.register(x)
+    tp.register(y)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     torch.cuda._sleep(int(4e8))   # about 0.2 s of device time on torch's stream
@@ -80,8 +81,8 @@ def test_an_op_reads_what_a_torch_kernel_wrote_just_before_without_a_host_sync(g
     got = y[:8].cpu()             # torch's stream waited for the daemon's add
     assert host_s < 0.1, "the call waited %.3f s on the host" % host_s
     assert (got == 6.0).all(), got
-    tx.free()
-    ty.free()
+    tp.unregister(x)
+    tp.unregister(y)
 
 
 def test_a_daemon_tensor_is_seen_by_torch_without_a_copy(gclient):

@@ -212,9 +212,11 @@ class Library:
         if full not in _OPTIONAL:
             raise AttributeError(attr)
         if not self.has(attr):
+            what = ("the signature with offset and size" if attr in ("tensor_export", "tensor_import")
+                    else "the function")
             raise NotImplementedError(
-                "%s: not in the loaded libtileops (%s); it needs a newer library"
-                % (full, self.path))
+                "%s: the loaded libtileops (%s) lacks %s; it needs a newer library"
+                % (full, self.path, what))
         f = getattr(self.cdll, full)
         f.restype, f.argtypes = _OPTIONAL[full]
         setattr(self, attr, f)

@@ -43,12 +43,12 @@ from . import _dtypes
 from . import _expr
 from . import ops as _ops
 
-__all__ = ["run", "set_client", "get_client", "register", "wait_for_torch", "torch_waits",
+__all__ = ["run", "set_client", "get_client", "register", "unregister", "wait_for_torch",
+           "torch_waits",
            "LIBRARY_NAMESPACE"]
 
 LIBRARY_NAMESPACE = "tileops"
 
-_state = threading.local()
 _default = {"client": None}
 _default_lock = threading.Lock()
 
@@ -84,11 +84,33 @@ class _Bridge:
     def __init__(self, client):
         self.client = client
         self.imports = {}        # (data_ptr, dtype, shape) -> weakref to the tileops.Tensor
+        self.registered = {}     # the same keys -> the tileops.Tensor, held until unregistered
         self.ipc_refs = {}       # tileops handle -> (ref counter file, offset) to give back
         self.event = None        # our interprocess event, recorded again for every wait
         self.daemon_events = {}  # daemon's event handles, opened once
 
+    def lookup(self, t):
+        """The live import of CUDA tensor t (same address, dtype and shape), or None."""
+        key = (t.data_ptr(), _dtypes.name(t.dtype), tuple(t.shape))
+        hit = self.registered.get(key)
+        if hit is None:
+            ref = self.imports.get(key)
+            hit = ref() if ref is not None else None
+        return hit if hit is not None and hit.handle else None
+
+    def register(self, t):
+        out = self.from_torch(t)
+        if t.is_cuda:
+            self.registered[(t.data_ptr(), out.dtype, tuple(t.shape))] = out
+        return out
+
+    def unregister(self, t):
+        out = self.registered.pop((t.data_ptr(), _dtypes.name(t.dtype), tuple(t.shape)), None)
+        if out is not None:
+            out.free()
+
     def close(self):
+        self.registered.clear()
         for ref in list(self.ipc_refs.values()):
             _release_ipc(ref)
         self.ipc_refs.clear()
@@ -109,11 +131,10 @@ class _Bridge:
         if not t.is_contiguous():
             raise ValueError("from_torch: a CUDA tensor must be contiguous to be imported "
                              "(tileops tensors are packed row-major); use .contiguous()")
-        key = (t.data_ptr(), dt, tuple(t.shape))
-        ref = self.imports.get(key)
-        hit = ref() if ref is not None else None
-        if hit is not None and hit.handle:
+        hit = self.lookup(t)
+        if hit is not None:
             return hit
+        key = (t.data_ptr(), dt, tuple(t.shape))
         s = _untyped(t)
         (_dev, handle, _size, storage_offset, rc_file, rc_offset,
          ev_handle, ev_required) = s._share_cuda_()
@@ -195,10 +216,17 @@ def _release_ipc(ref):
 
 
 def register(t, client=None):
-    """Import torch tensor `t` once (zero-copy on CUDA) so that run() and the torch
-    ops find it without a round trip; returns the tileops.Tensor, which keeps `t`
-    alive until freed. For weights, caches and buffers reused every step."""
-    return (client or get_client()).from_torch(t)
+    """Import CUDA tensor `t` once (zero-copy) so that run() and the torch ops find
+    it without a round trip, until unregister(t) or the client closes; returns the
+    tileops.Tensor, which keeps `t` alive. For weights, caches and buffers reused
+    every step. A CPU tensor is copied and not kept (run() copies CPU tensors on
+    every call, so later changes to them are seen)."""
+    return (client or get_client())._torch_bridge().register(t)
+
+
+def unregister(t, client=None):
+    """Free the import register(t) made."""
+    (client or get_client())._torch_bridge().unregister(t)
 
 
 def wait_for_torch(client=None, stream=None):
@@ -276,10 +304,8 @@ def _run(spec, ins, out, params, client, order, produce_optional):
         if t is None:
             return None
         if cuda:
-            key = (t.data_ptr(), _dtypes.name(t.dtype), tuple(t.shape))
-            ref = b.imports.get(key)
-            hit = ref() if ref is not None else None
-            if hit is not None and hit.handle:
+            hit = b.lookup(t)
+            if hit is not None:
                 return hit
         x = b.from_torch(t)
         temps.append(x)
