@@ -28,6 +28,10 @@ if [ "${1:-}" = test ]; then
 	packages+=(prometheus)
 	# curl scrapes the page in docs/operations.md's walkthrough (test-operations.sh).
 	packages+=(curl)
+	# The Python package's tests (client/python/tests): pytest and numpy, and
+	# what its offline pip install into a venv builds with (setuptools makes
+	# the wheel with python3-wheel's bdist_wheel).
+	packages+=(python3-pytest python3-numpy python3-venv python3-setuptools python3-wheel)
 fi
 # `plot`: what scripts/plot-bench.py needs (Debian's matplotlib, for /usr/bin/python3).
 if [ "${1:-}" = plot ]; then

@@ -1,0 +1,393 @@
+"""Running tileopsd ops on torch tensors.
+
+Three ways, from the most to the least explicit:
+
+- ``client.from_torch(t)`` / ``tensor.to_torch()``: a tileops.Tensor over a
+  torch tensor and back. A contiguous CUDA tensor is imported without a copy:
+  torch's own CUDA IPC export (``_share_cuda_``) gives the handle of the
+  caching allocator's block that holds the tensor and the storage's offset
+  in it, to which the tensor's own offset is added; the daemon checks that
+  offset and size against the block it opens. The tileops.Tensor keeps the
+  torch tensor alive (the daemon uses its memory) and gives torch's IPC
+  reference back when freed. A CPU tensor is copied through the arena.
+  ``to_torch()`` of a daemon-owned tensor on the CUDA backend opens the
+  daemon's export with torch's ``_new_shared_cuda`` (no copy; keep the
+  tileops.Tensor alive while it is used); on the CPU backend it is a copy.
+
+- ``tileops.pytorch.run(op, *tensors, out=..., **params)``: one op on torch
+  tensors, as tileops.ops takes tileops tensors; outputs not given are made
+  with torch.empty. CPU tensors are copied in and the outputs (and inputs
+  the op writes) copied back. CUDA tensors are used in place: those made
+  tileops tensors with from_torch (or register()) are found again at no
+  cost, others are imported for the call and freed after it. Ordering with
+  torch's stream (``order=True``, the default, on CUDA): the daemon waits on
+  the device for an event recorded on torch's current stream, and torch's
+  stream waits for an event the daemon records after the op, so neither
+  side synchronises the host (tileops_event_wait / tileops_event_record).
+
+- ``torch.ops.tileops.<op>``: every manifest op as a torch custom op
+  (torch.library), for the CPU and CUDA dispatch keys, so that it can be
+  called inside a model's forward and appears in traced graphs. It runs
+  through ``run`` on the client ``set_client`` gave (else one connected on
+  first use). Params whose manifest default is infinite are ``float?`` with
+  None meaning the daemon's default (torch's schemas have no infinity).
+  Optional outputs (attention_prefill's lse) are always produced.
+  Autograd is not supported: these are inference ops.
+"""
+import threading
+import weakref
+
+import torch
+
+from . import _dtypes
+from . import _expr
+from . import ops as _ops
+
+__all__ = ["run", "set_client", "get_client", "register", "unregister", "wait_for_torch",
+           "torch_waits",
+           "LIBRARY_NAMESPACE"]
+
+LIBRARY_NAMESPACE = "tileops"
+
+_default = {"client": None}
+_default_lock = threading.Lock()
+
+
+def set_client(client):
+    """The client torch.ops.tileops.* and run() use when given none."""
+    _default["client"] = client
+
+
+def get_client():
+    with _default_lock:
+        c = _default["client"]
+        if c is None or c.closed:
+            import tileops
+            c = _default["client"] = tileops.connect(name="torch.ops.tileops")
+        return c
+
+
+def _untyped(t):
+    if hasattr(t, "untyped_storage"):
+        return t.untyped_storage()
+    s = t.storage()
+    return s.untyped() if hasattr(s, "untyped") else s._untyped()
+
+
+def _storage_class():
+    return getattr(torch, "UntypedStorage", None) or torch._UntypedStorage
+
+
+class _Bridge:
+    """A client's torch side: imported tensors, IPC references, events."""
+
+    def __init__(self, client):
+        self.client = client
+        self.imports = {}        # (data_ptr, dtype, shape) -> weakref to the tileops.Tensor
+        self.registered = {}     # the same keys -> the tileops.Tensor, held until unregistered
+        self.ipc_refs = {}       # tileops handle -> (ref counter file, offset) to give back
+        self.event = None        # our interprocess event, recorded again for every wait
+        self.daemon_events = {}  # daemon's event handles, opened once
+
+    def lookup(self, t):
+        """The live import of CUDA tensor t (same address, dtype and shape), or None."""
+        key = (t.data_ptr(), _dtypes.name(t.dtype), tuple(t.shape))
+        hit = self.registered.get(key)
+        if hit is None:
+            ref = self.imports.get(key)
+            hit = ref() if ref is not None else None
+        return hit if hit is not None and hit.handle else None
+
+    def register(self, t):
+        out = self.from_torch(t)
+        if t.is_cuda:
+            self.registered[(t.data_ptr(), out.dtype, tuple(t.shape))] = out
+        return out
+
+    def unregister(self, t):
+        out = self.registered.pop((t.data_ptr(), _dtypes.name(t.dtype), tuple(t.shape)), None)
+        if out is not None:
+            out.free()
+
+    def close(self):
+        self.registered.clear()
+        for ref in list(self.ipc_refs.values()):
+            _release_ipc(ref)
+        self.ipc_refs.clear()
+
+    # ---- tensors ---------------------------------------------------------------------------
+    def from_torch(self, t):
+        dt = _dtypes.name(t.dtype)
+        if not t.is_cuda:
+            a = t.detach().contiguous()
+            if dt == "bf16":
+                a = a.view(torch.int16)
+            elif dt == "fp8_e4m3":
+                a = a.view(torch.uint8)
+            arr = a.numpy()
+            out = self.client.tensor(dt, tuple(t.shape))
+            out.write(arr.view(_dtypes.to_numpy(dt)) if arr.dtype != _dtypes.to_numpy(dt) else arr)
+            return out
+        if not t.is_contiguous():
+            raise ValueError("from_torch: a CUDA tensor must be contiguous to be imported "
+                             "(tileops tensors are packed row-major); use .contiguous()")
+        hit = self.lookup(t)
+        if hit is not None:
+            return hit
+        key = (t.data_ptr(), dt, tuple(t.shape))
+        s = _untyped(t)
+        (_dev, handle, _size, storage_offset, rc_file, rc_offset,
+         ev_handle, ev_required) = s._share_cuda_()
+        esize = t.element_size()
+        offset = storage_offset + t.storage_offset() * esize
+        nbytes = t.numel() * esize
+        if ev_required and self.client._lib.has("event_wait"):
+            # torch recorded this event when it shared the storage: the daemon's
+            # use of the memory waits for torch's work on it so far.
+            self.client.event_wait(ev_handle)
+        out = self.client.import_ipc(handle, offset, nbytes, dt, tuple(t.shape))
+        out._keep = t
+        self.ipc_refs[out.handle] = (rc_file, rc_offset)
+        self.imports[key] = weakref.ref(out)
+        return out
+
+    def release(self, tensor, handle):
+        """Called by Tensor.free of an imported tensor: give torch's reference back
+        once the daemon's work on the memory is ordered before torch's."""
+        ref = self.ipc_refs.pop(handle, None)
+        if ref is None:
+            return
+        self.torch_waits()
+        _release_ipc(ref)
+
+    def to_torch(self, tensor, device=None):
+        tdt = _dtypes.to_torch(tensor.dtype)
+        if not self.client.has_cuda_ipc:
+            import numpy
+            a = tensor.numpy()
+            if a.dtype != _dtypes.to_numpy(tensor.dtype) or tensor.dtype in ("bf16", "fp8_e4m3"):
+                a = a.view(numpy.int16 if tensor.dtype == "bf16" else numpy.uint8)
+                return torch.from_numpy(a.copy()).view(tdt)
+            return torch.from_numpy(a)
+        if isinstance(tensor._keep, torch.Tensor):
+            return tensor._keep  # it was torch's to begin with
+        handle, offset, nbytes = tensor.export_ipc()
+        dev = torch.device(device) if device is not None else torch.device("cuda", torch.cuda.current_device())
+        # No reference counter to decrement (the daemon is not torch) and no
+        # event: the caller orders with torch_waits() (run() does).
+        storage = _storage_class()._new_shared_cuda(dev.index, handle, nbytes, offset, b"", 0,
+                                                    bytes(64), False)
+        out = torch.empty(0, dtype=tdt, device=dev)
+        try:
+            out.set_(storage, 0, tensor.shape)
+        except TypeError:
+            out.set_(torch.TypedStorage(wrap_storage=storage, dtype=tdt), 0, tensor.shape)
+        return out
+
+    # ---- ordering ----------------------------------------------------------------------------
+    def wait_for_torch(self, stream=None):
+        """The daemon's later ops wait for the work queued on torch's stream."""
+        if self.event is None:
+            self.event = torch.cuda.Event(interprocess=True)
+        stream = stream or torch.cuda.current_stream()
+        self.event.record(stream)
+        self.client.event_wait(self.event.ipc_handle())
+
+    def torch_waits(self, stream=None):
+        """Torch's stream waits for the daemon's work so far."""
+        if not self.client.has_cuda_ipc:
+            return
+        h = self.client.event_record()
+        ev = self.daemon_events.get(h)
+        if ev is None:
+            ev = self.daemon_events[h] = torch.cuda.Event.from_ipc_handle(
+                torch.cuda.current_device(), h)
+        (stream or torch.cuda.current_stream()).wait_event(ev)
+
+
+def _release_ipc(ref):
+    rc_file, rc_offset = ref
+    cls = _storage_class()
+    f = getattr(cls, "_release_ipc_counter_cuda", None) or getattr(cls, "_release_ipc_counter")
+    try:
+        f(rc_file, rc_offset)
+    except RuntimeError:
+        pass  # best effort, as torch's own consumers do
+
+
+def register(t, client=None):
+    """Import CUDA tensor `t` once (zero-copy) so that run() and the torch ops find
+    it without a round trip, until unregister(t) or the client closes; returns the
+    tileops.Tensor, which keeps `t` alive. For weights, caches and buffers reused
+    every step. A CPU tensor is copied and not kept (run() copies CPU tensors on
+    every call, so later changes to them are seen)."""
+    return (client or get_client())._torch_bridge().register(t)
+
+
+def unregister(t, client=None):
+    """Free the import register(t) made."""
+    (client or get_client())._torch_bridge().unregister(t)
+
+
+def wait_for_torch(client=None, stream=None):
+    """The daemon's later ops wait (on the device) for torch's work so far."""
+    (client or get_client())._torch_bridge().wait_for_torch(stream)
+
+
+def torch_waits(client=None, stream=None):
+    """Torch's stream waits (on the device) for the daemon's work so far."""
+    (client or get_client())._torch_bridge().torch_waits(stream)
+
+
+# ---- run -----------------------------------------------------------------------------------
+def _output_specs(spec, ins, params, produce_optional):
+    """(shape, dtype name) of each output, from the manifest's rules; None for
+    optional outputs not produced."""
+    names = {}
+    for t, v in zip(spec.inputs, ins):
+        names[t["name"]] = None if v is None else _expr.TensorInfo(tuple(v.shape), _dtypes.name(v.dtype))
+    for k, d in spec.param_defaults.items():
+        names[k] = params.get(k, d)
+    first = next((v for v in ins if v is not None), None)
+    env = _expr.Env(names, first.element_size() if first is not None else 0,
+                    lambda dt: _dtypes.SIZES[dt])
+    for vname, text in spec.vars:
+        try:
+            names[vname] = _expr.evaluate(text, env)
+        except (_expr.ExprError, TypeError, IndexError):
+            pass
+    out = []
+    for t in spec.outputs:
+        if t["optional"] and not produce_optional:
+            out.append(None)
+            continue
+        shape = _expr.evaluate(t["shape"], env)
+        from .ops import _dtype_of
+        dt = _dtype_of(t["dtype"], names, spec.name, t["name"])
+        names[t["name"]] = _expr.TensorInfo(shape, dt)
+        out.append((shape, dt))
+    return out
+
+
+def run(op, *args, out=None, client=None, order=True, **kw):
+    """Run manifest op `op` on torch tensors; returns the output(s) as torch tensors
+    (as tileops.ops does with tileops tensors). See the module's doc."""
+    spec = _ops.specs[op]
+    ins = [None] * len(spec.inputs)
+    ins[:len(args)] = args
+    params = {}
+    for k, v in kw.items():
+        if k in spec.in_index:
+            ins[spec.in_index[k]] = v
+        elif k in spec.param_types:
+            if v is not None:
+                params[k] = spec._param(k, v)
+        else:
+            raise TypeError("%s: no input or param named '%s'" % (op, k))
+    return _run(spec, ins, out, params, client or get_client(), order, produce_optional=False)
+
+
+def _run(spec, ins, out, params, client, order, produce_optional):
+    n = len(spec.outputs)
+    outs = [None] * n if out is None else ([out] if isinstance(out, torch.Tensor) else list(out))
+    outs += [None] * (n - len(outs))
+    if any(o is None for o in outs):
+        first = next(v for v in ins if v is not None)
+        for i, s in enumerate(_output_specs(spec, ins, params, produce_optional)):
+            if outs[i] is None and s is not None:
+                outs[i] = torch.empty(s[0], dtype=_dtypes.to_torch(s[1]), device=first.device)
+    cuda = any(t is not None and t.is_cuda for t in list(ins) + outs)
+    b = client._torch_bridge()
+    temps = []
+
+    def tt(t):
+        if t is None:
+            return None
+        if cuda:
+            hit = b.lookup(t)
+            if hit is not None:
+                return hit
+        x = b.from_torch(t)
+        temps.append(x)
+        return x
+
+    tins = [tt(t) for t in ins]
+    touts = [tt(t) if t is not None else None for t in outs]
+    if cuda and order:
+        b.wait_for_torch()
+    client.run(spec.name, tins, touts, params)
+    if cuda:
+        if order:
+            b.torch_waits()
+    else:
+        # Copy back what the op wrote: its outputs and the inputs it mutates.
+        written = [(outs[i], touts[i]) for i in range(n) if outs[i] is not None]
+        written += [(ins[i], tins[i]) for i, t in enumerate(spec.inputs)
+                    if t.get("mutated") and ins[i] is not None]
+        for dst, src in written:
+            dst.copy_(b.to_torch(src).view(dst.shape))
+    for x in temps:
+        x.free()
+    if n == 0:
+        return None
+    return outs[0] if n == 1 else tuple(outs)
+
+
+# ---- torch.ops.tileops.* ------------------------------------------------------------------
+_SCHEMA_TYPES = {"int": "int", "float": "float", "bool": "bool"}
+
+
+def _schema(spec):
+    args, alias = [], iter("abcdefghijklmnopqrstuvwxyz")
+    for t in spec.inputs:
+        ty = "Tensor(%s!)" % next(alias) if t.get("mutated") else "Tensor"
+        if t["optional"]:
+            args.append("%s? %s=None" % (ty, t["name"]))
+        else:
+            args.append("%s %s" % (ty, t["name"]))
+    for p in spec.params:
+        d = spec.param_defaults[p["name"]]
+        ty = _SCHEMA_TYPES[p["type"]]
+        if d is None:
+            args.append("%s %s" % (ty, p["name"]))
+        elif isinstance(d, float) and d in (float("inf"), float("-inf")):
+            args.append("%s? %s=None" % (ty, p["name"]))
+        elif isinstance(d, bool):
+            args.append("%s %s=%s" % (ty, p["name"], "True" if d else "False"))
+        else:
+            args.append("%s %s=%r" % (ty, p["name"], d))
+    rets = ", ".join("Tensor" for _ in spec.outputs)
+    ret = "()" if not spec.outputs else ("Tensor" if len(spec.outputs) == 1 else "(%s)" % rets)
+    return "%s(%s) -> %s" % (spec.name, ", ".join(args), ret)
+
+
+def _impl(spec):
+    n_in = len(spec.inputs)
+    pnames = [p["name"] for p in spec.params]
+
+    def impl(*args):
+        ins = list(args[:n_in])
+        params = {k: v for k, v in zip(pnames, args[n_in:]) if v is not None}
+        return _run(spec, ins, None, params, get_client(), True, produce_optional=True)
+
+    impl.__name__ = spec.name
+    return impl
+
+
+_library = None
+
+
+def _define_ops():
+    global _library
+    if _library is not None:
+        return
+    lib = torch.library.Library(LIBRARY_NAMESPACE, "DEF")
+    for name, spec in sorted(_ops.specs.items()):
+        lib.define(_schema(spec))
+        fn = _impl(spec)
+        for key in ("CPU", "CUDA"):
+            lib.impl(name, fn, key)
+    _library = lib
+
+
+_define_ops()
