@@ -71,6 +71,8 @@ int completion_poll(worker *w)
 			continue;
 		}
 		*pp = p->next;
+		if (st != TILEOPS_OK && ex->be->ops->fence_answered)
+			ex->be->ops->fence_answered(ex->be, p->fence);
 		ex->be->ops->fence_free(ex->be, p->fence);
 		if (p->job) {
 			if (st != TILEOPS_OK && p->job->status == TILEOPS_OK) {

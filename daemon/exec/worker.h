@@ -56,8 +56,9 @@ typedef struct worker {
 	/* Asking the device whether events passed takes the driver's context
 	 * lock, which every thread's launches need too: ask at most this often. */
 	double next_collect_us, next_fence_us;
-	int timed_owed; /* ring completions waiting for their device time */
-	int holding;    /* sessions its last pass held (share.h): their fences are polled */
+	int timed_owed;    /* ring completions waiting for their device time */
+	int holding;       /* sessions its last pass held (share.h): their fences are polled */
+	int backend_wakes; /* the backend wakes it when its work has run (thread_waker) */
 
 	/* The loop thread only: sessions given to this thread and not reaped. */
 	int n_sessions;
