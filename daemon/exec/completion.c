@@ -15,11 +15,29 @@ void completion_hand_back(executor *ex, job *j)
 void completion_post(executor *ex, session *s, uint64_t tag, tileops_status st, double gpu_us,
                      const char *msg)
 {
-	if (ring_post(&s->ring, &s->arena, tag, (int)st, gpu_us, msg) == 0)
+	completion_post_trace(ex, s, tag, st, gpu_us, msg, NULL);
+}
+
+void completion_post_trace(executor *ex, session *s, uint64_t tag, tileops_status st, double gpu_us,
+                           const char *msg, const tileops_ring_trace *trace)
+{
+	if (ring_post_trace(&s->ring, &s->arena, tag, (int)st, gpu_us, msg, trace) == 0)
 		stats_count_request(ex->cfg.st, st != TILEOPS_OK);
 }
 
+static void defer(worker *w, session *s, job *j, uint64_t tag, const tileops_ring_trace *trace);
+
 void completion_defer(worker *w, session *s, job *j, uint64_t tag)
+{
+	defer(w, s, j, tag, NULL);
+}
+
+void completion_defer_trace(worker *w, session *s, uint64_t tag, const tileops_ring_trace *trace)
+{
+	defer(w, s, NULL, tag, trace);
+}
+
+static void defer(worker *w, session *s, job *j, uint64_t tag, const tileops_ring_trace *trace)
 {
 	executor *ex = w->ex;
 	char msg[256];
@@ -44,6 +62,11 @@ void completion_defer(worker *w, session *s, job *j, uint64_t tag)
 	p->fence = fence;
 	p->job = j;
 	p->tag = tag;
+	if (trace) {
+		p->trace = *trace;
+		p->trace.launched_ns = ring_now_ns();
+		p->traced = 1;
+	}
 	if (!j) {
 		p->s = s;
 		session_ref(s);
@@ -81,7 +104,8 @@ int completion_poll(worker *w)
 			}
 			completion_hand_back(ex, p->job);
 		} else {
-			completion_post(ex, p->s, p->tag, st, -1.0, msg);
+			completion_post_trace(ex, p->s, p->tag, st, -1.0, msg,
+			                      p->traced ? &p->trace : NULL);
 			session_unref(p->s);
 		}
 		free(p);
@@ -99,7 +123,7 @@ void completion_timed(void *ctx, int slot, void *arg, double us)
 		return;
 	if (exec_worker)
 		exec_worker->timed_owed--;
-	completion_post(ex, t->s, t->tag, TILEOPS_OK, us, "");
+	completion_post_trace(ex, t->s, t->tag, TILEOPS_OK, us, "", t->traced ? &t->trace : NULL);
 	session_unref(t->s);
 	free(t);
 }

@@ -19,12 +19,16 @@ typedef struct pending {
 	job *job;   /* answer this job, or ... */
 	session *s; /* ... post a CQE with this tag (holds a reference) */
 	uint64_t tag;
+	int traced; /* the entry asked for a trace (TILEOPS_SQE_F_TRACE) */
+	tileops_ring_trace trace;
 } pending;
 
 /* A ring op whose completion waits for its device time. */
 typedef struct timed_cqe {
 	session *s; /* holds a reference */
 	uint64_t tag;
+	int traced;
+	tileops_ring_trace trace;
 } timed_cqe;
 
 /*
