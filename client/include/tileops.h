@@ -273,12 +273,13 @@ typedef struct tileops_op {
 
 /*
  * Run an op. Returns once the daemon has validated the request and
- * launched it in this session's order: queued on the device after the
- * session's earlier work, on every backend (the CPU backend queues it for
- * its own threads as a GPU would), not run. A validation failure is
- * returned here with its message; a failure of the kernel itself is
- * reported by the next tileops_sync (or tensor read or write). Use
- * tileops_sync or a read to wait for the result.
+ * launched it in this session's order: queued on the device behind the
+ * session's earlier work, not run, on every backend (the CPU backend
+ * queues it for its own threads as a GPU does). A validation failure, or
+ * a launch the device refuses, is returned here with its message; a
+ * kernel that fails once it runs (on the CPU backend, every kernel
+ * failure) is reported by the next tileops_sync, tensor read or tensor
+ * write. Use tileops_sync or a read to wait for the result.
  */
 tileops_status tileops_op_run(tileops_client *c, const tileops_op *op);
 
