@@ -134,6 +134,12 @@ typedef struct cpu_impl {
 	int executors; /* executor threads that called thread_init */
 	int n_pool, pool_started, stopping;
 	pthread_t *pool;
+	/* A kernel reported TK_ERR_FAULT (atomic; the reason under mu). As a
+	 * GPU's sticky error is, it is seen by the host at its next fence
+	 * query, sync or launch, which marks the device lost (observe_fault);
+	 * meanwhile nothing more runs. */
+	int faulted;
+	char fault_why[200];
 } cpu_impl;
 
 static _Thread_local cpu_thread *cpu_tls;
@@ -296,10 +302,15 @@ static tileops_status run_kernel(backend *be, const tk_kernel_entry *k, const tk
 		return TILEOPS_ERR_UNSUPPORTED;
 	}
 	if (st == TK_ERR_FAULT) {
-		backend_mark_lost(be,
-		                  "%s: the device faulted (the CPU backend's stand-in for a "
-		                  "sticky device error)",
-		                  k->op);
+		cpu_impl *im = be->impl;
+		pthread_mutex_lock(&im->mu);
+		if (!im->faulted)
+			snprintf(im->fault_why, sizeof(im->fault_why),
+			         "%s: the device faulted (the CPU backend's stand-in for a sticky "
+			         "device error)",
+			         k->op);
+		__atomic_store_n(&im->faulted, 1, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&im->mu);
 		snprintf(err, errlen, "%s: the device faulted; tileopsd is restarting", k->op);
 		return TILEOPS_ERR_BACKEND;
 	}
@@ -322,7 +333,8 @@ static tileops_status copy_failed(const cpu_item *it, char *err, size_t errlen)
  * (every fence reports the loss), but memory is still released. */
 static tileops_status run_item(backend *be, cpu_item *it, char *err, size_t errlen)
 {
-	int lost = backend_lost(be, NULL, 0);
+	cpu_impl *im = be->impl;
+	int lost = __atomic_load_n(&im->faulted, __ATOMIC_ACQUIRE) || backend_lost(be, NULL, 0);
 	switch (it->kind) {
 	case ITEM_KERNEL: {
 		if (lost)
@@ -505,6 +517,29 @@ static void pool_start_locked(backend *be)
 	}
 }
 
+/* The host sees a fault when it next asks the device anything (executor
+ * thread): from then on the device is lost. Returns 1 when it is. */
+static int observe_fault(backend *be)
+{
+	cpu_impl *im = be->impl;
+	if (__atomic_load_n(&im->faulted, __ATOMIC_ACQUIRE) && !backend_lost(be, NULL, 0)) {
+		char why[sizeof(im->fault_why)];
+		pthread_mutex_lock(&im->mu);
+		snprintf(why, sizeof(why), "%s", im->fault_why);
+		pthread_mutex_unlock(&im->mu);
+		backend_mark_lost(be, "%s", why);
+	}
+	return backend_lost(be, NULL, 0);
+}
+
+static tileops_status lost_error(backend *be, char *err, size_t errlen)
+{
+	char why[256];
+	backend_lost(be, why, sizeof(why));
+	snprintf(err, errlen, "the device failed (%s); tileopsd is restarting", why);
+	return TILEOPS_ERR_BACKEND;
+}
+
 /* ---- threads and streams ---------------------------------------------------- */
 
 static tileops_status cpu_thread_init(backend *be, char *err, size_t errlen)
@@ -660,6 +695,8 @@ static void cpu_free(backend *be, void *stream, void *ptr)
 static tileops_status cpu_copy(backend *be, void *stream, item_kind kind, void *dev, const arena *a,
                                size_t aoff, size_t len, char *err, size_t errlen)
 {
+	if (observe_fault(be))
+		return lost_error(be, err, errlen);
 	cpu_item *it = item_new(kind, err, errlen);
 	if (!it)
 		return TILEOPS_ERR_OUT_OF_MEMORY;
@@ -714,6 +751,8 @@ static tileops_status cpu_launch(backend *be, void *stream, const tk_kernel_entr
 	cpu_stream *cs = stream;
 	if (cs->recording)
 		return cpu_record(cs->recording, k, call, err, errlen);
+	if (observe_fault(be))
+		return lost_error(be, err, errlen);
 	cpu_item *it = item_new(ITEM_KERNEL, err, errlen);
 	if (!it)
 		return TILEOPS_ERR_OUT_OF_MEMORY;
@@ -743,6 +782,9 @@ static tileops_status cpu_sync(backend *be, void *stream, char *err, size_t errl
 	cpu_impl *im = be->impl;
 	pthread_mutex_lock(&im->mu);
 	drain_locked(im, stream);
+	pthread_mutex_unlock(&im->mu);
+	observe_fault(be);
+	pthread_mutex_lock(&im->mu);
 	tileops_status st = stream_status_locked(be, stream, err, errlen);
 	pthread_mutex_unlock(&im->mu);
 	cpu_collect(be);
@@ -787,6 +829,7 @@ static tileops_status cpu_fence_query(backend *be, void *fence, char *err, size_
 	cpu_impl *im = be->impl;
 	cpu_fence *f = fence;
 	tileops_status st;
+	observe_fault(be);
 	pthread_mutex_lock(&im->mu);
 	if (backend_lost(be, err, errlen)) {
 		st = TILEOPS_ERR_BACKEND;
@@ -891,6 +934,8 @@ static tileops_status cpu_graph_launch(backend *be, void *stream, void *graph, c
 {
 	cpu_impl *im = be->impl;
 	cpu_graph *g = graph;
+	if (observe_fault(be))
+		return lost_error(be, err, errlen);
 	if (g->n == 0)
 		return TILEOPS_OK;
 	cpu_item *it = item_new(ITEM_GRAPH, err, errlen);

@@ -371,13 +371,17 @@ static int worker_pass(worker *w, int *stopping)
 		ex->be->ops->collect_timings(ex->be);
 		w->next_collect_us = now + COLLECT_EVERY_US;
 	}
-	if (w->pend && now >= w->next_fence_us) {
+	/* A lost device fails every fence at once: answer them before the loop
+	 * hears of the loss and stops (a device thread may lose it between
+	 * passes, unlike a GPU, whose loss is seen at a fence). */
+	int lost = backend_lost(ex->be, NULL, 0);
+	if (w->pend && (now >= w->next_fence_us || lost)) {
 		worked |= completion_poll(w);
 		w->next_fence_us = now + FENCE_EVERY_US;
 	}
 	pthread_rwlock_unlock(&ex->mf_lock);
-	if (backend_lost(ex->be, NULL, 0) &&
-	    !__atomic_exchange_n(&ex->lost_reported, 1, __ATOMIC_ACQ_REL) && ex->cfg.device_lost)
+	if (lost && !__atomic_exchange_n(&ex->lost_reported, 1, __ATOMIC_ACQ_REL) &&
+	    ex->cfg.device_lost)
 		ex->cfg.device_lost(ex->cfg.ctx);
 	/* One wake-up per client per pass, for all the completions it got. */
 	for (session *s = w->rings; s; s = s->ring_next)
