@@ -73,6 +73,9 @@ struct tileops_completion {
 	int timed;     /* TILEOPS_SQE_F_TIMING was asked for */
 	int has_gpu_us;
 	double gpu_us;
+	int traced;          /* TILEOPS_SQE_F_TRACE was asked for (tileops_trace_start) */
+	int trace_kind;      /* a tileops_trace_kind */
+	int64_t submit_ns;   /* when its entry was published */
 	uint64_t tag;        /* echoed by the completion entry */
 	int64_t deadline_ns; /* CLOCK_MONOTONIC; 0 without a timeout */
 	nng_ctx ctx;

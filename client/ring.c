@@ -90,6 +90,12 @@ struct tci_ring {
 	int stopped; /* atomic: broken or closed; the rings are not used any more */
 	tileops_status stop_status;
 	char stop_why[200];
+
+	/* Profiling (tileops_trace_start), under cq_mu; `tracing` is read
+	 * atomically by submitters. */
+	int tracing;
+	tileops_trace *traces;
+	size_t n_traces, trace_cap;
 };
 
 /* ---- layout and set-up -------------------------------------------------- */
@@ -204,6 +210,7 @@ void tci_ring_destroy(struct tileops_client *c)
 	if (ring == NULL)
 		return;
 	pthread_mutex_destroy(&ring->cq_mu);
+	free(ring->traces);
 	free(ring->slots);
 	free(ring->free_slots);
 	free(ring);
@@ -312,6 +319,32 @@ static void ring_stop_locked(struct tci_ring *ring, tileops_status st, const cha
 	futex_wake_all(&ring->hdr->cq_bell);
 }
 
+/* Keep the trace of a traced request whose completion just came. Called
+ * with cq_mu held. */
+static void ring_trace_keep(struct tci_ring *ring, const struct tileops_completion *r,
+                            const tileops_cqe *e)
+{
+	tileops_trace *t;
+	tileops_ring_trace d;
+
+	if (ring->n_traces == ring->trace_cap)
+		return; /* full until read */
+	t = &ring->traces[ring->n_traces++];
+	memset(t, 0, sizeof(*t));
+	t->kind = (tileops_trace_kind)r->trace_kind;
+	t->status = tci_status_valid(e->status) ? (tileops_status)e->status : TILEOPS_ERR_PROTOCOL;
+	t->executor = -1;
+	t->submit_ns = r->submit_ns;
+	t->woke_ns = now_ns();
+	if (e->status == TILEOPS_OK && (e->flags & TILEOPS_CQE_F_TRACE)) {
+		memcpy(&d, e->message, sizeof(d));
+		t->taken_ns = (int64_t)d.taken_ns;
+		t->launched_ns = (int64_t)d.launched_ns;
+		t->posted_ns = (int64_t)d.posted_ns;
+		t->executor = (int)d.executor;
+	}
+}
+
 /* One completion entry, already copied out of shared memory. */
 static void ring_complete(struct tci_ring *ring, tileops_cqe *e)
 {
@@ -340,7 +373,11 @@ static void ring_complete(struct tci_ring *ring, tileops_cqe *e)
 		r->gpu_us = e->gpu_us;
 		r->has_gpu_us = 1;
 	}
-	if (e->status != TILEOPS_OK && e->message[0] == '\0')
+	if (r->traced)
+		ring_trace_keep(ring, r, e);
+	if (e->status == TILEOPS_OK && (e->flags & TILEOPS_CQE_F_TRACE))
+		msg[0] = '\0'; /* the message holds the trace, not text */
+	else if (e->status != TILEOPS_OK && e->message[0] == '\0')
 		snprintf(msg, sizeof(msg), "tileopsd: %s", tileops_strerror(e->status));
 	else
 		snprintf(msg, sizeof(msg), "%s", e->message);
@@ -625,17 +662,19 @@ static size_t encode_request(const Tileops__Request *req, uint8_t *payload, size
 /* ---- publishing ---------------------------------------------------------- */
 
 /* Write one entry and publish it. Called with c->mu held. */
-static void sq_publish(struct tci_ring *ring, const struct tileops_completion *r, uint32_t kind,
+static void sq_publish(struct tci_ring *ring, struct tileops_completion *r, uint32_t kind,
                        const uint8_t *payload, size_t len)
 {
 	tileops_sqe *e = &ring->sq[ring->sq_tail & ring->mask];
 
 	e->tag = r->tag;
 	e->kind = kind;
-	e->flags = r->timed ? TILEOPS_SQE_F_TIMING : 0;
+	e->flags = (r->timed ? TILEOPS_SQE_F_TIMING : 0) | (r->traced ? TILEOPS_SQE_F_TRACE : 0);
 	e->length = (uint32_t)len;
 	e->reserved = 0;
 	memcpy(e->payload, payload, len);
+	if (r->traced)
+		r->submit_ns = now_ns();
 	__atomic_store_n(&ring->sq_tail, ring->sq_tail + 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&ring->hdr->sq_tail, ring->sq_tail, __ATOMIC_RELEASE);
 }
@@ -722,6 +761,10 @@ tileops_status tci_ring_submit(struct tileops_client *c, const Tileops__Request 
 	r->client = c;
 	r->on_ring = 1;
 	r->timed = timed;
+	r->traced = __atomic_load_n(&ring->tracing, __ATOMIC_RELAXED);
+	r->trace_kind = req->body_case == TILEOPS__REQUEST__BODY_PLAN_RUN ? TILEOPS_TRACE_PLAN
+	                : req->body_case == TILEOPS__REQUEST__BODY_SYNC   ? TILEOPS_TRACE_SYNC
+	                                                                  : TILEOPS_TRACE_OP;
 	if (c->timeout_ms > 0)
 		r->deadline_ns = start + (int64_t)c->timeout_ms * 1000000LL;
 	for (;;) {
@@ -746,4 +789,60 @@ tileops_status tci_ring_submit(struct tileops_client *c, const Tileops__Request 
 			break;
 		}
 	}
+}
+
+/* ---- profiling ------------------------------------------------------------ */
+
+TILEOPS_API tileops_status tileops_trace_start(tileops_client *c, size_t capacity)
+{
+	struct tci_ring *ring;
+	tileops_trace *buf = NULL;
+
+	if (c == NULL)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "trace_start: client is NULL");
+	if ((ring = c->ring) == NULL)
+		return tci_error(
+		        TILEOPS_ERR_UNSUPPORTED,
+		        "trace_start: this session has no shared-memory rings (TILEOPS_RINGS=0, "
+		        "or the daemon does not serve them): only ring requests are traced");
+	if (capacity > ((size_t)1 << 26))
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT,
+		                 "trace_start: capacity %zu is over 2^26 traces", capacity);
+	if (capacity > 0 && (buf = calloc(capacity, sizeof(*buf))) == NULL)
+		return tci_error(TILEOPS_ERR_OUT_OF_MEMORY, "trace_start: no memory for %zu traces",
+		                 capacity);
+	pthread_mutex_lock(&ring->cq_mu);
+	free(ring->traces);
+	ring->traces = buf;
+	ring->trace_cap = capacity;
+	ring->n_traces = 0;
+	__atomic_store_n(&ring->tracing, capacity > 0, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&ring->cq_mu);
+	return TILEOPS_OK;
+}
+
+TILEOPS_API tileops_status tileops_trace_read(tileops_client *c, tileops_trace *out, size_t max,
+                                              size_t *n)
+{
+	struct tci_ring *ring;
+	size_t k;
+
+	if (c == NULL || n == NULL || (out == NULL && max > 0))
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "trace_read: %s is NULL",
+		                 c == NULL   ? "client"
+		                 : n == NULL ? "n"
+		                             : "out");
+	*n = 0;
+	if ((ring = c->ring) == NULL)
+		return TILEOPS_OK;
+	pthread_mutex_lock(&ring->cq_mu);
+	k = ring->n_traces < max ? ring->n_traces : max;
+	if (k > 0) {
+		memcpy(out, ring->traces, k * sizeof(*out));
+		memmove(ring->traces, ring->traces + k, (ring->n_traces - k) * sizeof(*out));
+		ring->n_traces -= k;
+	}
+	pthread_mutex_unlock(&ring->cq_mu);
+	*n = k;
+	return TILEOPS_OK;
 }

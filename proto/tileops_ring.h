@@ -56,11 +56,16 @@
 #define TILEOPS_SQE_OP 2u       /* payload: a tileops_sqe_op descriptor (one op run) */
 #define TILEOPS_SQE_PLAN_RUN 3u /* payload: a tileops_sqe_plan_run descriptor */
 
-/* Submission flags. */
+/* Submission flags. The daemon refuses an entry with any other bit set
+ * (TILEOPS_ERR_PROTOCOL, naming the flags): a client asking for something
+ * this daemon does not do is told so, never silently ignored. */
 #define TILEOPS_SQE_F_TIMING 1u /* post the completion when the device finished, with its time */
+#define TILEOPS_SQE_F_TRACE 2u  /* put a tileops_ring_trace in a successful completion */
+#define TILEOPS_SQE_F_KNOWN (TILEOPS_SQE_F_TIMING | TILEOPS_SQE_F_TRACE)
 
 /* Completion flags. */
 #define TILEOPS_CQE_F_TIMED 1u /* gpu_us holds the op's device time */
+#define TILEOPS_CQE_F_TRACE 2u /* message holds a tileops_ring_trace, not text */
 
 typedef struct tileops_ring_header {
 	/* Layout, written by the client before Hello, read once by the daemon. */
@@ -105,6 +110,31 @@ typedef struct tileops_cqe {
 	double gpu_us;
 	char message[TILEOPS_CQE_BYTES - 24]; /* NUL-terminated; "" on success */
 } tileops_cqe;
+
+/*
+ * Where one entry's time went, for profiling (TILEOPS_SQE_F_TRACE): the
+ * daemon's CLOCK_MONOTONIC in nanoseconds, which on one host is the
+ * client's clock too. On success with TILEOPS_SQE_F_TRACE the completion
+ * carries TILEOPS_CQE_F_TRACE and this struct at the start of `message`
+ * (which is then not text); a failed entry's completion carries its
+ * message as always, and no trace. A client that never sets the flag never
+ * sees either: the completion layout is unchanged for it.
+ *
+ *   taken_ns     the executor copied the entry out of the submission ring
+ *   launched_ns  its launch returned (an op, a plan replay), or its fence
+ *                was placed (a sync)
+ *   posted_ns    the completion entry was written, just before cq_tail is
+ *                published (for a sync or a timed op: once the device had
+ *                finished)
+ *   executor     the executor thread that ran it
+ */
+typedef struct tileops_ring_trace {
+	uint64_t taken_ns;
+	uint64_t launched_ns;
+	uint64_t posted_ns;
+	uint32_t executor;
+	uint32_t reserved; /* 0 */
+} tileops_ring_trace;
 
 /*
  * The op descriptor (TILEOPS_SQE_OP): a fixed binary form of an OpRun that
@@ -191,6 +221,8 @@ _Static_assert(sizeof(tileops_sqe_plan_run) +
                                sizeof(tileops_sqe_binding) * TILEOPS_SQE_PLAN_MAX_BINDINGS <=
                        TILEOPS_SQE_BYTES - 24,
                "the largest plan-run descriptor fits an entry");
+_Static_assert(sizeof(tileops_ring_trace) == 32, "trace layout");
+_Static_assert(sizeof(tileops_ring_trace) <= TILEOPS_CQE_BYTES - 24, "a trace fits a message");
 _Static_assert(sizeof(tileops_sqe) == TILEOPS_SQE_BYTES, "sqe layout");
 _Static_assert(sizeof(tileops_cqe) == TILEOPS_CQE_BYTES, "cqe layout");
 

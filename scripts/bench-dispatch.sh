@@ -17,6 +17,21 @@
 # to run, so there are RUNS rounds (default 5) and the table shows each
 # side's median (every run is in dispatch.jsonl). MPS is always stopped on
 # exit.
+#
+# Then the rows of the calls a serving engine makes (tileops-bench-dispatch
+# --api): pipelined op_run, op_run + sync each, windowed submit and a plan
+# replay per step, each at P = $API_PROCS processes (default 1 2 4 8 16),
+# API_OPS (2000) spin ops per process, a fresh tileopsd per case, API_RUNS
+# (3) rounds (the slowest round's rate over the fastest's is the bimodality
+# check), beside separate contexts and MPS at the same P; then one traced
+# round (tileops_trace_start), apart from the timed rounds, for where each
+# request's time goes; then 8 processes replaying the decode-layer plan
+# (tileops-bench-layer --procs 8, batch 1 and 32). These follow the first
+# table in dispatch.md.
+#
+# BACKEND=cpu runs only what needs no GPU (the serving-engine rows through
+# tileopsd on the CPU backend): a check that the bench works end to end,
+# not figures to keep.
 set -u
 out=${OUT:-/tmp/tileops-out}
 mkdir -p "$out"
@@ -25,6 +40,12 @@ bench_setup_paths
 procs=${PROCS:-8}
 kernels=${KERNELS:-2000}
 runs=${RUNS:-5}
+backend=${BACKEND:-cuda}
+api_procs=${API_PROCS:-1 2 4 8 16}
+api_modes=${API_MODES:-pipelined sync windowed plan}
+api_ops=${API_OPS:-2000}
+api_runs=${API_RUNS:-3}
+export TILEOPS_BENCH_BACKEND=$backend
 json=$out/dispatch.jsonl
 log=$out/dispatch.log
 table=$out/dispatch.md
@@ -77,8 +98,9 @@ start_mps() {
 # idle runs its first second at lower clocks, which would fall on
 # whichever side went first.
 base=$bin/tileops-bench-dispatch-baseline
-"$base" >/dev/null 2>&1
+[ "$backend" = cuda ] && "$base" >/dev/null 2>&1
 for round in 1 2 3; do
+	[ "$backend" = cuda ] || break
 	if bench_start_daemon; then
 		bench_step "$bin/tileops-bench-dispatch" --address "$addr" --json "$json"
 		# Each executor thread's cost per op and per launch call.
@@ -97,6 +119,7 @@ done
 # same processes under MPS, so that whatever changes on the machine over
 # the minute (clocks, other load) falls on every side alike.
 for round in $(seq 1 "$runs"); do
+	[ "$backend" = cuda ] || break
 	echo "---- round $round" >>"$log"
 	if bench_start_daemon; then
 		bench_step "$bin/tileops-bench-dispatch" --address "$addr" --procs "$procs" \
@@ -119,6 +142,63 @@ for round in $(seq 1 "$runs"); do
 		failed=1
 	fi
 done
+
+# ---- the serving engine's calls, P processes, in rounds ---------------------------
+# One fresh tileopsd per case (mode and P), as a user would meet it.
+api_case() {
+	local mode=$1 p=$2
+	shift 2
+	if bench_start_daemon; then
+		bench_step "$bin/tileops-bench-dispatch" --address "$addr" --api "$mode" \
+			--procs "$p" --ops "$api_ops" --json "$json" "$@"
+	else
+		echo "tileopsd did not become ready" >>"$log"
+		failed=1
+	fi
+	bench_stop_daemon
+}
+for round in $(seq 1 "$api_runs"); do
+	echo "---- api round $round" >>"$log"
+	for mode in $api_modes; do
+		for p in $api_procs; do
+			api_case "$mode" "$p"
+		done
+	done
+	[ "$backend" = cuda ] || continue
+	# The same spin kernels, P processes with their own contexts, then under MPS.
+	for p in $api_procs; do
+		bench_step "$base" --procs "$p" --kernels "$api_ops" --label "contexts P=$p" \
+			--json "$json"
+	done
+	if start_mps; then
+		for p in $api_procs; do
+			CUDA_MPS_PIPE_DIRECTORY=$mps_pipe CUDA_MPS_LOG_DIRECTORY=$mps_log \
+				bench_step "$base" --procs "$p" --kernels "$api_ops" \
+				--label "mps P=$p" --json "$json"
+		done
+		stop_mps
+	fi
+done
+echo "---- api traced round" >>"$log"
+for mode in $api_modes; do
+	for p in $api_procs; do
+		api_case "$mode" "$p" --trace
+	done
+done
+# 8 processes replaying the decode-layer plan with a sync per step (batch 1
+# and 32). The same layer as an in-process CUDA graph in 8 processes, with
+# their own contexts and under MPS, needs a --procs mode that
+# tileops-bench-layer-baseline does not have: the table says so.
+if [ "$backend" = cuda ]; then
+	if bench_start_daemon; then
+		bench_step "$bin/tileops-bench-layer" --address "$addr" --procs 8 \
+			--layers "${LAYERS:-200}" --json "$json"
+	else
+		failed=1
+	fi
+	bench_stop_daemon
+fi
+
 echo "---- MPS control log" >>"$log"
 tail -n 20 "$mps_log/control.log" >>"$log" 2>/dev/null
 
@@ -220,6 +300,90 @@ print("| same, tileopsd vs MPS | %s | %s%s | >= 0.8x | %s%s |" % (
     "" if not t_mps else " (%.2fx)" % (t_mps[0] / t_mps[1])))
 print("| same, %s streams of one context (one process) | | %s | | |" % (
     procs, fmt(streams, "k/s")))
+EOF
+
+# ---- the serving engine's calls: their table ---------------------------------------
+python3 - "$json" "$api_modes" "$api_procs" "$api_ops" >>"$table" <<'EOF'
+import json, sys
+
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
+modes, procs, ops = sys.argv[2].split(), sys.argv[3].split(), sys.argv[4]
+
+def vals(name, kernel, bench="dispatch"):
+    return [r["value"] for r in rows
+            if r.get("bench") == bench and r["name"] == name and r["kernel"] == kernel]
+
+def median(v):
+    v = sorted(v)
+    if not v:
+        return None
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+def us(v):
+    return "" if v is None else "%.1f" % v
+
+def rate(v):
+    return "" if v is None else "%.0fk" % (v / 1e3)
+
+what = {"pipelined": "pipelined op_run (N op_run, one sync)",
+        "sync": "op_run + sync each",
+        "windowed": "windowed tileops_op_submit (128 outstanding)",
+        "plan": "plan_run + sync per step (8-op plan)"}
+print()
+print("Serving-engine calls: %s spin ops per process (5 us, 4 blocks); medians over the "
+      "rounds; a latency is one call (pipelined: one op_run; sync: op_run + sync; "
+      "windowed: submit to its wait's end; plan: one step)." % ops)
+print()
+print("| case | P | us per op per process | ops/s, all | p50 latency, us | p99, us "
+      "| max, us | slowest / fastest round | own contexts ops/s | MPS ops/s |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+for m in modes:
+    for p in procs:
+        k = "%s P=%s" % (m, p)
+        rates = vals("api_ops_per_s", k)
+        ratio = "" if len(rates) < 2 or min(rates) <= 0 else "%.2f" % (max(rates) / min(rates))
+        ctx = median(vals("procs_kernels_per_s", "contexts P=%s" % p, "dispatch-baseline"))
+        mps = median(vals("procs_kernels_per_s", "mps P=%s" % p, "dispatch-baseline"))
+        pipe = m == "pipelined"
+        print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            what.get(m, m), p, us(median(vals("api_us_per_op", k))), rate(median(rates)),
+            us(median(vals("api_lat_p50_us", k))), us(median(vals("api_lat_p99_us", k))),
+            us(median(vals("api_lat_max_us", k))), ratio,
+            rate(ctx) if pipe else "", rate(mps) if pipe else ""))
+insync = median(vals("sync_us", "add256", "dispatch-baseline"))
+if insync is not None:
+    print()
+    print("In-process launch + synchronize (add, 256 f32), median: %.2f us." % insync)
+
+stages = ["ring", "launch", "post", "wake", "total"]
+print()
+print("Where the time goes (the traced round, medians over every request, us): ring = "
+      "submitted to taken by the executor, launch = taken to launched (a sync: its fence "
+      "placed), post = to the completion posted, wake = to the client reading it.")
+print()
+print("| case | P | request | " + " | ".join(stages) + " |")
+print("| --- | ---: | --- | " + " | ".join("---:" for _ in stages) + " |")
+for m in modes:
+    for p in procs:
+        for kind in ("op", "plan", "sync"):
+            v = [median(vals("api_stage_us", "%s P=%s %s %s" % (m, p, kind, s)))
+                 for s in stages]
+            if all(x is None for x in v):
+                continue
+            print("| %s | %s | %s | %s |" % (m, p, kind, " | ".join(us(x) for x in v)))
+
+layer = [r for r in rows
+         if r.get("bench") == "layer" and r["name"] == "procs_plan_layers_per_s"]
+print()
+print("| 8 processes, decode-layer plan run + sync per step | tileopsd | in-process graphs, "
+      "own contexts | same, under MPS |")
+print("| --- | ---: | ---: | ---: |")
+if not layer:
+    print("| (not measured) | | | |")
+for r in layer:
+    print("| %s | %.0f layers/s | not measured (tileops-bench-layer-baseline has no --procs) "
+          "| not measured |" % (r["kernel"], r["value"]))
 EOF
 cat "$table"
 [ "$failed" = 0 ] || echo "some steps failed: see $log"

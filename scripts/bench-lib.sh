@@ -41,11 +41,11 @@ bench_header() {
 		"$(date -u +%FT%TZ)" >>"$log"
 }
 
-# Start tileopsd on the CUDA backend in $run, with any further options
+# Start tileopsd on the CUDA backend (TILEOPS_BENCH_BACKEND=cpu: the CPU one) in $run, with any further options
 # given (e.g. --config FILE); 0 once it is ready (addr and stats set).
 bench_start_daemon() {
 	rm -f "$run/tileopsd.pid"
-	"$bin/tileopsd" --backend cuda --listen "ipc://$run/tileopsd.sock" \
+	"$bin/tileopsd" --backend "${TILEOPS_BENCH_BACKEND:-cuda}" --listen "ipc://$run/tileopsd.sock" \
 		--stats "ipc://$run/stats.sock" --manifest "$manifest" \
 		--ready-file "$run/tileopsd.pid" --log-level info --diagnostic-ops "$@" \
 		>"$run/tileopsd.log" 2>&1 &

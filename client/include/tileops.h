@@ -276,9 +276,14 @@ typedef struct tileops_op {
 } tileops_op;
 
 /*
- * Run an op. Returns once the daemon has validated the request and launched
- * it in this session's order; a validation failure is returned here with
- * its message. Use tileops_sync or a read to wait for the result.
+ * Run an op. Returns once the daemon has validated the request and
+ * launched it in this session's order: queued on the device behind the
+ * session's earlier work, not run, on every backend (the CPU backend
+ * queues it for its own threads as a GPU does). A validation failure, or
+ * a launch the device refuses, is returned here with its message; a
+ * kernel that fails once it runs (on the CPU backend, every kernel
+ * failure) is reported by the next tileops_sync, tensor read or tensor
+ * write. Use tileops_sync or a read to wait for the result.
  */
 tileops_status tileops_op_run(tileops_client *c, const tileops_op *op);
 
@@ -333,9 +338,53 @@ void tileops_completion_free(tileops_completion *cp);
 /*
  * Wait until every request this client submitted before the call has
  * finished on the device. Reports the first device error since the last
- * sync, if any.
+ * sync, if any (a kernel that failed after its launch returned): the sync
+ * after that one does not report it again.
  */
 tileops_status tileops_sync(tileops_client *c);
+
+/* ---- profiling: where a request's time goes ---------------------------- */
+
+/* What a traced request was. */
+typedef enum tileops_trace_kind {
+	TILEOPS_TRACE_OP = 1,   /* tileops_op_run or tileops_op_submit(_timed) */
+	TILEOPS_TRACE_PLAN = 2, /* tileops_plan_run or tileops_plan_submit */
+	TILEOPS_TRACE_SYNC = 3  /* tileops_sync */
+} tileops_trace_kind;
+
+/*
+ * One request's trip, in CLOCK_MONOTONIC nanoseconds (one clock for every
+ * process of the host). In order: this library published it; the
+ * daemon's executor thread took it; its launch returned (a sync: its fence
+ * was placed); the daemon posted its completion (for a sync or a timed
+ * op, once the device had finished); this library read that completion
+ * (after waking, if the waiter slept). The daemon's three are 0 when the
+ * request failed (its status is in `status`).
+ */
+typedef struct tileops_trace {
+	tileops_trace_kind kind;
+	tileops_status status;
+	int executor; /* the daemon's executor thread; -1 when not known */
+	int64_t submit_ns, taken_ns, launched_ns, posted_ns, woke_ns;
+} tileops_trace;
+
+/*
+ * Start tracing this client's requests: from now on every op run, plan
+ * run and sync that goes through the session's shared-memory rings (see
+ * docs/protocol.md) asks the daemon for its stamps, and its trace is kept,
+ * up to `capacity` traces (later ones are dropped until some are read).
+ * Tracing costs a few clock reads per request on each side. capacity 0
+ * stops tracing and drops what was kept. Calling it again starts afresh.
+ * TILEOPS_ERR_UNSUPPORTED when the session has no rings. Any thread.
+ */
+tileops_status tileops_trace_start(tileops_client *c, size_t capacity);
+
+/*
+ * Move up to `max` kept traces, oldest first, into out; *n gets how many.
+ * Traces appear once their completion has been read (by a wait, a sync, or
+ * the library making room). Any thread.
+ */
+tileops_status tileops_trace_read(tileops_client *c, tileops_trace *out, size_t max, size_t *n);
 
 /* ---- plans ------------------------------------------------------------ */
 

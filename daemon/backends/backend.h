@@ -6,10 +6,17 @@
  * Threading: every function except backend_open/backend_close is called on
  * an executor thread (executor.c); there may be several, each with its own
  * sessions and streams, so what a backend keeps per launch (timing events,
- * a capture in progress, a staging buffer) is per thread.
+ * a capture in progress, a staging buffer) is per thread. The timing
+ * callback runs on the executor thread that launched the op, never on a
+ * thread of the backend's own. A backend may run work on threads of its
+ * own (the CPU backend's pool of device threads, the CUDA backend's
+ * release thread); they call into nothing of the executor's but the
+ * thread_waker callback.
  *
- * A "stream" orders one session's work. Calls that take one may return
- * before the work is done on the device (launch, free); backend sync waits.
+ * A "stream" orders one session's work. On both backends launch, write,
+ * read, free and graph_launch queue work on the stream and return before
+ * it has run; a fence after it tells when it has, and sync waits for it.
+ * Work on different streams may run at once.
  * Errors: functions return a tileops_status and write a message.
  */
 #ifndef TILEOPSD_BACKEND_H
@@ -36,9 +43,16 @@ typedef struct backend_ceilings {
 } backend_ceilings;
 
 typedef struct backend_ops {
-	/* Called on each executor thread when it starts and before it exits. */
+	/* Called on each executor thread when it starts and before it exits;
+	 * thread_fini waits for the work the thread queued. */
 	tileops_status (*thread_init)(backend *be, char *err, size_t errlen);
 	void (*thread_fini)(backend *be);
+	/* How to wake the calling executor thread: a backend that finishes work
+	 * on threads of its own (CPU) calls wake(arg), from any thread, each
+	 * time work this thread queued has run, so the thread may sleep while
+	 * it waits for fences and timings rather than poll them. NULL where
+	 * the executor polls the device (CUDA). */
+	void (*thread_waker)(backend *be, void (*wake)(void *arg), void *arg);
 	void (*destroy)(backend *be);
 	tileops_status (*stream_create)(backend *be, void **stream, char *err, size_t errlen);
 	void (*stream_destroy)(backend *be, void *stream);
@@ -58,21 +72,30 @@ typedef struct backend_ops {
 	                        size_t len, char *err, size_t errlen);
 	tileops_status (*read)(backend *be, void *stream, const void *src, const arena *a,
 	                       size_t aoff, size_t len, char *err, size_t errlen);
-	/* Run (CPU) or enqueue (CUDA) one kernel. When `timed`, its time is
-	 * reported through be->timing_cb with `slot` and `arg`: at once by the
-	 * CPU backend, by the CUDA backend from collect_timings once the device
-	 * has finished (two events around the launch: timing costs launch
-	 * throughput, so the executor times a sample of ops). */
+	/* Queue one kernel; `call` is copied (the tensor memory it points at
+	 * is freed only in stream order). When `timed`, its time is reported
+	 * through be->timing_cb with `slot` and `arg`, on this thread, from
+	 * collect_timings (or a fence_query) once the kernel has run (CUDA: two
+	 * events around the launch, and timing costs launch throughput, so the
+	 * executor times a sample of ops; CPU: every op, and the time of a
+	 * kernel that failed is reported too). */
 	tileops_status (*launch)(backend *be, void *stream, const tk_kernel_entry *k,
 	                         const tk_call *call, int timed, int slot, void *arg, char *err,
 	                         size_t errlen);
 	tileops_status (*sync)(backend *be, void *stream, char *err, size_t errlen);
 	/* A marker after the work queued on the stream so far. fence_query:
 	 * TILEOPS_IN_PROGRESS until that work is done, then its status (a device
-	 * fault is TILEOPS_ERR_BACKEND). fence_free releases it. */
+	 * fault is TILEOPS_ERR_BACKEND, at once, from every fence). fence_free
+	 * releases it; a fence may outlive its stream. */
 	tileops_status (*fence_create)(backend *be, void *stream, void **fence, char *err,
 	                               size_t errlen);
 	tileops_status (*fence_query)(backend *be, void *fence, char *err, size_t errlen);
+	/* The executor passed the failure a fence reported on to its client.
+	 * On the CPU a kernel fails after its launch returned, so its failure
+	 * stays on the stream, and every fence after it reports it, until one
+	 * of them has been answered; on a GPU such a launch fails at once and
+	 * a failure on the device loses it (NULL). */
+	void (*fence_answered)(backend *be, void *fence);
 	void (*fence_free)(backend *be, void *fence);
 	/* Plans. After capture_begin, launches on `stream` are recorded, not
 	 * run, and not timed. capture_end turns them into a replayable graph:
@@ -92,7 +115,7 @@ typedef struct backend_ops {
 	tileops_status (*ipc_import)(backend *be, const unsigned char handle[64], void **ptr,
 	                             char *err, size_t errlen);
 	void (*ipc_close)(backend *be, void *ptr);
-	/* Report finished device timings through be->timing_cb (CUDA); may be NULL. */
+	/* Report this thread's finished timings through be->timing_cb. */
 	void (*collect_timings)(backend *be);
 	/* The ceilings; called once at start, on the loop thread (it may take
 	 * tens of milliseconds to measure). NULL: none known. */

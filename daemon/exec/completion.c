@@ -17,14 +17,21 @@ void completion_hand_back(executor *ex, job *j)
 void completion_post(executor *ex, session *s, uint64_t tag, tileops_status st, double gpu_us,
                      const char *msg)
 {
-	if (ring_post(&s->ring, &s->arena, tag, (int)st, gpu_us, msg) == 0)
+	completion_post_trace(ex, s, tag, st, gpu_us, msg, NULL);
+}
+
+void completion_post_trace(executor *ex, session *s, uint64_t tag, tileops_status st, double gpu_us,
+                           const char *msg, const tileops_ring_trace *trace)
+{
+	if (ring_post_trace(&s->ring, &s->arena, tag, (int)st, gpu_us, msg, trace) == 0)
 		stats_count_request(ex->cfg.st, st != TILEOPS_OK);
 }
 
 void completion_post_op(executor *ex, session *s, int slot, uint64_t tag, tileops_status st,
-                        double gpu_us, const char *msg, double received_us)
+                        double gpu_us, const char *msg, double received_us,
+                        const tileops_ring_trace *trace)
 {
-	if (ring_post(&s->ring, &s->arena, tag, (int)st, gpu_us, msg) != 0)
+	if (ring_post_trace(&s->ring, &s->arena, tag, (int)st, gpu_us, msg, trace) != 0)
 		return;
 	stats_count_request(ex->cfg.st, st != TILEOPS_OK);
 	worker *w = exec_worker;
@@ -52,7 +59,19 @@ void completion_latency_published(worker *w, session *s)
 	w->n_lat_owed = 0;
 }
 
+static void defer(worker *w, session *s, job *j, uint64_t tag, const tileops_ring_trace *trace);
+
 void completion_defer(worker *w, session *s, job *j, uint64_t tag)
+{
+	defer(w, s, j, tag, NULL);
+}
+
+void completion_defer_trace(worker *w, session *s, uint64_t tag, const tileops_ring_trace *trace)
+{
+	defer(w, s, NULL, tag, trace);
+}
+
+static void defer(worker *w, session *s, job *j, uint64_t tag, const tileops_ring_trace *trace)
 {
 	executor *ex = w->ex;
 	char msg[256];
@@ -77,6 +96,11 @@ void completion_defer(worker *w, session *s, job *j, uint64_t tag)
 	p->fence = fence;
 	p->job = j;
 	p->tag = tag;
+	if (trace) {
+		p->trace = *trace;
+		p->trace.launched_ns = ring_now_ns();
+		p->traced = 1;
+	}
 	if (!j) {
 		p->s = s;
 		session_ref(s);
@@ -104,6 +128,8 @@ int completion_poll(worker *w)
 			continue;
 		}
 		*pp = p->next;
+		if (st != TILEOPS_OK && ex->be->ops->fence_answered)
+			ex->be->ops->fence_answered(ex->be, p->fence);
 		ex->be->ops->fence_free(ex->be, p->fence);
 		if (p->job) {
 			if (st != TILEOPS_OK && p->job->status == TILEOPS_OK) {
@@ -112,7 +138,8 @@ int completion_poll(worker *w)
 			}
 			completion_hand_back(ex, p->job);
 		} else {
-			completion_post(ex, p->s, p->tag, st, -1.0, msg);
+			completion_post_trace(ex, p->s, p->tag, st, -1.0, msg,
+			                      p->traced ? &p->trace : NULL);
 			session_unref(p->s);
 		}
 		free(p);
@@ -130,7 +157,8 @@ void completion_timed(void *ctx, int slot, void *arg, double us)
 		return;
 	if (exec_worker)
 		exec_worker->timed_owed--;
-	completion_post_op(ex, t->s, slot, t->tag, TILEOPS_OK, us, "", t->received_us);
+	completion_post_op(ex, t->s, slot, t->tag, TILEOPS_OK, us, "", t->received_us,
+	                   t->traced ? &t->trace : NULL);
 	session_unref(t->s);
 	free(t);
 }

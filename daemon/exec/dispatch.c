@@ -50,7 +50,8 @@ static tileops_status run_op(executor *ex, session *s, const op_desc *d, const t
  * not NULL; `hash` its hash) remembers once it checks out.
  */
 static void sqe_op(worker *w, session *s, const tileops_sqe *e, const op_desc *d,
-                   const prepared_op *hit, const tileops_sqe *key, uint64_t hash)
+                   const prepared_op *hit, const tileops_sqe *key, uint64_t hash,
+                   tileops_ring_trace *trace)
 {
 	executor *ex = w->ex;
 	char err[256] = "";
@@ -65,8 +66,14 @@ static void sqe_op(worker *w, session *s, const tileops_sqe *e, const op_desc *d
 	int slot = hit ? hit->slot : -1;
 	tileops_status st = hit ? launch_prepared(ex, s, hit, TILEOPS_OK, t, err, sizeof(err))
 	                        : run_op(ex, s, d, key, hash, t, &slot, err, sizeof(err));
+	if (trace)
+		trace->launched_ns = ring_now_ns();
+	if (t && trace) {
+		t->trace = *trace;
+		t->traced = 1;
+	}
 	if (st != TILEOPS_OK || !t)
-		completion_post_op(ex, s, slot, e->tag, st, -1.0, err, w->entry_us);
+		completion_post_op(ex, s, slot, e->tag, st, -1.0, err, w->entry_us, trace);
 	if (st != TILEOPS_OK && t) {
 		w->timed_owed--;
 		session_unref(s);
@@ -74,8 +81,19 @@ static void sqe_op(worker *w, session *s, const tileops_sqe *e, const op_desc *d
 	}
 }
 
+/* A plan run, and its completion. */
+static void sqe_plan_run(executor *ex, session *s, const tileops_sqe *e, const plan_run_desc *r,
+                         tileops_ring_trace *trace)
+{
+	char err[256] = "";
+	tileops_status st = plan_run(ex, s, r, err, sizeof(err));
+	if (trace)
+		trace->launched_ns = ring_now_ns();
+	completion_post_trace(ex, s, e->tag, st, -1.0, err, trace);
+}
+
 /* A packed tileops.Request (TILEOPS_SQE_REQUEST). */
-static void sqe_request(worker *w, session *s, const tileops_sqe *e)
+static void sqe_request(worker *w, session *s, const tileops_sqe *e, tileops_ring_trace *trace)
 {
 	executor *ex = w->ex;
 	char err[256] = "";
@@ -84,12 +102,11 @@ static void sqe_request(worker *w, session *s, const tileops_sqe *e)
 	if (st != TILEOPS_OK) {
 		completion_post(ex, s, e->tag, st, -1.0, err);
 	} else if (r.kind == REQ_OP_RUN) {
-		sqe_op(w, s, e, &r.u.op, NULL, NULL, 0);
+		sqe_op(w, s, e, &r.u.op, NULL, NULL, 0, trace);
 	} else if (r.kind == REQ_PLAN_RUN) {
-		st = plan_run(ex, s, &r.u.run, err, sizeof(err));
-		completion_post(ex, s, e->tag, st, -1.0, err);
+		sqe_plan_run(ex, s, e, &r.u.run, trace);
 	} else {
-		completion_defer(w, s, NULL, e->tag); /* a sync */
+		completion_defer_trace(w, s, e->tag, trace); /* a sync */
 	}
 	request_clear(&r);
 }
@@ -105,30 +122,46 @@ void dispatch_sqe(worker *w, session *s, const tileops_sqe *e)
 		completion_post(ex, s, e->tag, TILEOPS_ERR_PROTOCOL, -1.0, err);
 		return;
 	}
+	if (e->flags & ~TILEOPS_SQE_F_KNOWN) {
+		snprintf(err, sizeof(err),
+		         "ring entry: flags 0x%x include bits this daemon does not know (0x%x)",
+		         e->flags, e->flags & ~TILEOPS_SQE_F_KNOWN);
+		completion_post(ex, s, e->tag, TILEOPS_ERR_PROTOCOL, -1.0, err);
+		return;
+	}
+	/* Profiling (TILEOPS_SQE_F_TRACE): when the entry was taken, launched
+	 * and posted; entries without the flag read no clock here. */
+	tileops_ring_trace trace_buf, *trace = NULL;
+	if (e->flags & TILEOPS_SQE_F_TRACE) {
+		trace_buf = (tileops_ring_trace){ .taken_ns = ring_now_ns(),
+			                          .executor = (uint32_t)w->index };
+		trace = &trace_buf;
+	}
 	switch (e->kind) {
 	case TILEOPS_SQE_REQUEST:
-		sqe_request(w, s, e);
+		sqe_request(w, s, e, trace);
 		return;
 	case TILEOPS_SQE_OP: {
 		uint64_t hash;
 		const prepared_op *hit = opcache_find(s, e, ex->mf_gen, &hash);
 		if (hit) {
 			executor_count_reuse(w);
-			sqe_op(w, s, e, NULL, hit, NULL, 0);
+			sqe_op(w, s, e, NULL, hit, NULL, 0, trace);
 			return;
 		}
 		op_desc d;
 		if ((st = wire_decode_sqe_op(e, &d, err, sizeof(err))) == TILEOPS_OK)
-			sqe_op(w, s, e, &d, NULL, e, hash);
+			sqe_op(w, s, e, &d, NULL, e, hash, trace);
 		else
-			completion_post_op(ex, s, -1, e->tag, st, -1.0, err, w->entry_us);
+			completion_post_op(ex, s, -1, e->tag, st, -1.0, err, w->entry_us, trace);
 		return;
 	}
 	case TILEOPS_SQE_PLAN_RUN: {
 		plan_run_desc r;
 		if ((st = wire_decode_sqe_plan_run(e, &r, err, sizeof(err))) == TILEOPS_OK)
-			st = plan_run(ex, s, &r, err, sizeof(err));
-		completion_post(ex, s, e->tag, st, -1.0, err);
+			sqe_plan_run(ex, s, e, &r, trace);
+		else
+			completion_post(ex, s, e->tag, st, -1.0, err);
 		return;
 	}
 	default:

@@ -270,7 +270,24 @@ static void set_sleeping(worker *w, uint32_t v)
 }
 
 /*
- * Sleep until a job is queued or a client rings. Flags first, then a last
+ * Answer what is owed and can be now: the backend may have finished it
+ * after the pass looked, and woke nobody, since the thread was not asleep
+ * yet. 1 when anything was answered.
+ */
+static int owed_progress(worker *w)
+{
+	executor *ex = w->ex;
+	int owed = w->timed_owed, done = 0;
+	if (ex->be->ops->collect_timings)
+		ex->be->ops->collect_timings(ex->be);
+	if (w->pend)
+		done = completion_poll(w);
+	return done || w->timed_owed != owed;
+}
+
+/*
+ * Sleep until a job is queued or a client rings (or, with a backend that
+ * wakes the thread, until work it owes completions for has run). Flags first, then a last
  * look at every queue, then the wait: a submitter that published before the
  * look is seen by it, and one after it sees the flag and rings the bell.
  */
@@ -297,6 +314,8 @@ static void worker_sleep(worker *w)
 	int busy = !queue_empty(w);
 	for (session *s = w->rings; s && !busy; s = s->ring_next)
 		busy = ring_available(&s->ring, &s->arena) > 0;
+	if (!busy && (w->pend || w->timed_owed > 0))
+		busy = owed_progress(w);
 	if (!busy) {
 		count(&w->ex->pace[w->index].sleeps);
 		/* The timeout bounds what a client that clears its flag or breaks its
@@ -355,13 +374,17 @@ static int worker_pass(worker *w, int *stopping)
 		ex->be->ops->collect_timings(ex->be);
 		w->next_collect_us = now + COLLECT_EVERY_US;
 	}
-	if (w->pend && now >= w->next_fence_us) {
+	/* A lost device fails every fence at once: answer them before the loop
+	 * hears of the loss and stops (a device thread may lose it between
+	 * passes, unlike a GPU, whose loss is seen at a fence). */
+	int lost = backend_lost(ex->be, NULL, 0);
+	if (w->pend && (now >= w->next_fence_us || lost)) {
 		worked |= completion_poll(w);
 		w->next_fence_us = now + FENCE_EVERY_US;
 	}
 	pthread_rwlock_unlock(&ex->mf_lock);
-	if (backend_lost(ex->be, NULL, 0) &&
-	    !__atomic_exchange_n(&ex->lost_reported, 1, __ATOMIC_ACQ_REL) && ex->cfg.device_lost)
+	if (lost && !__atomic_exchange_n(&ex->lost_reported, 1, __ATOMIC_ACQ_REL) &&
+	    ex->cfg.device_lost)
 		ex->cfg.device_lost(ex->cfg.ctx);
 	/* One wake-up per client per pass, for all the completions it got. */
 	for (session *s = w->rings; s; s = s->ring_next)
@@ -370,6 +393,14 @@ static int worker_pass(worker *w, int *stopping)
 }
 
 _Thread_local worker *exec_worker;
+
+static void wake(worker *w);
+
+/* The backend's wake-up for a thread waiting for its work (any thread). */
+static void wake_cb(void *arg)
+{
+	wake(arg);
+}
 
 static void *worker_main(void *arg)
 {
@@ -407,6 +438,10 @@ static void *worker_main(void *arg)
 		return NULL;
 	w->lat_owed = calloc((size_t)ex->cfg.ring_batch, sizeof(*w->lat_owed));
 	w->cap_lat_owed = w->lat_owed ? ex->cfg.ring_batch : 0;
+	if (ex->be->ops->thread_waker) {
+		ex->be->ops->thread_waker(ex->be, wake_cb, w);
+		w->backend_wakes = 1;
+	}
 	double last_work = clock_now_us();
 	__atomic_store(&ex->pace[w->index].alive_us, &last_work, __ATOMIC_RELAXED);
 	for (;;) {
@@ -432,8 +467,11 @@ static void *worker_main(void *arg)
 		int owed = w->pend || w->timed_owed > 0 || w->holding > 0;
 		if (stopping && !owed)
 			break;
-		/* Completions owed are polled; otherwise spin a little, then sleep. */
-		if (owed || now - last_work < (double)ex->cfg.spin_us)
+		/* Completions owed are polled, unless the backend wakes the thread
+		 * when its work has run (held sessions' fences are polled
+		 * always); otherwise spin a little, then sleep. */
+		int poll = owed && (!w->backend_wakes || w->holding > 0);
+		if (poll || now - last_work < (double)ex->cfg.spin_us)
 			continue;
 		worker_sleep(w);
 		last_work = clock_now_us();

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define HDR(field) offsetof(tileops_ring_header, field)
@@ -145,7 +146,20 @@ int ring_take(ring *r, const arena *a, tileops_sqe *out)
 	return 0;
 }
 
+uint64_t ring_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 int ring_post(ring *r, const arena *a, uint64_t tag, int status, double gpu_us, const char *message)
+{
+	return ring_post_trace(r, a, tag, status, gpu_us, message, NULL);
+}
+
+int ring_post_trace(ring *r, const arena *a, uint64_t tag, int status, double gpu_us,
+                    const char *message, const tileops_ring_trace *trace)
 {
 	if (r->promised)
 		r->promised--;
@@ -162,6 +176,13 @@ int ring_post(ring *r, const arena *a, uint64_t tag, int status, double gpu_us, 
 		n = sizeof(c.message) - 1;
 	memcpy(c.message, message ? message : "", n);
 	c.message[n] = '\0';
+	if (trace && status == 0) {
+		tileops_ring_trace t = *trace;
+		t.posted_ns = ring_now_ns();
+		c.flags |= TILEOPS_CQE_F_TRACE;
+		memcpy(c.message, &t, sizeof(t));
+		n = sizeof(t) - 1; /* the copy below takes n + 1 bytes */
+	}
 	size_t off = r->cq_off + (size_t)(r->cq_tail & (r->entries - 1)) * TILEOPS_CQE_BYTES;
 	if (arena_copy_out(a, off, &c, offsetof(tileops_cqe, message) + n + 1) != 0) {
 		ring_break(r, "the arena no longer backs the completion ring");

@@ -59,6 +59,10 @@ int ring_take(ring *r, const arena *a, tileops_sqe *out);
  */
 int ring_post(ring *r, const arena *a, uint64_t tag, int status, double gpu_us,
               const char *message);
+/* ring_post with a trace (TILEOPS_SQE_F_TRACE; NULL for none): on success
+ * the completion carries it, its posted_ns stamped here. */
+int ring_post_trace(ring *r, const arena *a, uint64_t tag, int status, double gpu_us,
+                    const char *message, const tileops_ring_trace *trace);
 
 /*
  * Between ring_hold and ring_publish, completions are written but cq_tail
@@ -77,6 +81,9 @@ int ring_set_sleeping(ring *r, const arena *a, uint32_t v);
 
 /* Address of the sq_bell futex word and its current value; -1 if broken. */
 int ring_bell(ring *r, const arena *a, uint32_t **addr, uint32_t *val);
+
+/* CLOCK_MONOTONIC in nanoseconds, the clock of ring traces. */
+uint64_t ring_now_ns(void);
 
 /* Mark the ring broken with a reason (first reason wins). */
 void ring_break(ring *r, const char *why);

@@ -17,8 +17,8 @@
  * it does not preempt blocks already running). It gets the normal priority
  * back when its queue has drained below a quarter of the limit.
  *
- * The CPU backend's work is done when its launch returns: fences pass at
- * once and nothing is held. Executor thread of the session only.
+ * The CPU backend queues work as a GPU does, at its own rates, so the same
+ * holds there. Executor thread of the session only.
  */
 #ifndef TILEOPSD_SHARE_H
 #define TILEOPSD_SHARE_H

@@ -19,6 +19,8 @@ typedef struct pending {
 	job *job;   /* answer this job, or ... */
 	session *s; /* ... post a CQE with this tag (holds a reference) */
 	uint64_t tag;
+	int traced; /* the entry asked for a trace (TILEOPS_SQE_F_TRACE) */
+	tileops_ring_trace trace;
 } pending;
 
 /* A ring op whose completion waits for its device time. */
@@ -26,6 +28,8 @@ typedef struct timed_cqe {
 	session *s; /* holds a reference */
 	uint64_t tag;
 	double received_us; /* when its ring entry was taken (for the latency stats) */
+	int traced;
+	tileops_ring_trace trace;
 } timed_cqe;
 
 /* A ring op's answer written during a batch (ring_hold) and not yet
@@ -66,9 +70,10 @@ typedef struct worker {
 	/* Asking the device whether events passed takes the driver's context
 	 * lock, which every thread's launches need too: ask at most this often. */
 	double next_collect_us, next_fence_us;
-	int timed_owed;  /* ring completions waiting for their device time */
-	double entry_us; /* when the ring entry being run was taken (the latency's start) */
-	int holding;     /* sessions its last pass held (share.h): their fences are polled */
+	int timed_owed;    /* ring completions waiting for their device time */
+	double entry_us;   /* when the ring entry being run was taken (the latency's start) */
+	int holding;       /* sessions its last pass held (share.h): their fences are polled */
+	int backend_wakes; /* the backend wakes it when its work has run (thread_waker) */
 
 	/* The loop thread only: sessions given to this thread and not reaped. */
 	int n_sessions;

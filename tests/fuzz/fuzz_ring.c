@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	tileops_sqe e;
 	memset(&e, 0, sizeof(e));
 	memcpy(&e, data, size < sizeof(e) ? size : sizeof(e));
-	if (e.length > sizeof(e.payload))
+	if (e.length > sizeof(e.payload) || (e.flags & ~TILEOPS_SQE_F_KNOWN))
 		return 0; /* the executor refuses it before decoding */
 	char err[512];
 	if (e.kind == TILEOPS_SQE_OP) {

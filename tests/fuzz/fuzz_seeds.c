@@ -168,6 +168,7 @@ int main(int argc, char **argv)
 		tileops_sqe e;
 		memset(&e, 0, sizeof(e));
 		e.kind = TILEOPS_SQE_PLAN_RUN;
+		e.flags = TILEOPS_SQE_F_TRACE;
 		tileops_sqe_plan_run head = { .plan = 9, .size = 2, .n_bindings = 1 };
 		tileops_sqe_binding bind = { 1, 5 };
 		memcpy(e.payload, &head, sizeof(head));
@@ -179,6 +180,7 @@ int main(int argc, char **argv)
 		tileops_sqe e;
 		memset(&e, 0, sizeof(e));
 		e.kind = TILEOPS_SQE_REQUEST;
+		e.flags = TILEOPS_SQE_F_TIMING | TILEOPS_SQE_F_TRACE;
 		r.body_case = TILEOPS__REQUEST__BODY_OP_RUN;
 		r.op_run = &o[0];
 		e.length = (uint32_t)tileops__request__get_packed_size(&r);

@@ -1099,3 +1099,59 @@ Test(rings, executor_cpus_pin_the_threads_and_the_stats_time_their_ops,
 	cr_expect_gt(launch_us, 0, "no time was counted in launch calls");
 	daemon2_stop(&pinned);
 }
+
+/* One entry with `flags`, published as hostile_push does; returns its tag. */
+static uint64_t hostile_push_flags(struct hostile *x, uint32_t flags, const void *payload,
+                                   size_t len)
+{
+	tileops_sqe *e = &x->sq[x->sq_tail % HOSTILE_ENTRIES];
+
+	memset(e, 0, sizeof(*e));
+	e->tag = x->next_tag++;
+	e->kind = TILEOPS_SQE_REQUEST;
+	e->flags = flags;
+	e->length = (uint32_t)len;
+	memcpy(e->payload, payload, len);
+	x->sq_tail++;
+	__atomic_store_n(&x->h->sq_tail, x->sq_tail, __ATOMIC_RELEASE);
+	hostile_bell(x);
+	return e->tag;
+}
+
+Test(rings, unknown_flags_are_refused_and_a_trace_comes_in_the_completion)
+{
+	struct hostile x;
+	size_t len;
+	uint8_t *good;
+	tileops_cqe e;
+	tileops_ring_trace t;
+
+	hostile_open(&x);
+	good = pack_op(x.handle, x.handle, x.handle, &len);
+	cr_assert(hostile_completion(&x, hostile_push_flags(&x, 0x80, good, len), &e),
+	          "no completion for an entry with an unknown flag");
+	e.message[sizeof(e.message) - 1] = '\0';
+	cr_assert_eq(e.status, TILEOPS_ERR_PROTOCOL, "flags 0x80: status %d (%s)", e.status,
+	             e.message);
+	cr_assert(strstr(e.message, "flags") != NULL, "the refusal does not name the flags: %s",
+	          e.message);
+
+	/* Without the trace flag a completion is as it always was. */
+	cr_assert(hostile_completion(&x, hostile_push_flags(&x, 0, good, len), &e));
+	cr_assert_eq(e.status, 0, "%s", e.message);
+	cr_assert_eq(e.flags & TILEOPS_CQE_F_TRACE, 0u, "an untraced completion carries a trace");
+	cr_assert_eq(e.message[0], '\0', "an untraced success has a message");
+
+	cr_assert(
+	        hostile_completion(&x, hostile_push_flags(&x, TILEOPS_SQE_F_TRACE, good, len), &e));
+	cr_assert_eq(e.status, 0);
+	cr_assert(e.flags & TILEOPS_CQE_F_TRACE, "a traced completion has no trace flag");
+	memcpy(&t, e.message, sizeof(t));
+	cr_assert(t.taken_ns > 0 && t.taken_ns <= t.launched_ns && t.launched_ns <= t.posted_ns,
+	          "trace stamps out of order: %llu %llu %llu", (unsigned long long)t.taken_ns,
+	          (unsigned long long)t.launched_ns, (unsigned long long)t.posted_ns);
+	cr_assert_eq(t.reserved, 0u);
+	free(good);
+	th_raw_close(&x.raw);
+	expect_daemon_serving();
+}

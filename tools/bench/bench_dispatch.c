@@ -37,6 +37,12 @@
  * sync before it reads back, frees and closes (diagnostics: what the
  * processes that finish first do to the others).
  *
+ * --api MODE --procs P [--ops N] [--window W] [--plan-ops K] [--trace]:
+ * the rows of a serving engine's calls (pipelined op_run, op_run + sync
+ * each, windowed submit, plan replay per step), P processes at once, with
+ * latency percentiles and, with --trace, where each request's time went
+ * (bench_api.c).
+ *
  * Every measurement is one JSON line (to --json FILE, appended, else
  * stdout); a markdown table of all of them ends the output. Exit status 0
  * only when every op succeeded and every result checked out.
@@ -49,6 +55,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_api.h"
 #include "bench_client.h"
 #include "bench_common.h"
 #include "tileops.h"
@@ -62,6 +69,7 @@ struct options {
 	const char *address, *json;
 	long n, reps, kernels, ns, blocks, reap, linger_ms;
 	int procs, progress;
+	bench_api_options api; /* --api MODE: its mode is set */
 };
 
 /* ---- a window of outstanding completions ---------------------------------- */
@@ -463,6 +471,9 @@ static void usage(FILE *f)
 	           "       " PROG " --procs P [--kernels K] [--ns NS] [--blocks B] [--reap C]\n"
 	           "                [--progress] [--linger-ms MS]\n"
 	           "                [--address ADDR] [--json FILE]\n"
+	           "       " PROG " --api pipelined|sync|windowed|plan --procs P [--ops N]\n"
+	           "                [--window W] [--plan-ops K] [--ns NS] [--blocks B] [--trace]\n"
+	           "                [--address ADDR] [--json FILE]\n"
 	           "Dispatch figures through tileopsd (see docs/perf.md).\n");
 }
 
@@ -480,6 +491,11 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "reap", required_argument, NULL, 'R' },
 		{ "progress", no_argument, NULL, 'g' },
 		{ "linger-ms", required_argument, NULL, 'L' },
+		{ "api", required_argument, NULL, 'A' },
+		{ "ops", required_argument, NULL, 'O' },
+		{ "window", required_argument, NULL, 'W' },
+		{ "plan-ops", required_argument, NULL, 'K' },
+		{ "trace", no_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -523,6 +539,22 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case 'L':
 			bad = bench_parse_long(optarg, 0, 60000, &o->linger_ms);
 			break;
+		case 'A':
+			o->api.mode = optarg;
+			bad = !bench_api_mode_ok(optarg);
+			break;
+		case 'O':
+			bad = bench_parse_long(optarg, 1, 10000000, &o->api.ops);
+			break;
+		case 'W':
+			bad = bench_parse_long(optarg, 1, 256, &o->api.window);
+			break;
+		case 'K':
+			bad = bench_parse_long(optarg, 1, 256, &o->api.plan_ops);
+			break;
+		case 'T':
+			o->api.trace = 1;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -545,9 +577,13 @@ static int parse_args(int argc, char **argv, struct options *o)
 
 int main(int argc, char **argv)
 {
-	struct options o = {
-		.n = 20000, .reps = 2000, .kernels = 2000, .ns = 5000, .blocks = 4, .reap = 1
-	};
+	struct options o = { .n = 20000,
+		             .reps = 2000,
+		             .kernels = 2000,
+		             .ns = 5000,
+		             .blocks = 4,
+		             .reap = 1,
+		             .api = { .ops = 2000, .window = 128, .plan_ops = 8 } };
 	char title[64];
 	int rc;
 
@@ -559,7 +595,15 @@ int main(int argc, char **argv)
 	bench_report_backend("unknown");
 	signal(SIGPIPE, SIG_IGN);
 	srand(12345);
-	rc = o.procs > 0 ? run_procs(&o) : run_single(&o);
+	if (o.api.mode) {
+		o.api.address = o.address;
+		o.api.procs = o.procs > 0 ? o.procs : 1;
+		o.api.ns = o.ns;
+		o.api.blocks = o.blocks;
+		rc = bench_api_run(&o.api);
+	} else {
+		rc = o.procs > 0 ? run_procs(&o) : run_single(&o);
+	}
 	snprintf(title, sizeof(title), "measurement (tileopsd, %s)", bench_report_backend_name());
 	bench_report_table(title);
 	bench_report_close();
