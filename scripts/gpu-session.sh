@@ -5,7 +5,7 @@
 # the summary and the tables are also copied to $OUT (the device tool brings
 # back at most eight files). STEPS picks a subset:
 #   fairness ktests tests bench dispatch layer torch tune gemm membound decode
-#   prefill scaling ncu
+#   prefill scaling ncu llama
 set -u
 root=$PWD
 # The packed binaries (scripts/gpu-pack.sh): TILEOPS_PACK, else .carry/.
@@ -107,6 +107,10 @@ has gemm && bench_step gemm bench-gemm.sh "${LIMIT_GEMM:-300}"
 has decode && bench_step decode bench-decode.sh "${LIMIT_DECODE:-200}"
 has prefill && bench_step prefill bench-prefill.sh "${LIMIT_PREFILL:-300}"
 has membound && bench_step membound bench-membound.sh "${LIMIT_MEMBOUND:-300}"
+# llama: Llama 3.1 8B end to end through tileopsd against PyTorch
+# (scripts/bench-llama.sh); its runs are bounded by STEP_LIMIT and
+# TORCH_LIMIT inside, the whole step by LIMIT_LLAMA.
+has llama && bench_step llama bench-llama.sh "${LIMIT_LLAMA:-580}"
 # scaling: the many-process dispatch rate under each daemon configuration
 # of $CONFIGS (scripts/dispatch-scaling.sh).
 if has scaling; then

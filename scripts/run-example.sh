@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # run-example.sh - install what is missing, build, start tileopsd (the GPU
 # when there is one, else the CPU backend) on a private socket, run the
-# example client tileops-example-mlp against it, stop the daemon with
-# SIGTERM, and exit with the example's status.
+# example clients against it (tileops-example-mlp, then the tiny Llama model
+# of tileops-example-llama), stop the daemon with SIGTERM, and exit with the
+# first failing example's status (0 when both pass).
 #
 # Environment: TILEOPS_BUILD (default build) names the build folder.
 set -euo pipefail
@@ -11,11 +12,12 @@ cd "$(dirname "$0")/.."
 build=${TILEOPS_BUILD:-build}
 
 ./scripts/deps.sh
-TILEOPS_TARGETS="tileopsd tileops-example-mlp" ./scripts/build.sh "$build"
+TILEOPS_TARGETS="tileopsd tileops-example-mlp tileops-example-llama" ./scripts/build.sh "$build"
 
 daemon=$build/daemon/tileopsd
 example=$build/client/tileops-example-mlp
-for f in "$daemon" "$example"; do
+llama=$build/client/tileops-example-llama
+for f in "$daemon" "$example" "$llama"; do
 	[ -x "$f" ] || { echo "run-example.sh: $f was not built" >&2; exit 1; }
 done
 
@@ -58,6 +60,9 @@ grep -m1 -i 'backend' "$log" || true
 
 status=0
 TILEOPS_ADDRESS="ipc://$rundir/tileopsd.sock" "$example" || status=$?
+if [ "$status" -eq 0 ]; then
+	TILEOPS_ADDRESS="ipc://$rundir/tileopsd.sock" "$llama" --tiny || status=$?
+fi
 
 kill -TERM "$pid"
 daemon_status=0

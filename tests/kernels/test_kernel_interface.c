@@ -162,10 +162,12 @@ Test(table, lists_every_op_with_its_arity_and_params_in_order)
 	static const char *const clamp[] = { "min_value", "max_value", NULL };
 	static const char *const attn[] = { "causal", "scale", NULL };
 	static const char *const scale[] = { "scale", NULL };
+	static const char *const sample[] = { "temperature", "top_k",  "top_p", "min_p",
+		                              "seed",        "offset", NULL };
 	size_t n = 0;
 
 	tk_kernels(&n);
-	cr_expect_eq(n, 56);
+	cr_expect_eq(n, 59);
 	expect_entry("add", 2, 1, none);
 	expect_entry("pow", 2, 1, none);
 	expect_entry("exp", 1, 1, none);
@@ -190,6 +192,9 @@ Test(table, lists_every_op_with_its_arity_and_params_in_order)
 	expect_entry("attention_decode", 4, 1, scale);
 	expect_entry("attention_decode_paged", 5, 1, scale);
 	expect_entry("kv_cache_append", 5, 0, none);
+	expect_entry("embedding", 2, 1, none);
+	expect_entry("gather_rows", 2, 1, none);
+	expect_entry("sample", 7, 1, sample);
 	cr_expect_eq(tk_kernel_find("gemm")->workspace, TK_WORKSPACE_BYTES,
 	             "gemm can use workspace for split-K");
 	cr_expect_eq(tk_kernel_find("add")->workspace, 0);

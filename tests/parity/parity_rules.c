@@ -363,6 +363,10 @@ static const parity_rule rules[] = {
 	  .hi = 1.0,
 	  .tol = tol_attention },
 	{ .op = "kv_cache_append", .exact = 1 },
+	/* indexing: copies; sampling: tokens, the same on both backends by design */
+	{ .op = "embedding", .exact = 1 },
+	{ .op = "gather_rows", .exact = 1 },
+	{ .op = "sample", .exact = 1 },
 };
 
 const parity_rule *parity_rule_of(const char *op)

@@ -412,6 +412,57 @@ static int fill_input_scale(job *j)
 	return 1;
 }
 
+/*
+ * Row indices into the op's first input (embedding's table, gather_rows's
+ * x): random rows; varied, every 8th is out of range (-1, or one past the
+ * end), whose output row must be zeros.
+ */
+static int fill_row_index(job *j)
+{
+	const tk_tensor *src = &j->c->t[0];
+	int64_t rows = dim(src, 0), n = tk_numel(j->t);
+
+	if (j->fill == WORKLOAD_FILL_ROOFLINE) {
+		for (int64_t e = 0; e < n; e++)
+			put_int(j->t, e, rows > 0 ? (e * 7919) % rows : -1);
+		say(j->how, j->howlen, "rows spread over %lld", (long long)rows);
+		return 1;
+	}
+	for (int64_t e = 0; e < n; e++) {
+		int64_t v = rand_below(j->rng, rows);
+		if (e % 8 == 3 || rows == 0)
+			v = e % 16 == 3 ? -1 : rows;
+		put_int(j->t, e, v);
+	}
+	say(j->how, j->howlen, "random rows of %lld, every 8th out of range (-1 or %lld)",
+	    (long long)rows, (long long)rows);
+	return 1;
+}
+
+/* sample's per-row settings: values that exercise each filter, some rows off. */
+static int fill_sample_setting(job *j)
+{
+	int64_t n = tk_numel(j->t);
+	const char *nm = j->name;
+
+	for (int64_t e = 0; e < n; e++) {
+		if (!strcmp(nm, "top_ks"))
+			put_int(j->t, e, e % 4 == 0 ? 0 : 1 + rand_below(j->rng, 64));
+		else if (!strcmp(nm, "seeds"))
+			put_int(j->t, e, (int64_t)(rand_u64(j->rng) >> 1));
+		else if (!strcmp(nm, "offsets"))
+			put_int(j->t, e, rand_below(j->rng, (int64_t)1 << 20));
+		else if (!strcmp(nm, "temperatures"))
+			put_float(j->t, e, e % 5 == 0 ? 0.0 : rand_uniform(j->rng, 0.1, 2.0));
+		else if (!strcmp(nm, "top_ps"))
+			put_float(j->t, e, e % 4 == 0 ? 1.0 : rand_uniform(j->rng, 0.05, 1.0));
+		else
+			put_float(j->t, e, e % 4 == 0 ? 0.0 : rand_uniform(j->rng, 0.0, 0.3));
+	}
+	say(j->how, j->howlen, "per-row %s, some rows off", nm);
+	return 1;
+}
+
 /* The rules by input name (a prefix for cu_seqlens_X) and the dtypes they write. */
 static const struct {
 	const char *name;
@@ -419,9 +470,20 @@ static const struct {
 	int floats; /* 0: i32 and i64; 1: f32, f16 and bf16 */
 	int (*fill)(job *j);
 } rules[] = {
-	{ "positions", 0, 0, fill_positions },       { "seq_lens", 0, 0, fill_seq_lens },
-	{ "block_tables", 0, 0, fill_block_tables }, { "slot_mapping", 0, 0, fill_slot_mapping },
-	{ "cu_seqlens_", 1, 0, fill_cu_seqlens },    { "input_scale", 0, 1, fill_input_scale },
+	{ "positions", 0, 0, fill_positions },
+	{ "seq_lens", 0, 0, fill_seq_lens },
+	{ "block_tables", 0, 0, fill_block_tables },
+	{ "slot_mapping", 0, 0, fill_slot_mapping },
+	{ "cu_seqlens_", 1, 0, fill_cu_seqlens },
+	{ "input_scale", 0, 1, fill_input_scale },
+	{ "ids", 0, 0, fill_row_index },
+	{ "index", 0, 0, fill_row_index },
+	{ "top_ks", 0, 0, fill_sample_setting },
+	{ "seeds", 0, 0, fill_sample_setting },
+	{ "offsets", 0, 0, fill_sample_setting },
+	{ "temperatures", 0, 1, fill_sample_setting },
+	{ "top_ps", 0, 1, fill_sample_setting },
+	{ "min_ps", 0, 1, fill_sample_setting },
 };
 
 int workload_fill_input(const workload_call *c, int i, workload_fill fill, uint64_t *rng, char *how,

@@ -39,7 +39,16 @@
  *                 then sees its own keys);
  *   input_scale   (f32, f16 or bf16) amax(x) / 448 times a factor drawn
  *                 from [0.5, 2]: some values saturate, most do not. Reads
- *                 the values of x, which must be filled first.
+ *                 the values of x, which must be filled first;
+ *   ids, index    rows of the op's first input (embedding's table,
+ *                 gather_rows's x). Roofline: spread over the rows.
+ *                 Varied: random rows, every 8th out of range (-1 or one
+ *                 past the last row), which must give zeros;
+ *   top_ks, seeds, offsets, and (f32) temperatures, top_ps, min_ps:
+ *                 sample's per-row settings, some rows with the filter off
+ *                 (top_k 0, temperature 0, top_p 1, min_p 0), the others
+ *                 in ranges that filter (top_k 1..64, temperature
+ *                 0.1..2, top_p 0.05..1, min_p up to 0.3).
  *
  * Nothing here keeps state: the random state is the caller's.
  */

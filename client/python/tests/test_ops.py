@@ -173,6 +173,40 @@ def test_kv_cache_append_writes_the_slots(client):
     assert not got[np.arange(8) != 5].any()
 
 
+@family("indexing")
+def test_indexing_ops_match_numpy(client):
+    table = rand(10, 8)
+    ids = np.array([3, 0, 9, -1, 12], dtype=np.int32)  # out of range: a row of zeros
+    got = ops.embedding(client.from_numpy(table), client.from_numpy(ids)).numpy()
+    ok = (ids >= 0) & (ids < 10)
+    np.testing.assert_array_equal(got, np.where(ok[:, None], table[np.clip(ids, 0, 9)], 0))
+    x = rand(6, 4)
+    idx = np.array([5, 0, 2], dtype=np.int32)
+    np.testing.assert_array_equal(
+        ops.gather_rows(client.from_numpy(x), client.from_numpy(idx)).numpy(), x[idx])
+
+
+@family("sampling")
+def test_sample_is_greedy_at_temperature_0_and_seeded_otherwise(client):
+    logits = rand(4, 50)
+    tl = client.from_numpy(logits)
+
+    def draw(**params):
+        out = client.tensor("i32", (4,))
+        ops.sample(tl, out=out, **params)
+        return out.numpy()
+
+    np.testing.assert_array_equal(draw(temperature=0.0), logits.argmax(-1))
+    np.testing.assert_array_equal(draw(temperature=1.0, top_k=1, seed=3), logits.argmax(-1))
+    a, b = draw(temperature=1.0, seed=11), draw(temperature=1.0, seed=11)
+    np.testing.assert_array_equal(a, b)  # the same seed and offset: the same tokens
+    assert ((a >= 0) & (a < 50)).all()
+    top = np.argsort(-logits, axis=-1)[:, :5]
+    for _ in range(3):
+        t = draw(temperature=2.0, top_k=5, seed=int(rng.integers(1 << 30)))
+        assert all(t[r] in top[r] for r in range(4)), "a token outside the top 5"
+
+
 @family("diagnostic")
 def test_diagnostic_spin_writes_x_plus_one(client):
     # The daemon of these tests serves the diagnostic ops (--diagnostic-ops).

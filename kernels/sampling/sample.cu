@@ -1,0 +1,412 @@
+/*
+ * sample.cu - the sample op on the GPU: one block per row of logits.
+ *
+ * The arithmetic is sample_math.h's, shared with the CPU reference, so
+ * the same seed, offset and logits give the same token. Where the
+ * reference sorts a row's survivors to cut top-k and top-p, a block finds
+ * the same cut-offs without sorting: a radix selection over the 32-bit
+ * order keys of the logits (four passes of 8 bits, histograms of counts
+ * or weights in shared memory) gives the key of the cut, and a scan in
+ * index order among the tokens of that key gives the token (the order
+ * breaks ties by index). All sums are 64-bit integers, so the reduction
+ * order of a block cannot change them. Each pass reads the row again (from
+ * the L2 for all but the first); no workspace.
+ *
+ * Passes over a row: the maximum (always); for a temperature above 0, the
+ * count of min-p survivors when top-k needs it, 4 + 1 for top-k, 1 + 4 + 1
+ * for top-p, then 1 for the total weight and 1 for the draw.
+ */
+#include "cuda_common.cuh"
+#include "sample_math.h"
+
+namespace
+{
+
+using namespace tkc;
+
+constexpr int kThreads = 1024;
+constexpr int kWarps = kThreads / 32;
+
+struct SampleArgs {
+	const void *logits;
+	int64_t ld, V;
+	const float *temp, *top_p, *min_p;
+	const int32_t *top_k;
+	const int64_t *seeds, *offsets;
+	int64_t s_temp, s_topk, s_topp, s_minp, s_seeds, s_offsets;
+	float temperature, top_p_v, min_p_v;
+	int64_t top_k_v;
+	uint64_t seed, offset;
+	void *out;
+	int64_t s_out;
+	int out64;
+};
+
+struct Shared {
+	unsigned long long hist[256];
+	unsigned long long warp[kWarps];
+	unsigned long long bcast[2];
+	int64_t pos;
+};
+
+__device__ __forceinline__ unsigned long long warp_sum_u64(unsigned long long v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+__device__ __forceinline__ unsigned long long warp_max_u64(unsigned long long v)
+{
+	for (int o = 16; o > 0; o >>= 1) {
+		unsigned long long w = __shfl_xor_sync(0xffffffffu, v, o);
+		v = w > v ? w : v;
+	}
+	return v;
+}
+
+/* The block's sum (max when MAX) of v, returned to every thread. */
+template <bool MAX> __device__ unsigned long long block_reduce(Shared &sh, unsigned long long v)
+{
+	const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+	v = MAX ? warp_max_u64(v) : warp_sum_u64(v);
+	__syncthreads(); /* sh.warp may still be read from the call before */
+	if (lane == 0)
+		sh.warp[w] = v;
+	__syncthreads();
+	if (w == 0) {
+		v = lane < kWarps ? sh.warp[lane] : 0;
+		v = MAX ? warp_max_u64(v) : warp_sum_u64(v);
+		if (lane == 0)
+			sh.bcast[0] = v;
+	}
+	__syncthreads();
+	return sh.bcast[0];
+}
+
+/* A row's tokens: canonical logit, order key, weight, and the masks of the filters. */
+template <typename T> struct Row {
+	const T *p;
+	int64_t V;
+	float m, c;
+	uint64_t min_q;
+	/* top-k and top-p cuts: kept when key > k or (key == k and index <= i); off: cut_i < 0 */
+	uint32_t k_key, p_key;
+	int64_t k_i, p_i;
+
+	__device__ float z(int64_t i) const
+	{
+		return tks_canon(to_f32(p[i]));
+	}
+	__device__ uint64_t q(float zi) const
+	{
+		return tks_weight(zi, m, c);
+	}
+	__device__ static bool within(uint32_t key, int64_t i, uint32_t ck, int64_t ci)
+	{
+		return ci < 0 || key > ck || (key == ck && i <= ci);
+	}
+	/* In min-p's mask (level 1), and top-k's (2), and top-p's (3). */
+	__device__ bool kept(int64_t i, float zi, uint64_t qi, int level) const
+	{
+		if (qi < min_q)
+			return false;
+		uint32_t key = tks_ord(zi);
+		if (level >= 2 && !within(key, i, k_key, k_i))
+			return false;
+		return level < 3 || within(key, i, p_key, p_i);
+	}
+};
+
+/*
+ * Radix selection: the key v with A(key > v) < target <= A(key >= v), A
+ * the sum over the tokens kept at `level` of their weight (COUNT: 1 each,
+ * else q). *above gets A(key > v). target must be in [1, A(all)].
+ */
+template <typename T, bool COUNT>
+__device__ uint32_t radix_select(Shared &sh, const Row<T> &r, int level, uint64_t target,
+                                 uint64_t *above)
+{
+	uint32_t prefix = 0, pmask = 0;
+	uint64_t acc_above = 0;
+
+	for (int shift = 24; shift >= 0; shift -= 8) {
+		for (int d = threadIdx.x; d < 256; d += blockDim.x)
+			sh.hist[d] = 0;
+		__syncthreads();
+		for (int64_t i = threadIdx.x; i < r.V; i += blockDim.x) {
+			float zi = r.z(i);
+			uint32_t key = tks_ord(zi);
+			if ((key & pmask) != prefix)
+				continue;
+			uint64_t qi = r.q(zi);
+			if (!r.kept(i, zi, qi, level))
+				continue;
+			uint64_t w = COUNT ? 1 : qi;
+			if (w)
+				atomicAdd(&sh.hist[(key >> shift) & 255u], (unsigned long long)w);
+		}
+		__syncthreads();
+		if (threadIdx.x == 0) {
+			uint64_t acc = acc_above;
+			int d = 255;
+			for (; d > 0; d--) {
+				if (acc + sh.hist[d] >= target)
+					break;
+				acc += sh.hist[d];
+			}
+			sh.bcast[0] = acc;
+			sh.bcast[1] = (unsigned long long)d;
+		}
+		__syncthreads();
+		acc_above = sh.bcast[0];
+		prefix |= (uint32_t)sh.bcast[1] << shift;
+		pmask |= 255u << shift;
+		__syncthreads();
+	}
+	*above = acc_above;
+	return prefix;
+}
+
+/*
+ * The lowest index i whose running sum f(0) + ... + f(i) reaches target
+ * (which the whole row's sum must reach). Each warp sums a contiguous
+ * segment; the warp whose segment holds the crossing scans it in order.
+ */
+template <typename F> __device__ int64_t find_first(Shared &sh, int64_t V, uint64_t target, F f)
+{
+	const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+	const int64_t seg = (V + kWarps - 1) / kWarps;
+	const int64_t lo = (int64_t)w * seg, hi = lo + seg < V ? lo + seg : V;
+	unsigned long long s = 0;
+
+	for (int64_t i = lo + lane; i < hi; i += 32)
+		s += f(i);
+	s = warp_sum_u64(s);
+	__syncthreads();
+	if (lane == 0)
+		sh.warp[w] = s;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		uint64_t base = 0;
+		int ww = 0;
+		for (; ww < kWarps - 1; ww++) {
+			if (base + sh.warp[ww] >= target)
+				break;
+			base += sh.warp[ww];
+		}
+		sh.bcast[0] = base;
+		sh.bcast[1] = (unsigned long long)ww;
+		sh.pos = V - 1;
+	}
+	__syncthreads();
+	if ((unsigned long long)w == sh.bcast[1]) {
+		uint64_t base = sh.bcast[0];
+		for (int64_t t = lo; t < hi; t += 32) {
+			int64_t i = t + lane;
+			unsigned long long v = i < hi ? f(i) : 0, x = v;
+			for (int o = 1; o < 32; o <<= 1) {
+				unsigned long long y = __shfl_up_sync(0xffffffffu, x, o);
+				if (lane >= o)
+					x += y;
+			}
+			unsigned hit = __ballot_sync(0xffffffffu, base + x >= target);
+			if (hit) {
+				if (lane == __ffs(hit) - 1)
+					sh.pos = i;
+				break;
+			}
+			base += __shfl_sync(0xffffffffu, x, 31);
+		}
+	}
+	__syncthreads();
+	return sh.pos;
+}
+
+template <typename T> __device__ int64_t sample_one(Shared &sh, const SampleArgs &a, int64_t b)
+{
+	Row<T> r;
+	r.p = reinterpret_cast<const T *>(a.logits) + b * a.ld;
+	r.V = a.V;
+
+	/* The largest order key, the lowest index on ties: the greedy token. */
+	unsigned long long best = 0;
+	for (int64_t i = threadIdx.x; i < r.V; i += blockDim.x) {
+		unsigned long long k =
+		        ((unsigned long long)tks_ord(r.z(i)) << 32) | (0xffffffffu - (uint32_t)i);
+		best = k > best ? k : best;
+	}
+	best = block_reduce<true>(sh, best);
+	if ((uint32_t)(best >> 32) == TKS_ORD_NEG_INF)
+		return -1;
+	const int64_t first = (int64_t)(0xffffffffu - (uint32_t)best);
+
+	tks_row s;
+	tks_row_settings(&s, a.temp ? a.temp[b * a.s_temp] : a.temperature,
+	                 a.top_k ? (int64_t)a.top_k[b * a.s_topk] : a.top_k_v,
+	                 a.top_p ? a.top_p[b * a.s_topp] : a.top_p_v,
+	                 a.min_p ? a.min_p[b * a.s_minp] : a.min_p_v,
+	                 a.seeds ? (uint64_t)a.seeds[b * a.s_seeds] : a.seed,
+	                 a.offset + (a.offsets ? (uint64_t)a.offsets[b * a.s_offsets] : 0),
+	                 a.seeds ? 0u : (uint32_t)b);
+	if (s.greedy)
+		return first;
+	r.m = r.z(first);
+	r.c = s.c;
+	r.min_q = s.min_q;
+	r.k_i = r.p_i = -1;
+	r.k_key = r.p_key = 0;
+
+	if (s.top_k > 0 && s.top_k < r.V) {
+		unsigned long long n1 = 0;
+		if (s.min_q == 0) {
+			n1 = (unsigned long long)r.V;
+		} else {
+			for (int64_t i = threadIdx.x; i < r.V; i += blockDim.x) {
+				float zi = r.z(i);
+				n1 += r.q(zi) >= s.min_q;
+			}
+			n1 = block_reduce<false>(sh, n1);
+		}
+		if ((uint64_t)s.top_k < n1) {
+			uint64_t above = 0;
+			uint32_t v = radix_select<T, true>(sh, r, 1, (uint64_t)s.top_k, &above);
+			const Row<T> rr = r;
+			r.k_i = find_first(sh, r.V, (uint64_t)s.top_k - above, [&](int64_t i) {
+				float zi = rr.z(i);
+				return (unsigned long long)(tks_ord(zi) == v &&
+				                            rr.kept(i, zi, rr.q(zi), 1));
+			});
+			r.k_key = v;
+		}
+	}
+	if (s.p24 < ((uint64_t)1 << TKS_P_BITS)) {
+		unsigned long long total = 0;
+		for (int64_t i = threadIdx.x; i < r.V; i += blockDim.x) {
+			float zi = r.z(i);
+			uint64_t qi = r.q(zi);
+			total += r.kept(i, zi, qi, 2) ? qi : 0;
+		}
+		total = block_reduce<false>(sh, total);
+		uint64_t target = tks_mass_target(total, s.p24);
+		if (target == 0)
+			return first; /* top-p keeps the first token alone */
+		uint64_t above = 0;
+		uint32_t v = radix_select<T, false>(sh, r, 2, target, &above);
+		const Row<T> rr = r;
+		r.p_i = find_first(sh, r.V, target - above, [&](int64_t i) {
+			float zi = rr.z(i);
+			uint64_t qi = rr.q(zi);
+			return (unsigned long long)(tks_ord(zi) == v && rr.kept(i, zi, qi, 2) ? qi
+			                                                                      : 0);
+		});
+		r.p_key = v;
+	}
+
+	unsigned long long total = 0;
+	for (int64_t i = threadIdx.x; i < r.V; i += blockDim.x) {
+		float zi = r.z(i);
+		uint64_t qi = r.q(zi);
+		total += r.kept(i, zi, qi, 3) ? qi : 0;
+	}
+	total = block_reduce<false>(sh, total);
+	uint64_t u = tks_mulhi64(tks_philox(s.seed, s.offset, s.stream), total);
+	const Row<T> rr = r;
+	return find_first(sh, r.V, u + 1, [&](int64_t i) {
+		float zi = rr.z(i);
+		uint64_t qi = rr.q(zi);
+		return (unsigned long long)(rr.kept(i, zi, qi, 3) ? qi : 0);
+	});
+}
+
+template <typename T> __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a)
+{
+	__shared__ Shared sh;
+	const int64_t b = blockIdx.x;
+
+	pdl_enter(); /* launched with PDL: the kernel before completes first */
+	int64_t tok = sample_one<T>(sh, a, b);
+	if (threadIdx.x == 0) {
+		if (a.out64)
+			static_cast<int64_t *>(a.out)[b * a.s_out] = tok;
+		else
+			static_cast<int32_t *>(a.out)[b * a.s_out] = (int32_t)tok;
+	}
+}
+
+/* A per-row input of dtype dt and shape [B], or NULL when not given; *bad on a mismatch. */
+static const void *row_input(const tk_call *call, int i, tk_dtype dt, int64_t B, int64_t *stride,
+                             bool *bad)
+{
+	*stride = 0;
+	if (!tk_has_input(call, i))
+		return NULL;
+	const tk_tensor *t = &call->in[i];
+	if (t->dtype != dt || t->ndim != 1 || t->shape[0] != B)
+		*bad = true;
+	*stride = t->ndim == 1 ? t->stride[0] : 0;
+	return t->data;
+}
+
+static uint64_t param_bits(const tk_call *call, int i)
+{
+	if (i < call->n_params && call->params[i].kind == TK_PARAM_INT)
+		return (uint64_t)call->params[i].v.i;
+	return (uint64_t)(int64_t)tk_param_num(call, i, 0.0);
+}
+
+} /* namespace */
+
+extern "C" tk_status tk_cuda_sample(const tk_call *call, void *stream)
+{
+	const tk_tensor *lg = &call->in[0], *out = &call->out[0];
+	SampleArgs a;
+	bool bad = false;
+
+	if (call->n_in < 1 || call->n_out < 1 || !tk_same_float_dtype(&lg, 1) || lg->ndim != 2 ||
+	    !tk_last_dim_packed(lg) || out->ndim != 1 ||
+	    (out->dtype != TK_I32 && out->dtype != TK_I64))
+		return TK_ERR_UNSUPPORTED;
+	const int64_t B = lg->shape[0], V = lg->shape[1];
+	if (out->shape[0] != B || V < 1 || V > ((int64_t)1 << 22) || B > 0x7fffffff)
+		return TK_ERR_UNSUPPORTED;
+	memset(&a, 0, sizeof(a));
+	a.logits = lg->data;
+	a.ld = lg->stride[0];
+	a.V = V;
+	a.temp = static_cast<const float *>(row_input(call, 1, TK_F32, B, &a.s_temp, &bad));
+	a.top_k = static_cast<const int32_t *>(row_input(call, 2, TK_I32, B, &a.s_topk, &bad));
+	a.top_p = static_cast<const float *>(row_input(call, 3, TK_F32, B, &a.s_topp, &bad));
+	a.min_p = static_cast<const float *>(row_input(call, 4, TK_F32, B, &a.s_minp, &bad));
+	a.seeds = static_cast<const int64_t *>(row_input(call, 5, TK_I64, B, &a.s_seeds, &bad));
+	a.offsets = static_cast<const int64_t *>(row_input(call, 6, TK_I64, B, &a.s_offsets, &bad));
+	if (bad)
+		return TK_ERR_UNSUPPORTED;
+	a.temperature = (float)tk_param_num(call, 0, 1.0);
+	a.top_k_v = (int64_t)tk_param_num(call, 1, 0.0);
+	a.top_p_v = (float)tk_param_num(call, 2, 1.0);
+	a.min_p_v = (float)tk_param_num(call, 3, 0.0);
+	a.seed = param_bits(call, 4);
+	a.offset = param_bits(call, 5);
+	a.out = out->data;
+	a.s_out = out->stride[0];
+	a.out64 = out->dtype == TK_I64;
+	if (B == 0)
+		return TK_OK;
+	cudaStream_t st = static_cast<cudaStream_t>(stream);
+	launch_begin();
+	switch (lg->dtype) {
+	case TK_F32:
+		launch_pdl(sample_kernel<float>, dim3((unsigned)B), dim3(kThreads), 0, st, a);
+		break;
+	case TK_F16:
+		launch_pdl(sample_kernel<__half>, dim3((unsigned)B), dim3(kThreads), 0, st, a);
+		break;
+	default:
+		launch_pdl(sample_kernel<__nv_bfloat16>, dim3((unsigned)B), dim3(kThreads), 0, st,
+		           a);
+		break;
+	}
+	return launch_status();
+}
