@@ -88,6 +88,9 @@ static void sqe_request(worker *w, session *s, const tileops_sqe *e)
 	} else if (r.kind == REQ_PLAN_RUN) {
 		st = plan_run(ex, s, &r.u.run, err, sizeof(err));
 		completion_post(ex, s, e->tag, st, -1.0, err);
+	} else if (r.kind == REQ_EVENT_WAIT) {
+		st = tensors_event_wait(ex, s, r.u.event, err, sizeof(err));
+		completion_post(ex, s, e->tag, st, -1.0, err);
 	} else {
 		completion_defer(w, s, NULL, e->tag); /* a sync */
 	}
@@ -257,10 +260,21 @@ static int job_request(worker *w, session *s, job *j)
 	}
 	switch (r->kind) {
 	case REQ_TENSOR_CREATE:
-		tensors_make(ex, s, j, &r->u.tensor.spec, NULL);
+		tensors_make(ex, s, j, &r->u.tensor.spec);
 		return 0;
 	case REQ_TENSOR_IMPORT:
-		tensors_make(ex, s, j, &r->u.tensor.spec, r->u.tensor.ipc);
+		tensors_import(ex, s, j, &r->u.tensor.spec, r->u.tensor.ipc, r->u.tensor.offset,
+		               r->u.tensor.bytes);
+		return 0;
+	case REQ_TENSOR_VIEW:
+		tensors_view(ex, s, j, r->u.view.base, r->u.view.byte_offset, &r->u.view.spec,
+		             r->u.view.has_strides ? r->u.view.strides : NULL);
+		return 0;
+	case REQ_EVENT_WAIT:
+		j->status = tensors_event_wait(ex, s, r->u.event, j->msg, sizeof(j->msg));
+		return 0;
+	case REQ_EVENT_RECORD:
+		j->status = tensors_event_record(ex, s, j->ipc, j->msg, sizeof(j->msg));
 		return 0;
 	case REQ_TENSOR_FREE:
 		plan_forget_tensor(ex, s, r->u.handle);

@@ -208,7 +208,7 @@ Test(oplayer, non_contiguous_last_dimension_is_refused)
 
 	rms(&b);
 	b.in[0].stride[1] = 2;
-	refused(&b, TILEOPS_ERR_SHAPE, "rms_norm: x: the last dimension must be contiguous");
+	refused(&b, TILEOPS_ERR_SHAPE, "rms_norm: x must be a contiguous tensor or row-strided");
 }
 
 Test(oplayer, broadcast_rule_names_the_shapes)
