@@ -1014,7 +1014,7 @@ static void *address_range_sym;
 
 static void address_range_lookup(void)
 {
-	cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+	enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
 	if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &address_range_sym, 3020,
 	                                     cudaEnableDefault, &q) != cudaSuccess ||
 	    q != cudaDriverEntryPointSuccess) {
