@@ -1,6 +1,6 @@
 /*
- * tensor.c - tensors: dtypes, create, free, bytes in and out through the
- * arena, CUDA IPC export and import.
+ * tensor.c - tensors: dtypes, create, views, free, bytes in and out through
+ * the arena, CUDA IPC export and import, and CUDA IPC events.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -208,8 +208,56 @@ TILEOPS_API tileops_status tileops_tensor_read(tileops_client *c, tileops_tensor
 	return transfer(c, 0, t, offset, dst, len);
 }
 
+TILEOPS_API tileops_status tileops_tensor_view(tileops_client *c, tileops_tensor base,
+                                               size_t byte_offset, tileops_dtype dtype, int ndim,
+                                               const int64_t *shape, const int64_t *strides,
+                                               tileops_tensor *out)
+{
+	Tileops__Request req = TILEOPS__REQUEST__INIT;
+	Tileops__TensorView body = TILEOPS__TENSOR_VIEW__INIT;
+	Tileops__Reply *reply = NULL;
+	tileops_status st;
+	int i;
+
+	if (c == NULL || out == NULL)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "tensor_view: %s is NULL",
+		                 c == NULL ? "client" : "out");
+	if (base == 0)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT,
+		                 "tensor_view: base handle 0 is not a tensor");
+	if ((st = shape_check("tensor_view", dtype, ndim, shape)) != TILEOPS_OK)
+		return st;
+	if (byte_offset % tileops_dtype_size(dtype) != 0)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT,
+		                 "tensor_view: byte_offset %zu is not a multiple of %s's %zu bytes",
+		                 byte_offset, tileops_dtype_name(dtype), tileops_dtype_size(dtype));
+	for (i = 0; strides != NULL && i < ndim; i++)
+		if (strides[i] < 0)
+			return tci_error(TILEOPS_ERR_INVALID_ARGUMENT,
+			                 "tensor_view: stride %d is %lld, expected >= 0", i,
+			                 (long long)strides[i]);
+	body.base_tensor = base;
+	body.byte_offset = byte_offset;
+	body.dtype = (Tileops__DType)dtype;
+	body.n_shape = (size_t)ndim;
+	body.shape = (int64_t *)shape;
+	body.n_strides = strides != NULL ? (size_t)ndim : 0;
+	body.strides = (int64_t *)strides;
+	req.body_case = TILEOPS__REQUEST__BODY_TENSOR_VIEW;
+	req.tensor_view = &body;
+	if ((st = tci_request_call(c, &req, 0, &reply)) != TILEOPS_OK)
+		return st;
+	st = reply_handle("tensor_view",
+	                  reply->body_case == TILEOPS__REPLY__BODY_TENSOR_VIEW ? reply->tensor_view
+	                                                                       : NULL,
+	                  out);
+	tileops__reply__free_unpacked(reply, NULL);
+	return st;
+}
+
 TILEOPS_API tileops_status tileops_tensor_export(tileops_client *c, tileops_tensor t,
-                                                 tileops_ipc_handle *out)
+                                                 tileops_ipc_handle *out, size_t *offset,
+                                                 size_t *bytes)
 {
 	Tileops__Request req = TILEOPS__REQUEST__INIT;
 	Tileops__TensorExport body = TILEOPS__TENSOR_EXPORT__INIT;
@@ -236,19 +284,26 @@ TILEOPS_API tileops_status tileops_tensor_export(tileops_client *c, tileops_tens
 		        ex != NULL ? ex->ipc_handle.len : 0, sizeof(out->bytes));
 	} else {
 		memcpy(out->bytes, ex->ipc_handle.data, sizeof(out->bytes));
+		if (offset != NULL)
+			*offset = (size_t)ex->offset;
+		if (bytes != NULL)
+			*bytes = (size_t)ex->bytes;
 	}
 	tileops__reply__free_unpacked(reply, NULL);
 	return st;
 }
 
 TILEOPS_API tileops_status tileops_tensor_import(tileops_client *c, const tileops_ipc_handle *h,
-                                                 tileops_dtype dtype, int ndim,
-                                                 const int64_t *shape, tileops_tensor *out)
+                                                 size_t offset, size_t bytes, tileops_dtype dtype,
+                                                 int ndim, const int64_t *shape,
+                                                 tileops_tensor *out)
 {
 	Tileops__Request req = TILEOPS__REQUEST__INIT;
 	Tileops__TensorImport body = TILEOPS__TENSOR_IMPORT__INIT;
 	Tileops__Reply *reply = NULL;
 	tileops_status st;
+	uint64_t need;
+	int i;
 
 	if (c == NULL || h == NULL || out == NULL)
 		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "tensor_import: %s is NULL",
@@ -257,11 +312,31 @@ TILEOPS_API tileops_status tileops_tensor_import(tileops_client *c, const tileop
 		                             : "out");
 	if ((st = shape_check("tensor_import", dtype, ndim, shape)) != TILEOPS_OK)
 		return st;
+	if (offset % tileops_dtype_size(dtype) != 0)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT,
+		                 "tensor_import: offset %zu is not a multiple of %s's %zu bytes",
+		                 offset, tileops_dtype_name(dtype), tileops_dtype_size(dtype));
+	if (offset + bytes < offset)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT,
+		                 "tensor_import: offset %zu + bytes %zu overflows", offset, bytes);
+	/* dtype x shape, saturating: an absurd shape is refused, never wrapped. */
+	need = tileops_dtype_size(dtype);
+	for (i = 0; i < ndim && need != 0; i++)
+		need = shape[i] != 0 && need > UINT64_MAX / (uint64_t)shape[i]
+		               ? UINT64_MAX
+		               : need * (uint64_t)shape[i];
+	if (need > bytes)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT,
+		                 "tensor_import: a %s tensor of this shape needs %llu bytes, more "
+		                 "than the %zu given",
+		                 tileops_dtype_name(dtype), (unsigned long long)need, bytes);
 	body.ipc_handle.data = (uint8_t *)h->bytes;
 	body.ipc_handle.len = sizeof(h->bytes);
 	body.dtype = (Tileops__DType)dtype;
 	body.n_shape = (size_t)ndim;
 	body.shape = (int64_t *)shape;
+	body.offset = offset;
+	body.bytes = bytes;
 	req.body_case = TILEOPS__REQUEST__BODY_TENSOR_IMPORT;
 	req.tensor_import = &body;
 	if ((st = tci_request_call(c, &req, 0, &reply)) != TILEOPS_OK)
@@ -271,6 +346,53 @@ TILEOPS_API tileops_status tileops_tensor_import(tileops_client *c, const tileop
 	                          ? reply->tensor_import
 	                          : NULL,
 	                  out);
+	tileops__reply__free_unpacked(reply, NULL);
+	return st;
+}
+
+/*
+ * The wait goes the way ops go (the ring when the session has one), so it
+ * sits in the session's order between the ops before and after it.
+ */
+TILEOPS_API tileops_status tileops_event_wait(tileops_client *c, const tileops_ipc_event *ev)
+{
+	Tileops__Request req = TILEOPS__REQUEST__INIT;
+	Tileops__EventWait body = TILEOPS__EVENT_WAIT__INIT;
+
+	if (c == NULL || ev == NULL)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "event_wait: %s is NULL",
+		                 c == NULL ? "client" : "event");
+	body.ipc_event.data = (uint8_t *)ev->bytes;
+	body.ipc_event.len = sizeof(ev->bytes);
+	req.body_case = TILEOPS__REQUEST__BODY_EVENT_WAIT;
+	req.event_wait = &body;
+	return tci_op_call(c, &req);
+}
+
+/* Over nng (its reply carries the handle), after the ring entries before it. */
+TILEOPS_API tileops_status tileops_event_record(tileops_client *c, tileops_ipc_event *out)
+{
+	Tileops__Request req = TILEOPS__REQUEST__INIT;
+	Tileops__EventRecord body = TILEOPS__EVENT_RECORD__INIT;
+	Tileops__Reply *reply = NULL;
+	const Tileops__EventRecordReply *er;
+	tileops_status st;
+
+	if (c == NULL || out == NULL)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "event_record: %s is NULL",
+		                 c == NULL ? "client" : "out");
+	req.body_case = TILEOPS__REQUEST__BODY_EVENT_RECORD;
+	req.event_record = &body;
+	if ((st = tci_request_call(c, &req, 0, &reply)) != TILEOPS_OK)
+		return st;
+	er = reply->body_case == TILEOPS__REPLY__BODY_EVENT_RECORD ? reply->event_record : NULL;
+	if (er == NULL || er->ipc_event.len != sizeof(out->bytes))
+		st = tci_error(
+		        TILEOPS_ERR_PROTOCOL,
+		        "event_record: tileopsd's reply carries %zu event bytes, expected %zu",
+		        er != NULL ? er->ipc_event.len : 0, sizeof(out->bytes));
+	else
+		memcpy(out->bytes, er->ipc_event.data, sizeof(out->bytes));
 	tileops__reply__free_unpacked(reply, NULL);
 	return st;
 }

@@ -191,6 +191,38 @@ tileops_status tileops_tensor_write(tileops_client *c, tileops_tensor t, size_t 
 tileops_status tileops_tensor_read(tileops_client *c, tileops_tensor t, size_t offset, void *dst,
                                    size_t len);
 
+/*
+ * A view: part of base's memory as a tensor of its own, without a copy (a
+ * reshape, a slice of rows, the q, k and v columns of one fused projection,
+ * the last token of each sequence).
+ *
+ * byte_offset counts from base's first element and must be a multiple of
+ * dtype's size (dtype may differ from base's). strides are in elements, one
+ * per dim, each >= 0; NULL means packed row-major. Every element of the
+ * view must lie inside base: the daemon checks that against base's bytes
+ * (for a view base, from its first element to one past its last) and a
+ * refusal (TILEOPS_ERR_RANGE) names the bound that was crossed.
+ *
+ * A view of a view is a view of the same memory (its offset counts from
+ * the base view's first element). The memory stays alive while any view of
+ * it exists: freeing base frees base's handle only, and the bytes go when
+ * the last of base and its views is freed (or the session closes). A
+ * session's memory counts the allocation once, however many views it has.
+ * Free a view with tileops_tensor_free. tileops_tensor_read and
+ * tileops_tensor_write take packed views (their bytes are the view's); a
+ * view with gaps between its rows is refused there (its gaps are other
+ * tensors' bytes): copy through its base instead.
+ *
+ * A view is a tensor like any other: an op input or output, a plan's tensor,
+ * a binding's. The ops take packed views everywhere; some tensors of some
+ * ops also take rows spaced further apart than packed (docs/ops.md, "row
+ * strides"); any other layout is refused with TILEOPS_ERR_SHAPE, naming the
+ * op and the tensor.
+ */
+tileops_status tileops_tensor_view(tileops_client *c, tileops_tensor base, size_t byte_offset,
+                                   tileops_dtype dtype, int ndim, const int64_t *shape,
+                                   const int64_t *strides, tileops_tensor *out);
+
 /* An opaque CUDA IPC memory handle (cudaIpcMemHandle_t is 64 bytes). */
 typedef struct tileops_ipc_handle {
 	unsigned char bytes[64];
@@ -198,19 +230,59 @@ typedef struct tileops_ipc_handle {
 
 /*
  * Export a tensor's device memory so a process with its own CUDA context can
- * open it (cudaIpcOpenMemHandle). The memory stays valid until the tensor
- * is freed. TILEOPS_ERR_UNSUPPORTED on the CPU backend.
+ * open it (cudaIpcOpenMemHandle). A handle names a whole device allocation,
+ * which may hold more than this tensor (a view, or memory the daemon
+ * sub-allocates): the tensor's bytes are [*offset, *offset + *bytes) of the
+ * pointer cudaIpcOpenMemHandle gives. offset and bytes may be NULL. The
+ * memory stays valid until the tensor (and every view of its memory) is
+ * freed. An imported tensor cannot be exported again. TILEOPS_ERR_UNSUPPORTED
+ * on the CPU backend.
  */
-tileops_status tileops_tensor_export(tileops_client *c, tileops_tensor t, tileops_ipc_handle *out);
+tileops_status tileops_tensor_export(tileops_client *c, tileops_tensor t, tileops_ipc_handle *out,
+                                     size_t *offset, size_t *bytes);
 
 /*
- * Wrap device memory another process exported (cudaIpcGetMemHandle) as a
- * tensor of this session, without copying. The daemon opens each handle once
- * per session. Freeing the tensor closes it; the memory stays the exporter's.
+ * Wrap device memory another process exported (cudaIpcGetMemHandle of an
+ * allocation's base) as a tensor of this session, without copying: the
+ * tensor starts `offset` bytes into the allocation and may touch `bytes`
+ * bytes from there (a framework's tensor inside a block of its caching
+ * allocator: the block's handle, the tensor's offset in it, its size).
+ * The daemon reads the allocation's size back and refuses, with
+ * TILEOPS_ERR_RANGE, an offset + bytes beyond it; dtype x shape must fit in
+ * bytes (TILEOPS_ERR_INVALID_ARGUMENT here otherwise). offset must be a
+ * multiple of the dtype's size. The daemon opens each handle once (later
+ * imports of it share the mapping). Freeing the tensor closes it; the
+ * memory stays the exporter's. TILEOPS_ERR_UNSUPPORTED on the CPU backend.
  */
-tileops_status tileops_tensor_import(tileops_client *c, const tileops_ipc_handle *h,
-                                     tileops_dtype dtype, int ndim, const int64_t *shape,
-                                     tileops_tensor *out);
+tileops_status tileops_tensor_import(tileops_client *c, const tileops_ipc_handle *h, size_t offset,
+                                     size_t bytes, tileops_dtype dtype, int ndim,
+                                     const int64_t *shape, tileops_tensor *out);
+
+/* A CUDA IPC event handle (cudaIpcEventHandle_t is 64 bytes). */
+typedef struct tileops_ipc_event {
+	unsigned char bytes[64];
+} tileops_ipc_event;
+
+/*
+ * Order the session's later work after the client's own CUDA work, on the
+ * device, without a host sync: the client records an event it made with
+ * cudaEventInterprocess | cudaEventDisableTiming on its stream, passes its
+ * cudaIpcGetEventHandle here, and every op, plan run and copy this client
+ * submits after the call (on either plane) waits for that record. Returns
+ * once the wait is queued. TILEOPS_ERR_UNSUPPORTED on the CPU backend.
+ */
+tileops_status tileops_event_wait(tileops_client *c, const tileops_ipc_event *ev);
+
+/*
+ * The other way: the daemon records an event after everything this client
+ * submitted before the call and writes its handle to *out; the client
+ * opens it (cudaIpcOpenEventHandle) and waits on it (cudaStreamWaitEvent
+ * or cudaEventSynchronize). A session records the same event each time, so
+ * every call returns the same handle: open it once, and wait after each
+ * call for the work before that call. Returns once the record is queued,
+ * not when the work is done. TILEOPS_ERR_UNSUPPORTED on the CPU backend.
+ */
+tileops_status tileops_event_record(tileops_client *c, tileops_ipc_event *out);
 
 /* ---- ops -------------------------------------------------------------- */
 

@@ -120,6 +120,21 @@ typedef struct backend_ops {
 	/* The ceilings; called once at start, on the loop thread (it may take
 	 * tens of milliseconds to measure). NULL: none known. */
 	void (*ceilings)(backend *be, backend_ceilings *out);
+	/* The device allocation ptr lies in: its base and its size (an IPC
+	 * handle names a base; an import is bounded by the size). NULL where
+	 * there is no IPC (CPU). */
+	tileops_status (*mem_range)(backend *be, const void *ptr, void **base, size_t *size,
+	                            char *err, size_t errlen);
+	/* CUDA IPC events, in stream order, never waiting on the host.
+	 * event_wait: the stream's later work waits for the event another
+	 * process recorded (its cudaIpcEventHandle_t). event_record: record the
+	 * stream's event (made on first use, one per stream, the same handle
+	 * every time) after its work so far and write its handle. Neither while
+	 * capturing. NULL where there are none (CPU). */
+	tileops_status (*event_wait)(backend *be, void *stream, const unsigned char handle[64],
+	                             char *err, size_t errlen);
+	tileops_status (*event_record)(backend *be, void *stream, unsigned char handle[64],
+	                               char *err, size_t errlen);
 } backend_ops;
 
 /* Called with the time a launched op took (slot and arg as given at launch). */

@@ -3,6 +3,8 @@
  * per session, kernels from kernels/ launched on it. This is the only daemon
  * file that includes CUDA headers; every call runs on the executor thread.
  */
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -42,6 +44,7 @@ typedef struct cuda_stream {
 	cudaEvent_t turn;        /* orders its work after a change of stream */
 	struct cuda_stream *low; /* the low-priority stream it runs on while lowered */
 	void *ws;
+	cudaEvent_t ipc_ev;       /* event_record's, made on first use; NULL: none */
 	int pooled;               /* one of the streams made at open */
 	struct cuda_stream *next; /* in the pool's free list */
 } cuda_stream;
@@ -499,6 +502,10 @@ static void cuda_stream_destroy(backend *be, void *stream)
 	if (st->ws)
 		defer(im, DEFER_DEVICE, st->ws, 0);
 	st->ws = NULL;
+	/* The next session on a pooled stream gets an event of its own. */
+	if (st->ipc_ev)
+		cudaEventDestroy(st->ipc_ev);
+	st->ipc_ev = NULL;
 	if (st->low)
 		stream_give(&im->low_pool, st->low);
 	st->low = NULL;
@@ -1001,6 +1008,90 @@ static void cuda_ipc_close(backend *be, void *ptr)
 	pthread_mutex_unlock(&im->ipc_mu);
 }
 
+/* cuMemGetAddressRange from the driver the runtime loaded (the daemon links
+ * the static runtime only), looked up once; NULL when it offers none. */
+static void *address_range_sym;
+
+static void address_range_lookup(void)
+{
+	enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+	if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &address_range_sym, 3020,
+	                                     cudaEnableDefault, &q) != cudaSuccess ||
+	    q != cudaDriverEntryPointSuccess) {
+		cudaGetLastError();
+		address_range_sym = NULL;
+	}
+}
+
+static tileops_status cuda_mem_range(backend *be, const void *ptr, void **base, size_t *size,
+                                     char *err, size_t errlen)
+{
+	(void)be;
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, address_range_lookup);
+	PFN_cuMemGetAddressRange_v3020 fn = (PFN_cuMemGetAddressRange_v3020)address_range_sym;
+	if (!fn) {
+		snprintf(err, errlen, "the CUDA driver offers no cuMemGetAddressRange");
+		return TILEOPS_ERR_UNSUPPORTED;
+	}
+	CUdeviceptr b = 0;
+	size_t n = 0;
+	CUresult r = fn(&b, &n, (CUdeviceptr)(uintptr_t)ptr);
+	if (r != CUDA_SUCCESS) {
+		snprintf(err, errlen, "cuMemGetAddressRange failed (CUresult %d)", (int)r);
+		return TILEOPS_ERR_BACKEND;
+	}
+	*base = (void *)(uintptr_t)b;
+	*size = n;
+	return TILEOPS_OK;
+}
+
+/* Opened, waited on and closed at once: the wait stays queued after the
+ * event is destroyed, and a handle opened once is never mistaken for a
+ * later event of the client's that happens to reuse its bytes. */
+static tileops_status cuda_event_wait(backend *be, void *stream, const unsigned char handle[64],
+                                      char *err, size_t errlen)
+{
+	(void)be;
+	cudaIpcEventHandle_t h;
+	cudaEvent_t ev = NULL;
+	memcpy(&h, handle, sizeof(h));
+	cudaError_t e = cudaIpcOpenEventHandle(&ev, h);
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		snprintf(err, errlen,
+		         "event_wait: cannot open the CUDA IPC event handle (%s); the event must "
+		         "be made with cudaEventInterprocess | cudaEventDisableTiming",
+		         cudaGetErrorString(e));
+		return TILEOPS_ERR_INVALID_ARGUMENT;
+	}
+	e = cudaStreamWaitEvent(cs(stream), ev, 0);
+	cudaEventDestroy(ev);
+	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "cudaStreamWaitEvent", err, errlen);
+}
+
+static tileops_status cuda_event_record(backend *be, void *stream, unsigned char handle[64],
+                                        char *err, size_t errlen)
+{
+	(void)be;
+	cuda_stream *st = stream;
+	cudaError_t e = cudaSuccess;
+	if (!st->ipc_ev)
+		e = cudaEventCreateWithFlags(&st->ipc_ev,
+		                             cudaEventInterprocess | cudaEventDisableTiming);
+	if (e != cudaSuccess) {
+		st->ipc_ev = NULL;
+		return cuda_fail(e, "cudaEventCreateWithFlags", err, errlen);
+	}
+	if ((e = cudaEventRecord(st->ipc_ev, st->s)) != cudaSuccess)
+		return cuda_fail(e, "cudaEventRecord", err, errlen);
+	cudaIpcEventHandle_t h;
+	if ((e = cudaIpcGetEventHandle(&h, st->ipc_ev)) != cudaSuccess)
+		return cuda_fail(e, "cudaIpcGetEventHandle", err, errlen);
+	memcpy(handle, &h, 64);
+	return TILEOPS_OK;
+}
+
 static void cuda_ceilings(backend *be, backend_ceilings *out)
 {
 	*out = ((cuda_impl *)be->impl)->ceil;
@@ -1034,6 +1125,9 @@ static const backend_ops cuda_ops = {
 	.ipc_close = cuda_ipc_close,
 	.collect_timings = cuda_collect,
 	.ceilings = cuda_ceilings,
+	.mem_range = cuda_mem_range,
+	.event_wait = cuda_event_wait,
+	.event_record = cuda_event_record,
 };
 
 backend *backend_cuda_open(const backend_options *opt, char *err, size_t errlen)

@@ -105,6 +105,11 @@ static void sqe_request(worker *w, session *s, const tileops_sqe *e, tileops_rin
 		sqe_op(w, s, e, &r.u.op, NULL, NULL, 0, trace);
 	} else if (r.kind == REQ_PLAN_RUN) {
 		sqe_plan_run(ex, s, e, &r.u.run, trace);
+	} else if (r.kind == REQ_EVENT_WAIT) {
+		st = tensors_event_wait(ex, s, r.u.event, err, sizeof(err));
+		if (trace)
+			trace->launched_ns = ring_now_ns();
+		completion_post_trace(ex, s, e->tag, st, -1.0, err, trace);
 	} else {
 		completion_defer_trace(w, s, e->tag, trace); /* a sync */
 	}
@@ -290,10 +295,21 @@ static int job_request(worker *w, session *s, job *j)
 	}
 	switch (r->kind) {
 	case REQ_TENSOR_CREATE:
-		tensors_make(ex, s, j, &r->u.tensor.spec, NULL);
+		tensors_make(ex, s, j, &r->u.tensor.spec);
 		return 0;
 	case REQ_TENSOR_IMPORT:
-		tensors_make(ex, s, j, &r->u.tensor.spec, r->u.tensor.ipc);
+		tensors_import(ex, s, j, &r->u.tensor.spec, r->u.tensor.ipc, r->u.tensor.offset,
+		               r->u.tensor.bytes);
+		return 0;
+	case REQ_TENSOR_VIEW:
+		tensors_view(ex, s, j, r->u.view.base, r->u.view.byte_offset, &r->u.view.spec,
+		             r->u.view.has_strides ? r->u.view.strides : NULL);
+		return 0;
+	case REQ_EVENT_WAIT:
+		j->status = tensors_event_wait(ex, s, r->u.event, j->msg, sizeof(j->msg));
+		return 0;
+	case REQ_EVENT_RECORD:
+		j->status = tensors_event_record(ex, s, j->ipc, j->msg, sizeof(j->msg));
 		return 0;
 	case REQ_TENSOR_FREE:
 		plan_forget_tensor(ex, s, r->u.handle);

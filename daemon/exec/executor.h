@@ -54,7 +54,9 @@ typedef struct job {
 	char msg[512];
 	uint64_t handle; /* tensor create/import */
 	uint64_t nbytes;
-	unsigned char ipc[64];         /* tensor export */
+	unsigned char ipc[64]; /* tensor export; event record */
+	uint64_t ipc_offset;   /* tensor export: the tensor's place in the allocation */
+	uint64_t ipc_bytes;
 	struct plan_open_result *open; /* plan open; free with executor_free_reply */
 	int rings;                     /* OPEN: rings are served */
 	int op_slot;                   /* REQUEST of an op: its stats slot (-1: none) */

@@ -419,6 +419,53 @@ static tileops_status plan_bind(session *s, plan *p, const plan_run_desc *m, cha
 	return TILEOPS_OK;
 }
 
+/* 1 when the tensor bound in place of a plan tensor is laid out otherwise
+ * (a view with other strides): the plan's ops were checked with the plan's
+ * own layout, so they are checked again with the new one. */
+static int binding_restrides(const plan *p, const session *runner, const plan_run_desc *m)
+{
+	for (int i = 0; i < m->n_bindings; i++) {
+		const tensor *from = session_tensor_find(p->owner, m->bindings[i].plan_tensor);
+		const tensor *to = session_tensor_find(runner, m->bindings[i].tensor);
+		if (!from || !to)
+			continue;
+		for (int d = 0; d < to->view.ndim; d++)
+			if (to->view.shape[d] > 1 && to->view.stride[d] != from->view.stride[d])
+				return 1;
+	}
+	return 0;
+}
+
+/* Bind the run's tensors; a binding to a tensor of another layout is checked
+ * against every op and bucket first, and refused (the plan's bindings left
+ * as they were) when an op cannot take it. */
+static tileops_status plan_bind_checked(executor *ex, session *s, plan *p, const plan_run_desc *m,
+                                        char *err, size_t errlen)
+{
+	binding saved[PLAN_MAX_BINDINGS];
+	int n_saved = p->n_binds;
+	uint64_t gen = p->gen, bind_session = p->bind_session;
+	memcpy(saved, p->binds, sizeof(binding) * (size_t)n_saved);
+	tileops_status st = plan_bind(s, p, m, err, errlen);
+	if (st != TILEOPS_OK || p->gen == gen || !binding_restrides(p, s, m))
+		return st;
+	char msg[400];
+	int nb = p->n_buckets ? p->n_buckets : 1;
+	for (int b = 0; b < nb && st == TILEOPS_OK; b++)
+		st = plan_ops(ex, s, p, b, 0, msg, sizeof(msg));
+	if (st != TILEOPS_OK) {
+		snprintf(err, errlen, "plan_run: a binding's layout does not suit the plan: %s",
+		         msg);
+		memcpy(p->binds, saved, sizeof(binding) * (size_t)n_saved);
+		p->n_binds = n_saved;
+		p->bind_session = bind_session;
+		p->gen = gen;
+		for (int b = 0; b < nb; b++) /* the estimates of the bindings kept */
+			(void)plan_ops(ex, s, p, b, 0, msg, sizeof(msg));
+	}
+	return st;
+}
+
 static int pick_bucket(const plan *p, int64_t size)
 {
 	if (!p->n_buckets)
@@ -521,7 +568,7 @@ static tileops_status plan_run_locked(executor *ex, session *s, const plan_run_d
 		         (long long)m->size, (long long)p->buckets[p->n_buckets - 1]);
 		return TILEOPS_ERR_SHAPE;
 	}
-	tileops_status st = plan_bind(s, p, m, err, errlen);
+	tileops_status st = plan_bind_checked(ex, s, p, m, err, errlen);
 	plan_graph *g = NULL;
 	void *once = NULL;
 	if (st == TILEOPS_OK)

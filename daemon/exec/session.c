@@ -35,6 +35,8 @@ void session_unref(session *s)
 		tensor *t = s->buckets[i];
 		while (t) {
 			tensor *n = t->next;
+			if (t->mem && --t->mem->refs == 0)
+				free(t->mem);
 			free(t);
 			t = n;
 		}
@@ -89,8 +91,12 @@ int session_tensor_insert(session *s, tensor *t)
 	t->next = s->buckets[k];
 	s->buckets[k] = t;
 	__atomic_store_n(&s->n_tensors, s->n_tensors + 1, __ATOMIC_RELAXED);
-	__atomic_store_n(&s->bytes, s->bytes + t->nbytes, __ATOMIC_RELAXED);
 	return 0;
+}
+
+void session_count_bytes(session *s, long long delta)
+{
+	__atomic_store_n(&s->bytes, s->bytes + (size_t)delta, __ATOMIC_RELAXED);
 }
 
 tensor *session_tensor_remove(session *s, uint64_t handle)
@@ -102,7 +108,6 @@ tensor *session_tensor_remove(session *s, uint64_t handle)
 		*pp = t->next;
 		t->next = NULL;
 		__atomic_store_n(&s->n_tensors, s->n_tensors - 1, __ATOMIC_RELAXED);
-		__atomic_store_n(&s->bytes, s->bytes - t->nbytes, __ATOMIC_RELAXED);
 		return t;
 	}
 	return NULL;

@@ -22,11 +22,26 @@
 
 struct held_request; /* front/order.h */
 
+/*
+ * The memory tensors name: one allocation (or one imported mapping) and the
+ * tensors over it, the one made with it and every view of it. It goes when
+ * the last of them is freed; the session's bytes count it once, from when it
+ * is made until then.
+ */
+typedef struct tensor_mem {
+	void *ptr;     /* what the backend allocated, or the imported mapping's base */
+	size_t nbytes; /* counted in the session's bytes */
+	int imported;
+	int refs; /* the tensors that name it */
+} tensor_mem;
+
 typedef struct tensor {
 	uint64_t handle;
-	tk_tensor view; /* data, dtype, shape, packed strides */
-	size_t nbytes;
-	int imported;
+	tk_tensor view; /* data (mem->ptr + offset), dtype, shape, strides */
+	size_t nbytes;  /* from its first element to one past its last */
+	size_t offset;  /* of its first element in mem */
+	tensor_mem *mem;
+	int is_view;         /* made by tensor_view */
 	struct tensor *next; /* hash chain */
 } tensor;
 
@@ -95,6 +110,8 @@ int session_in_group(const session *s, int64_t gid);
 tensor *session_tensor_find(const session *s, uint64_t handle);
 /* Insert; returns 0 or -1 when out of memory. */
 int session_tensor_insert(session *s, tensor *t);
+/* Count bytes of memory the session holds (negative: released). */
+void session_count_bytes(session *s, long long delta);
 /* Remove and return the tensor, or NULL. */
 tensor *session_tensor_remove(session *s, uint64_t handle);
 

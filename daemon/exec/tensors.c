@@ -57,44 +57,46 @@ static tileops_status tensor_describe(int dtype, size_t ndim, const int64_t *sha
 	return TILEOPS_OK;
 }
 
-void tensors_make(executor *ex, session *s, job *j, const tensor_spec *spec,
-                  const unsigned char *ipc)
+static tensor *tensor_find(session *s, job *j, uint64_t handle, const char *what);
+
+/* A new memory record over ptr, counted in the session's bytes. */
+static tensor_mem *mem_new(session *s, void *ptr, size_t nbytes, int imported)
 {
-	tensor *t = calloc(1, sizeof(*t));
-	if (!t) {
-		j->status = TILEOPS_ERR_OUT_OF_MEMORY;
-		snprintf(j->msg, sizeof(j->msg), "out of host memory");
-		return;
-	}
-	char err[256];
-	tileops_status st =
-	        tensor_describe(spec->dtype, (size_t)spec->ndim, spec->shape, t, err, sizeof(err));
-	size_t limit = __atomic_load_n(ex->cfg.memory_limit, __ATOMIC_RELAXED);
-	if (st == TILEOPS_OK && !ipc && limit && s->bytes + t->nbytes > limit) {
-		snprintf(err, sizeof(err),
-		         "session memory quota exceeded: %zu bytes held + %zu requested > %zu "
-		         "(session_memory_limit)",
-		         s->bytes, t->nbytes, limit);
-		st = TILEOPS_ERR_QUOTA;
-	}
-	void *ptr = NULL;
-	if (st == TILEOPS_OK)
-		st = ipc ? ex->be->ops->ipc_import(ex->be, ipc, &ptr, err, sizeof(err))
-		         : ex->be->ops->alloc(ex->be, t->nbytes, &ptr, err, sizeof(err));
-	if (st != TILEOPS_OK) {
-		free(t);
-		j->status = st;
-		snprintf(j->msg, sizeof(j->msg), "tensor: %s", err);
-		return;
-	}
-	t->view.data = ptr;
-	t->imported = ipc != NULL;
+	tensor_mem *m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	m->ptr = ptr;
+	m->nbytes = nbytes;
+	m->imported = imported;
+	m->refs = 1;
+	session_count_bytes(s, (long long)nbytes);
+	return m;
+}
+
+/* Give the memory back to the backend (the last tensor naming it went). */
+static void mem_release(executor *ex, session *s, tensor_mem *m)
+{
+	if (m->imported)
+		ex->be->ops->ipc_close(ex->be, m->ptr);
+	else
+		ex->be->ops->free(ex->be, s->stream, m->ptr);
+	session_count_bytes(s, -(long long)m->nbytes);
+	free(m);
+}
+
+static void mem_unref(executor *ex, session *s, tensor_mem *m)
+{
+	if (m && --m->refs == 0)
+		mem_release(ex, s, m);
+}
+
+/* Give t a handle and put it in the table; on failure free t (and drop its
+ * memory reference) and say so in j. */
+static void tensor_publish(executor *ex, session *s, job *j, tensor *t)
+{
 	t->handle = exec_next_handle(ex);
 	if (session_tensor_insert(s, t) != 0) {
-		if (t->imported)
-			ex->be->ops->ipc_close(ex->be, ptr);
-		else
-			ex->be->ops->free(ex->be, s->stream, ptr);
+		mem_unref(ex, s, t->mem);
 		free(t);
 		j->status = TILEOPS_ERR_OUT_OF_MEMORY;
 		snprintf(j->msg, sizeof(j->msg), "out of host memory");
@@ -104,11 +106,216 @@ void tensors_make(executor *ex, session *s, job *j, const tensor_spec *spec,
 	j->nbytes = t->nbytes;
 }
 
+static void job_fail(job *j, tileops_status st, const char *what, const char *err)
+{
+	j->status = st;
+	snprintf(j->msg, sizeof(j->msg), "%s: %s", what, err);
+}
+
+void tensors_make(executor *ex, session *s, job *j, const tensor_spec *spec)
+{
+	tensor *t = calloc(1, sizeof(*t));
+	if (!t) {
+		job_fail(j, TILEOPS_ERR_OUT_OF_MEMORY, "tensor", "out of host memory");
+		return;
+	}
+	char err[256];
+	tileops_status st =
+	        tensor_describe(spec->dtype, (size_t)spec->ndim, spec->shape, t, err, sizeof(err));
+	size_t limit = __atomic_load_n(ex->cfg.memory_limit, __ATOMIC_RELAXED);
+	if (st == TILEOPS_OK && limit && s->bytes + t->nbytes > limit) {
+		snprintf(err, sizeof(err),
+		         "session memory quota exceeded: %zu bytes held + %zu requested > %zu "
+		         "(session_memory_limit)",
+		         s->bytes, t->nbytes, limit);
+		st = TILEOPS_ERR_QUOTA;
+	}
+	void *ptr = NULL;
+	if (st == TILEOPS_OK)
+		st = ex->be->ops->alloc(ex->be, t->nbytes, &ptr, err, sizeof(err));
+	if (st == TILEOPS_OK && !(t->mem = mem_new(s, ptr, t->nbytes, 0))) {
+		ex->be->ops->free(ex->be, s->stream, ptr);
+		snprintf(err, sizeof(err), "out of host memory");
+		st = TILEOPS_ERR_OUT_OF_MEMORY;
+	}
+	if (st != TILEOPS_OK) {
+		free(t);
+		job_fail(j, st, "tensor", err);
+		return;
+	}
+	t->view.data = ptr;
+	tensor_publish(ex, s, j, t);
+}
+
+void tensors_import(executor *ex, session *s, job *j, const tensor_spec *spec,
+                    const unsigned char ipc[64], uint64_t offset, uint64_t bytes)
+{
+	const char *what = "tensor_import";
+	tensor *t = calloc(1, sizeof(*t));
+	if (!t) {
+		job_fail(j, TILEOPS_ERR_OUT_OF_MEMORY, what, "out of host memory");
+		return;
+	}
+	char err[256];
+	tileops_status st =
+	        tensor_describe(spec->dtype, (size_t)spec->ndim, spec->shape, t, err, sizeof(err));
+	size_t es = st == TILEOPS_OK ? tk_dtype_size(t->view.dtype) : 1;
+	if (bytes == 0)
+		bytes = t->nbytes;
+	if (st == TILEOPS_OK && offset % es != 0) {
+		snprintf(err, sizeof(err), "offset %llu is not a multiple of %s's %zu bytes",
+		         (unsigned long long)offset, tk_dtype_name(t->view.dtype), es);
+		st = TILEOPS_ERR_INVALID_ARGUMENT;
+	} else if (st == TILEOPS_OK && t->nbytes > bytes) {
+		snprintf(err, sizeof(err),
+		         "a %s tensor of this shape needs %zu bytes, more than the %llu it may "
+		         "touch",
+		         tk_dtype_name(t->view.dtype), t->nbytes, (unsigned long long)bytes);
+		st = TILEOPS_ERR_INVALID_ARGUMENT;
+	}
+	void *ptr = NULL, *base = NULL;
+	size_t size = 0;
+	if (st == TILEOPS_OK)
+		st = ex->be->ops->ipc_import(ex->be, ipc, &ptr, err, sizeof(err));
+	if (st == TILEOPS_OK) {
+		/* The mapping's real extent, not what the client says of it. */
+		st = ex->be->ops->mem_range
+		             ? ex->be->ops->mem_range(ex->be, ptr, &base, &size, err, sizeof(err))
+		             : TILEOPS_ERR_UNSUPPORTED;
+		if (st == TILEOPS_OK && (offset > size || bytes > size - offset)) {
+			snprintf(err, sizeof(err),
+			         "bytes [%llu, %llu + %llu) are outside the exported allocation's "
+			         "%zu bytes",
+			         (unsigned long long)offset, (unsigned long long)offset,
+			         (unsigned long long)bytes, size);
+			st = TILEOPS_ERR_RANGE;
+		}
+		if (st == TILEOPS_OK && !(t->mem = mem_new(s, ptr, t->nbytes, 1))) {
+			snprintf(err, sizeof(err), "out of host memory");
+			st = TILEOPS_ERR_OUT_OF_MEMORY;
+		}
+		if (st != TILEOPS_OK)
+			ex->be->ops->ipc_close(ex->be, ptr);
+	}
+	if (st != TILEOPS_OK) {
+		free(t);
+		job_fail(j, st, what, err);
+		return;
+	}
+	t->offset = (size_t)offset;
+	t->view.data = (char *)ptr + offset;
+	tensor_publish(ex, s, j, t);
+}
+
+/* "[a, b, c]" */
+static void dims_str(const int64_t *v, int n, char *buf, size_t len)
+{
+	size_t u = (size_t)snprintf(buf, len, "[");
+	for (int i = 0; i < n && u < len; i++)
+		u += (size_t)snprintf(buf + u, len - u, "%s%lld", i ? ", " : "", (long long)v[i]);
+	if (u < len)
+		snprintf(buf + u, len - u, "]");
+}
+
+/*
+ * The bytes *span a view (dtype, shape, strides) takes from its first
+ * element to one past its last; -1 when that is more than `limit`. Every
+ * step is bounded by limit, so nothing overflows. A view with no elements
+ * spans nothing.
+ */
+static int view_span(const tk_tensor *v, uint64_t limit, uint64_t *span)
+{
+	uint64_t es = tk_dtype_size(v->dtype), last = 0, cap = limit / es;
+	for (int d = 0; d < v->ndim; d++)
+		if (v->shape[d] == 0) {
+			*span = 0;
+			return 0;
+		}
+	for (int d = 0; d < v->ndim; d++) {
+		uint64_t n = (uint64_t)v->shape[d] - 1, st = (uint64_t)v->stride[d];
+		if (n && st > cap / n)
+			return -1;
+		last += n * st;
+		if (last > cap)
+			return -1;
+	}
+	if (last + 1 > cap)
+		return -1;
+	*span = (last + 1) * es;
+	return 0;
+}
+
+void tensors_view(executor *ex, session *s, job *j, uint64_t base_handle, uint64_t byte_offset,
+                  const tensor_spec *spec, const int64_t *strides)
+{
+	const char *what = "tensor_view";
+	tensor *base = tensor_find(s, j, base_handle, what);
+	if (!base)
+		return;
+	tensor *t = calloc(1, sizeof(*t));
+	if (!t) {
+		job_fail(j, TILEOPS_ERR_OUT_OF_MEMORY, what, "out of host memory");
+		return;
+	}
+	char err[480];
+	tileops_status st =
+	        tensor_describe(spec->dtype, (size_t)spec->ndim, spec->shape, t, err, sizeof(err));
+	if (st != TILEOPS_OK) {
+		free(t);
+		job_fail(j, st, what, err);
+		return;
+	}
+	size_t es = tk_dtype_size(t->view.dtype);
+	for (int d = 0; strides && d < t->view.ndim; d++) {
+		if (strides[d] < 0) {
+			free(t);
+			snprintf(err, sizeof(err), "stride %d is %lld; strides must be >= 0", d,
+			         (long long)strides[d]);
+			job_fail(j, TILEOPS_ERR_INVALID_ARGUMENT, what, err);
+			return;
+		}
+		t->view.stride[d] = strides[d];
+	}
+	uint64_t at = (uint64_t)base->offset + byte_offset;
+	if (byte_offset % es != 0 || at % es != 0) {
+		snprintf(err, sizeof(err),
+		         "byte_offset %llu (byte %llu of the memory under base %llu) is not a "
+		         "multiple of %s's %zu bytes",
+		         (unsigned long long)byte_offset, (unsigned long long)at,
+		         (unsigned long long)base_handle, tk_dtype_name(t->view.dtype), es);
+		free(t);
+		job_fail(j, TILEOPS_ERR_INVALID_ARGUMENT, what, err);
+		return;
+	}
+	uint64_t span = 0;
+	if (byte_offset > base->nbytes ||
+	    view_span(&t->view, base->nbytes - byte_offset, &span) != 0) {
+		char shp[160], str[160];
+		dims_str(t->view.shape, t->view.ndim, shp, sizeof(shp));
+		dims_str(t->view.stride, t->view.ndim, str, sizeof(str));
+		snprintf(err, sizeof(err),
+		         "a %s view of shape %.100s, strides %.100s at byte_offset %llu reaches "
+		         "past the end of base %llu, whose %zu bytes end at byte %zu",
+		         tk_dtype_name(t->view.dtype), shp, str, (unsigned long long)byte_offset,
+		         (unsigned long long)base_handle, base->nbytes, base->nbytes);
+		free(t);
+		job_fail(j, TILEOPS_ERR_RANGE, what, err);
+		return;
+	}
+	t->nbytes = (size_t)span;
+	t->offset = (size_t)at;
+	t->mem = base->mem;
+	t->mem->refs++;
+	t->is_view = 1;
+	t->view.data = (char *)t->mem->ptr + t->offset;
+	tensor_publish(ex, s, j, t);
+}
+
 void tensors_make_warm(executor *ex, session *s, job *j, const warm_tensor *t)
 {
 	tensor_spec spec = { .dtype = (int)t->dtype, .ndim = t->ndim };
 	memcpy(spec.shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
-	tensors_make(ex, s, j, &spec, NULL);
+	tensors_make(ex, s, j, &spec);
 	if (j->status != TILEOPS_OK) {
 		char msg[sizeof(j->msg)];
 		snprintf(msg, sizeof(msg), "%s", j->msg);
@@ -132,10 +339,7 @@ static tensor *tensor_find(session *s, job *j, uint64_t handle, const char *what
 static void tensor_release(executor *ex, session *s, tensor *t)
 {
 	opcache_forget(s, t->handle);
-	if (t->imported)
-		ex->be->ops->ipc_close(ex->be, t->view.data);
-	else
-		ex->be->ops->free(ex->be, s->stream, t->view.data);
+	mem_unref(ex, s, t->mem);
 	free(t);
 }
 
@@ -154,6 +358,17 @@ int tensors_copy(worker *w, session *s, job *j, int write, uint64_t handle, uint
 	tensor *t = tensor_find(s, j, handle, what);
 	if (!t)
 		return 0;
+	if (!tk_is_contiguous(&t->view)) {
+		char str[160];
+		dims_str(t->view.stride, t->view.ndim, str, sizeof(str));
+		j->status = TILEOPS_ERR_INVALID_ARGUMENT;
+		snprintf(j->msg, sizeof(j->msg),
+		         "%s: tensor %llu is a view with gaps between its elements (strides "
+		         "%.160s), "
+		         "whose bytes are not its own; copy through its base or a packed view",
+		         what, (unsigned long long)handle, str);
+		return 0;
+	}
 	if (toff > t->nbytes || len > t->nbytes - toff) {
 		j->status = TILEOPS_ERR_RANGE;
 		snprintf(j->msg, sizeof(j->msg),
@@ -191,14 +406,25 @@ void tensors_export(executor *ex, session *s, job *j, uint64_t handle)
 	tensor *t = tensor_find(s, j, handle, "tensor_export");
 	if (!t)
 		return;
-	if (t->imported) {
+	if (t->mem->imported) {
 		j->status = TILEOPS_ERR_UNSUPPORTED;
 		snprintf(j->msg, sizeof(j->msg),
 		         "tensor_export: an imported tensor belongs to its exporter; export it "
 		         "from there");
 		return;
 	}
-	j->status = ex->be->ops->ipc_export(ex->be, t->view.data, j->ipc, j->msg, sizeof(j->msg));
+	/* A handle names an allocation's base: the tensor is an offset into it. */
+	void *base = t->mem->ptr;
+	size_t size = 0;
+	if (ex->be->ops->mem_range) {
+		j->status = ex->be->ops->mem_range(ex->be, t->view.data, &base, &size, j->msg,
+		                                   sizeof(j->msg));
+		if (j->status != TILEOPS_OK)
+			return;
+	}
+	j->status = ex->be->ops->ipc_export(ex->be, base, j->ipc, j->msg, sizeof(j->msg));
+	j->ipc_offset = (uint64_t)((char *)t->view.data - (char *)base);
+	j->ipc_bytes = t->nbytes;
 }
 
 void tensors_free_all(executor *ex, session *s)
@@ -223,4 +449,30 @@ static tileops_status session_view(const void *ctx, uint64_t handle, tk_tensor *
 tensor_resolver tensors_resolver(const session *s)
 {
 	return (tensor_resolver){ session_view, s };
+}
+
+tileops_status tensors_event_wait(executor *ex, session *s, const unsigned char ev[64], char *err,
+                                  size_t errlen)
+{
+	if (!ex->be->ops->event_wait) {
+		snprintf(err, errlen,
+		         "event_wait: CUDA IPC events need the CUDA backend (this daemon runs on "
+		         "the %s)",
+		         ex->be->name);
+		return TILEOPS_ERR_UNSUPPORTED;
+	}
+	return ex->be->ops->event_wait(ex->be, s->stream, ev, err, errlen);
+}
+
+tileops_status tensors_event_record(executor *ex, session *s, unsigned char out[64], char *err,
+                                    size_t errlen)
+{
+	if (!ex->be->ops->event_record) {
+		snprintf(err, errlen,
+		         "event_record: CUDA IPC events need the CUDA backend (this daemon runs "
+		         "on the %s)",
+		         ex->be->name);
+		return TILEOPS_ERR_UNSUPPORTED;
+	}
+	return ex->be->ops->event_record(ex->be, s->stream, out, err, errlen);
 }

@@ -339,6 +339,7 @@ static void request_done(server *srv, job *j)
 	Tileops__Reply r = TILEOPS__REPLY__INIT;
 	Tileops__TensorCreateReply tr = TILEOPS__TENSOR_CREATE_REPLY__INIT;
 	Tileops__TensorExportReply er = TILEOPS__TENSOR_EXPORT_REPLY__INIT;
+	Tileops__EventRecordReply evr = TILEOPS__EVENT_RECORD_REPLY__INIT;
 	Tileops__PlanCreateReply pr = TILEOPS__PLAN_CREATE_REPLY__INIT;
 	Tileops__PlanOpenReply por;
 	int encoded_open = 0;
@@ -349,11 +350,15 @@ static void request_done(server *srv, job *j)
 		switch (j->req->kind) {
 		case REQ_TENSOR_CREATE:
 		case REQ_TENSOR_IMPORT:
+		case REQ_TENSOR_VIEW:
 			tr.handle = j->handle;
 			tr.nbytes = j->nbytes;
 			if (j->req->kind == REQ_TENSOR_CREATE) {
 				r.body_case = TILEOPS__REPLY__BODY_TENSOR_CREATE;
 				r.tensor_create = &tr;
+			} else if (j->req->kind == REQ_TENSOR_VIEW) {
+				r.body_case = TILEOPS__REPLY__BODY_TENSOR_VIEW;
+				r.tensor_view = &tr;
 			} else {
 				r.body_case = TILEOPS__REPLY__BODY_TENSOR_IMPORT;
 				r.tensor_import = &tr;
@@ -362,8 +367,16 @@ static void request_done(server *srv, job *j)
 		case REQ_TENSOR_EXPORT:
 			er.ipc_handle.data = j->ipc;
 			er.ipc_handle.len = sizeof(j->ipc);
+			er.offset = j->ipc_offset;
+			er.bytes = j->ipc_bytes;
 			r.body_case = TILEOPS__REPLY__BODY_TENSOR_EXPORT;
 			r.tensor_export = &er;
+			break;
+		case REQ_EVENT_RECORD:
+			evr.ipc_event.data = j->ipc;
+			evr.ipc_event.len = sizeof(j->ipc);
+			r.body_case = TILEOPS__REPLY__BODY_EVENT_RECORD;
+			r.event_record = &evr;
 			break;
 		case REQ_PLAN_CREATE:
 			pr.plan = j->handle;

@@ -48,6 +48,7 @@ typedef struct manifest_tensor {
 	expr *shape;            /* NULL, or a list-valued expression */
 	int optional;           /* may be omitted (trailing) or left out (handle 0) */
 	int mutated;            /* the kernel writes this input in place */
+	int packed;             /* packed row-major only: its kernels take no row strides */
 } manifest_tensor;
 
 typedef struct manifest_param {

@@ -53,8 +53,8 @@ static int param_index(const manifest_op *op, const char *name)
 
 /* ---- tensors --------------------------------------------------------------- */
 
-static const char *const tensor_keys[] = { "name",     "dtype",   "rank", "shape",
-	                                   "optional", "mutated", "doc",  NULL };
+static const char *const tensor_keys[] = { "name",    "dtype", "rank",   "shape", "optional",
+	                                   "mutated", "doc",   "packed", NULL };
 static const char *const tensor_req[] = { "name", "dtype", NULL };
 
 static int load_tensor_names(ld *L, manifest_op *op, const yaml_node_t *seq, int output)
@@ -76,7 +76,8 @@ static int load_tensor_names(ld *L, manifest_op *op, const yaml_node_t *seq, int
 			return ld_fail(L, n, key, "more than %d %s", max, key);
 		if (ld_string(L, n, "name", &t->name) < 0 || ld_string(L, n, "doc", &t->doc) < 0 ||
 		    ld_flag(L, n, "optional", &t->optional) < 0 ||
-		    ld_flag(L, n, "mutated", &t->mutated) < 0)
+		    ld_flag(L, n, "mutated", &t->mutated) < 0 ||
+		    ld_flag(L, n, "packed", &t->packed) < 0)
 			return -1;
 		if (!valid_name(t->name))
 			return ld_fail(L, ld_get(L, n, "name"), "name", "'%s' is not a valid name",

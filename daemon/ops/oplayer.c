@@ -258,9 +258,50 @@ static tileops_status check_dtypes(prep *p)
 	return TILEOPS_OK;
 }
 
+/*
+ * Row strides: the last dim contiguous, and every other dim's stride at
+ * least the extent of the dims inside it (rows spaced as wide as they are
+ * or wider, in row-major order, never overlapping): a slice of columns of
+ * a wider buffer, or every S-th row. Size-1 dims have no stride to speak of.
+ */
+static int has_row_strides(const tk_tensor *t)
+{
+	int64_t inner = 1; /* elements from the first of dim d+1.. to one past its last */
+
+	for (int d = t->ndim - 1; d >= 0; d--) {
+		if (t->shape[d] <= 1)
+			continue;
+		if (d == t->ndim - 1 ? t->stride[d] != 1 : t->stride[d] < inner)
+			return 0;
+		inner = t->stride[d] * (t->shape[d] - 1) + inner;
+	}
+	return 1;
+}
+
+static tileops_status check_layout(prep *p, const manifest_tensor *mt, const tk_tensor *t)
+{
+	char shape[160], strides[160];
+
+	if (tk_is_contiguous(t) || (!mt->packed && has_row_strides(t)))
+		return TILEOPS_OK;
+	shape_str(t->shape, t->ndim, shape, sizeof(shape));
+	shape_str(t->stride, t->ndim, strides, sizeof(strides));
+	if (mt->packed)
+		return pfail(p, TILEOPS_ERR_SHAPE,
+		             "%s must be a contiguous (packed row-major) tensor; got shape %s with "
+		             "strides %s (its kernels take no row strides)",
+		             mt->name, shape, strides);
+	return pfail(p, TILEOPS_ERR_SHAPE,
+	             "%s must be a contiguous tensor or row-strided (last dimension stride 1, "
+	             "each outer stride at least the extent inside it); got shape %s with "
+	             "strides %s",
+	             mt->name, shape, strides);
+}
+
 static tileops_status check_ranks(prep *p)
 {
 	const manifest_op *op = p->op;
+	tileops_status st;
 
 	for (int i = 0; i < op->n_in + op->n_out; i++) {
 		const manifest_tensor *mt = &op->tensors[i];
@@ -280,11 +321,8 @@ static tileops_status check_ranks(prep *p)
 			if (t->shape[d] < 0)
 				return pfail(p, TILEOPS_ERR_SHAPE, "%s has a negative dimension %d",
 				             mt->name, d);
-		if (t->ndim > 0 && t->shape[t->ndim - 1] > 1 && t->stride[t->ndim - 1] != 1)
-			return pfail(p, TILEOPS_ERR_SHAPE,
-			             "%s: the last dimension must be contiguous "
-			             "(stride 1), got stride %lld",
-			             mt->name, (long long)t->stride[t->ndim - 1]);
+		if ((st = check_layout(p, mt, t)))
+			return st;
 	}
 	return TILEOPS_OK;
 }

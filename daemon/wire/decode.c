@@ -180,6 +180,8 @@ tileops_status wire_decode(const Tileops__Request *m, request *r, char *err, siz
 			           "tensor: ipc_handle has %zu bytes, expected %zu",
 			           t->ipc_handle.len, sizeof(r->u.tensor.ipc));
 		memcpy(r->u.tensor.ipc, t->ipc_handle.data, sizeof(r->u.tensor.ipc));
+		r->u.tensor.offset = t->offset;
+		r->u.tensor.bytes = t->bytes;
 		return decode_spec("tensor", t->dtype, t->n_shape, t->shape, &r->u.tensor.spec, err,
 		                   errlen);
 	}
@@ -227,6 +229,36 @@ tileops_status wire_decode(const Tileops__Request *m, request *r, char *err, siz
 			           "%zu bytes)",
 			           m->plan_open->name, sizeof(r->u.name) - 1);
 		return TILEOPS_OK;
+	case TILEOPS__REQUEST__BODY_TENSOR_VIEW: {
+		const Tileops__TensorView *v = m->tensor_view;
+		r->kind = REQ_TENSOR_VIEW;
+		r->u.view.base = v->base_tensor;
+		r->u.view.byte_offset = v->byte_offset;
+		tileops_status st = decode_spec("tensor_view", v->dtype, v->n_shape, v->shape,
+		                                &r->u.view.spec, err, errlen);
+		if (st != TILEOPS_OK)
+			return st;
+		if (v->n_strides && v->n_strides != v->n_shape)
+			return bad(err, errlen, TILEOPS_ERR_INVALID_ARGUMENT,
+			           "tensor_view: %zu strides for %zu dimensions (give one per "
+			           "dimension, or none for packed row-major)",
+			           v->n_strides, v->n_shape);
+		r->u.view.has_strides = v->n_strides != 0;
+		for (size_t i = 0; i < v->n_strides; i++)
+			r->u.view.strides[i] = v->strides[i];
+		return TILEOPS_OK;
+	}
+	case TILEOPS__REQUEST__BODY_EVENT_WAIT:
+		r->kind = REQ_EVENT_WAIT;
+		if (m->event_wait->ipc_event.len != sizeof(r->u.event))
+			return bad(err, errlen, TILEOPS_ERR_INVALID_ARGUMENT,
+			           "event_wait: ipc_event has %zu bytes, expected %zu",
+			           m->event_wait->ipc_event.len, sizeof(r->u.event));
+		memcpy(r->u.event, m->event_wait->ipc_event.data, sizeof(r->u.event));
+		return TILEOPS_OK;
+	case TILEOPS__REQUEST__BODY_EVENT_RECORD:
+		r->kind = REQ_EVENT_RECORD;
+		return TILEOPS_OK;
 	default:
 		return bad(err, errlen, TILEOPS_ERR_PROTOCOL,
 		           "request has no body the executor runs");
@@ -244,9 +276,11 @@ tileops_status wire_decode_sqe_request(const tileops_sqe *e, request *r, char *e
 	tileops_status st;
 	if (m->body_case != TILEOPS__REQUEST__BODY_OP_RUN &&
 	    m->body_case != TILEOPS__REQUEST__BODY_PLAN_RUN &&
-	    m->body_case != TILEOPS__REQUEST__BODY_SYNC)
+	    m->body_case != TILEOPS__REQUEST__BODY_SYNC &&
+	    m->body_case != TILEOPS__REQUEST__BODY_EVENT_WAIT)
 		st = bad(err, errlen, TILEOPS_ERR_UNSUPPORTED,
-		         "ring entry: only op_run, plan_run and sync go through the ring");
+		         "ring entry: only op_run, plan_run, sync and event_wait go through the "
+		         "ring");
 	else
 		st = wire_decode(m, r, err, errlen);
 	tileops__request__free_unpacked(m, NULL);
@@ -291,6 +325,9 @@ const char *request_kind_name(request_kind k)
 		[REQ_PLAN_RUN] = "plan_run",
 		[REQ_PLAN_FREE] = "plan_free",
 		[REQ_PLAN_OPEN] = "plan_open",
+		[REQ_TENSOR_VIEW] = "tensor_view",
+		[REQ_EVENT_WAIT] = "event_wait",
+		[REQ_EVENT_RECORD] = "event_record",
 	};
 	return (size_t)k < sizeof(names) / sizeof(names[0]) && names[k] ? names[k] : "request";
 }

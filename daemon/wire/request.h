@@ -78,7 +78,10 @@ typedef enum request_kind {
 	REQ_PLAN_CREATE,
 	REQ_PLAN_RUN,
 	REQ_PLAN_FREE,
-	REQ_PLAN_OPEN
+	REQ_PLAN_OPEN,
+	REQ_TENSOR_VIEW,
+	REQ_EVENT_WAIT,
+	REQ_EVENT_RECORD
 } request_kind;
 
 /* A tensor's dtype and shape as the client asked for them (unchecked). */
@@ -96,8 +99,18 @@ typedef struct request {
 		struct { /* TENSOR_CREATE, TENSOR_IMPORT */
 			tensor_spec spec;
 			unsigned char ipc[64]; /* IMPORT: the exporter's handle */
+			uint64_t offset; /* IMPORT: where the tensor starts in the allocation */
+			uint64_t bytes;  /* IMPORT: what it may touch from there (0: its size) */
 		} tensor;
-		struct { /* TENSOR_WRITE, TENSOR_READ */
+		struct { /* TENSOR_VIEW */
+			tensor_spec spec;
+			uint64_t base;
+			uint64_t byte_offset;
+			int has_strides; /* else packed row-major */
+			int64_t strides[TK_MAX_DIMS];
+		} view;
+		unsigned char event[64]; /* EVENT_WAIT: the client's cudaIpcEventHandle_t */
+		struct {                 /* TENSOR_WRITE, TENSOR_READ */
 			uint64_t handle, tensor_offset, arena_offset, length;
 		} copy;
 		uint64_t handle;   /* TENSOR_FREE, TENSOR_EXPORT, PLAN_FREE */

@@ -766,8 +766,12 @@ tk_status prefill_run(const tk_call *call, Shape sh, cudaStream_t st)
 		return TK_ERR_UNSUPPORTED;
 	if (sh.B == 0 || sh.S == 0 || sh.max_q == 0)
 		return TK_OK;
-	if (sh.Skv == 0)
+	if (sh.Skv == 0) {
+		/* The fill writes out and lse as flat arrays. */
+		if (!tk_is_contiguous(out) || (lse && !tk_is_contiguous(lse)))
+			return TK_ERR_UNSUPPORTED;
 		return launch_empty(call, st);
+	}
 	const tk_prefill_sched plan = tk_prefill_schedule_of(sched);
 	sh.wide = plan.wide != 0;
 	for (const tk_tensor *t : { q, k, v }) {

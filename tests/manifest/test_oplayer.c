@@ -208,7 +208,7 @@ Test(oplayer, non_contiguous_last_dimension_is_refused)
 
 	rms(&b);
 	b.in[0].stride[1] = 2;
-	refused(&b, TILEOPS_ERR_SHAPE, "rms_norm: x: the last dimension must be contiguous");
+	refused(&b, TILEOPS_ERR_SHAPE, "rms_norm: x must be a contiguous tensor or row-strided");
 }
 
 Test(oplayer, broadcast_rule_names_the_shapes)
@@ -386,4 +386,74 @@ Test(oplayer, null_arguments_are_refused)
 {
 	cr_assert_eq(oplayer_prepare(m, NULL, 0, &call, &kernel, &cost, err, sizeof(err)),
 	             TILEOPS_ERR_INVALID_ARGUMENT);
+}
+
+/* ---- layouts: packed, row-strided, and what is neither ------------------- */
+
+Test(oplayer, row_strided_tensors_are_taken_with_their_strides_passed_on)
+{
+	req_builder b;
+
+	rms(&b);
+	/* Every other 4096-wide row of a wider buffer, and a [2, 1, 4096]-like
+	 * outer stride far larger than a row. */
+	b.in[0].stride[0] = 3 * 4096;
+	b.out[0].stride[0] = 5 * 4096;
+	cr_assert_eq(prep(&b), TILEOPS_OK, "%s", err);
+	cr_assert_eq(call.in[0].stride[0], 3 * 4096, "the kernel must see the view's strides");
+	cr_assert_eq(call.out[0].stride[0], 5 * 4096);
+}
+
+Test(oplayer, q_k_and_v_columns_of_a_fused_projection_are_row_strided_for_rope)
+{
+	req_builder b;
+
+	req(&b, "rope_neox", 3, 0);
+	/* q [T, 32, 128] and k [T, 8, 128] inside rows of 48 heads. */
+	b.in[0] = T(TK_BF16, 3, 4, 32, 128);
+	b.in[1] = T(TK_BF16, 3, 4, 8, 128);
+	b.in[2] = T(TK_I32, 1, 4, 0, 0);
+	b.in[0].stride[0] = b.in[1].stride[0] = 48 * 128;
+	cr_assert_eq(prep(&b), TILEOPS_OK, "%s", err);
+}
+
+Test(oplayer, a_transposed_or_overlapping_layout_is_refused_naming_op_and_tensor)
+{
+	req_builder b;
+
+	rms(&b);
+	b.in[0].stride[0] = 4095; /* rows overlap */
+	refused(&b, TILEOPS_ERR_SHAPE,
+	        "rms_norm: x must be a contiguous tensor or row-strided (last dimension stride 1, "
+	        "each outer stride at least the extent inside it); got shape [2, 4096] with "
+	        "strides [4095, 1]");
+	rms(&b);
+	b.out[0].stride[0] = 0; /* broadcast: every row the same memory */
+	refused(&b, TILEOPS_ERR_SHAPE, "rms_norm: out must be a contiguous tensor or row-strided");
+	req(&b, "rope_neox", 3, 0);
+	b.in[0] = T(TK_BF16, 3, 4, 32, 128);
+	b.in[1] = T(TK_BF16, 3, 4, 8, 128);
+	b.in[2] = T(TK_I32, 1, 4, 0, 0);
+	b.in[1].stride[0] = 128; /* tokens and heads swapped */
+	b.in[1].stride[1] = 4 * 128;
+	refused(&b, TILEOPS_ERR_SHAPE, "rope_neox: k must be a contiguous tensor or row-strided");
+}
+
+Test(oplayer, a_tensor_marked_packed_takes_no_row_strides)
+{
+	req_builder b;
+
+	req(&b, "quant_fp8_per_token", 1, 2);
+	b.in[0] = T(TK_BF16, 2, 4, 64, 0);
+	b.out[0] = T(TK_FP8_E4M3, 2, 4, 64, 0);
+	b.out[1] = T(TK_F32, 2, 4, 1, 0);
+	cr_assert_eq(prep(&b), TILEOPS_OK, "%s", err);
+	b.out[1].stride[0] = 2;
+	refused(&b, TILEOPS_ERR_SHAPE,
+	        "quant_fp8_per_token: scale must be a contiguous (packed row-major) tensor; got "
+	        "shape [4, 1] with strides [2, 1]");
+	/* Its input takes row strides. */
+	b.out[1].stride[0] = 1;
+	b.in[0].stride[0] = 128;
+	cr_assert_eq(prep(&b), TILEOPS_OK, "%s", err);
 }

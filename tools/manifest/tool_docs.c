@@ -50,8 +50,9 @@ static void json_tensor(FILE *f, const manifest_tensor *t)
 	jstr(f, t->dtype.text);
 	fprintf(f, ", \"rank\": [%d, %d], \"shape\": ", t->rank_min, t->rank_max);
 	jstr(f, t->shape ? expr_text(t->shape) : NULL);
-	fprintf(f, ", \"optional\": %s, \"mutated\": %s, \"doc\": ", t->optional ? "true" : "false",
-	        t->mutated ? "true" : "false");
+	fprintf(f, ", \"optional\": %s, \"mutated\": %s, \"packed\": %s, \"doc\": ",
+	        t->optional ? "true" : "false", t->mutated ? "true" : "false",
+	        t->packed ? "true" : "false");
 	jstr(f, t->doc);
 	fputc('}', f);
 }
@@ -206,8 +207,9 @@ static void doc_tensors(FILE *f, const manifest_op *op)
 		fprintf(f, " | %s | ", r);
 		if (t->shape)
 			md_code(f, expr_text(t->shape));
-		fprintf(f, " | %s%s", t->optional ? "optional. " : "",
-		        t->mutated ? "mutated. " : "");
+		fprintf(f, " | %s%s%s", t->optional ? "optional. " : "",
+		        t->mutated ? "mutated. " : "",
+		        t->packed ? "packed only (no row strides). " : "");
 		md(f, t->doc);
 		fputs(" |\n", f);
 	}
@@ -326,6 +328,13 @@ int tool_docs(const manifest *m, const char *out)
 	        "exist.\n"
 	        "GFLOP and MB are the roofline formulas evaluated at each workload's first "
 	        "dtype.\n\n"
+	        "Row strides: every tensor may be a contiguous tensor or view, and every tensor "
+	        "not marked \"packed only\" may also be row-strided: its last dimension "
+	        "contiguous (stride 1) and each outer stride at least the extent of the dims "
+	        "inside it, as a view of some columns of a wider buffer (q, k and v of a fused "
+	        "qkv projection) or of every S-th row (the last token of each sequence) is "
+	        "(tileops_tensor_view). Any other layout is refused with TILEOPS_ERR_SHAPE, "
+	        "naming the op and the tensor.\n\n"
 	        "| op | family | status | matches |\n| --- | --- | --- | --- |\n",
 	        m->n_ops, implemented);
 	for (int i = 0; i < m->n_ops; i++)
