@@ -9,23 +9,33 @@ set -euo pipefail
 
 tileopsd=$1 stat=$2 client=$3 manifest=$4
 dir=$(mktemp -d /tmp/tileops-watch-XXXXXX)
-pids=()
+daemon= load=
 cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	# The client loop first, with the client it is running, so that nothing
+	# outlives the test holding its output open; then the daemon.
+	touch "$dir/stop"
+	if [ -n "$load" ]; then
+		pkill -TERM -P "$load" 2>/dev/null || true
+		kill "$load" 2>/dev/null || true
+		wait "$load" 2>/dev/null || true
+	fi
+	if [ -n "$daemon" ]; then
+		kill "$daemon" 2>/dev/null || true
+		wait "$daemon" 2>/dev/null || true
+	fi
 	rm -rf "$dir"
 }
 trap cleanup EXIT
 
 "$tileopsd" --backend cpu --manifest "$manifest" --listen "ipc://$dir/tileopsd.sock" \
 	--stats "ipc://$dir/stats.sock" --ready-file "$dir/pid" 2>"$dir/log" &
-pids+=($!)
+daemon=$!
 for _ in $(seq 100); do [ -s "$dir/pid" ] && break; sleep 0.1; done
 [ -s "$dir/pid" ] || { echo "stat_watch_live: tileopsd did not start:"; cat "$dir/log"; exit 1; }
 
-# Adds for the whole watch (two frames one second apart).
-(for _ in $(seq 40); do "$client" "ipc://$dir/tileopsd.sock" 5000 watched || exit 1; done) &
-pids+=($!)
+# Adds for the whole watch (two frames one second apart), until told to stop.
+while [ ! -e "$dir/stop" ]; do "$client" "ipc://$dir/tileopsd.sock" 2000 watched || break; done &
+load=$!
 sleep 0.3
 "$stat" --address "ipc://$dir/stats.sock" --watch 1 --count 2 >"$dir/out"
 cat "$dir/out"
