@@ -58,7 +58,8 @@ typedef struct backend_ops {
 	void (*stream_destroy)(backend *be, void *stream);
 	/* Run the stream's later work at the device's low priority (low 1) or
 	 * at the normal one (0), in order after what it has queued. Not while
-	 * capturing. NULL where there are no priorities (CPU). */
+	 * capturing. Work queued before the call keeps its priority. NULL
+	 * where there are no priorities. */
 	void (*stream_priority)(backend *be, void *stream, int low);
 	/* Make an arena usable as a copy source/target (CUDA: pin it). */
 	void (*arena_attach)(backend *be, arena *a);

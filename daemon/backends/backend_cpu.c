@@ -5,7 +5,11 @@
  * GPU does: launches, copies, frees and graph replays are queued on the
  * session's stream and return; a pool of "device" threads runs each
  * stream's queue in order, different streams at once; fences pass when
- * their stream's queue has run past them.
+ * their stream's queue has run past them. Streams have the GPU's two
+ * priorities (stream_priority): a free pool thread takes the next item of a
+ * normal-priority stream before any low-priority one's, and never stops an
+ * item it runs, as a GPU dispatches a higher-priority stream's blocks first
+ * as SMs free up but does not preempt blocks running.
  *
  * One lock (cpu_impl.mu) guards every queue, stream, fence and per-thread
  * record below; kernels and copies run outside it. At most one pool thread
@@ -67,6 +71,7 @@ typedef struct cpu_item {
 	item_kind kind;
 	cpu_thread *owner; /* the executor thread that queued it */
 	int timed, slot;
+	int low; /* queued at the low priority (runs after normal-priority work) */
 	void *arg;
 	double us; /* the kernel's time, for the timing callback */
 	union {
@@ -97,7 +102,8 @@ typedef struct cpu_stream {
 	cpu_graph *recording; /* between capture_begin and capture_end (executor only) */
 	cpu_item *head, *tail;
 	int running;                   /* a pool thread runs its head */
-	struct cpu_stream *ready_next; /* in the ready list: queued work, not running */
+	int low;                       /* work queued from now on is low priority */
+	struct cpu_stream *ready_next; /* in a ready list: queued work, not running */
 	int refs;                      /* the session's, and one per fence made on it */
 	uint64_t err_serial;           /* failures so far */
 	uint64_t err_answered;         /* the failures a client has been told of */
@@ -126,7 +132,9 @@ typedef struct cpu_impl {
 	pthread_mutex_t mu;
 	pthread_cond_t work_cv; /* a stream became ready, or the pool stops */
 	pthread_cond_t idle_cv; /* a stream drained, or a thread's items all ran */
-	cpu_stream *ready_head, *ready_tail;
+	/* Streams with queued work that no thread runs, by their head item's
+	 * priority: [0] normal, [1] low. */
+	cpu_stream *ready_head[2], *ready_tail[2];
 	cpu_item *all_head, *all_tail; /* every queued item, by ticket */
 	uint64_t next_ticket;
 	cpu_deferred *deferred;
@@ -146,26 +154,34 @@ static _Thread_local cpu_thread *cpu_tls;
 
 /* ---- the queues (mu held) ------------------------------------------------ */
 
+/* Behind the ready streams of its head item's priority. As on a GPU, the
+ * priority is the work's, fixed when it was queued: a stream lowered with
+ * work queued runs that work at the priority it had. */
 static void ready_push(cpu_impl *im, cpu_stream *s)
 {
+	int q = s->head->low;
 	s->ready_next = NULL;
-	if (im->ready_tail)
-		im->ready_tail->ready_next = s;
+	if (im->ready_tail[q])
+		im->ready_tail[q]->ready_next = s;
 	else
-		im->ready_head = s;
-	im->ready_tail = s;
+		im->ready_head[q] = s;
+	im->ready_tail[q] = s;
 }
 
+/* The next stream to run: normal-priority work first, each list in turn. */
 static cpu_stream *ready_pop(cpu_impl *im)
 {
-	cpu_stream *s = im->ready_head;
-	if (s) {
-		im->ready_head = s->ready_next;
-		if (!im->ready_head)
-			im->ready_tail = NULL;
+	for (int q = 0; q < 2; q++) {
+		cpu_stream *s = im->ready_head[q];
+		if (!s)
+			continue;
+		im->ready_head[q] = s->ready_next;
+		if (!im->ready_head[q])
+			im->ready_tail[q] = NULL;
 		s->ready_next = NULL;
+		return s;
 	}
-	return s;
+	return NULL;
 }
 
 static int stream_idle(const cpu_stream *s)
@@ -177,6 +193,7 @@ static int stream_idle(const cpu_stream *s)
 static void enqueue_locked(cpu_impl *im, cpu_stream *s, cpu_item *it)
 {
 	it->ticket = ++im->next_ticket;
+	it->low = s->low;
 	it->owner = cpu_tls;
 	if (it->owner)
 		it->owner->owned++;
@@ -195,7 +212,7 @@ static void enqueue_locked(cpu_impl *im, cpu_stream *s, cpu_item *it)
 		s->head = it;
 	s->tail = it;
 	if (was_idle) {
-		ready_push(im, s);
+		ready_push(im, s); /* after head is set: its priority picks the list */
 		pthread_cond_signal(&im->work_cv);
 	}
 }
@@ -481,7 +498,8 @@ static void *pool_main(void *arg)
 		int kept = finish_locked(im, s, it, st, msg);
 		s->running = 0;
 		if (s->head)
-			ready_push(im, s); /* behind the other ready streams: they take turns */
+			ready_push(im, s); /* behind the other ready streams of its next item's
+			                    * priority: they take turns */
 		else
 			pthread_cond_broadcast(&im->idle_cv);
 		if (!kept)
@@ -644,6 +662,18 @@ static void cpu_stream_destroy(backend *be, void *stream)
 		graph_unref_locked(s->recording);
 	s->recording = NULL;
 	stream_unref_locked(s);
+	pthread_mutex_unlock(&im->mu);
+}
+
+/* Work queued on the stream from now on runs at the low (1) or normal (0)
+ * priority; what it has queued keeps the priority it was queued with, and
+ * the stream's order holds either way (one thread runs it at a time). */
+static void cpu_stream_priority(backend *be, void *stream, int low)
+{
+	cpu_impl *im = be->impl;
+	cpu_stream *s = stream;
+	pthread_mutex_lock(&im->mu);
+	s->low = low != 0;
 	pthread_mutex_unlock(&im->mu);
 }
 
@@ -1007,6 +1037,7 @@ static const backend_ops cpu_ops = {
 	.destroy = cpu_destroy,
 	.stream_create = cpu_stream_create,
 	.stream_destroy = cpu_stream_destroy,
+	.stream_priority = cpu_stream_priority,
 	.arena_attach = cpu_arena_noop,
 	.arena_detach = cpu_arena_noop,
 	.alloc = cpu_alloc,

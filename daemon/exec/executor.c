@@ -228,6 +228,10 @@ static int poll_rings(worker *w)
 		}
 		for (uint64_t i = 0; i < n; i++) {
 			tileops_sqe e;
+			/* Each entry admitted, not each batch: a batch of long ops
+			 * taken at once would queue past the limit by the batch. */
+			if (i > 0 && ex->cfg.queue_us > 0 && !admit(w, s, t0))
+				break;
 			if (ring_take(&s->ring, &s->arena, &e) != 0)
 				break;
 			w->entry_us = t0;

@@ -102,6 +102,12 @@ static int launch_dtype(const prepared_op *p)
 	return p->call.n_out > 0 ? (int)p->call.out[0].dtype : 0;
 }
 
+void launch_share(executor *ex, session *s, double us)
+{
+	if (share_launch(ex->be, s->stream, &s->share, ex->cfg.queue_us, us) && exec_worker)
+		__atomic_fetch_add(&ex->pace[exec_worker->index].demotions, 1, __ATOMIC_RELAXED);
+}
+
 tileops_status launch_prepared(executor *ex, session *s, const prepared_op *p, tileops_status st,
                                timed_cqe *timed, char *err, size_t errlen)
 {
@@ -129,6 +135,7 @@ tileops_status launch_prepared(executor *ex, session *s, const prepared_op *p, t
 	}
 	if (st == TILEOPS_OK) {
 		int clocked = exec_worker && n % LAUNCH_SAMPLE == 0;
+		launch_share(ex, s, p->est_us);
 		double t0 = clocked ? clock_now_us() : 0.0;
 		st = ex->be->ops->launch(ex->be, s->stream, p->kernel, &p->call, sampled, p->slot,
 		                         timed, err, errlen);

@@ -49,4 +49,8 @@ int launch_first_use(executor *ex, session *s, prepared_op *p);
 tileops_status launch_prepared(executor *ex, session *s, const prepared_op *p, tileops_status st,
                                timed_cqe *timed, char *err, size_t errlen);
 
+/* Before launching `us` of device time on s's stream (share_launch): its
+ * priority for it, a demotion counted in the executor thread's stats. */
+void launch_share(executor *ex, session *s, double us);
+
 #endif

@@ -576,6 +576,7 @@ static tileops_status plan_run_locked(executor *ex, session *s, const plan_run_d
 	if (st != TILEOPS_OK)
 		return st;
 	p->t->st.runs++;
+	launch_share(ex, s, p->est_us[b]);
 	if (once) {
 		/* Over the quota even when empty: run it once, keep nothing. */
 		st = ex->be->ops->graph_launch(ex->be, s->stream, once, err, errlen);

@@ -61,6 +61,16 @@ static void retire(backend *be, share *sh)
 	sh->queued_us = sh->unfenced_us;
 }
 
+/* Lower the stream unless it is low already; 1 when it was lowered. */
+static int lower(backend *be, void *stream, share *sh)
+{
+	if (sh->low || !be->ops->stream_priority)
+		return 0;
+	be->ops->stream_priority(be, stream, 1);
+	sh->low = 1;
+	return 1;
+}
+
 int share_admit(backend *be, void *stream, share *sh, double limit_us, double now_us, int *demoted)
 {
 	if (limit_us <= 0.0)
@@ -74,18 +84,27 @@ int share_admit(backend *be, void *stream, share *sh, double limit_us, double no
 	sh->held = held;
 	if (held) {
 		fence_now(be, stream, sh); /* so that what is held on can finish */
-		if (!sh->low && be->ops->stream_priority) {
-			be->ops->stream_priority(be, stream, 1);
-			sh->low = 1;
+		if (lower(be, stream, sh))
 			*demoted = 1;
-		}
 		return 0;
 	}
-	if (sh->low && sh->queued_us < limit_us / 4) {
+	return 1;
+}
+
+int share_launch(backend *be, void *stream, share *sh, double limit_us, double us)
+{
+	if (limit_us <= 0.0 || !be->ops->stream_priority)
+		return 0;
+	double lng = limit_us * SHARE_LONG;
+	if (us >= lng)
+		return lower(be, stream, sh);
+	/* Raised here, not as the queue drains: a session of long ops would be
+	 * raised at each drain and run its next op at the normal priority. */
+	if (sh->low && sh->queued_us < lng) {
 		be->ops->stream_priority(be, stream, 0);
 		sh->low = 0;
 	}
-	return 1;
+	return 0;
 }
 
 void share_release(backend *be, share *sh)

@@ -14,8 +14,16 @@
  * its stream runs at the device's low priority, so that the kernels of
  * sessions with little queued start first as SMs come free (CUDA schedules
  * the blocks of a higher-priority stream's kernels before a lower one's;
- * it does not preempt blocks already running). It gets the normal priority
- * back when its queue has drained below a quarter of the limit.
+ * it does not preempt blocks already running).
+ *
+ * Holding alone lowers a session only once it has the limit queued, and
+ * that work was launched at the normal priority: a session whose every op
+ * is long (a quarter of the limit or more by its own estimate) would put
+ * its first ops after each drain (each of its client's syncs) ahead of the
+ * other sessions' kernels. So an op that long lowers its session before it
+ * is launched (share_launch), and a lowered session gets the normal
+ * priority back only before a short op, once its queue has drained below a
+ * quarter of the limit: a client of long ops stays low across its syncs.
  *
  * The CPU backend queues work as a GPU does, at its own rates, so the same
  * holds there. Executor thread of the session only.
@@ -55,11 +63,20 @@ void share_charge(backend *be, void *stream, share *sh, double limit_us, double 
 /*
  * Whether the session may launch now (1) or is held (0), at time now_us.
  * Retires the fences that passed; holding, it fences what was not yet and
- * lowers the stream's priority (*demoted set to 1 the first time);
- * returns the normal priority once less than a quarter of the limit is
- * queued.
+ * lowers the stream's priority (*demoted set to 1 the first time). The
+ * priority comes back in share_launch.
  */
 int share_admit(backend *be, void *stream, share *sh, double limit_us, double now_us, int *demoted);
+
+/*
+ * Before launching work of `us` on `stream` (an op, a plan run): long work
+ * (us >= SHARE_LONG * limit_us) lowers the stream first; short work raises
+ * a lowered stream once less than SHARE_LONG of the limit is queued.
+ * Returns 1 when it lowered the stream (a demotion). Nothing while the
+ * limit is off or the backend has no priorities.
+ */
+#define SHARE_LONG 0.25
+int share_launch(backend *be, void *stream, share *sh, double limit_us, double us);
 
 /* Drop the fences (the session is closing; its stream is synchronized). */
 void share_release(backend *be, share *sh);

@@ -102,7 +102,7 @@ typedef struct pace_slot {
 	uint64_t sleeps;        /* times it slept for want of work (atomic) */
 	uint64_t reused;        /* ring ops launched as prepared before (opcache.h; atomic) */
 	uint64_t holds;         /* times a session was held at session_queue_us (atomic) */
-	uint64_t demotions;     /* sessions its holds moved to low priority (atomic) */
+	uint64_t demotions;     /* sessions moved to low priority: held, or a long op (atomic) */
 	double op_us;           /* time running ring entries, summed (written by its thread only) */
 	double launch_us;       /* time in the launch calls timed (one in LAUNCH_SAMPLE), summed */
 	uint64_t launches_timed; /* how many launch_us covers (atomic) */

@@ -3,7 +3,10 @@
  * against a backend whose fences pass when the test says: charges below
  * session_queue_us run, the session is held at the limit with its work
  * fenced and its stream lowered once, and runs again (and gets its
- * priority back) as its fences pass; the fence pool's bound; estimates.
+ * priority back before a short op) as its fences pass; a long op (a
+ * quarter of the limit or more) lowers its session before it is launched,
+ * and a session of long ops stays low across its drains; the fence pool's
+ * bound; estimates.
  */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -126,13 +129,112 @@ Test(share, a_session_at_its_limit_is_held_and_lowered_until_its_work_finishes)
 	cr_assert_eq(freed, 1);
 	cr_assert_eq(raised, 0, "raised with three quarters still queued");
 
-	/* Everything finishes: the session gets its priority back. */
+	/* Everything finishes: the session gets its priority back before its
+	 * next (short) op. */
 	for (int i = 0; i < made; i++)
 		passed[i] = 1;
 	cr_assert(admit_at(&sh, limit, &t, &demoted));
 	cr_assert_float_eq(sh.queued_us, 0.0, 1e-6);
-	cr_assert_eq(raised, 1);
 	cr_assert_eq(freed, made);
+	cr_assert_eq(share_launch(&fake, NULL, &sh, limit, 100.0), 0);
+	cr_assert_eq(raised, 1);
+	cr_assert_not(sh.low);
+}
+
+/* Admit, then the launch of one op of `us`, charged; returns what
+ * share_launch did (1: lowered). */
+static int launch_op(share *sh, double limit, double *t, double us)
+{
+	int demoted = 0;
+	cr_assert(admit_at(sh, limit, t, &demoted), "held");
+	int lowered_now = share_launch(&fake, NULL, sh, limit, us);
+	share_charge(&fake, NULL, sh, limit, us);
+	return lowered_now;
+}
+
+Test(share, an_op_longer_than_the_limit_lowers_its_session_before_it_is_launched)
+{
+	reset();
+	share sh = { 0 };
+	/* Nothing queued: the hold would not lower it before this op ran. */
+	cr_assert_eq(share_launch(&fake, NULL, &sh, 2000.0, 5000.0), 1);
+	cr_assert_eq(lowered, 1, "the stream was not lowered before the launch");
+	cr_assert_eq(made, 0);
+	cr_assert_float_eq(sh.queued_us, 0.0, 1e-9);
+	cr_assert(sh.low);
+}
+
+Test(share, ops_of_a_quarter_of_the_limit_are_long_shorter_ones_are_not)
+{
+	reset();
+	const double limit = 2000.0;
+	share sh = { 0 }, other = { 0 };
+	double t = 0.0;
+	/* A 1 ms op beside a 2 ms limit (the H200's 1 ms adds): lowered at once. */
+	cr_assert_eq(launch_op(&sh, limit, &t, 1000.0), 1);
+	cr_assert_eq(lowered, 1);
+	reset();
+	cr_assert_eq(launch_op(&sh, limit, &t, limit * SHARE_LONG), 0, "lowered twice");
+	cr_assert_eq(lowered, 0);
+	/* Just under a quarter, from a fresh session: never lowered by the op. */
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(launch_op(&other, limit, &t, limit * SHARE_LONG - 1.0), 0);
+	cr_assert_eq(lowered, 0);
+	cr_assert_not(other.low);
+}
+
+Test(share, a_session_of_long_ops_stays_low_across_its_drains)
+{
+	reset();
+	const double limit = 2000.0;
+	share sh = { 0 };
+	double t = 0.0;
+	for (int round = 0; round < 3; round++) {
+		/* Two 900 us ops (each fenced: more than a quarter), then its
+		 * client syncs and everything finishes. */
+		launch_op(&sh, limit, &t, 900.0);
+		launch_op(&sh, limit, &t, 900.0);
+		for (int i = 0; i < made; i++)
+			passed[i] = 1;
+		int demoted = 0;
+		cr_assert(admit_at(&sh, limit, &t, &demoted));
+		cr_assert_float_eq(sh.queued_us, 0.0, 1e-6);
+		cr_assert_eq(raised, 0, "raised as its queue drained (round %d)", round);
+		cr_assert(sh.low);
+	}
+	cr_assert_eq(lowered, 1);
+}
+
+Test(share, a_lowered_session_is_raised_before_a_short_op_only_once_drained)
+{
+	reset();
+	const double limit = 2000.0;
+	share sh = { 0 };
+	double t = 0.0;
+	cr_assert_eq(launch_op(&sh, limit, &t, 1000.0), 1);
+	/* The long op is still queued: a short op behind it stays low. */
+	launch_op(&sh, limit, &t, 10.0);
+	cr_assert_eq(raised, 0);
+	passed[0] = 1;
+	launch_op(&sh, limit, &t, 10.0);
+	cr_assert_eq(raised, 1);
+	cr_assert_not(sh.low);
+}
+
+Test(share, launches_change_nothing_with_the_limit_off_or_without_priorities)
+{
+	reset();
+	share sh = { 0 };
+	cr_assert_eq(share_launch(&fake, NULL, &sh, 0.0, 1e6), 0);
+	static const backend_ops no_prio = {
+		.fence_create = fake_fence_create,
+		.fence_query = fake_fence_query,
+		.fence_free = fake_fence_free,
+	};
+	backend flat = { .ops = &no_prio, .bytes_per_us = 1000.0 };
+	cr_assert_eq(share_launch(&flat, NULL, &sh, 2000.0, 1e6), 0);
+	cr_assert_eq(lowered, 0);
+	cr_assert_not(sh.low);
 }
 
 Test(share, a_held_session_fences_what_it_queued_since_the_last_fence)

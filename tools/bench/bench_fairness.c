@@ -11,8 +11,10 @@
  * --small-elems (1 Mi) elements, the way a latency-bound client does:
  * tileops_op_run, then tileops_sync, one op at a time; each round trip is
  * one sample. It first measures them alone (the unloaded figure) and the
- * op's own device time (tileops_op_submit_timed), then starts the heavy
- * client and, once that has run for 300 ms, measures --samples (2000) more.
+ * op's own device time (tileops_op_submit_timed), then lets the heavy
+ * client connect and set up (not before: its allocations and first op
+ * would land in the figures alone), starts it and, once that has run for
+ * 300 ms, measures --samples (2000) more.
  *
  * The heavy client (a child process, its own session) submits long ops
  * back to back with tileops_op_run and calls tileops_sync every 64:
@@ -141,8 +143,8 @@ static int heavy_gemm_setup(tileops_client *c, const opts *o, tileops_tensor t[3
 	       make(c, TILEOPS_BF16, 2, sc, &t[2]);
 }
 
-/* The child: set up, say ready, wait for the go byte, run until the pipe
- * closes, then report. */
+/* The child: wait for the setup byte, set up, say ready, wait for the go
+ * byte, run until the pipe closes, then report. */
 static int heavy_main(const opts *o, int ctl, int res)
 {
 	tileops_client *c;
@@ -150,11 +152,12 @@ static int heavy_main(const opts *o, int ctl, int res)
 	chain ch;
 	tileops_tensor g[3];
 	int gemm = strcmp(o->heavy, "gemm") == 0;
-	if (bench_connect(o->address, "fairness-heavy", &c) != 0)
+	char b;
+	if (bench_read_all(ctl, &b, 1) != 0 || bench_connect(o->address, "fairness-heavy", &c) != 0)
 		return 1;
 	if (gemm ? heavy_gemm_setup(c, o, g) : chain_make(c, o->heavy_elems, &ch))
 		return 1;
-	char b = 'r';
+	b = 'r';
 	if (bench_write_all(res, &b, 1) != 0 || bench_read_all(ctl, &b, 1) != 0)
 		return 1;
 	double t0 = bench_now_us();
@@ -270,8 +273,8 @@ static int run(const opts *o)
 	bench_report(o->label, "small add", "device time", dev_us, "us", 200);
 	report_latency(o, "alone", v, o->samples);
 	if (heavy) {
-		char b;
-		if (bench_read_all(res[0], &b, 1) != 0) {
+		char b = 's';
+		if (bench_write_all(ctl[1], &b, 1) != 0 || bench_read_all(res[0], &b, 1) != 0) {
 			fprintf(stderr, "%s: the heavy client failed to start\n", prog);
 			goto out;
 		}
