@@ -26,8 +26,13 @@ fail() {
 [ -f "$build/CMakeCache.txt" ] || fail "$build is not a configured build folder"
 
 work=$(mktemp -d /tmp/tileops-operations.XXXXXX)
+# The daemon the walkthrough starts, and only that one (other daemons of
+# the machine are not this test's).
+walk_daemon() {
+	pgrep -f -- "^tileopsd --config /etc/tileops/tileopsd.conf" 2>/dev/null || true
+}
 cleanup() {
-	pkill -KILL -x tileopsd 2>/dev/null || true
+	for p in $(walk_daemon); do kill -KILL "$p" 2>/dev/null || true; done
 	for p in libtileops-dev libtileops0 tileopsd; do
 		if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q -e installed -e config-files; then
 			dpkg -P "$p" >/dev/null 2>&1 || true
@@ -64,7 +69,7 @@ grep -q "PASS" "$work/out" || fail "tileops-example-mlp printed no PASS"
 grep -Eq '^tileopsd_ops_total\{op="gemm"\} [1-9][0-9]*$' "$work/out" ||
 	fail "the scraped page has no non-zero tileopsd_ops_total{op=\"gemm\"}"
 grep -Eq '^tileopsd_ready 1$' "$work/out" || fail "the scraped page does not say tileopsd_ready 1"
-if pgrep -x tileopsd >/dev/null; then
-	fail "a tileopsd still runs after the walkthrough's stop step"
+if [ -n "$(walk_daemon)" ]; then
+	fail "the walkthrough's tileopsd still runs after its stop step"
 fi
 echo "== operations walkthrough passed"
