@@ -12,7 +12,8 @@
 # Run from the repository root with what scripts/gpu-pack.sh packed. Results
 # go to $OUT: moe.jsonl (tileopsd), moe_torch.jsonl (PyTorch), moe.md (the
 # table) and moe.log. Each run is bounded: STEP_LIMIT seconds a layer run
-# (120), TORCH_LIMIT for the PyTorch script (600).
+# (90), OPS_LIMIT for tileops-bench over the family's workloads (150),
+# TORCH_LIMIT for the PyTorch script (300).
 set -u
 out=${OUT:-/tmp/tileops-out}
 mkdir -p "$out"
@@ -29,7 +30,7 @@ table=$out/moe.md
 trap 'bench_stop_daemon; rm -rf "$run"' EXIT
 
 bench_header
-limit=${STEP_LIMIT:-120}
+limit=${STEP_LIMIT:-90}
 models=${MODELS:-qwen3-30b-a3b mixtral-8x7b deepseek-v2-lite}
 tokens=${TOKENS:-1 8 64 4096}
 if ! bench_start_daemon; then
@@ -42,12 +43,12 @@ for m in $models; do
 		bench_step timeout "$limit" "$bin/tileops-bench-moe" "$addr" "$m" "$t" "${ITERS:-10}"
 	done
 done
-bench_step timeout "$limit" "$bin/tileops-bench" --family moe --json "$out/moe_ops.json"
+bench_step timeout "${OPS_LIMIT:-150}" "$bin/tileops-bench" --family moe --json "$out/moe_ops.json"
 grep '^BENCH ' "$log" | sed 's/^BENCH //' >"$json"
 bench_stop_daemon
 
 # PyTorch after the daemon has given the GPU's memory back.
-bench_step timeout "${TORCH_LIMIT:-600}" python3 "$PWD/tools/bench/moe_torch.py" \
+bench_step timeout "${TORCH_LIMIT:-300}" python3 "$PWD/tools/bench/moe_torch.py" \
 	--json "$tjson" --models "$(echo "$models" | tr ' ' ,)" --tokens "$(echo "$tokens" | tr ' ' ,)"
 
 python3 - "$json" "$tjson" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \

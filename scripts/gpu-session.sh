@@ -114,7 +114,7 @@ has llama && bench_step llama bench-llama.sh "${LIMIT_LLAMA:-580}"
 # moe: the MoE layers of Qwen3-30B-A3B, Mixtral-8x7B and DeepSeek-V2-Lite as
 # plans through tileopsd against PyTorch (scripts/bench-moe.sh), the whole
 # step bounded by LIMIT_MOE.
-has moe && bench_step moe bench-moe.sh "${LIMIT_MOE:-540}"
+has moe && bench_step moe bench-moe.sh "${LIMIT_MOE:-580}"
 # scaling: the many-process dispatch rate under each daemon configuration
 # of $CONFIGS (scripts/dispatch-scaling.sh).
 if has scaling; then
