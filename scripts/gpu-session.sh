@@ -5,7 +5,7 @@
 # the summary and the tables are also copied to $OUT (the device tool brings
 # back at most eight files). STEPS picks a subset:
 #   fairness ktests tests bench dispatch layer torch tune gemm membound decode
-#   prefill scaling ncu llama
+#   prefill scaling ncu llama moe
 set -u
 root=$PWD
 # The packed binaries (scripts/gpu-pack.sh): TILEOPS_PACK, else .carry/.
@@ -111,6 +111,10 @@ has membound && bench_step membound bench-membound.sh "${LIMIT_MEMBOUND:-300}"
 # (scripts/bench-llama.sh); its runs are bounded by STEP_LIMIT and
 # TORCH_LIMIT inside, the whole step by LIMIT_LLAMA.
 has llama && bench_step llama bench-llama.sh "${LIMIT_LLAMA:-580}"
+# moe: the MoE layers of Qwen3-30B-A3B, Mixtral-8x7B and DeepSeek-V2-Lite as
+# plans through tileopsd against PyTorch (scripts/bench-moe.sh), the whole
+# step bounded by LIMIT_MOE.
+has moe && bench_step moe bench-moe.sh "${LIMIT_MOE:-580}"
 # scaling: the many-process dispatch rate under each daemon configuration
 # of $CONFIGS (scripts/dispatch-scaling.sh).
 if has scaling; then

@@ -164,10 +164,14 @@ Test(table, lists_every_op_with_its_arity_and_params_in_order)
 	static const char *const scale[] = { "scale", NULL };
 	static const char *const sample[] = { "temperature", "top_k",  "top_p", "min_p",
 		                              "seed",        "offset", NULL };
+	static const char *const moe_route[] = { "top_k",   "sigmoid",    "renormalize",
+		                                 "n_group", "topk_group", "routed_scaling_factor",
+		                                 NULL };
+	static const char *const moe_gemm[] = { "block_m", "top_k", NULL };
 	size_t n = 0;
 
 	tk_kernels(&n);
-	cr_expect_eq(n, 59);
+	cr_expect_eq(n, 64);
 	expect_entry("add", 2, 1, none);
 	expect_entry("pow", 2, 1, none);
 	expect_entry("exp", 1, 1, none);
@@ -195,6 +199,8 @@ Test(table, lists_every_op_with_its_arity_and_params_in_order)
 	expect_entry("embedding", 2, 1, none);
 	expect_entry("gather_rows", 2, 1, none);
 	expect_entry("sample", 7, 1, sample);
+	expect_entry("moe_route", 2, 2, moe_route);
+	expect_entry("moe_gate_up", 5, 1, moe_gemm);
 	cr_expect_eq(tk_kernel_find("gemm")->workspace, TK_WORKSPACE_BYTES,
 	             "gemm can use workspace for split-K");
 	cr_expect_eq(tk_kernel_find("add")->workspace, 0);

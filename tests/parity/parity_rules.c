@@ -310,6 +310,87 @@ static void range_pow(int input, double *lo, double *hi)
 
 /* ---- the rules ---------------------------------------------------------------------------- */
 
+/* ---- moe family ----------------------------------------------------------------------- */
+
+/*
+ * The grouped GEMMs' shapes hang together (P = T*k + E*(block_m - 1)), so
+ * they are set as one: N (I for gate-up) halved down to 64, K to 256, E to
+ * 4, then the routed rows, each time with P and the blocks made anew.
+ */
+static void moe_gemm_set(parity_case *c, int64_t t, int64_t tk, int64_t e, int64_t n, int64_t k,
+                         int64_t bm)
+{
+	int64_t p = tk + e * (bm - 1);
+
+	parity_set_dim(c, "x", 0, parity_param_num(c, "top_k") > 0 ? t : p);
+	parity_set_dim(c, "x", 1, k);
+	parity_set_dim(c, "w", 0, e);
+	parity_set_dim(c, "w", 1, n);
+	parity_set_dim(c, "w", 2, k);
+	parity_set_dim(c, "sorted_ids", 0, p);
+	parity_set_dim(c, "expert_ids", 0, (p + bm - 1) / bm);
+}
+
+static int scale_moe_gemm(parity_case *c, char *err, size_t errlen)
+{
+	int64_t bm = (int64_t)parity_param_num(c, "block_m"),
+	        top_k = (int64_t)parity_param_num(c, "top_k");
+	int64_t e = parity_dim(c, "w", 0), n = parity_dim(c, "w", 1), k = parity_dim(c, "w", 2);
+	int64_t p = parity_dim(c, "sorted_ids", 0), tk = p - e * (bm - 1);
+	int64_t t = top_k > 0 ? parity_dim(c, "x", 0) : tk, step = top_k > 0 ? 2 : 1;
+	int gate_up = !strcmp(c->op->name, "moe_gate_up"), refused = 0;
+
+	while (over(c, GEMM_FLOPS, GEMM_ELEMS, err, errlen, &refused)) {
+		if (n > 64 * step)
+			n = gate_up ? half(n / 2) * 2 : half(n);
+		else if (k > 256)
+			k = half(k);
+		else if (e > 4)
+			e = half(e);
+		else if (t > 1)
+			t = half(t);
+		else
+			break;
+		moe_gemm_set(c, t, top_k > 0 ? t * top_k : t, e, n, k, bm);
+	}
+	snprintf(c->scaling, sizeof(c->scaling),
+	         "moe gemm: N halved down to 64, K to 256, experts to 4, then the tokens, with "
+	         "P = T*k + E*(block_m - 1) kept");
+	return refused ? -1 : 0;
+}
+
+static void moe_unpermute_set(parity_case *c, int64_t p, int64_t h, int64_t t, int64_t k)
+{
+	parity_set_dim(c, "y", 0, p);
+	parity_set_dim(c, "y", 1, h);
+	parity_set_dim(c, "inv", 0, t * k);
+	parity_set_dim(c, "topk_weights", 0, t);
+	parity_set_dim(c, "shared", 0, t);
+	parity_set_dim(c, "shared", 1, h);
+}
+
+static int scale_moe_unpermute(parity_case *c, char *err, size_t errlen)
+{
+	int64_t p = parity_dim(c, "y", 0), h = parity_dim(c, "y", 1);
+	int64_t t = parity_dim(c, "topk_weights", 0), k = parity_dim(c, "topk_weights", 1);
+	int refused = 0;
+
+	while (over(c, PARITY_MAX_FLOPS, PARITY_MAX_ELEMS, err, errlen, &refused)) {
+		if (h > 256)
+			h = half(h);
+		else if (t > 1)
+			t = half(t), p = half(p);
+		else if (p > 1)
+			p = half(p);
+		else
+			break;
+		moe_unpermute_set(c, p, h, t, k);
+	}
+	snprintf(c->scaling, sizeof(c->scaling),
+	         "moe_unpermute: H halved down to 256, then the tokens and the rows of y");
+	return refused ? -1 : 0;
+}
+
 static const parity_rule rules[] = {
 	/* elementwise: domains */
 	{ .op = "log", .lo = 0.1, .hi = 4.0 },
@@ -367,6 +448,16 @@ static const parity_rule rules[] = {
 	{ .op = "embedding", .exact = 1 },
 	{ .op = "gather_rows", .exact = 1 },
 	{ .op = "sample", .exact = 1 },
+	/* moe: ids and the layout exact; the GEMMs in gemm's tolerance */
+	{ .op = "moe_route" },
+	{ .op = "moe_align", .exact = 1 },
+	{ .op = "moe_grouped_gemm",
+	  .scale = scale_moe_gemm,
+	  .lo = -1.0,
+	  .hi = 1.0,
+	  .tol = tol_gemm },
+	{ .op = "moe_gate_up", .scale = scale_moe_gemm, .lo = -1.0, .hi = 1.0, .tol = tol_gemm },
+	{ .op = "moe_unpermute", .scale = scale_moe_unpermute },
 };
 
 const parity_rule *parity_rule_of(const char *op)

@@ -36,8 +36,8 @@
  *                 [--list FILE] [--dry-run] [--daemon ADDRESS]
  *
  * --manifest PATH: the manifest directory (default $TILEOPS_MANIFEST, then
- * the source tree's manifest/, then ./manifest). The gemm and attention
- * families have benches of their own and the diagnostic one computes
+ * the source tree's manifest/, then ./manifest). The gemm, attention and
+ * moe families have benches of their own and the diagnostic one computes
  * nothing: they are left out unless --family names one. --list FILE writes
  * the workloads as JSON (shapes, dtypes, params, counts) for
  * tools/bench/torch_baseline.py, which times PyTorch on the same shapes.

@@ -36,6 +36,7 @@ static const struct {
 	{ "gemm", "tileops-bench-gemm, against cuBLASLt" },
 	{ "attention", "tileops-bench-decode and tileops-bench-prefill" },
 	{ "diagnostic", "not a computation" },
+	{ "moe", "tileops-bench-moe (scripts/bench-moe.sh), which runs the family too" },
 };
 
 #define N_SKIPPED (sizeof(skipped) / sizeof(skipped[0]))

@@ -463,6 +463,90 @@ static int fill_sample_setting(job *j)
 	return 1;
 }
 
+/*
+ * The moe family's routing. topk_ids: distinct experts per token drawn at
+ * random (varied: every 16th -1, an expert outside the layer). The grouped
+ * GEMMs' sorted_ids, expert_ids and num_post_padded are one moe_align layout
+ * (flat id f on a hashed expert, every 4th expert left empty) that each of
+ * the three writes its part of, from the shapes alone, so they agree. inv:
+ * places in y at random (varied: every 16th -1).
+ */
+static int64_t moe_expert_of(int64_t f, int64_t experts)
+{
+	int64_t e = (int64_t)(((uint64_t)f * 2654435761u) >> 8) % experts;
+
+	return experts > 1 && e % 4 == 1 ? (e + 1) % experts : e;
+}
+
+static int fill_moe(job *j)
+{
+	int64_t n = tk_numel(j->t);
+
+	if (!strcmp(j->name, "topk_ids") || !strcmp(j->name, "inv")) {
+		int is_ids = !strcmp(j->name, "topk_ids");
+		const tk_tensor *y = is_ids ? NULL : need(j, "y");
+		int64_t k = is_ids ? dim(j->t, 1) : 0, experts = param_int(j->c, "num_experts");
+		int64_t range = is_ids ? experts : (y ? dim(y, 0) : 0);
+		int64_t *pool = is_ids ? alloc_pool(j, experts) : NULL, used = 0;
+		if ((!is_ids && !y) || (is_ids && !pool))
+			return -1;
+		for (int64_t e = 0; e < n; e++) {
+			int64_t v;
+			if (is_ids) {
+				if (e % k == 0)
+					used = 0;
+				v = used < experts ? draw_distinct(pool, experts, &used, j->rng)
+				                   : -1;
+			} else {
+				v = range > 0 ? rand_below(j->rng, range) : -1;
+			}
+			if (j->fill != WORKLOAD_FILL_ROOFLINE && e % 16 == 7)
+				v = -1;
+			put_int(j->t, e, v);
+		}
+		free(pool);
+		say(j->how, j->howlen, "%s", is_ids ? "distinct experts per token" : "places in y");
+		return 1;
+	}
+	const tk_tensor *w = need(j, "w"), *sid = need(j, "sorted_ids");
+	int64_t bm = param_int(j->c, "block_m");
+	if (!w || !sid || bm < 1)
+		return -1;
+	int64_t experts = dim(w, 0), P = dim(sid, 0), tk = P - experts * (bm - 1);
+	int64_t nb = (P + bm - 1) / bm;
+	int64_t *start = alloc_values(j, experts + 1);
+	if (!start || tk < 0) {
+		free(start);
+		say(j->err, j->errlen, "%s: sorted_ids is smaller than E * (block_m - 1)",
+		    j->c->op->name);
+		return -1;
+	}
+	for (int64_t f = 0; f < tk; f++)
+		start[moe_expert_of(f, experts) + 1]++;
+	for (int64_t e = 0; e < experts; e++)
+		start[e + 1] = start[e] + (start[e + 1] + bm - 1) / bm * bm;
+	if (!strcmp(j->name, "num_post_padded")) {
+		put_int(j->t, 0, start[experts]);
+	} else if (!strcmp(j->name, "expert_ids")) {
+		for (int64_t b = 0; b < n; b++)
+			put_int(j->t, b, experts);
+		for (int64_t e = 0; e < experts; e++)
+			for (int64_t b = start[e] / bm; b < start[e + 1] / bm && b < nb; b++)
+				put_int(j->t, b, e);
+	} else {
+		for (int64_t p = 0; p < n; p++)
+			put_int(j->t, p, tk);
+		for (int64_t f = 0; f < tk; f++) {
+			int64_t e = moe_expert_of(f, experts);
+			put_int(j->t, start[e]++, f);
+		}
+	}
+	free(start);
+	say(j->how, j->howlen, "a moe_align layout of %lld flat ids over %lld experts",
+	    (long long)tk, (long long)experts);
+	return 1;
+}
+
 /* The rules by input name (a prefix for cu_seqlens_X) and the dtypes they write. */
 static const struct {
 	const char *name;
@@ -484,6 +568,11 @@ static const struct {
 	{ "temperatures", 0, 1, fill_sample_setting },
 	{ "top_ps", 0, 1, fill_sample_setting },
 	{ "min_ps", 0, 1, fill_sample_setting },
+	{ "topk_ids", 0, 0, fill_moe },
+	{ "inv", 0, 0, fill_moe },
+	{ "sorted_ids", 0, 0, fill_moe },
+	{ "expert_ids", 0, 0, fill_moe },
+	{ "num_post_padded", 0, 0, fill_moe },
 };
 
 int workload_fill_input(const workload_call *c, int i, workload_fill fill, uint64_t *rng, char *how,

@@ -207,6 +207,33 @@ def test_sample_is_greedy_at_temperature_0_and_seeded_otherwise(client):
         assert all(t[r] in top[r] for r in range(4)), "a token outside the top 5"
 
 
+@family("moe")
+def test_moe_block_matches_a_dense_per_expert_loop(client):
+    T, H, I, E, K, BM = 5, 16, 8, 4, 2, 16
+    x, w13, w2, logits = rand(T, H), rand(E, 2 * I, H), rand(E, H, I), rand(T, E)
+    ids, wts = ops.moe_route(client.from_numpy(logits), top_k=K, renormalize=True)
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    want_ids = np.argsort(-logits, axis=-1, kind="stable")[:, :K]
+    np.testing.assert_array_equal(ids.numpy(), want_ids)
+    sel = np.take_along_axis(p, want_ids, -1)
+    close(wts.numpy(), sel / sel.sum(-1, keepdims=True), 1e-6)
+    sorted_ids, expert_ids, npp, inv = ops.moe_align(ids, num_experts=E, block_m=BM)
+    assert sorted_ids.shape == (T * K + E * (BM - 1),)
+    assert npp.numpy()[0] % BM == 0
+    h = ops.moe_gate_up(client.from_numpy(x), client.from_numpy(w13), sorted_ids, expert_ids, npp,
+                        block_m=BM, top_k=K)
+    y = ops.moe_grouped_gemm(h, client.from_numpy(w2), sorted_ids, expert_ids, npp, block_m=BM)
+    out = ops.moe_unpermute(y, inv, wts).numpy()
+    want = np.zeros((T, H), dtype=np.float64)
+    for t in range(T):
+        for j in range(K):
+            e = want_ids[t, j]
+            g, u = w13[e, :I] @ x[t], w13[e, I:] @ x[t]
+            want[t] += wts.numpy()[t, j] * (w2[e] @ (g / (1 + np.exp(-g)) * u))
+    close(out, want, 1e-4)
+
+
 @family("diagnostic")
 def test_diagnostic_spin_writes_x_plus_one(client):
     # The daemon of these tests serves the diagnostic ops (--diagnostic-ops).

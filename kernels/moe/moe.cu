@@ -1,0 +1,329 @@
+/*
+ * moe.cu - the CUDA launchers of the moe family, written to be plainly
+ * right before fast (manifest/moe.yaml defines each op; moe.h is the layout
+ * both backends check): route one thread per token, align one block over the
+ * whole routing, the grouped GEMMs a 16 x 16 shared-memory tile per CTA with
+ * f32 accumulation, unpermute one thread per output element. The H200 tiling
+ * (mma, TMA, the decode path that streams the active experts' weights) is
+ * still to come; docs/moe.md says so.
+ */
+#include "cuda_common.cuh"
+#include "moe.h"
+
+namespace
+{
+
+using namespace tkc;
+
+constexpr int TILE = 16;
+/* moe_align keeps two int arrays of E + 1 in shared memory. */
+constexpr int ALIGN_MAX_EXPERTS = 4096;
+/* moe_route keeps the chosen experts and the kept groups in registers. */
+constexpr int ROUTE_MAX_GROUPS = 64;
+
+template <typename T> __device__ float load(const void *p, int64_t i)
+{
+	return to_f32(static_cast<const T *>(p)[i]);
+}
+
+/* a ranks before b: the larger key, NaN last, ties to the lower index (route.c). */
+__device__ bool before(float ka, int64_t a, float kb, int64_t b)
+{
+	if (isnan(ka) || isnan(kb))
+		return isnan(kb) && (!isnan(ka) || a < b);
+	return ka > kb || (ka == kb && a < b);
+}
+
+template <typename T> struct RouteRow {
+	const tk_moe_route &r;
+	int64_t row;
+	float m, sum;
+	__device__ float score(int64_t e) const
+	{
+		float l = load<T>(r.logits, row * r.e + e);
+		return r.sigmoid ? 1.0f / (1.0f + expf(-l)) : expf(l - m) / sum;
+	}
+	__device__ float key(int64_t e) const
+	{
+		return r.bias ? score(e) + r.bias[e] : load<T>(r.logits, row * r.e + e);
+	}
+};
+
+template <typename T> __global__ void route_kernel(const __grid_constant__ tk_moe_route r)
+{
+	int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (t >= r.t)
+		return;
+	RouteRow<T> row{ r, t, -INFINITY, 0.0f };
+	for (int64_t e = 0; e < r.e; e++)
+		row.m = fmaxf(row.m, load<T>(r.logits, t * r.e + e));
+	if (!r.sigmoid)
+		for (int64_t e = 0; e < r.e; e++)
+			row.sum += expf(load<T>(r.logits, t * r.e + e) - row.m);
+
+	int64_t gsize = r.e / r.n_group;
+	bool kept[ROUTE_MAX_GROUPS];
+	for (int g = 0; g < ROUTE_MAX_GROUPS; g++)
+		kept[g] = r.n_group == 1;
+	if (r.n_group > 1) {
+		for (int64_t n = 0; n < r.topk_group; n++) {
+			int64_t best = -1;
+			float bk = 0.0f;
+			for (int64_t g = 0; g < r.n_group; g++) {
+				if (kept[g])
+					continue;
+				int64_t b0 = -1, b1 = -1;
+				for (int64_t e = g * gsize; e < (g + 1) * gsize; e++) {
+					if (b0 < 0 || before(row.key(e), e, row.key(b0), b0)) {
+						b1 = b0;
+						b0 = e;
+					} else if (b1 < 0 ||
+					           before(row.key(e), e, row.key(b1), b1)) {
+						b1 = e;
+					}
+				}
+				float gk = b1 < 0 ? row.key(b0) : row.key(b0) + row.key(b1);
+				if (best < 0 || before(gk, g, bk, best)) {
+					best = g;
+					bk = gk;
+				}
+			}
+			kept[best] = true;
+		}
+	}
+	int32_t *ids = r.ids + t * r.k;
+	float *w = r.weights + t * r.k, total = 0.0f;
+	for (int64_t j = 0; j < r.k; j++) {
+		int64_t best = -1;
+		float bk = 0.0f;
+		for (int64_t e = 0; e < r.e; e++) {
+			if (!kept[r.n_group == 1 ? 0 : e / gsize])
+				continue;
+			bool taken = false;
+			for (int64_t i = 0; i < j; i++)
+				taken |= ids[i] == e;
+			float ke = row.key(e);
+			if (!taken && (best < 0 || before(ke, e, bk, best))) {
+				best = e;
+				bk = ke;
+			}
+		}
+		ids[j] = (int32_t)best;
+		total += w[j] = row.score(best);
+	}
+	for (int64_t j = 0; j < r.k; j++)
+		w[j] = (r.renormalize ? w[j] / total : w[j]) * r.scale;
+}
+
+__global__ void __launch_bounds__(1024) align_kernel(const __grid_constant__ tk_moe_align a)
+{
+	__shared__ int cnt[ALIGN_MAX_EXPERTS + 1], start[ALIGN_MAX_EXPERTS + 1];
+	const int tid = threadIdx.x, nt = blockDim.x;
+
+	for (int64_t e = tid; e <= a.e; e += nt)
+		cnt[e] = 0;
+	__syncthreads();
+	for (int64_t f = tid; f < a.tk; f += nt) {
+		int32_t e = a.topk_ids[f];
+		if (e >= 0 && e < a.e)
+			atomicAdd(&cnt[e], 1);
+	}
+	__syncthreads();
+	if (tid == 0) {
+		start[0] = 0;
+		for (int64_t e = 0; e < a.e; e++)
+			start[e + 1] =
+			        start[e] + (int)((cnt[e] + a.block_m - 1) / a.block_m * a.block_m);
+		a.num_post_padded[0] = start[a.e];
+	}
+	for (int64_t p = tid; p < a.p; p += nt)
+		a.sorted_ids[p] = (int32_t)a.tk;
+	for (int64_t b = tid; b < a.nb; b += nt)
+		a.expert_ids[b] = (int32_t)a.e;
+	__syncthreads();
+	/* One thread per expert, walking the flat ids in order: ascending within an expert. */
+	for (int64_t e = tid; e < a.e; e += nt) {
+		for (int64_t b = start[e] / a.block_m; b < start[e + 1] / a.block_m; b++)
+			a.expert_ids[b] = (int32_t)e;
+		int pos = start[e];
+		for (int64_t f = 0; f < a.tk; f++)
+			if (a.topk_ids[f] == e) {
+				a.sorted_ids[pos] = (int32_t)f;
+				a.inv[f] = pos++;
+			}
+	}
+	for (int64_t f = tid; f < a.tk; f += nt) {
+		int32_t e = a.topk_ids[f];
+		if (e < 0 || e >= a.e)
+			a.inv[f] = (int32_t)a.p;
+	}
+}
+
+/*
+ * One CTA: TILE rows of out (all in one block_m block, so of one expert) by
+ * TILE columns; thread (tx, ty) owns out[p0 + ty, n0 + tx].
+ */
+template <typename T, bool GATE_UP>
+__global__ void __launch_bounds__(TILE *TILE) gemm_kernel(const __grid_constant__ tk_moe_gemm g)
+{
+	__shared__ float xs[TILE][TILE + 1], ws[TILE][TILE + 1], us[TILE][TILE + 1];
+	const int tx = threadIdx.x, ty = threadIdx.y;
+	const int64_t p0 = (int64_t)blockIdx.y * TILE, n0 = (int64_t)blockIdx.x * TILE;
+	const int64_t p = p0 + ty, n = n0 + tx;
+	const int32_t e = p0 < g.p ? g.expert_ids[p0 / g.block_m] : -1;
+	const bool live = p0 < g.num_post_padded[0] && e >= 0 && e < g.e;
+	int64_t src = -1;
+	if (live && p < g.p) {
+		int32_t s = g.sorted_ids[p];
+		if (s >= 0 && s < g.tk)
+			src = g.top_k ? s / g.top_k : p;
+	}
+	/* The rows of w this tile reads: columns n0.. of the gate (or only) and up halves. */
+	const T *w = static_cast<const T *>(g.w) + (int64_t)(live ? e : 0) * g.n * g.k;
+	float acc = 0.0f, acc_up = 0.0f;
+	for (int64_t k0 = 0; live && k0 < g.k; k0 += TILE) {
+		int64_t kx = k0 + tx, wn = n0 + ty;
+		xs[ty][tx] = src >= 0 && kx < g.k ? load<T>(g.x, src * g.k + kx) : 0.0f;
+		ws[ty][tx] = wn < g.out_cols && kx < g.k ? to_f32(w[wn * g.k + kx]) : 0.0f;
+		if (GATE_UP)
+			us[ty][tx] = wn < g.out_cols && kx < g.k
+			                     ? to_f32(w[(g.out_cols + wn) * g.k + kx])
+			                     : 0.0f;
+		__syncthreads();
+		for (int kk = 0; kk < TILE; kk++) {
+			acc += xs[ty][kk] * ws[tx][kk];
+			if (GATE_UP)
+				acc_up += xs[ty][kk] * us[tx][kk];
+		}
+		__syncthreads();
+	}
+	if (p >= g.p || n >= g.out_cols)
+		return;
+	float v = src < 0 ? 0.0f : GATE_UP ? acc / (1.0f + expf(-acc)) * acc_up : acc;
+	static_cast<T *>(g.out)[p * g.out_cols + n] = from_f32<T>(v);
+}
+
+template <typename T> __global__ void unpermute_kernel(const __grid_constant__ tk_moe_unpermute u)
+{
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < u.t * u.h;
+	     i += (int64_t)gridDim.x * blockDim.x) {
+		int64_t t = i / u.h, h = i - t * u.h;
+		float acc = 0.0f;
+		for (int64_t j = 0; j < u.k; j++) {
+			int32_t p = u.inv[t * u.k + j];
+			if (p >= 0 && p < u.p)
+				acc += u.weights[t * u.k + j] * load<T>(u.y, p * u.h + h);
+		}
+		if (u.shared)
+			acc += load<T>(u.shared, i);
+		static_cast<T *>(u.out)[i] = from_f32<T>(acc);
+	}
+}
+
+template <template <typename> class K, typename A>
+tk_status by_dtype(tk_dtype dt, dim3 grid, dim3 block, cudaStream_t st, const A &a)
+{
+	launch_begin();
+	if (dt == TK_BF16)
+		K<__nv_bfloat16>::launch(grid, block, st, a);
+	else if (dt == TK_F16)
+		K<__half>::launch(grid, block, st, a);
+	else
+		K<float>::launch(grid, block, st, a);
+	return launch_status();
+}
+
+template <typename T> struct RouteK {
+	static void launch(dim3 g, dim3 b, cudaStream_t st, const tk_moe_route &a)
+	{
+		route_kernel<T><<<g, b, 0, st>>>(a);
+	}
+};
+template <typename T> struct GemmK {
+	static void launch(dim3 g, dim3 b, cudaStream_t st, const tk_moe_gemm &a)
+	{
+		gemm_kernel<T, false><<<g, b, 0, st>>>(a);
+	}
+};
+template <typename T> struct GateUpK {
+	static void launch(dim3 g, dim3 b, cudaStream_t st, const tk_moe_gemm &a)
+	{
+		gemm_kernel<T, true><<<g, b, 0, st>>>(a);
+	}
+};
+template <typename T> struct UnpermuteK {
+	static void launch(dim3 g, dim3 b, cudaStream_t st, const tk_moe_unpermute &a)
+	{
+		unpermute_kernel<T><<<g, b, 0, st>>>(a);
+	}
+};
+
+tk_status gemm_launch(const tk_call *call, int gate_up, cudaStream_t st)
+{
+	tk_moe_gemm g;
+	tk_status s = tk_moe_gemm_parse(call, gate_up, &g);
+
+	if (s != TK_OK)
+		return s;
+	if (g.block_m % TILE || g.p == 0 || g.out_cols == 0)
+		return g.block_m % TILE ? TK_ERR_UNSUPPORTED : TK_OK;
+	dim3 grid((unsigned)((g.out_cols + TILE - 1) / TILE), (unsigned)((g.p + TILE - 1) / TILE));
+	if ((g.p + TILE - 1) / TILE > 65535)
+		return TK_ERR_UNSUPPORTED;
+	return gate_up ? by_dtype<GateUpK>(g.dtype, grid, dim3(TILE, TILE), st, g)
+	               : by_dtype<GemmK>(g.dtype, grid, dim3(TILE, TILE), st, g);
+}
+
+} // namespace
+
+extern "C" tk_status tk_cuda_moe_route(const tk_call *call, void *stream)
+{
+	tk_moe_route r;
+	tk_status s = tk_moe_route_parse(call, &r);
+
+	if (s != TK_OK)
+		return s;
+	if (r.n_group > ROUTE_MAX_GROUPS)
+		return TK_ERR_UNSUPPORTED;
+	if (r.t == 0)
+		return TK_OK;
+	return by_dtype<RouteK>(r.dtype, dim3((unsigned)((r.t + 127) / 128)), dim3(128),
+	                        static_cast<cudaStream_t>(stream), r);
+}
+
+extern "C" tk_status tk_cuda_moe_align(const tk_call *call, void *stream)
+{
+	tk_moe_align a;
+	tk_status s = tk_moe_align_parse(call, &a);
+
+	if (s != TK_OK)
+		return s;
+	if (a.e > ALIGN_MAX_EXPERTS)
+		return TK_ERR_UNSUPPORTED;
+	launch_begin();
+	align_kernel<<<1, 1024, 0, static_cast<cudaStream_t>(stream)>>>(a);
+	return launch_status();
+}
+
+extern "C" tk_status tk_cuda_moe_grouped_gemm(const tk_call *call, void *stream)
+{
+	return gemm_launch(call, 0, static_cast<cudaStream_t>(stream));
+}
+
+extern "C" tk_status tk_cuda_moe_gate_up(const tk_call *call, void *stream)
+{
+	return gemm_launch(call, 1, static_cast<cudaStream_t>(stream));
+}
+
+extern "C" tk_status tk_cuda_moe_unpermute(const tk_call *call, void *stream)
+{
+	tk_moe_unpermute u;
+	tk_status s = tk_moe_unpermute_parse(call, &u);
+
+	if (s != TK_OK)
+		return s;
+	if (u.t * u.h == 0)
+		return TK_OK;
+	return by_dtype<UnpermuteK>(u.dtype, grid_for(u.t * u.h, 256), dim3(256),
+	                            static_cast<cudaStream_t>(stream), u);
+}
