@@ -30,6 +30,8 @@ import time
 import torch
 import torch.nn.functional as F
 
+from torch_timing import median_ms
+
 L, H, HQ, HKV, D, I, V = 32, 4096, 32, 8, 128, 14336, 128256
 THETA, EPS = 500000.0, 1e-5
 
@@ -140,26 +142,10 @@ def prefill(m, ids, cos, sin):
     return F.linear(F.rms_norm(x[-1:], (H,), m.final_norm, EPS), m.lm_head)
 
 
-def time_ms(fn, iters, warmup=3):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
-
-
 def copy_tbps(nbytes=4 << 30):
     a = torch.empty(nbytes, dtype=torch.uint8, device="cuda").fill_(0x5A)
     b = torch.empty_like(a)
-    ms = time_ms(lambda: b.copy_(a), 10, warmup=2)
+    ms = median_ms(lambda: b.copy_(a), 10, warmup=2)
     del a, b
     return 2 * nbytes / (ms * 1e-3) / 1e12
 
@@ -224,7 +210,7 @@ def main():
                 try:
                     run = graphed(lambda: fn(m, kc, vc, ids, pos, lens, cos, sin,
                                              a.temperature, a.top_p))
-                    ms = time_ms(run, a.iters)
+                    ms = median_ms(run, a.iters)
                     emit({"mode": "decode", "impl": mode, "batch": B, "context": ctx,
                           "step_ms": ms, "tokens_per_s": B / (ms * 1e-3),
                           "setup_s": time.time() - t0})
@@ -237,7 +223,7 @@ def main():
         ids = torch.randint(0, V, (a.prefill,), device=dev)
         pre_c = torch.compile(prefill, dynamic=False)
         try:
-            ms = time_ms(lambda: pre_c(m, ids, cos, sin), max(5, a.iters // 2))
+            ms = median_ms(lambda: pre_c(m, ids, cos, sin), max(5, a.iters // 2))
             emit({"mode": "prefill", "impl": "compile", "batch": 1, "tokens": a.prefill,
                   "ms": ms, "tokens_per_s": a.prefill / (ms * 1e-3)})
         except Exception as e:

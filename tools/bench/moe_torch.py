@@ -24,6 +24,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
+from torch_timing import median_ms
+
 MODELS = {
     # hidden, experts, top-k, expert intermediate, shared intermediate, renormalise
     "qwen3-30b-a3b": (2048, 128, 8, 768, 0, True),
@@ -32,27 +34,11 @@ MODELS = {
 }
 
 
-def timed(fn, iters):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
-
-
 def copy_tbps():
     n = 1 << 30
     src = torch.empty(n, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
-    ms = timed(lambda: dst.copy_(src), 10)
+    ms = median_ms(lambda: dst.copy_(src), 10)
     del src, dst
     return 2 * n / (ms * 1e-3) / 1e12
 
@@ -135,18 +121,18 @@ def main():
             rows.append(dict(base, mode="floor", weight_bytes=wbytes,
                              floor_ms=wbytes / (bw * 1e12) * 1e3))
             with torch.no_grad():
-                rows.append(dict(base, mode="loop", ms=timed(lambda: layer.loop(x), a.iters)))
+                rows.append(dict(base, mode="loop", ms=median_ms(lambda: layer.loop(x), a.iters)))
                 if have_grouped:
                     try:
                         ref = layer.loop(x).float()
                         got = layer.grouped(x).float()
                         err = ((got - ref).norm() / ref.norm()).item()
                         rows.append(dict(base, mode="grouped_mm", rel_err=err,
-                                         ms=timed(lambda: layer.grouped(x), a.iters)))
+                                         ms=median_ms(lambda: layer.grouped(x), a.iters)))
                         w, order, offs = layer.sorted_rows(x)
                         xs = x[order // layer.K]
                         wt = layer.w13.transpose(1, 2)
-                        ms = timed(lambda: torch._grouped_mm(xs, wt, offs=offs), a.iters)
+                        ms = median_ms(lambda: torch._grouped_mm(xs, wt, offs=offs), a.iters)
                         fl = 2.0 * T * layer.K * 2 * layer.I * layer.H
                         rows.append(dict(base, mode="grouped_mm_gate_up", ms=ms,
                                          tflops=fl / (ms * 1e-3) / 1e12))

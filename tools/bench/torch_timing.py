@@ -1,0 +1,26 @@
+"""torch_timing.py - device time of a PyTorch callable, as the model benches
+(llama_torch.py, moe_torch.py) measure their baselines.
+
+The calls are issued back to back with a CUDA event pair around each and one
+synchronize at the end, so the GPU never idles between them: timed with a sync
+after every call, a kernel runs cooler and faster than it does under load, and
+the baseline would be flattered.
+"""
+import statistics
+
+import torch
+
+
+def median_ms(fn, iters, warmup=3):
+    """Median milliseconds of one call of fn over iters sustained calls."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+          for _ in range(iters)]
+    for a, b in ev:
+        a.record()
+        fn()
+        b.record()
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) for a, b in ev)
