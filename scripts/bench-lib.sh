@@ -69,3 +69,19 @@ bench_stop_daemon() {
 	daemon=
 	cat "$run/tileopsd.log" >>"$log" 2>/dev/null
 }
+
+# bench_model_outputs NAME: the model benches' files (bench-llama.sh,
+# bench-moe.sh): json, tjson, log and table are $out/NAME.jsonl,
+# NAME_torch.jsonl, NAME.log and NAME.md (the first three emptied), run a
+# scratch folder removed at exit, when the daemon is stopped too.
+bench_model_outputs() {
+	run=$(mktemp -d "/tmp/tileops-$1.XXXXXX")
+	json=$out/$1.jsonl
+	tjson=$out/$1_torch.jsonl
+	log=$out/$1.log
+	table=$out/$1.md
+	: >"$json"
+	: >"$tjson"
+	: >"$log"
+	trap 'bench_stop_daemon; rm -rf "$run"' EXIT
+}

@@ -22,15 +22,7 @@ out=${OUT:-/tmp/tileops-out}
 mkdir -p "$out"
 . "$PWD/scripts/bench-lib.sh"
 bench_setup_paths
-run=$(mktemp -d /tmp/tileops-llama.XXXXXX)
-json=$out/llama.jsonl
-tjson=$out/llama_torch.jsonl
-log=$out/llama.log
-table=$out/llama.md
-: >"$json"
-: >"$tjson"
-: >"$log"
-trap 'bench_stop_daemon; rm -rf "$run"' EXIT
+bench_model_outputs llama
 
 bench_header
 ex=$bin/tileops-example-llama

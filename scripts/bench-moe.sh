@@ -19,15 +19,7 @@ out=${OUT:-/tmp/tileops-out}
 mkdir -p "$out"
 . "$PWD/scripts/bench-lib.sh"
 bench_setup_paths
-run=$(mktemp -d /tmp/tileops-moe.XXXXXX)
-json=$out/moe.jsonl
-tjson=$out/moe_torch.jsonl
-log=$out/moe.log
-table=$out/moe.md
-: >"$json"
-: >"$tjson"
-: >"$log"
-trap 'bench_stop_daemon; rm -rf "$run"' EXIT
+bench_model_outputs moe
 
 bench_header
 limit=${STEP_LIMIT:-90}
