@@ -1092,6 +1092,41 @@ static tileops_status cuda_event_record(backend *be, void *stream, unsigned char
 	return TILEOPS_OK;
 }
 
+/*
+ * The copy ceiling measured at start: eight device-to-device copies of 256
+ * MiB issued back to back, reads plus writes counted, as the copy ceiling in
+ * docs/perf.md is measured (4.2 TB/s on the H200, against the 4.8 its
+ * properties give). 0 when it cannot run; the properties' figure stands.
+ */
+static double measure_copy_gbs(void)
+{
+	const size_t bytes = (size_t)256 << 20;
+	const int reps = 8;
+	void *a = NULL, *b = NULL;
+	cudaEvent_t t0 = NULL, t1 = NULL;
+	float ms = 0.0f;
+	double gbs = 0.0;
+	if (cudaMalloc(&a, bytes) == cudaSuccess && cudaMalloc(&b, bytes) == cudaSuccess &&
+	    cudaEventCreate(&t0) == cudaSuccess && cudaEventCreate(&t1) == cudaSuccess &&
+	    cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice) == cudaSuccess) {
+		cudaEventRecord(t0, 0);
+		for (int i = 0; i < reps; i++)
+			cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, 0);
+		cudaEventRecord(t1, 0);
+		if (cudaEventSynchronize(t1) == cudaSuccess &&
+		    cudaEventElapsedTime(&ms, t0, t1) == cudaSuccess && ms > 0.0f)
+			gbs = 2.0 * (double)bytes * reps / (ms * 1e-3) * 1e-9;
+	}
+	if (t0)
+		cudaEventDestroy(t0);
+	if (t1)
+		cudaEventDestroy(t1);
+	cudaFree(a);
+	cudaFree(b);
+	cudaGetLastError();
+	return gbs;
+}
+
 static void cuda_ceilings(backend *be, backend_ceilings *out)
 {
 	*out = ((cuda_impl *)be->impl)->ceil;
@@ -1209,8 +1244,9 @@ backend *backend_cuda_open(const backend_options *opt, char *err, size_t errlen)
 	/* The roofline's ceilings from the same properties: dense flops a clock
 	 * per Hopper SM are 4096 (bf16, fp16 tensor cores), 8192 (fp8) and 256
 	 * (fp32 FMA on the CUDA cores). On an H200 that gives about 4.8 TB/s and
-	 * 1070 / 2140 / 67 TFLOP/s at its 1.98 GHz; measured ceilings (a D2D copy at
-	 * 4.2 TB/s, cuBLAS at 730 TFLOP/s) can be configured instead. */
+	 * 1070 / 2140 / 67 TFLOP/s at its 1.98 GHz. The bandwidth is then measured
+	 * (measure_copy_gbs); a measured flops peak (cuBLAS at 730 TFLOP/s) can be
+	 * configured. */
 	double sm_ghz_count = (double)prop.multiProcessorCount * sm_khz * 1e-6;
 	im->ceil = (backend_ceilings){
 		.bandwidth_gbs = be->bytes_per_us * 1e-3,
@@ -1220,6 +1256,11 @@ backend *backend_cuda_open(const backend_options *opt, char *err, size_t errlen)
 		.tflops_fp8 = sm_ghz_count * 8192.0 * 1e-3,
 		.source = "device",
 	};
+	double copy_gbs = measure_copy_gbs();
+	if (copy_gbs > 0.0) {
+		im->ceil.bandwidth_gbs = copy_gbs;
+		im->ceil.source = "measured";
+	}
 	snprintf(be->device, sizeof(be->device), "%.64s (sm_%d%d, %d SMs, %.0f GiB, device %d)",
 	         prop.name, prop.major, prop.minor, prop.multiProcessorCount,
 	         (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), device);
