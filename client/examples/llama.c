@@ -44,6 +44,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "example_dtype.h"
 #include "tileops.h"
 
 #define MAX_BUCKET 128
@@ -80,81 +81,16 @@ typedef struct args {
 	int bench;
 } args;
 
-/* ---- dtype conversion ----------------------------------------------------------- */
-
-static float bits_f32(uint32_t u)
-{
-	float f;
-
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-static uint32_t f32_bits(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	return u;
-}
-
-static uint16_t to_bf16(float f)
-{
-	uint32_t u = f32_bits(f);
-
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((u >> 16) | 0x40);
-	u += 0x7fffu + ((u >> 16) & 1u);
-	return (uint16_t)(u >> 16);
-}
-
-static uint16_t to_f16(float f)
-{
-	uint32_t x = f32_bits(f), sign = (x >> 16) & 0x8000u, mant = x & 0x7fffffu;
-	int32_t e = (int32_t)((x >> 23) & 0xff), ex = e - 127 + 15;
-
-	if (e == 0xff)
-		return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
-	if (ex >= 31)
-		return (uint16_t)(sign | 0x7c00u);
-	if (ex <= 0) {
-		if (ex < -10)
-			return (uint16_t)sign;
-		mant |= 0x800000u;
-		int sh = 14 - ex;
-		uint32_t h = mant >> sh, rem = mant & ((1u << sh) - 1u), half = 1u << (sh - 1);
-		if (rem > half || (rem == half && (h & 1u)))
-			h++;
-		return (uint16_t)(sign | h);
-	}
-	uint32_t h = ((uint32_t)ex << 10) | (mant >> 13), rem = mant & 0x1fffu;
-	if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
-		h++;
-	return (uint16_t)(sign | h);
-}
-
-static float from_f16(uint16_t h)
-{
-	uint32_t sign = ((uint32_t)h & 0x8000u) << 16, ex = ((uint32_t)h >> 10) & 0x1fu;
-	uint32_t mant = (uint32_t)h & 0x3ffu;
-
-	if (ex == 0) {
-		float v = ldexpf((float)mant, -24);
-		return sign ? -v : v;
-	}
-	if (ex == 31)
-		return bits_f32(sign | 0x7f800000u | (mant << 13));
-	return bits_f32(sign | ((ex + 112u) << 23) | (mant << 13));
-}
+/* ---- dtype conversion (example_dtype.h) ------------------------------------------ */
 
 static uint16_t enc(tileops_dtype dt, float v)
 {
-	return dt == TILEOPS_BF16 ? to_bf16(v) : to_f16(v);
+	return dt == TILEOPS_BF16 ? f32_to_bf16(v) : f32_to_f16(v);
 }
 
 static float dec(tileops_dtype dt, uint16_t v)
 {
-	return dt == TILEOPS_BF16 ? bits_f32((uint32_t)v << 16) : from_f16(v);
+	return dt == TILEOPS_BF16 ? bf16_to_f32(v) : f16_to_f32(v);
 }
 
 /* v as the daemon stores it. */
