@@ -25,10 +25,8 @@
  * the tokens.
  *
  * q, k and v are reshapes of the projections' outputs and the attention's
- * output is one for the o projection. With tensor views
- * (tileops_tensor_view) they share memory and a whole step is one plan;
- * without them the example copies those tensors through the host between
- * smaller plans, which works on any daemon but is slower.
+ * output is one for the o projection: tensor views (tileops_tensor_view) of
+ * the same memory, so a whole step is one plan.
  *
  * The logits of the prompt and of the first decode steps are compared with
  * a reference computed here in plain C (f32, every tensor the daemon stores
@@ -220,26 +218,21 @@ static int weight_make(tileops_client *c, owned *o, const pools *p, tileops_dtyp
 	return 0;
 }
 
-/* ---- programs: ops, and copies standing in for views ------------------------------- */
+/* ---- programs: a sequence of ops, sent as one plan -------------------------------- */
 
 typedef struct step {
-	int copy; /* 0: an op; 1: copy src to dst through the host (a reshape) */
 	char name[32];
 	tileops_tensor in[8], out[4];
 	size_t n_in, n_out;
 	tileops_param params[8];
 	char pname[8][16];
 	size_t n_params;
-	tileops_tensor src, dst;
-	size_t row_bytes; /* copies: bytes per row of dim 0 */
 } step;
 
 typedef struct program {
 	step s[MAX_PROG];
 	int n;
-	/* The plans the ops were cut into (one unless copies split them). */
-	tileops_plan *plan[MAX_PROG];
-	int first[MAX_PROG], count[MAX_PROG], n_plans;
+	tileops_plan *plan;
 	const tileops_tensor *bucketed;
 	size_t n_bucketed;
 } program;
@@ -285,38 +278,16 @@ static void op_pb(step *s, const char *name, int v)
 	s->n_params++;
 }
 
-/*
- * The same bytes as src under another shape: a view where the daemon has
- * them (no copy, nothing to run), else a tensor of its own that a copy step
- * fills from src. `rows` is dim 0 of both and row_bytes its bytes per row.
- */
-static tileops_tensor reshape(tileops_client *c, owned *o, program *p, tileops_tensor src,
-                              tileops_dtype dt, int ndim, const int64_t *shape)
+/* src seen with another shape: a view of the same bytes, no copy. */
+static tileops_tensor reshape(tileops_client *c, owned *o, tileops_tensor src, tileops_dtype dt,
+                              int ndim, const int64_t *shape)
 {
-	size_t row = tileops_dtype_size(dt);
-
-	for (int d = 1; d < ndim; d++)
-		row *= (size_t)shape[d];
-#ifdef LLAMA_HAVE_VIEWS
-	(void)p;
-	(void)row;
 	tileops_tensor v = 0;
 	if (o->n >= MAX_OWNED ||
 	    check(tileops_tensor_view(c, src, 0, dt, ndim, shape, NULL, &v), "tensor_view"))
 		return 0;
 	o->t[o->n++] = v;
 	return v;
-#else
-	tileops_tensor t = tensor(c, o, dt, ndim, shape);
-	step *s = emit(p, "copy");
-	if (!t || !s)
-		return 0;
-	s->copy = 1;
-	s->src = src;
-	s->dst = t;
-	s->row_bytes = row;
-	return t;
-#endif
 }
 
 static int uses(const step *s, tileops_tensor t)
@@ -330,85 +301,54 @@ static int uses(const step *s, tileops_tensor t)
 	return 0;
 }
 
-/* Cut the program's ops into plans between its copies, and send them. */
+/* Send the program's ops as one plan, bucketed on the tensors it names. */
 static int program_end(tileops_client *c, program *p, const char *name)
 {
 	static const int64_t buckets[] = { 1, 2, 4, 8, 16, 32, 64, 128 };
+	tileops_tensor *bk = calloc(p->n_bucketed + 1, sizeof(tileops_tensor));
+	size_t nb = 0;
 
-	for (int i = 0; i < p->n;) {
-		if (p->s[i].copy) {
-			i++;
-			continue;
-		}
-		int j = i;
-		while (j < p->n && !p->s[j].copy)
-			j++;
-		/* The bucketed tensors this plan names. */
-		tileops_tensor *bk = calloc(p->n_bucketed + 1, sizeof(tileops_tensor));
-		size_t nb = 0;
-		if (!bk)
-			return -1;
-		for (size_t b = 0; b < p->n_bucketed; b++)
-			for (int k = i; k < j; k++)
-				if (uses(&p->s[k], p->bucketed[b])) {
-					bk[nb++] = p->bucketed[b];
-					break;
-				}
-		tileops_plan_options po = { buckets, p->n_bucketed ? 8 : 0, bk, nb, name };
-		tileops_plan *pl = NULL;
-		int rv = check(tileops_plan_begin(c, &po, &pl), "plan_begin");
-		for (int k = i; k < j && !rv; k++) {
-			const step *s = &p->s[k];
-			tileops_op op = { s->name,  s->in,     s->n_in,    s->out,
-				          s->n_out, s->params, s->n_params };
-			rv = check(tileops_plan_add(pl, &op), s->name);
-		}
-		if (!rv)
-			rv = check(tileops_plan_end(pl), "plan_end");
-		free(bk);
-		if (rv) {
-			tileops_plan_free(pl);
-			return -1;
-		}
-		p->plan[p->n_plans] = pl;
-		p->first[p->n_plans] = i;
-		p->count[p->n_plans++] = j - i;
-		i = j;
+	if (!bk)
+		return -1;
+	for (size_t b = 0; b < p->n_bucketed; b++)
+		for (int k = 0; k < p->n; k++)
+			if (uses(&p->s[k], p->bucketed[b])) {
+				bk[nb++] = p->bucketed[b];
+				break;
+			}
+	tileops_plan_options po = { buckets, p->n_bucketed ? 8 : 0, bk, nb, name };
+	int rv = check(tileops_plan_begin(c, &po, &p->plan), "plan_begin");
+	for (int k = 0; k < p->n && !rv; k++) {
+		const step *s = &p->s[k];
+		tileops_op op = {
+			s->name, s->in, s->n_in, s->out, s->n_out, s->params, s->n_params
+		};
+		rv = check(tileops_plan_add(p->plan, &op), s->name);
+	}
+	if (!rv)
+		rv = check(tileops_plan_end(p->plan), "plan_end");
+	free(bk);
+	if (rv) {
+		tileops_plan_free(p->plan);
+		p->plan = NULL;
+		return -1;
 	}
 	return 0;
 }
 
 /* Run the program for `rows` rows of its bucketed tensors; *requests counts them. */
-static int program_run(tileops_client *c, program *p, int64_t rows, void *scratch,
-                       int64_t *requests)
+static int program_run(program *p, int64_t rows, int64_t *requests)
 {
-	int next = 0;
-
-	for (int i = 0; i < p->n;) {
-		if (p->s[i].copy) {
-			const step *s = &p->s[i];
-			size_t len = (size_t)rows * s->row_bytes;
-			if (check(tileops_tensor_read(c, s->src, 0, scratch, len), "tensor_read") ||
-			    check(tileops_tensor_write(c, s->dst, 0, scratch, len), "tensor_write"))
-				return -1;
-			*requests += 2;
-			i++;
-			continue;
-		}
-		if (check(tileops_plan_run(p->plan[next], p->n_bucketed ? rows : 0, NULL, 0),
-		          "plan_run"))
-			return -1;
-		(*requests)++;
-		i += p->count[next++];
-	}
+	if (check(tileops_plan_run(p->plan, p->n_bucketed ? rows : 0, NULL, 0), "plan_run"))
+		return -1;
+	(*requests)++;
 	return 0;
 }
 
 static void program_free(program *p)
 {
-	for (int i = 0; i < p->n_plans; i++)
-		tileops_plan_free(p->plan[i]);
-	p->n_plans = 0;
+	tileops_plan_free(p->plan);
+	p->plan = NULL;
 }
 
 /* ---- the model on the daemon ------------------------------------------------------ */
@@ -575,23 +515,9 @@ static int build(tileops_client *c, owned *o, const model *md, const args *a, ac
 		gemm(p, x->h, &l->wk, 0, x->k2);
 		gemm(p, x->h, &l->wv, 0, x->v2);
 		if (li == 0) {
-			x->q3 = reshape(c, o, p, x->q2, dt, 3, (const int64_t[]){ R, Hq, D });
-			x->k3 = reshape(c, o, p, x->k2, dt, 3, (const int64_t[]){ R, Hkv, D });
-			x->v3 = reshape(c, o, p, x->v2, dt, 3, (const int64_t[]){ R, Hkv, D });
-		} else {
-#ifndef LLAMA_HAVE_VIEWS
-			/* the copies again, into the tensors the first layer made */
-			const tileops_tensor src[3] = { x->q2, x->k2, x->v2 };
-			const tileops_tensor dst[3] = { x->q3, x->k3, x->v3 };
-			const int64_t rowb[3] = { Hq * D, Hkv * D, Hkv * D };
-			for (int k = 0; k < 3; k++) {
-				step *cp = emit(p, "copy");
-				cp->copy = 1;
-				cp->src = src[k];
-				cp->dst = dst[k];
-				cp->row_bytes = (size_t)rowb[k] * tileops_dtype_size(dt);
-			}
-#endif
+			x->q3 = reshape(c, o, x->q2, dt, 3, (const int64_t[]){ R, Hq, D });
+			x->k3 = reshape(c, o, x->k2, dt, 3, (const int64_t[]){ R, Hkv, D });
+			x->v3 = reshape(c, o, x->v2, dt, 3, (const int64_t[]){ R, Hkv, D });
 		}
 		if (!x->q3 || !x->k3 || !x->v3)
 			return -1;
@@ -627,17 +553,9 @@ static int build(tileops_client *c, owned *o, const model *md, const args *a, ac
 			op_out(s, x->o3);
 		}
 		if (li == 0) {
-			x->o2 = reshape(c, o, p, x->o3, dt, 2, (const int64_t[]){ R, Hq * D });
+			x->o2 = reshape(c, o, x->o3, dt, 2, (const int64_t[]){ R, Hq * D });
 			if (!x->o2)
 				return -1;
-		} else {
-#ifndef LLAMA_HAVE_VIEWS
-			step *cp = emit(p, "copy");
-			cp->copy = 1;
-			cp->src = x->o3;
-			cp->dst = x->o2;
-			cp->row_bytes = (size_t)(Hq * D) * tileops_dtype_size(dt);
-#endif
 		}
 		gemm(p, x->o2, &l->wo, x->x, x->x);
 		norm(p, md, x->x, &l->mlp_norm, x->h);
@@ -992,7 +910,6 @@ static int64_t weight_bytes(const model *md)
 
 /* Host-side inputs and outputs of the run. */
 typedef struct host {
-	void *scratch;
 	int64_t *ids, *pos, *slots, *last, *seeds, *offs, *tok, *dpos, *dslot, *out_tokens;
 	int32_t *cu, *bt, *lens;
 	uint16_t *lg;
@@ -1001,7 +918,7 @@ typedef struct host {
 
 static void host_free(host *h)
 {
-	free(h->scratch), free(h->ids), free(h->pos), free(h->slots), free(h->last);
+	free(h->ids), free(h->pos), free(h->slots), free(h->last);
 	free(h->seeds), free(h->offs), free(h->tok), free(h->dpos), free(h->dslot);
 	free(h->out_tokens), free(h->cu), free(h->bt), free(h->lens), free(h->lg), free(h->want);
 }
@@ -1078,15 +995,9 @@ int main(int argc, char **argv)
 	       (long long)m->kv_heads, (long long)m->head_dim, (long long)m->inter, (long long)V,
 	       tileops_dtype_name(md.dt));
 	printf("batch %lld, prompt %lld, %lld new tokens; temperature %g, top_k %lld, top_p %g, "
-	       "min_p %g, seed %lld; %s\n",
+	       "min_p %g, seed %lld; views: one plan per step\n",
 	       (long long)B, (long long)P, (long long)N, a.temperature, (long long)a.top_k, a.top_p,
-	       a.min_p, (long long)a.seed,
-#ifdef LLAMA_HAVE_VIEWS
-	       "views: one plan per step"
-#else
-	       "no views: reshapes copied through the host between plans"
-#endif
-	);
+	       a.min_p, (long long)a.seed);
 
 	double t0 = now_s();
 	if (pools_make(&pl, m, md.dt, (uint64_t)a.seed) ||
@@ -1107,13 +1018,12 @@ int main(int argc, char **argv)
 	dec1.n_bucketed = sizeof(dec_bucketed) / sizeof(dec_bucketed[0]);
 	if (program_end(c, &pre, "llama prefill") || program_end(c, &dec1, "llama decode"))
 		goto out;
-	printf("weights and plans ready in %.1f s: prefill %d plan(s), decode %d plan(s) of %d "
+	printf("weights and plans ready in %.1f s: prefill 1 plan of %d ops, decode 1 plan of %d "
 	       "ops\n",
-	       now_s() - t0, pre.n_plans, dec1.n_plans, dec1.n);
+	       now_s() - t0, pre.n, dec1.n);
 
 	/* Host inputs: prompts, pages, seeds. */
 	int64_t total_pages = MAX_BUCKET * md.pages_per_seq;
-	hb.scratch = malloc((size_t)(ap.R * (2 * m->inter > H ? 2 * m->inter : H)) * 2 + 4096);
 	hb.ids = calloc((size_t)ap.R, 8);
 	hb.pos = calloc((size_t)ap.R, 8);
 	hb.slots = calloc((size_t)ap.R, 8);
@@ -1135,9 +1045,9 @@ int main(int argc, char **argv)
 	size_t kvn = (size_t)(r.seqs * m->layers * md.ctx * m->kv_heads * m->head_dim);
 	r.kc = calloc(kvn ? kvn : 1, sizeof(float));
 	r.vc = calloc(kvn ? kvn : 1, sizeof(float));
-	if (!hb.scratch || !hb.ids || !hb.pos || !hb.slots || !hb.last || !hb.seeds || !hb.offs ||
-	    !hb.cu || !hb.bt || !hb.lens || !hb.tok || !hb.dpos || !hb.dslot || !hb.out_tokens ||
-	    !hb.lg || !hb.want || !r.kc || !r.vc) {
+	if (!hb.ids || !hb.pos || !hb.slots || !hb.last || !hb.seeds || !hb.offs || !hb.cu ||
+	    !hb.bt || !hb.lens || !hb.tok || !hb.dpos || !hb.dslot || !hb.out_tokens || !hb.lg ||
+	    !hb.want || !r.kc || !r.vc) {
 		fprintf(stderr, "tileops-example-llama: out of memory\n");
 		goto out;
 	}
@@ -1147,7 +1057,6 @@ int main(int argc, char **argv)
 	int32_t *cu = hb.cu, *bt = hb.bt, *lens = hb.lens;
 	uint16_t *lg = hb.lg;
 	float *want = hb.want;
-	void *scratch = hb.scratch;
 	uint64_t rng = (uint64_t)a.seed * 31 + 7;
 	for (int64_t i = 0; i < md.num_pages; i++)
 		bt[i] = (int32_t)i;
@@ -1196,7 +1105,7 @@ int main(int argc, char **argv)
 	}
 	for (int k = 0; k < runs; k++) {
 		double t1 = now_s();
-		if (program_run(c, &pre, ap.R, scratch, &requests) ||
+		if (program_run(&pre, ap.R, &requests) ||
 		    check(tileops_tensor_read(c, ap.tokens, 0, tok, (size_t)B * 8), "read tokens"))
 			goto out;
 		tps[k] = now_s() - t1;
@@ -1250,7 +1159,7 @@ decode:
 		          "write slots") ||
 		    check(tileops_tensor_write(c, ad.seq_lens, 0, lens, MAX_BUCKET * 4),
 		          "write lens") ||
-		    program_run(c, &dec1, B, scratch, &requests) ||
+		    program_run(&dec1, B, &requests) ||
 		    check(tileops_tensor_read(c, ad.tokens, 0, tok, (size_t)B * 8), "read tokens"))
 			goto out;
 		requests += 4;
