@@ -9,7 +9,7 @@
 # bandwidth measured in the same run).
 #
 #   decode at batch BATCHES (1 8 32 128) from a cache of CONTEXTS (1024 4096)
-#   tokens, STEPS (32) steps each, the median step; a prefill of PREFILL
+#   tokens, GEN (32) steps each, the median step; a prefill of PREFILL
 #   (2048) tokens; first the example's own check of the 8B logits against its
 #   CPU reference (a short prompt).
 #
@@ -37,7 +37,7 @@ bench_step timeout "$limit" "$ex" "$addr" --8b --batch 4 --prompt 16 --gen 8 --c
 for ctx in ${CONTEXTS:-1024 4096}; do
 	for b in ${BATCHES:-1 8 32 128}; do
 		bench_step timeout "$limit" "$ex" "$addr" --8b --batch "$b" --context "$ctx" \
-			--gen "${STEPS:-32}" --temperature 0.8 --top-p 0.95 --top-k 0
+			--gen "${GEN:-32}" --temperature 0.8 --top-p 0.95 --top-k 0
 	done
 done
 bench_step timeout "$limit" "$ex" "$addr" --8b --bench --batch 1 --prompt "${PREFILL:-2048}" \

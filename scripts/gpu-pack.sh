@@ -24,18 +24,26 @@ rm -rf "$pack" && mkdir -p "$pack/bin" "$pack/lib"
 find "$build" -type f -perm -u+x ! -path '*/CMakeFiles/*' ! -name '*.so*' ! -name '*.sh' \
 	\( -name tileopsd -o -name 'tileops-*' -o -name 'test_gpu_*' -o -name 'parity_*' \
 	-o -name 'integration_*' \) -exec cp {} "$pack/bin/" \;
-for f in "$pack"/bin/*; do
+cp -L "$build"/client/libtileops.so.0 "$pack/lib/"
+for f in "$pack"/bin/* "$pack"/lib/libtileops.so.0; do
 	ldd "$f" 2>/dev/null | awk '/=> \//{print $3}'
 done | sort -u | grep -v -e '/libc.so' -e '/libm.so' -e '/libstdc++' -e '/libgcc_s' \
 	-e '/libpthread' -e '/libdl.so' -e '/librt.so' -e 'ld-linux' -e '/libcublas' \
 	| xargs -r -I{} cp -L {} "$pack/lib/"
 cp tests/fixtures/*.sh "$pack/bin/" 2>/dev/null || true
+# The Python package's GPU suite (gpu-session.sh's python step) brings
+# Debian's pytest where the machine has none (the client library and what it
+# links are in lib/).
+mkdir -p "$pack/pylib"
+for m in pytest _pytest pluggy iniconfig packaging attr attrs py.py; do
+	[ -e "/usr/lib/python3/dist-packages/$m" ] && cp -r "/usr/lib/python3/dist-packages/$m" "$pack/pylib/"
+done
 cp -r manifest "$pack/manifest"
 cp deploy/gemm-tune-h200.txt "$pack/" 2>/dev/null || true
 # Each binary carries the kernels' device code, the same bytes over and
 # over: a dictionary larger than all of them together lets xz store them
 # about once (the run scripts unpack).
 strip --strip-unneeded "$pack"/bin/* 2>/dev/null || true
-tar -C "$pack" -cf - bin lib manifest | xz -T1 -9 --lzma2=dict=1536MiB >"$pack/pack.tar.xz"
-rm -rf "$pack/bin" "$pack/lib" "$pack/manifest"
+tar -C "$pack" -cf - bin lib manifest pylib | xz -T1 -9 --lzma2=dict=1536MiB >"$pack/pack.tar.xz"
+rm -rf "$pack/bin" "$pack/lib" "$pack/manifest" "$pack/pylib"
 du -sh "$pack"

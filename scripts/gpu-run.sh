@@ -72,6 +72,11 @@ step example_f32 "$bin/tileops-example-mlp" --dtype f32
 step example_bf16_llama8b "$bin/tileops-example-mlp" --dtype bf16 --tokens 16 --hidden 4096 \
 	--inter 14336
 step example_f16 "$bin/tileops-example-mlp" --dtype f16
+# The model example: the tiny config, then the 8B one with its logits checked
+# against the CPU reference for the first steps.
+step example_llama_tiny "$bin/tileops-example-llama" --tiny
+step example_llama_8b "$bin/tileops-example-llama" --8b --batch 4 --prompt 16 --gen 8 \
+	--check-steps 2
 # INTEGRATION names a subset of the suites (e.g. "integration_plans").
 for t in ${INTEGRATION:-$(cd "$bin" && echo integration_*)}; do
 	t=$bin/$(basename "$t")

@@ -5,7 +5,7 @@
 # the summary and the tables are also copied to $OUT (the device tool brings
 # back at most eight files). STEPS picks a subset:
 #   fairness ktests tests bench dispatch layer torch tune gemm membound decode
-#   prefill scaling ncu llama moe
+#   prefill scaling ncu llama moe python
 set -u
 root=$PWD
 # The packed binaries (scripts/gpu-pack.sh): TILEOPS_PACK, else .carry/.
@@ -31,6 +31,8 @@ fi
 export LD_LIBRARY_PATH=$pack/lib:/usr/local/cuda/lib64
 bin=$pack/bin
 export TILEOPS_MANIFEST=$pack/manifest
+# The kernel tests that start a daemon of their own (test_gpu_ipc) run the packed one.
+export TILEOPSD=$bin/tileopsd TILEOPS_TEST_BACKEND=cuda
 
 has() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
@@ -67,6 +69,18 @@ if has tests; then
 	cat "$res/tests/summary.txt" >>"$out/summary.txt"
 	# The failures' output, where the whole log would be too long to bring back.
 	grep -E "^====|FAIL|Assertion|\[----\]" "$res/tests/gpu-run.log" | head -400 >"$out/tests.txt"
+fi
+# python: the Python package's GPU suite (client/python/tests, -m gpu) with
+# the packed libtileops.so and a CUDA tileopsd; pytest from the pack's
+# pylib/ where the machine's python has none.
+if has python; then
+	pyp=$root/client/python
+	python3 -c 'import pytest' 2>/dev/null || pyp=$pyp:$pack/pylib
+	PYTHONPATH=$pyp PYTHONDONTWRITEBYTECODE=1 TILEOPS_LIBRARY=$pack/lib/libtileops.so.0 \
+		TILEOPSD=$bin/tileopsd timeout "${LIMIT_PYTHON:-240}" python3 -m pytest -q \
+		-p no:cacheprovider -rs -m gpu "$root/client/python/tests" >"$res/python_gpu.log" 2>&1
+	echo "python_gpu rc=$?" >>"$out/summary.txt"
+	tail -60 "$res/python_gpu.log" >"$out/python_gpu.txt"
 fi
 if has bench; then
 	mkdir -p "$res/bench"

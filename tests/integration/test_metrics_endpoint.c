@@ -160,7 +160,10 @@ Test(metrics, the_page_counts_ops_of_both_planes_and_passes_promtool, .fini = fi
 		snprintf(cmd, sizeof(cmd), "promtool check metrics < '%s' >&2", path);
 		cr_assert_eq(system(cmd), 0, "promtool check metrics refused the page (above)");
 	} else {
-		cr_log_warn("promtool is not on PATH: the page's format is not checked by it");
+		/* Not cr_log_warn: a warning makes Criterion 2.4 exit 1 with every
+		 * test passed. */
+		fprintf(stderr,
+		        "promtool is not on PATH: the page's format is not checked by it\n");
 	}
 	free(page);
 

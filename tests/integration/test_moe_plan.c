@@ -1,11 +1,12 @@
 /*
  * test_moe_plan.c - a whole MoE block (moe_route, moe_align, moe_gate_up,
  * moe_grouped_gemm, moe_unpermute) as one plan through a running tileopsd
- * (CPU backend): captured once, replayed with two different gate logits
- * written between the runs. The routing lives in the plan's tensors, so each
- * replay must route anew: both outputs equal, bit for bit, the CPU
- * references run here in-process on the same inputs, and the two routings
- * (and outputs) differ.
+ * (the backend under test): captured once, replayed with two different gate
+ * logits written between the runs. The routing lives in the plan's tensors,
+ * so each replay must route anew: both routings equal the CPU references run
+ * here in-process on the same inputs, both outputs equal theirs within f32
+ * rounding (the GPU sums in another order), and the two routings (and
+ * outputs) differ.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -163,8 +164,9 @@ Test(moe_plan, one_capture_serves_two_routings)
 		reference(x, w13, w2, lg[run], want[run], wids[run]);
 		cr_assert_eq(memcmp(gids[run], wids[run], sizeof(gids[run])), 0, "run %d: routing",
 		             run);
-		cr_assert_eq(memcmp(got[run], want[run], sizeof(got[run])), 0, "run %d: output",
-		             run);
+		/* The same sums in another order on the GPU: f32 rounding apart. */
+		th_expect_close_f32(got[run], want[run], T * H, 1e-5f, 1e-4f,
+		                    run ? "second routing's output" : "first routing's output");
 	}
 	cr_assert_neq(memcmp(wids[0], wids[1], sizeof(wids[0])), 0, "the two routings differ");
 	cr_assert_neq(memcmp(want[0], want[1], sizeof(want[0])), 0, "and so do the outputs");

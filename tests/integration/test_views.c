@@ -15,7 +15,7 @@
 #define T_ 6
 #define HQ 4
 #define HK 2
-#define D_ 16
+#define D_ 64                   /* a head size the CUDA kernels take (64, 128, 256) */
 #define W_ ((HQ + 2 * HK) * D_) /* one token's row of the fused qkv output */
 
 static tileops_tensor view(tileops_client *c, tileops_tensor base, size_t off, tileops_dtype dt,
