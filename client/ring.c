@@ -36,7 +36,9 @@
  * TILEOPS_ERR_PROTOCOL and later ops go over nng.
  *
  * Waiting. A waiter checks its done flag and reaps, spinning for
- * TILEOPS_SPIN_US microseconds (default 20); then it sleeps: it reads
+ * TILEOPS_SPIN_US microseconds when set, else as long as the daemon's
+ * spin_advice says (no spin while the host's CPUs are oversubscribed), else
+ * 20; then it sleeps: it reads
  * cq_bell, adds itself to client_waiting (a count of this client's
  * sleeping threads), fences, reaps once more and sleeps on cq_bell only if
  * still nothing happened. Whoever finishes completions (the daemon after
@@ -76,6 +78,7 @@ struct tci_ring {
 	uint32_t entries;
 	uint32_t mask;
 	long spin_ns;
+	int spin_fixed; /* TILEOPS_SPIN_US set: the daemon's spin_advice is ignored */
 
 	/* Producer side, under client->mu. Read atomically by the reaper. */
 	uint64_t sq_tail;
@@ -177,8 +180,13 @@ tileops_status tci_ring_attach(struct tileops_client *c, uint32_t entries)
 	long spin_us = env_long("TILEOPS_SPIN_US", TCI_SPIN_DEFAULT_US, &bad);
 	uint32_t i;
 
-	if (bad || spin_us < 0 || spin_us > RING_SPIN_MAX_US)
+	const char *given = getenv("TILEOPS_SPIN_US");
+	int spin_given = given != NULL && given[0] != '\0';
+
+	if (bad || spin_us < 0 || spin_us > RING_SPIN_MAX_US) {
 		spin_us = TCI_SPIN_DEFAULT_US;
+		spin_given = 0;
+	}
 	if (ring == NULL)
 		return tci_error(TILEOPS_ERR_OUT_OF_MEMORY, "connect: out of memory for the rings");
 	ring->slots = calloc(entries, sizeof(*ring->slots));
@@ -198,6 +206,7 @@ tileops_status tci_ring_attach(struct tileops_client *c, uint32_t entries)
 	ring->entries = entries;
 	ring->mask = entries - 1;
 	ring->spin_ns = spin_us * 1000;
+	ring->spin_fixed = spin_given;
 	pthread_mutex_init(&ring->cq_mu, NULL);
 	c->ring = ring;
 	return TILEOPS_OK;
@@ -467,12 +476,27 @@ static void ring_expire(struct tci_ring *ring, struct tileops_completion *r, int
 	pthread_mutex_unlock(&ring->cq_mu);
 }
 
+/* How long a waiter spins before it sleeps: TILEOPS_SPIN_US when given,
+ * else the daemon's advice when it gives one, else the default. */
+static int64_t ring_spin_ns(const struct tci_ring *ring)
+{
+	uint32_t advice;
+
+	if (ring->spin_fixed)
+		return ring->spin_ns;
+	advice = __atomic_load_n(&ring->hdr->spin_advice, __ATOMIC_RELAXED);
+	if (advice == 0 || advice - 1 > RING_SPIN_MAX_US)
+		return ring->spin_ns;
+	return (int64_t)(advice - 1) * 1000;
+}
+
 tileops_status tci_ring_wait(struct tileops_completion *r, int timeout_ms)
 {
 	struct tileops_client *c = r->client;
 	struct tci_ring *ring = c->ring;
 	int64_t start = now_ns();
 	int64_t until = timeout_ms > 0 ? start + (int64_t)timeout_ms * 1000000LL : INT64_MAX;
+	int64_t spin = ring_spin_ns(ring);
 	tileops_status st;
 
 	while (!completion_done(r)) {
@@ -488,7 +512,7 @@ tileops_status tci_ring_wait(struct tileops_completion *r, int timeout_ms)
 		}
 		if (timeout_ms == 0 || t >= until)
 			return TILEOPS_IN_PROGRESS;
-		if (t - start < ring->spin_ns) {
+		if (t - start < spin) {
 			cpu_relax();
 			continue;
 		}
@@ -780,7 +804,7 @@ tileops_status tci_ring_submit(struct tileops_client *c, const Tileops__Request 
 			free(r);
 			return st;
 		case TRY_FULL:
-			st = ring_wait_space(ring, start + ring->spin_ns, r->deadline_ns,
+			st = ring_wait_space(ring, start + ring_spin_ns(ring), r->deadline_ns,
 			                     c->timeout_ms);
 			if (st != TILEOPS_OK) {
 				free(r);

@@ -76,7 +76,15 @@ typedef struct tileops_ring_header {
 	uint64_t sq_offset;
 	uint64_t cq_offset;
 	uint64_t data_offset;
-	uint8_t pad0[64 - 40];
+	/* Written by the daemon at any time: how long a waiting client should
+	 * spin before it sleeps on cq_bell. 0: no advice (the client's own
+	 * TILEOPS_SPIN_US or default); else 1 + microseconds, 1 meaning sleep
+	 * at once. The daemon advises that while more threads would spin than
+	 * it has CPUs: the executor threads, the backend's own and one per
+	 * session with rings (docs/threading.md). TILEOPS_SPIN_US, when set,
+	 * wins over the advice. */
+	uint32_t spin_advice;
+	uint8_t pad0[64 - 44];
 	/* One cache line per counter or flag group. */
 	uint64_t sq_tail;
 	uint8_t pad1[56];

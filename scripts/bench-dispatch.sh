@@ -355,6 +355,29 @@ insync = median(vals("sync_us", "add256", "dispatch-baseline"))
 if insync is not None:
     print()
     print("In-process launch + synchronize (add, 256 f32), median: %.2f us." % insync)
+# The sync-each targets, against the same spin op launched and synchronized
+# in-process: p50 <= that + 6 us at P=1 and <= 2x (that + 6 us) at P=8; p99
+# <= 3x p50 at every P.
+spinsync = median(vals("sync_us", "spin", "dispatch-baseline"))
+if spinsync is not None:
+    print()
+    print("In-process launch + synchronize of the same spin op (5 us, 4 blocks), median: "
+          "%.2f us." % spinsync)
+    print()
+    print("| target | value | limit | result |")
+    print("| --- | ---: | ---: | --- |")
+    for p, factor in (("1", 1), ("8", 2)):
+        p50 = median(vals("api_lat_p50_us", "sync P=%s" % p))
+        if p50 is not None:
+            lim = factor * (spinsync + 6.0)
+            print("| sync each p50, P=%s | %.1f us | %.1f us | %s |" % (
+                p, p50, lim, "met" if p50 <= lim else "not met"))
+    for p in procs:
+        p50 = median(vals("api_lat_p50_us", "sync P=%s" % p))
+        p99 = median(vals("api_lat_p99_us", "sync P=%s" % p))
+        if p50 and p99 is not None:
+            print("| sync each p99 / p50, P=%s | %.2f | 3 | %s |" % (
+                p, p99 / p50, "met" if p99 <= 3 * p50 else "not met"))
 
 stages = ["ring", "launch", "post", "wake", "total"]
 print()

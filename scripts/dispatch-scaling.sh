@@ -27,6 +27,9 @@ bin=$pack/bin
 daemon_bin=${TILEOPSD:-$bin/tileopsd}
 run=/tmp/tileops-scaling
 procs=${PROCS:-8}
+# API_MODE (pipelined, sync, windowed or plan) runs the serving-engine calls
+# of tileops-bench-dispatch --api instead of the windowed spin kernels.
+api=${API_MODE:-}
 report=${OUT:+$OUT/scaling.txt}
 report=${report:-/dev/null}
 # Each run's per-process finish times and each session's executor thread.
@@ -61,15 +64,28 @@ for entry in ${CONFIGS:-executor_threads=1 executor_threads=2 executor_threads=4
 	for ns in ${NS:-5000}; do
 		rates=() spreads=()
 		for _ in $(seq 1 "${RUNS:-3}"); do
-			o=$(${ccpu[@]+"${ccpu[@]}"} env ${client_env[@]+"${client_env[@]}"} \
-				"$bin/tileops-bench-dispatch" \
-				--address "ipc://$run/d.sock" --procs "$procs" --kernels 2000 \
-				--ns "$ns" ${client_args[@]+"${client_args[@]}"} 2>&1)
+			if [ -n "$api" ]; then
+				# The serving-engine calls (bench_api.c), --ops spin ops each.
+				o=$(${ccpu[@]+"${ccpu[@]}"} env ${client_env[@]+"${client_env[@]}"} \
+					"$bin/tileops-bench-dispatch" \
+					--address "ipc://$run/d.sock" --api "$api" --procs "$procs" \
+					--ops 2000 ${client_args[@]+"${client_args[@]}"} 2>&1)
+			else
+				o=$(${ccpu[@]+"${ccpu[@]}"} env ${client_env[@]+"${client_env[@]}"} \
+					"$bin/tileops-bench-dispatch" \
+					--address "ipc://$run/d.sock" --procs "$procs" --kernels 2000 \
+					--ns "$ns" ${client_args[@]+"${client_args[@]}"} 2>&1)
+			fi
 			val() { echo "$o" | grep -o "\"$1\"[^}]*" | grep -o '"value":[0-9.e+]*' |
 				cut -d: -f2; }
-			r=$(val procs_kernels_per_s)
+			if [ -n "$api" ]; then
+				r=$(val api_ops_per_s)
+				spreads+=("p50 $(val api_lat_p50_us) p99 $(val api_lat_p99_us) us")
+			else
+				r=$(val procs_kernels_per_s)
+				spreads+=("$(val procs_first_done_ms)/$(val procs_wall_ms)ms")
+			fi
 			rates+=("${r:-0}")
-			spreads+=("$(val procs_first_done_ms)/$(val procs_wall_ms)ms")
 			for what in start done; do
 				echo "$entry ns=$ns $what: $(echo "$o" | grep "proc_${what}_ms" |
 					grep -o '"value":[0-9.e+]*' | cut -d: -f2 | tr '\n' ' ')"
@@ -94,8 +110,13 @@ print("threads (ring ops/pace waits/slow ops/slow launches/sleeps/us per op/us p
 			echo >>"$detail"
 		done
 		med=$(printf '%s\n' "${rates[@]}" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
-		say "$entry: $procs procs x 2000 spin kernels of $ns ns: median $med kernels/s" \
-			"(runs: ${rates[*]}; first/last process done: ${spreads[*]})"
+		if [ -n "$api" ]; then
+			say "$entry: $procs procs x 2000 $api spin ops: median $med ops/s" \
+				"(runs: ${rates[*]}; latency: ${spreads[*]})"
+		else
+			say "$entry: $procs procs x 2000 spin kernels of $ns ns: median $med kernels/s" \
+				"(runs: ${rates[*]}; first/last process done: ${spreads[*]})"
+		fi
 	done
 	kill -TERM "$daemon"
 	wait "$daemon"

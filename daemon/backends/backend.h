@@ -158,6 +158,10 @@ struct backend {
 	 * arena's mapping over for that), since those calls stall every
 	 * launching thread. */
 	int active_threads;
+	/* Threads of the backend's own that run work on the host's CPUs (the
+	 * CPU backend's device threads; atomic, 0 on a GPU): the executor
+	 * counts them when it advises clients how long to spin (exec/ring.h). */
+	int work_threads;
 	/* Set (atomically, once) when the device's state is lost: a sticky
 	 * CUDA error (an illegal address, a trap, an uncorrectable ECC error)
 	 * poisons the context, and every later call would fail the same way.

@@ -398,6 +398,7 @@ void cpu_pool_start_locked(backend *be)
 		}
 		im->n_pool++;
 	}
+	__atomic_store_n(&be->work_threads, im->n_pool, __ATOMIC_RELAXED);
 }
 
 /* The host sees a fault when it next asks the device anything (executor

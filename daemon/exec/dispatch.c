@@ -226,6 +226,7 @@ static void job_open(worker *w, session *s, job *j)
 		return;
 	}
 	j->rings = 1;
+	__atomic_add_fetch(&ex->ring_sessions, 1, __ATOMIC_RELAXED);
 	s->ring_next = w->rings;
 	w->rings = s;
 	session_ref(s);
@@ -271,8 +272,10 @@ static void job_close(worker *w, session *s)
 	if (s->arena.base)
 		ex->be->ops->arena_detach(ex->be, &s->arena);
 	s->ex_closed = 1;
-	if (s->ring.enabled)
+	if (s->ring.enabled) {
+		__atomic_sub_fetch(&ex->ring_sessions, 1, __ATOMIC_RELAXED);
 		session_unref(s); /* the rings list's reference */
+	}
 }
 
 /* Returns 1 when the job's answer is owed until its fence passes. */

@@ -390,9 +390,13 @@ static int worker_pass(worker *w, int *stopping)
 	if (lost && !__atomic_exchange_n(&ex->lost_reported, 1, __ATOMIC_ACQ_REL) &&
 	    ex->cfg.device_lost)
 		ex->cfg.device_lost(ex->cfg.ctx);
-	/* One wake-up per client per pass, for all the completions it got. */
-	for (session *s = w->rings; s; s = s->ring_next)
+	/* One wake-up per client per pass, for all the completions it got;
+	 * and the spin advice, where it changed. */
+	uint32_t advice = executor_spin_advice(ex);
+	for (session *s = w->rings; s; s = s->ring_next) {
+		ring_advise_spin(&s->ring, &s->arena, advice);
 		ring_wake(&s->ring, &s->arena);
+	}
 	return worked;
 }
 
@@ -528,6 +532,23 @@ static void executor_free(executor *ex)
 	free(ex);
 }
 
+uint32_t executor_spin_advice(executor *ex)
+{
+	int spinners = __atomic_load_n(&ex->ring_sessions, __ATOMIC_RELAXED) + ex->n_workers +
+	               __atomic_load_n(&ex->be->work_threads, __ATOMIC_RELAXED);
+	return spinners > ex->host_cpus ? 1u : 0u;
+}
+
+/* The CPUs this process may run on (its affinity), at least 1. */
+static int host_cpus(void)
+{
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+		return CPU_COUNT(&set);
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (int)n : 1;
+}
+
 executor *executor_start(const executor_config *cfg, char *err, size_t errlen)
 {
 	executor *ex = calloc(1, sizeof(*ex));
@@ -550,6 +571,7 @@ executor *executor_start(const executor_config *cfg, char *err, size_t errlen)
 	ex->be = cfg->be;
 	ex->mf = cfg->mf;
 	ex->next_handle = 1;
+	ex->host_cpus = host_cpus();
 	ex->be->timing_cb = completion_timed;
 	ex->be->timing_ctx = ex;
 	pthread_mutex_init(&ex->start_mu, NULL);

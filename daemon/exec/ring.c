@@ -228,6 +228,17 @@ void ring_publish(ring *r, const arena *a)
 		r->wake_owed = 1;
 }
 
+void ring_advise_spin(ring *r, const arena *a, uint32_t advice)
+{
+	if (!r->enabled || r->broken || r->advised == advice)
+		return;
+	if (arena_store_u32(a, HDR(spin_advice), advice) != 0) {
+		ring_break(r, "the arena no longer backs the ring header");
+		return;
+	}
+	r->advised = advice;
+}
+
 void ring_wake(ring *r, const arena *a)
 {
 	if (!r->wake_owed)

@@ -29,6 +29,7 @@ typedef struct ring {
 	int wake_owed;      /* completions posted while the client sleeps */
 	int holding;        /* ring_hold: cq_tail is published by ring_publish */
 	uint64_t published; /* the cq_tail the client was last shown */
+	uint32_t advised;   /* the spin_advice last written to the header */
 } ring;
 
 /*
@@ -75,6 +76,10 @@ void ring_publish(ring *r, const arena *a);
 
 /* Wake the client if completions were posted while it slept. */
 void ring_wake(ring *r, const arena *a);
+
+/* Write `advice` to the header's spin_advice (tileops_ring.h) unless it is
+ * there already. */
+void ring_advise_spin(ring *r, const arena *a, uint32_t advice);
 
 /* Set or clear the header's daemon_sleeping flag; -1 if broken. */
 int ring_set_sleeping(ring *r, const arena *a, uint32_t v);

@@ -132,7 +132,13 @@ struct executor {
 	uint64_t mf_gen; /* bumped with each swap (prepared ops name the one they used) */
 
 	uint64_t next_handle; /* atomic */
-	int lost_reported;    /* atomic: device_lost was called */
+	/* Sessions with rings, whose clients may spin while they wait (atomic),
+	 * and the CPUs this process may run on: the clients are told not to
+	 * spin while the two, with the executor and backend threads, exceed
+	 * the CPUs (executor_spin_advice). */
+	int ring_sessions;
+	int host_cpus;
+	int lost_reported; /* atomic: device_lost was called */
 
 	/* The graph cache: tenants, their plans' graphs and the shared plans.
 	 * Every plan.c entry point holds cache_mu; the loop reads the tenants
@@ -141,6 +147,11 @@ struct executor {
 	tenant *tenants;
 	uint64_t lru_clock;
 };
+
+/* The spin_advice for every ring's header now (tileops_ring.h): 1 (sleep
+ * at once) while more threads would spin than there are CPUs, else 0 (no
+ * advice). Any worker. */
+uint32_t executor_spin_advice(executor *ex);
 
 /* A fresh handle for a tensor or a plan (any worker). */
 uint64_t exec_next_handle(executor *ex);

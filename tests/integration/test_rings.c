@@ -1155,3 +1155,50 @@ Test(rings, unknown_flags_are_refused_and_a_trace_comes_in_the_completion)
 	th_raw_close(&x.raw);
 	expect_daemon_serving();
 }
+
+/* ---- spin advice ------------------------------------------------------------ */
+
+static daemon2 advising;
+
+/*
+ * The daemon writes spin_advice into each ring's header: 1 (sleep at once)
+ * while the clients with rings, its executor threads and the backend's own
+ * threads outnumber the CPUs it may run on, so that waiting clients do not
+ * take the CPUs the daemon's threads need. The CPU backend's device threads
+ * fill the CPUs the executor threads leave, so there one client is already
+ * one too many; on a GPU host two executor threads and one client fit unless
+ * the host has fewer than three CPUs.
+ */
+Test(rings, clients_are_told_to_sleep_rather_than_spin_while_the_cpus_are_taken,
+     .fini = daemon2_kill_running)
+{
+	cpu_set_t set;
+	cr_assert_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+	int cpus = CPU_COUNT(&set);
+	daemon2_start(&advising, "executor_threads = 2\n");
+	daemon2_use(&advising);
+	tileops_client *c = th_connect("advice", 0);
+	const tileops_ring_header *h = client_ring_header();
+	const int64_t shape[] = { 4 };
+	const float ones[4] = { 1, 1, 1, 1 };
+	tileops_tensor x = th_tensor_f32(c, 1, shape, ones), y = th_tensor_f32(c, 1, shape, ones);
+	tileops_tensor out = th_tensor(c, TILEOPS_F32, 1, shape);
+	tileops_tensor in[] = { x, y };
+	tileops_op add = { "add", in, 2, &out, 1, NULL, 0 };
+	th_run(c, &add);
+	cr_assert_eq(tileops_sync(c), TILEOPS_OK, "%s", tileops_last_error());
+	int work = strcmp(th_expected_backend(), "cpu") == 0 ? (cpus - 2 > 1 ? cpus - 2 : 1) : 0;
+	uint32_t want = 1 + 2 + work > cpus ? 1u : 0u;
+	uint32_t got = 0;
+	for (int64_t until = th_now_ms() + 5000; th_now_ms() < until; th_sleep_ms(5)) {
+		th_run(c, &add); /* a pass of its executor thread writes the advice */
+		got = __atomic_load_n(&h->spin_advice, __ATOMIC_RELAXED);
+		if (got == want)
+			break;
+	}
+	cr_assert_eq(got, want, "spin_advice %u, expected %u (%d CPUs, the %s backend)", got, want,
+	             cpus, th_expected_backend());
+	expect_all_f32(c, out, 2.0f, "the adds");
+	tileops_close(c);
+	daemon2_stop(&advising);
+}

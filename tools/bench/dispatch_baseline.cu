@@ -20,7 +20,10 @@
  *  - graph12: a CUDA graph of 12 captured add256 launches, graph launch
  *    then synchronize, R times, median;
  *  - kernel: the device time of add256-l1 alone from CUDA events, median
- *    of R.
+ *    of R;
+ *  - spin sync: one spin kernel (NS, B blocks: the op of the dispatch
+ *    bench's serving-engine rows) then cudaStreamSynchronize, R times,
+ *    median.
  * Each comes after a warm-up of the same loop; the result of the adds is
  * checked against the host.
  *
@@ -258,6 +261,8 @@ void bench_kernel_time(tiny *t, long reps, double *v)
 	CK(cudaEventDestroy(e1));
 }
 
+void bench_spin_sync(const options *o, long reps, double *v);
+
 int run_single(const options *o)
 {
 	float ha[TINY_N], hb[TINY_N];
@@ -278,6 +283,7 @@ int run_single(const options *o)
 	bench_sync(&t, launch_l1, "add256-l1", o->reps, v);
 	bench_graph(&t, o->reps, v);
 	bench_kernel_time(&t, o->reps, v);
+	bench_spin_sync(o, o->reps, v);
 	tiny_check(&t, launch_l1, ha, hb, "add256-l1 after the loops");
 	CK(cudaFree(t.a));
 	CK(cudaFree(t.b));
@@ -380,6 +386,42 @@ void spin_run(spin_ctx *s, const options *o, launcher_result *r)
 		}
 	}
 	r->ok = 1;
+}
+
+/* The serving-engine rows' op in-process: one spin kernel (NS, B blocks)
+ * then cudaStreamSynchronize, R times, median; the sync-each target's
+ * reference. */
+void bench_spin_sync(const options *o, long reps, double *v)
+{
+	spin_ctx s = {};
+	char err[160];
+
+	s.own_stream = true;
+	if (!spin_setup(&s, o, err, sizeof(err))) {
+		fprintf(stderr, PROG ": %s\n", err);
+		exit(1);
+	}
+	for (long i = 0; i < 200 + reps; i++) {
+		double t0 = bench_now_us();
+		spin_kernel<<<(unsigned)o->blocks, tkc::kSpinThreads, 0, s.stream>>>(
+		        s.x, s.out, SPIN_N, (uint64_t)o->ns);
+		CK(cudaStreamSynchronize(s.stream));
+		if (i >= 200)
+			v[i - 200] = bench_now_us() - t0;
+	}
+	CK(cudaGetLastError());
+	float got[SPIN_N];
+	CK(cudaMemcpy(got, s.out, sizeof(got), cudaMemcpyDeviceToHost));
+	for (int i = 0; i < SPIN_N && i < o->blocks; i++)
+		if (got[i] != s.hx[i] + 1.0f) {
+			fprintf(stderr, PROG ": spin wrote out[%d] = %g, expected %g\n", i,
+			        (double)got[i], (double)(s.hx[i] + 1.0f));
+			exit(1);
+		}
+	bench_report("sync_us", "spin", "median", bench_median(v, reps), "us", reps);
+	CK(cudaFree(s.x));
+	CK(cudaFree(s.out));
+	CK(cudaStreamDestroy(s.stream));
 }
 
 /* One child: its own CUDA context (created here, after the fork). */
