@@ -6,7 +6,7 @@
  * the block's scales for block scales. The CPU reference promotes the same
  * way, so the two differ by the order of f32 additions only.
  *
- * Two kernels:
+ * Three kernels:
  * - stream (M <= 64): the weight is the traffic, read once with 16-byte
  *   non-allocating loads and fed to the tensor cores straight from
  *   registers. The mma's K order is free as long as a and b agree, so
@@ -15,11 +15,13 @@
  *   memory in the same order. Each warp owns 8 output channels; K is split
  *   over blocks until the grid fills the GPU, the partial sums adding up
  *   in the workspace (f32 atomics) and a second kernel applying the
- *   epilogue. Without a workspace a K that needs splitting goes to tile.
- * - tile (any M): 64 x 128 output tiles, 128-wide K steps (one scale
- *   block a step) through a 3-stage cp.async pipeline, fragments read from
- *   rows padded to 144 bytes (free of bank conflicts).
- * Both read rows of a and b that are not 16-byte aligned byte by byte.
+ *   epilogue. Without a workspace a K that needs splitting goes on below.
+ * - wg (M > 64, a and b readable by the copy engine: 16-byte aligned
+ *   rows): TMA and wgmma m64n128k32 on 128 x 128 tiles (see fp8_wg).
+ * - tile (the rest): mma.sync on 64 x 128 output tiles, 128-wide K steps
+ *   (one scale block a step) through a 3-stage cp.async pipeline,
+ *   fragments read from rows padded to 144 bytes (free of bank conflicts).
+ * stream and tile read rows of a and b that are not 16-byte aligned byte by byte.
  */
 #include <atomic>
 #include <cuda_bf16.h>
@@ -28,6 +30,7 @@
 #include "cuda_common.cuh"
 #include "gemm_fp8.h"
 #include "sm90.cuh"
+#include "tma_map.cuh"
 
 namespace
 {
@@ -382,6 +385,177 @@ template <typename T> __global__ void __launch_bounds__(T_THREADS) fp8_tile(Fp8A
 			}
 }
 
+/* ---- wg: Hopper warpgroup MMA for M > 64 ---------------------------------------------- */
+
+/*
+ * 128 x 128 output tiles, one a CTA. Warpgroup 0's first thread streams
+ * 128 x 128-byte tiles of a and b (one 128-wide K block each: the scale
+ * block) into a ring of W_STAGES stages with bulk tensor copies (TMA,
+ * 128-byte swizzle, zeros past the edges); warpgroups 1 and 2 multiply 64
+ * rows each with wgmma m64n128k32 e4m3 from the swizzled stages (a k32
+ * step is 32 bytes along the swizzled row, as a k16 step of bf16), the
+ * first of a block's four overwriting the block's accumulators, then wait
+ * for them, hand the stage back and promote them into the f32 total.
+ */
+constexpr int W_BM = 128, W_BN = 128, W_BK = 128, W_STAGES = 5, W_THREADS = 384;
+constexpr int W_TILE = 128 * 128; /* bytes of one a or b tile */
+constexpr int W_SMEM = 2 * W_STAGES * W_TILE + 16 * W_STAGES + 1024;
+
+__device__ __forceinline__ void wgmma_n128_e4m3(float (&d)[64], uint64_t da, uint64_t db, int acc)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+	             "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
+	             "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, "
+	             "%17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+	             "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, "
+	             "%47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "
+	             "%62, %63}, %64, %65, p, 1, 1;\n}\n"
+	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+	               "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+	               "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+	               "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+	               "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+	               "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+	               "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+	               "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+	               "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
+	               "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
+	               "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+	             : "l"(da), "l"(db), "r"(acc));
+}
+
+template <typename T>
+__global__ void __launch_bounds__(W_THREADS, 1)
+        fp8_wg(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+               const Fp8Args p)
+{
+	extern __shared__ uint8_t smem_raw[];
+	uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
+	                                            ~uintptr_t(1023));
+	const uint32_t base = smem_addr(smem);
+	const uint32_t full = base + 2 * W_STAGES * W_TILE, empty = full + 8 * W_STAGES;
+	const int bi = blockIdx.z, m0 = blockIdx.y * W_BM, n0 = blockIdx.x * W_BN;
+	const int nkt = p.kbs;
+
+	if (threadIdx.x == 0) {
+		for (int s = 0; s < W_STAGES; s++) {
+			tk_sm90::mbar_init(full + 8 * s, 1);
+			/* one arrival per consumer warp */
+			tk_sm90::mbar_init(empty + 8 * s, 8);
+		}
+		tk_sm90::fence_mbar_init();
+		tk_sm90::fence_proxy_async();
+	}
+	__syncthreads();
+
+	if (threadIdx.x < 128) {
+		tk_sm90::regs_release<40>();
+		if (threadIdx.x != 0)
+			return;
+		tk_sm90::tma_prefetch_map(&map_a);
+		tk_sm90::tma_prefetch_map(&map_b);
+		for (int kt = 0; kt < nkt; kt++) {
+			const int s = kt % W_STAGES;
+			const uint32_t phase = (uint32_t)((kt / W_STAGES) & 1);
+			tk_sm90::mbar_wait(empty + 8 * s, phase ^ 1);
+			tk_sm90::mbar_arrive_expect_tx(full + 8 * s, 2 * W_TILE);
+			tk_sm90::tma_load_3d(base + s * W_TILE, &map_a, full + 8 * s, kt * W_BK, m0,
+			                     bi);
+			tk_sm90::tma_load_3d(base + (W_STAGES + s) * W_TILE, &map_b, full + 8 * s,
+			                     kt * W_BK, n0, bi);
+		}
+		return;
+	}
+	tk_sm90::regs_claim<232>();
+	const int wg = (threadIdx.x >> 7) - 1, tid = threadIdx.x & 127;
+	const int warp = tid >> 5, lane = tid & 31;
+	const int r_lo = m0 + wg * 64 + warp * 16 + (lane >> 2), r_hi = r_lo + 8;
+	const float *sa = p.sa + bi * p.sa_bs, *sb = p.sb + bi * p.sb_bs;
+	float tot[64], part[64];
+
+#pragma unroll
+	for (int i = 0; i < 64; i++)
+		tot[i] = 0.0f;
+	for (int kt = 0; kt < nkt; kt++) {
+		const int s = kt % W_STAGES;
+		const uint32_t phase = (uint32_t)((kt / W_STAGES) & 1);
+		const uint32_t ta = base + s * W_TILE + wg * 64 * 128;
+		const uint32_t tb = base + (W_STAGES + s) * W_TILE;
+		tk_sm90::mbar_wait(full + 8 * s, phase);
+		tk_sm90::wgmma_fence();
+#pragma unroll
+		for (int kk = 0; kk < W_BK / 32; kk++)
+			wgmma_n128_e4m3(part, tk_sm90::sw128_desc(ta + kk * 32, 16, 1024),
+			                tk_sm90::sw128_desc(tb + kk * 32, 16, 1024), kk);
+		tk_sm90::wgmma_commit();
+		tk_sm90::wgmma_wait<0>();
+		tk_sm90::acc_fence(part);
+		if (lane == 0)
+			tk_sm90::mbar_arrive(empty + 8 * s);
+		if (p.layout == TK_FP8_BLOCK) {
+			const float sbk = sb[(int64_t)(n0 / 128) * p.kbs + kt];
+			const float lo = block_scale(p, sa, r_lo, kt, sbk);
+			const float hi = block_scale(p, sa, r_hi, kt, sbk);
+#pragma unroll
+			for (int j = 0; j < 16; j++) {
+				tot[4 * j] += part[4 * j] * lo;
+				tot[4 * j + 1] += part[4 * j + 1] * lo;
+				tot[4 * j + 2] += part[4 * j + 2] * hi;
+				tot[4 * j + 3] += part[4 * j + 3] * hi;
+			}
+		} else {
+#pragma unroll
+			for (int i = 0; i < 64; i++)
+				tot[i] += part[i];
+		}
+	}
+#pragma unroll
+	for (int j = 0; j < 16; j++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			const int m = e < 2 ? r_lo : r_hi,
+			          n = n0 + 8 * j + 2 * (lane & 3) + (e & 1);
+			if (m < p.m && n < p.n)
+				store_out<T>(p, bi, m, n, tot[4 * j + e]);
+		}
+}
+
+/* A 3-D map of e4m3 rows (inner bytes, pitch ld) for 128 x 128-byte boxes, 128-byte swizzle. */
+bool fp8_map(CUtensorMap *map, const void *ptr, int64_t inner, int64_t outer, int64_t batch,
+             int64_t ld, int64_t bstride)
+{
+	PFN_cuTensorMapEncodeTiled_v12000 encode = tk_sm90::encode_fn();
+	if (encode == nullptr)
+		return false;
+	cuuint64_t dims[3] = { (cuuint64_t)inner, (cuuint64_t)outer, (cuuint64_t)batch };
+	cuuint64_t strides[2] = { (cuuint64_t)ld, (cuuint64_t)(batch > 1 ? bstride : ld * outer) };
+	cuuint32_t box[3] = { 128, 128, 1 };
+	cuuint32_t estr[3] = { 1, 1, 1 };
+	return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void *>(ptr), dims, strides,
+	              box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+	              CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+	              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/* The wg kernel where the copy engine can read a and b; cudaErrorNotSupported where not. */
+template <typename T> cudaError_t launch_wg(const Fp8Args &p, int64_t batch, cudaStream_t s)
+{
+	static std::atomic<uint64_t> smem_set{ 0 };
+	CUtensorMap ma, mb;
+
+	if (!p.vec_a || !p.vec_b || (p.m + W_BM - 1) / W_BM > 65535 ||
+	    !fp8_map(&ma, p.a, p.k, p.m, batch, p.lda, p.a_bs) ||
+	    !fp8_map(&mb, p.b, p.k, p.n, batch, p.ldb, p.b_bs))
+		return cudaErrorNotSupported;
+	cudaError_t e = allow_dynamic_smem((const void *)fp8_wg<T>, W_SMEM, smem_set);
+	if (e != cudaSuccess)
+		return e;
+	dim3 grid((unsigned)((p.n + W_BN - 1) / W_BN), (unsigned)((p.m + W_BM - 1) / W_BM),
+	          (unsigned)batch);
+	fp8_wg<T><<<grid, W_THREADS, W_SMEM, s>>>(ma, mb, p);
+	return cudaGetLastError();
+}
+
 /* ---- launch --------------------------------------------------------------------------- */
 
 Fp8Args args_of(const tk_fp8_problem &q)
@@ -494,7 +668,9 @@ template <typename T> tk_status run(const tk_fp8_problem &q, const tk_call *call
 			return e == cudaSuccess ? launch_status() : TK_ERR_LAUNCH;
 		}
 	}
-	e = launch_tile<T>(p, q.batch, s);
+	e = launch_wg<T>(p, q.batch, s);
+	if (e == cudaErrorNotSupported)
+		e = launch_tile<T>(p, q.batch, s);
 	return e == cudaSuccess ? launch_status() : TK_ERR_LAUNCH;
 }
 

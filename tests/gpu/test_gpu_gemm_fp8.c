@@ -9,9 +9,10 @@
  *   multiplied by the bf16 gemm launcher with trans_b. The bf16 rounding
  *   of the operands costs up to 2^-9 each, so the bound is 2e-2.
  * Every scale layout, M in {1, 7, 16, 64, 128, 300} (the stream kernel's
- * m-tile counts, the tile kernel, a partial tile), N and K that end inside
- * a 128-block and a tile, a rows that are not 16-byte aligned (the byte
- * path), bias and residual, both output dtypes. Inputs are random e4m3
+ * m-tile counts up to 64, the wgmma kernel past it, a partial tile), N
+ * and K that end inside a 128-block and a tile, rows of a that are not
+ * 16-byte aligned (the stream kernel's and the tile kernel's byte paths),
+ * bias and residual, both output dtypes. Inputs are random e4m3
  * codes with |x| in [0.25, 3] (never zero) and positive scales; the seed
  * is printed on failure.
  */
@@ -260,9 +261,12 @@ Test(gpu_gemm_fp8, unaligned_rows_of_a_bias_and_residual_match_cpu)
 		fcase f1 = { layout, TK_BF16, 0, 5, 300, 512, 3, 0 };
 		fcase f2 = { layout, TK_F16, 0, 130, 260, 384, 0, 1 };
 		fcase f3 = { layout, TK_BF16, 0, 16, 4096, 4096, 0, 1 };
+		/* rows the copy engine cannot read: the cp.async tile kernel's byte path */
+		fcase f4 = { layout, TK_BF16, 0, 130, 520, 1040, 5, 0 };
 		run_case(&f1);
 		run_case(&f2);
 		run_case(&f3);
+		run_case(&f4);
 	}
 }
 
