@@ -537,14 +537,13 @@ bool fp8_map(CUtensorMap *map, const void *ptr, int64_t inner, int64_t outer, in
 	              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-/* The wg kernel where the copy engine can read a and b; cudaErrorNotSupported where not. */
+/* The wg kernel (wg_ok says where it runs; cudaErrorNotSupported elsewhere). */
 template <typename T> cudaError_t launch_wg(const Fp8Args &p, int64_t batch, cudaStream_t s)
 {
 	static std::atomic<uint64_t> smem_set{ 0 };
 	CUtensorMap ma, mb;
 
-	if (!p.vec_a || !p.vec_b || (p.m + W_BM - 1) / W_BM > 65535 ||
-	    !fp8_map(&ma, p.a, p.k, p.m, batch, p.lda, p.a_bs) ||
+	if (!p.vec_a || !p.vec_b || !fp8_map(&ma, p.a, p.k, p.m, batch, p.lda, p.a_bs) ||
 	    !fp8_map(&mb, p.b, p.k, p.n, batch, p.ldb, p.b_bs))
 		return cudaErrorNotSupported;
 	cudaError_t e = allow_dynamic_smem((const void *)fp8_wg<T>, W_SMEM, smem_set);
@@ -622,15 +621,102 @@ int stream_max_chunk(int mt)
 	return mt == 1 ? 2048 : mt == 2 ? 1024 : 512;
 }
 
+/* How a call runs: the kernel, and for stream its m-tiles, K chunk and split count. */
+struct RunPlan {
+	int kernel;
+	int mt, splits;
+	int64_t chunk;
+};
+
+/*
+ * The stream kernel with K split in `splits` chunks of whole 128-blocks,
+ * where it serves q exactly that way: M <= 64, chunks within what a block
+ * holds, and the workspace for the partial sums when split (ws_bytes: what
+ * the call has).
+ */
+bool stream_plan(const tk_fp8_problem &q, size_t ws_bytes, int splits, RunPlan *pl)
+{
+	if (q.m > 64 || q.k == 0 || splits < 1 || splits > q.kblocks)
+		return false;
+	const int mt = q.m <= 16 ? 1 : q.m <= 32 ? 2 : 4;
+	const int64_t chunk = ((q.kblocks + splits - 1) / splits) * 128;
+	if (chunk > stream_max_chunk(mt) || (q.k + chunk - 1) / chunk != splits)
+		return false;
+	if (splits > 1 && (size_t)(q.batch * q.m * q.n) * sizeof(float) > ws_bytes)
+		return false;
+	*pl = RunPlan{ TK_FP8_KERNEL_STREAM, mt, splits, chunk };
+	return true;
+}
+
+/* The stream kernel's built-in split: about four blocks an SM, each at least one K block. */
+int stream_splits(const tk_fp8_problem &q)
+{
+	const int mt = q.m <= 16 ? 1 : q.m <= 32 ? 2 : 4;
+	const int64_t nblk = ((q.n + S_NPB - 1) / S_NPB) * q.batch;
+	const int64_t want = (4 * (int64_t)sm_count() + nblk - 1) / nblk;
+	int64_t chunk = ((q.kblocks + want - 1) / want) * 128;
+	if (chunk > stream_max_chunk(mt))
+		chunk = stream_max_chunk(mt);
+	return (int)((q.k + chunk - 1) / chunk);
+}
+
+/* Whether the copy engine can read a and b (the wg kernel's condition). */
+bool wg_ok(const Fp8Args &p)
+{
+	return p.vec_a && p.vec_b && (p.m + W_BM - 1) / W_BM <= 65535 &&
+	       tk_sm90::encode_fn() != nullptr;
+}
+
+/* The built-in rule: stream for M <= 64 where it fits, else wg, else tile. */
+RunPlan default_plan(const tk_fp8_problem &q, const Fp8Args &p, size_t ws_bytes)
+{
+	RunPlan pl;
+
+	if (q.m <= 64) {
+		const int mt = q.m <= 16 ? 1 : q.m <= 32 ? 2 : 4;
+		if (stream_plan(q, ws_bytes, stream_splits(q), &pl) ||
+		    stream_plan(q, 0,
+		                (int)((q.k + stream_max_chunk(mt) - 1) / stream_max_chunk(mt)),
+		                &pl))
+			return pl;
+	}
+	return RunPlan{ wg_ok(p) ? TK_FP8_KERNEL_WG : TK_FP8_KERNEL_TILE, 0, 0, 0 };
+}
+
+/* The plan a choice names, where it can serve the call exactly. */
+bool choice_plan(const tk_fp8_problem &q, const Fp8Args &p, size_t ws_bytes, const tk_choice &c,
+                 RunPlan *pl)
+{
+	if (q.k == 0)
+		return false;
+	if (c.v[0] == TK_FP8_KERNEL_STREAM)
+		return stream_plan(q, ws_bytes, c.v[1], pl);
+	if (c.v[0] == TK_FP8_KERNEL_WG && wg_ok(p)) {
+		*pl = RunPlan{ TK_FP8_KERNEL_WG, 0, 0, 0 };
+		return true;
+	}
+	if (c.v[0] == TK_FP8_KERNEL_TILE) {
+		*pl = RunPlan{ TK_FP8_KERNEL_TILE, 0, 0, 0 };
+		return true;
+	}
+	return false;
+}
+
 template <typename T> tk_status run(const tk_fp8_problem &q, const tk_call *call, cudaStream_t s)
 {
 	Fp8Args p = args_of(q);
+	const size_t ws_bytes = call->workspace ? call->workspace_bytes : 0;
 	cudaError_t e = cudaSuccess;
+	RunPlan pl;
 
 	if (q.m == 0 || q.n == 0 || q.batch == 0)
 		return TK_OK;
 	if (q.m > INT32_MAX || q.n > INT32_MAX || q.k > INT32_MAX || q.batch > 65535 ||
 	    (q.m + T_BM - 1) / T_BM > 65535)
+		return TK_ERR_UNSUPPORTED;
+	const bool chosen = call->choice.mode != TK_CHOICE_NONE &&
+	                    choice_plan(q, p, ws_bytes, call->choice, &pl);
+	if (call->choice.mode == TK_CHOICE_EXACT && !chosen)
 		return TK_ERR_UNSUPPORTED;
 	launch_begin();
 	if (q.k == 0) {
@@ -639,38 +725,24 @@ template <typename T> tk_status run(const tk_fp8_problem &q, const tk_call *call
 		        <<<grid_for(q.batch * q.m * q.n, 256), 256, 0, s>>>(p, q.batch);
 		return launch_status();
 	}
-	if (q.m <= 64) {
-		const int mt = q.m <= 16 ? 1 : q.m <= 32 ? 2 : 4;
-		const int64_t nblk = ((q.n + S_NPB - 1) / S_NPB) * q.batch;
-		/* splits enough for about four blocks an SM, each at least one K block */
-		int64_t want = (4 * (int64_t)sm_count() + nblk - 1) / nblk;
-		int64_t chunk = ((q.kblocks + want - 1) / want) * 128;
-		if (chunk > stream_max_chunk(mt))
-			chunk = stream_max_chunk(mt);
-		int splits = (int)((q.k + chunk - 1) / chunk);
-		size_t bytes = (size_t)(q.batch * q.m * q.n) * sizeof(float);
-		bool ws_ok = call->workspace && bytes <= call->workspace_bytes;
-		if (splits > 1 && !ws_ok) {
-			/* one split holds the whole K, or the tile kernel serves the call */
-			splits = (int)((q.k + stream_max_chunk(mt) - 1) / stream_max_chunk(mt));
-			chunk = stream_max_chunk(mt);
+	if (!chosen)
+		pl = default_plan(q, p, ws_bytes);
+	if (pl.kernel == TK_FP8_KERNEL_STREAM) {
+		p.kchunk = (int)pl.chunk;
+		if (pl.splits > 1) {
+			p.ws = static_cast<float *>(call->workspace);
+			e = cudaMemsetAsync(p.ws, 0, (size_t)(q.batch * q.m * q.n) * sizeof(float),
+			                    s);
 		}
-		if (splits == 1 || ws_ok) {
-			p.kchunk = (int)chunk;
-			if (splits > 1) {
-				p.ws = static_cast<float *>(call->workspace);
-				e = cudaMemsetAsync(p.ws, 0, bytes, s);
-			}
-			if (e == cudaSuccess)
-				e = mt == 1   ? launch_stream<T, 1>(p, q.batch, splits, s)
-				    : mt == 2 ? launch_stream<T, 2>(p, q.batch, splits, s)
-				              : launch_stream<T, 4>(p, q.batch, splits, s);
-			return e == cudaSuccess ? launch_status() : TK_ERR_LAUNCH;
-		}
-	}
-	e = launch_wg<T>(p, q.batch, s);
-	if (e == cudaErrorNotSupported)
+		if (e == cudaSuccess)
+			e = pl.mt == 1   ? launch_stream<T, 1>(p, q.batch, pl.splits, s)
+			    : pl.mt == 2 ? launch_stream<T, 2>(p, q.batch, pl.splits, s)
+			                 : launch_stream<T, 4>(p, q.batch, pl.splits, s);
+	} else if (pl.kernel == TK_FP8_KERNEL_WG) {
+		e = launch_wg<T>(p, q.batch, s);
+	} else {
 		e = launch_tile<T>(p, q.batch, s);
+	}
 	return e == cudaSuccess ? launch_status() : TK_ERR_LAUNCH;
 }
 
@@ -697,4 +769,41 @@ extern "C" tk_status tk_cuda_bmm_fp8(const tk_call *call, void *stream)
 	tk_status st = tk_fp8_bmm_parse(call, &q);
 
 	return st == TK_OK ? dispatch(q, call, stream) : st;
+}
+
+extern "C" int tk_gemm_fp8_candidates(const tk_call *call, int batched, tk_choice *out, int max)
+{
+	tk_fp8_problem q;
+	int n = 0, seen[64];
+	RunPlan pl;
+
+	if ((batched ? tk_fp8_bmm_parse(call, &q) : tk_fp8_gemm_parse(call, &q)) != TK_OK ||
+	    q.k == 0)
+		return 0;
+	Fp8Args p = args_of(q);
+	auto add = [&](int kernel, int splits) {
+		if (n < max) {
+			tk_choice_one(&out[n], TK_CHOICE_EXACT, kernel);
+			out[n].v[1] = splits;
+		}
+		n++;
+	};
+	/* every split count the stream kernel can run exactly: the built-in one and powers of two */
+	int ns = 0;
+	for (int64_t sp = 1; sp <= q.kblocks && ns < 64; sp *= 2) {
+		int want[2] = { (int)sp, sp == 1 ? stream_splits(q) : 0 };
+		for (int w = 0; w < 2; w++) {
+			bool dup = false;
+			for (int i = 0; i < ns; i++)
+				dup = dup || seen[i] == want[w];
+			if (want[w] < 1 || dup || !stream_plan(q, TK_WORKSPACE_BYTES, want[w], &pl))
+				continue;
+			seen[ns++] = want[w];
+			add(TK_FP8_KERNEL_STREAM, want[w]);
+		}
+	}
+	if (wg_ok(p))
+		add(TK_FP8_KERNEL_WG, 0);
+	add(TK_FP8_KERNEL_TILE, 0);
+	return n;
 }

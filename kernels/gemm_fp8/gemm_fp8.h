@@ -47,6 +47,20 @@ tk_status tk_fp8_gemm_parse(const tk_call *call, tk_fp8_problem *p);
 /* bmm_fp8's call (a, b, a_scale [1|B], b_scale [1|B] -> c): per-tensor scales per batch. */
 tk_status tk_fp8_bmm_parse(const tk_call *call, tk_fp8_problem *p);
 
+/*
+ * The kernels a choice names (tk_choice.v[0]; v[1] is the stream kernel's
+ * split count of K): gemm_fp8.cu says what each does, gemm_fp8_tuning.c
+ * how choices are written.
+ */
+enum tk_fp8_kernel { TK_FP8_KERNEL_STREAM = 1, TK_FP8_KERNEL_WG = 2, TK_FP8_KERNEL_TILE = 3 };
+
+/*
+ * The choices that can serve call (gemm_fp8's, or bmm_fp8's when batched)
+ * on the current device, mode TK_CHOICE_EXACT: up to max of them written,
+ * how many there are returned (CUDA builds only).
+ */
+int tk_gemm_fp8_candidates(const tk_call *call, int batched, tk_choice *out, int max);
+
 #ifdef __cplusplus
 }
 #endif
