@@ -740,6 +740,11 @@ template <typename T> tk_status run(const tk_fp8_problem &q, const tk_call *call
 			                 : launch_stream<T, 4>(p, q.batch, pl.splits, s);
 	} else if (pl.kernel == TK_FP8_KERNEL_WG) {
 		e = launch_wg<T>(p, q.batch, s);
+		/* the driver refused the tensor maps: the tile kernel, unless wg was asked exactly */
+		if (e == cudaErrorNotSupported && call->choice.mode != TK_CHOICE_EXACT)
+			e = launch_tile<T>(p, q.batch, s);
+		else if (e == cudaErrorNotSupported)
+			return TK_ERR_UNSUPPORTED;
 	} else {
 		e = launch_tile<T>(p, q.batch, s);
 	}
