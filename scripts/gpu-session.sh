@@ -5,7 +5,7 @@
 # the summary and the tables are also copied to $OUT (the device tool brings
 # back at most eight files). STEPS picks a subset:
 #   fairness ktests tests bench dispatch layer torch tune gemm membound decode
-#   prefill scaling ncu llama moe python
+#   prefill scaling ncu llama moe fp8 python
 set -u
 root=$PWD
 # The packed binaries (scripts/gpu-pack.sh): TILEOPS_PACK, else .carry/.
@@ -129,6 +129,9 @@ has llama && bench_step llama bench-llama.sh "${LIMIT_LLAMA:-580}"
 # plans through tileopsd against PyTorch (scripts/bench-moe.sh), the whole
 # step bounded by LIMIT_MOE.
 has moe && bench_step moe bench-moe.sh "${LIMIT_MOE:-580}"
+# fp8: gemm_fp8 against torch._scaled_mm and our bf16 gemm on the manifest's
+# fp8 workloads (scripts/bench-fp8.sh), the whole step bounded by LIMIT_FP8.
+has fp8 && bench_step fp8 bench-fp8.sh "${LIMIT_FP8:-300}"
 # scaling: the many-process dispatch rate under each daemon configuration
 # of $CONFIGS (scripts/dispatch-scaling.sh).
 if has scaling; then

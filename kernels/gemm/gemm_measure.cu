@@ -17,6 +17,7 @@
  * candidate costs about budget_ms, and a candidate whose first call takes
  * over 100 us and three times the best so far is not timed further.
  */
+#include <cuda_fp8.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +55,18 @@ template <typename T> __global__ void fill_uniform(T *p, int64_t n, uint64_t see
 		uint64_t h = mix64(seed ^ mix64((uint64_t)i));
 		float u = (float)(h >> 40) * (1.0f / 16777216.0f);
 		p[i] = from_f32<T>(2.0f * u - 1.0f);
+	}
+}
+
+/* e4m3 codes of values in [-1, 1): the fp8 GEMMs' inputs when they are tuned. */
+__global__ void fill_uniform_e4m3(uint8_t *p, int64_t n, uint64_t seed)
+{
+	int64_t step = (int64_t)gridDim.x * blockDim.x;
+
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+		uint64_t h = mix64(seed ^ mix64((uint64_t)i));
+		float u = (float)(h >> 40) * (1.0f / 16777216.0f);
+		p[i] = (uint8_t)__nv_cvt_float_to_fp8(2.0f * u - 1.0f, __NV_SATFINITE, __NV_E4M3);
 	}
 }
 
@@ -357,6 +370,8 @@ extern "C" tk_status tk_gemm_fill_random(void *data, tk_dtype dt, int64_t n, uin
 		fill_uniform<<<grid, 256, 0, s>>>((__half *)data, n, seed);
 	else if (dt == TK_BF16)
 		fill_uniform<<<grid, 256, 0, s>>>((__nv_bfloat16 *)data, n, seed);
+	else if (dt == TK_FP8_E4M3)
+		fill_uniform_e4m3<<<grid, 256, 0, s>>>((uint8_t *)data, n, seed);
 	else
 		return TK_ERR_UNSUPPORTED;
 	return cudaGetLastError() == cudaSuccess ? TK_OK : TK_ERR_LAUNCH;

@@ -125,8 +125,8 @@ void tk_gemm_shape_class(const tk_gemm_problem *p, char *buf, size_t len);
  * for a gemm or bmm call: tk_gemm_tune_sets over one copy, into scratch
  * outputs (a residual that aliases c is read as it was).
  *
- * tk_gemm_fill_random fills n elements of dtype dt with values in [-1, 1)
- * drawn from seed. tk_gemm_compare writes ||x - y|| / ||y|| over the
+ * tk_gemm_fill_random fills n elements of dtype dt (f32, f16, bf16, or
+ * fp8_e4m3 codes) with values in [-1, 1) drawn from seed. tk_gemm_compare writes ||x - y|| / ||y|| over the
  * [batch, m, n] outputs x and y laid out as p->c is, and how many elements
  * of x are not finite. Both enqueue on stream; compare synchronizes it.
  */

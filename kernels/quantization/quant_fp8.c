@@ -12,24 +12,12 @@
  * bytes; the GPU multiplies because a division per value cost it about
  * ten instructions.
  */
-#include <float.h>
-#include <math.h>
-
 #include "cpu_util.h"
+#include "quant_fp8.h"
 
 static int q_dtype_ok(const tk_tensor *q, const tk_tensor *scale)
 {
 	return (q->dtype == TK_FP8_E4M3 || q->dtype == TK_U8) && scale->dtype == TK_F32;
-}
-
-static float quant_inv(float scale)
-{
-	return fminf(1.0f / scale, FLT_MAX);
-}
-
-static uint8_t quantize(float v, float scale, float inv)
-{
-	return tk_f32_to_fp8e4m3(scale > 0.0f ? v * inv : 0.0f);
 }
 
 /* Rows of x and q over one plan; the amax and quantization of each. */

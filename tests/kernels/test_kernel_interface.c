@@ -171,7 +171,7 @@ Test(table, lists_every_op_with_its_arity_and_params_in_order)
 	size_t n = 0;
 
 	tk_kernels(&n);
-	cr_expect_eq(n, 64);
+	cr_expect_eq(n, 68);
 	expect_entry("add", 2, 1, none);
 	expect_entry("pow", 2, 1, none);
 	expect_entry("exp", 1, 1, none);
@@ -192,6 +192,11 @@ Test(table, lists_every_op_with_its_arity_and_params_in_order)
 	expect_entry("quant_fp8_per_token", 1, 2, none);
 	expect_entry("gemm", 4, 1, gemm);
 	expect_entry("bmm", 2, 1, gemm);
+	expect_entry("gemm_fp8", 6, 1, (const char *const[]){ "scale_layout", NULL });
+	expect_entry("bmm_fp8", 4, 1, none);
+	expect_entry("quant_fp8_per_token_group", 1, 2,
+	             (const char *const[]){ "group_size", NULL });
+	expect_entry("rms_norm_quant_fp8", 3, 2, eps);
 	expect_entry("attention_prefill", 3, 2, attn);
 	expect_entry("attention_decode", 4, 1, scale);
 	expect_entry("attention_decode_paged", 5, 1, scale);

@@ -316,9 +316,10 @@ uint64_t parity_seed(void)
 	return (((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20)) + ++counter * 0x9e37ULL) | 1;
 }
 
+/* Inputs drawn at random from a range: the float dtypes, and fp8 codes (gemm_fp8's a and b). */
 static int is_float(tk_dtype dt)
 {
-	return dt == TK_F32 || dt == TK_F16 || dt == TK_BF16;
+	return dt == TK_F32 || dt == TK_F16 || dt == TK_BF16 || dt == TK_FP8_E4M3;
 }
 
 void parity_input_range(const parity_case *c, int input, double *lo, double *hi)

@@ -81,3 +81,52 @@ Test(parity_quantization, both_accept_zero_rows)
 	quant_case("quant_fp8_per_tensor", TK_F32, 0, 8, 0, 0);
 	quant_case("quant_fp8_per_token", TK_F32, 0, 8, 0, 0);
 }
+
+/* quant_fp8_per_token_group: x [rows, width] in group_size groups, codes and scales exact. */
+static void group_case(tk_dtype dt, int64_t rows, int64_t width, int64_t group)
+{
+	parity_case c;
+
+	parity_special(&c, "quant_fp8_per_token_group", dt, group == 64 ? "groups of 64" : "");
+	parity_shape(&c, "x", 2, (int64_t[]){ rows, width });
+	parity_param_int(&c, "group_size", group);
+	parity_check(&c);
+}
+
+Test(parity_quantization, per_token_group_on_partial_groups_matches_cpu_exactly)
+{
+	for (size_t d = 0; d < 3; d++) {
+		tk_dtype dt = tt_float_dtypes[d];
+		group_case(dt, 7, 300, 128);
+		group_case(dt, 3, 17, 128);
+		group_case(dt, 33, 7168, 128);
+		group_case(dt, 5, 200, 64);
+		group_case(dt, 1000, 256, 128);
+	}
+}
+
+/* rms_norm_quant_fp8: x [rows, width], a computed or a given scale. */
+static void rms_case(tk_dtype dt, int64_t rows, int64_t width, int given)
+{
+	parity_case c;
+
+	parity_special(&c, "rms_norm_quant_fp8", dt, given ? "given scale" : "per-token scale");
+	parity_shape(&c, "x", 2, (int64_t[]){ rows, width });
+	parity_shape(&c, "weight", 1, (int64_t[]){ width });
+	if (given)
+		parity_shape(&c, "input_scale", 1, (int64_t[]){ 1 });
+	parity_check(&c);
+}
+
+Test(parity_quantization, rms_norm_quant_on_odd_widths_matches_cpu)
+{
+	for (size_t d = 0; d < 3; d++) {
+		tk_dtype dt = tt_float_dtypes[d];
+		for (int given = 0; given < 2; given++) {
+			rms_case(dt, 7, 1, given);
+			rms_case(dt, 7, 17, given);
+			rms_case(dt, 3, 4097, given);
+			rms_case(dt, 130, 8192, given);
+		}
+	}
+}

@@ -30,6 +30,8 @@
  *   Exact also: amax and max pooling (a maximum is one of its inputs),
  *     the fp8 scales (amax / 448 in f32 on both sides), kv_cache_append
  *     (a copy) and spin (x + 1 in f32).
+ *   gemm_fp8 and bmm_fp8: by c's dtype (the products are exact and both
+ *     sides promote the same f32 sums per 128-wide K block).
  *   gemm and bmm: f32 1e-5, f16 2e-3, bf16 1e-2, times sqrt(K / 4096) past
  *     K = 4096 (f32 accumulation error of a K-term dot product grows so;
  *     the reference accumulates in double).
@@ -155,6 +157,107 @@ static parity_tol tol_gemm(const parity_run *r, int tensor)
 	double t = dt == TK_F32 ? 1e-5 : dt == TK_F16 ? 2e-3 : 1e-2;
 
 	return (parity_tol){ .rel = k > 4096 ? t * sqrt((double)k / 4096.0) : t };
+}
+
+/* ---- gemm_fp8 family ------------------------------------------------------------------ */
+
+/* A quarter of gemm's budget: the family has 120 workloads. */
+#define FP8_FLOPS ((double)(1 << 26))
+
+static int64_t cdiv(int64_t a, int64_t b)
+{
+	return (a + b - 1) / b;
+}
+
+static void fp8_set(parity_case *c, int layout, int64_t m, int64_t n, int64_t k)
+{
+	parity_set_dim(c, "a", 0, m);
+	parity_set_dim(c, "a", 1, k);
+	parity_set_dim(c, "b", 0, n);
+	parity_set_dim(c, "b", 1, k);
+	parity_set_dim(c, "bias", 0, n);
+	parity_set_dim(c, "residual", 0, m);
+	parity_set_dim(c, "residual", 1, n);
+	if (layout == 0)
+		return;
+	parity_set_dim(c, "a_scale", 0, m);
+	parity_set_dim(c, "a_scale", 1, layout == 1 ? 1 : cdiv(k, 128));
+	parity_set_dim(c, "b_scale", 0, layout == 1 ? n : cdiv(n, 128));
+	parity_set_dim(c, "b_scale", 1, layout == 1 ? 1 : cdiv(k, 128));
+}
+
+static int scale_gemm_fp8(parity_case *c, char *err, size_t errlen)
+{
+	int layout = (int)parity_param_num(c, "scale_layout"), refused = 0;
+	int64_t m = parity_dim(c, "a", 0), k = parity_dim(c, "a", 1), n = parity_dim(c, "b", 0);
+
+	if (m > 128)
+		m = 300;
+	fp8_set(c, layout, m, n, k);
+	while (over(c, FP8_FLOPS, GEMM_ELEMS, err, errlen, &refused)) {
+		if (n > 256)
+			n = half(n);
+		else if (k > 512 && (k / 2) % 16 == 0)
+			k /= 2;
+		else if (m > 1)
+			m = half(m);
+		else
+			break;
+		fp8_set(c, layout, m, n, k);
+	}
+	snprintf(c->scaling, sizeof(c->scaling),
+	         "gemm_fp8: M above 128 set to 300 (past the decode kernels, not a multiple of "
+	         "the tiles), then N halved down to 256 (partial 128-blocks kept), K down to 512 "
+	         "while a multiple of 16, then M, until 2MNK <= 2^26; scales follow the shapes");
+	return refused ? -1 : 0;
+}
+
+static int scale_bmm_fp8(parity_case *c, char *err, size_t errlen)
+{
+	int64_t b = parity_dim(c, "a", 0), m = parity_dim(c, "a", 1), k = parity_dim(c, "a", 2);
+	int64_t n = parity_dim(c, "b", 1);
+	int refused = 0;
+
+	while (over(c, FP8_FLOPS, GEMM_ELEMS, err, errlen, &refused)) {
+		if (b > 4)
+			b = half(b);
+		else if (m > 16)
+			m = half(m);
+		else
+			break;
+		parity_set_dim(c, "a", 0, b);
+		parity_set_dim(c, "a", 1, m);
+		parity_set_dim(c, "b", 0, b);
+		if (parity_dim(c, "a_scale", 0) > 1)
+			parity_set_dim(c, "a_scale", 0, b);
+		if (parity_dim(c, "b_scale", 0) > 1)
+			parity_set_dim(c, "b_scale", 0, b);
+	}
+	(void)k;
+	(void)n;
+	snprintf(c->scaling, sizeof(c->scaling),
+	         "bmm_fp8: the batch halved down to 4 (per-batch scales with it), then M down "
+	         "to 16, until 2BMNK <= 2^26");
+	return refused ? -1 : 0;
+}
+
+/* Codes in [-3, 3]; the scales (inputs 2 and 3) positive, as quantization gives them. */
+static void range_gemm_fp8(int input, double *lo, double *hi)
+{
+	if (input == 2 || input == 3) {
+		*lo = 0.01;
+		*hi = 0.2;
+	}
+}
+
+/*
+ * rms_norm_quant_fp8: the scales within an f32 ulp or two (the mean square
+ * is summed in another order), the codes norm-wise within 1e-3, which
+ * a few codes one e4m3 step apart in a row of thousands stay under.
+ */
+static parity_tol tol_rms_quant(const parity_run *r, int tensor)
+{
+	return (parity_tol){ .rel = r->t[tensor].dtype == TK_F32 ? 1e-6 : 1e-3 };
 }
 
 /* ---- attention family ------------------------------------------------------------------ */
@@ -422,6 +525,11 @@ static const parity_rule rules[] = {
 	/* gemm */
 	{ .op = "gemm", .scale = scale_gemm, .lo = -1.0, .hi = 1.0, .tol = tol_gemm },
 	{ .op = "bmm", .scale = scale_bmm, .lo = -1.0, .hi = 1.0, .tol = tol_gemm },
+	/* gemm_fp8 and the quantizations that feed it */
+	{ .op = "gemm_fp8", .scale = scale_gemm_fp8, .range = range_gemm_fp8 },
+	{ .op = "bmm_fp8", .scale = scale_bmm_fp8, .range = range_gemm_fp8 },
+	{ .op = "quant_fp8_per_token_group", .exact = 1 },
+	{ .op = "rms_norm_quant_fp8", .tol = tol_rms_quant },
 	/* attention: q, k and v in [-1, 1] keep the softmax spread over many keys */
 	{ .op = "attention_prefill",
 	  .scale = scale_prefill,

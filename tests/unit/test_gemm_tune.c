@@ -117,6 +117,8 @@ Test(tuning, the_tunable_kernels_are_the_manifests_and_share_their_families)
 		{ "attention_prefill_varlen", "attention_prefill" },
 		{ "attention_decode", "attention_decode" },
 		{ "attention_decode_paged", "attention_decode" },
+		{ "gemm_fp8", "gemm_fp8" },
+		{ "bmm_fp8", "gemm_fp8" },
 	};
 	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
 		const tk_kernel_entry *e = tk_kernel_find(ops[i][0]);
@@ -222,6 +224,38 @@ Test(tuning, the_gemm_class_rounds_m_up_to_a_power_of_two_and_marks_batches)
 	c = gemm_call(TK_BF16, 0, 100, 2112, 7168, 1);
 	c.out[0].dtype = TK_F16;
 	cr_assert_eq(tk_kernel_find("gemm")->tuning->shape_class(&c, s, sizeof(s)), -1);
+}
+
+Test(tuning, the_fp8_classes_name_the_scale_layout_and_the_choices_the_kernels)
+{
+	static const char *const texts[] = { "stream splits 4", "wg", "tile" };
+	char s[TK_TUNING_TEXT_MAX];
+	tk_call c;
+
+	memset(&c, 0, sizeof(c));
+	c.n_in = 4;
+	c.n_out = 1;
+	c.n_params = 1;
+	c.params[0].kind = TK_PARAM_INT;
+	c.params[0].v.i = 2;
+	c.in[0] = shaped(TK_FP8_E4M3, 2, (int64_t[]){ 9, 7168 });
+	c.in[1] = shaped(TK_FP8_E4M3, 2, (int64_t[]){ 2112, 7168 });
+	c.in[2] = shaped(TK_F32, 2, (int64_t[]){ 9, 56 });
+	c.in[3] = shaped(TK_F32, 2, (int64_t[]){ 17, 56 });
+	c.out[0] = shaped(TK_BF16, 2, (int64_t[]){ 9, 2112 });
+	class_of("gemm_fp8", &c, s, sizeof(s));
+	cr_assert_str_eq(s, "bf16 block m16 n2112 k7168 b1");
+	c.in[3] = shaped(TK_F32, 2, (int64_t[]){ 16, 56 }); /* N = 2112 has 17 blocks */
+	cr_assert_eq(tk_kernel_find("gemm_fp8")->tuning->shape_class(&c, s, sizeof(s)), -1);
+	for (int i = 0; i < 3; i++) {
+		tk_choice ch = choice("gemm_fp8", texts[i]);
+		cr_assert_eq(ch.v[0], i + 1, "%s", texts[i]);
+		cr_assert_eq(family("gemm_fp8")->format_choice(&ch, s, sizeof(s)), 0);
+		cr_assert_str_eq(s, texts[i]);
+	}
+	tk_choice ch;
+	cr_assert_neq(family("gemm_fp8")->parse_choice("stream splits 0", &ch), 0);
+	cr_assert_neq(family("gemm_fp8")->parse_choice("splits 4", &ch), 0);
 }
 
 Test(tuning, the_attention_classes_round_lengths_and_batches_up)

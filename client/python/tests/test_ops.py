@@ -121,6 +121,70 @@ def test_quantization_op_matches_numpy(client):
     np.testing.assert_allclose(fp8_e4m3_to_f32(bits), x / s, rtol=1 / 16, atol=2 ** -9)
 
 
+def fp8_codes(*shape):
+    """Random e4m3 bit patterns, never NaN (0x7f, 0xff) and never zero."""
+    bits = rng.integers(0, 256, size=shape).astype(np.uint8)
+    bits = np.where((bits & 0x7F) == 0x7F, bits ^ 0x01, bits)
+    return np.where((bits & 0x7F) == 0, bits | 0x38, bits).astype(np.uint8)
+
+
+def bf16_to_f32(bits):
+    return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
+
+
+@family("gemm_fp8")
+def test_gemm_fp8_matches_the_blockwise_definition(client):
+    m, n, k = 3, 130, 272  # a partial 128-block of N and of K
+    kb, nb = -(-k // 128), -(-n // 128)
+    a, b = fp8_codes(m, k), fp8_codes(n, k)
+    fa, fb = fp8_e4m3_to_f32(a).astype(np.float64), fp8_e4m3_to_f32(b).astype(np.float64)
+    ta, tb = client.from_numpy(a, dtype="fp8_e4m3"), client.from_numpy(b, dtype="fp8_e4m3")
+    sa = rng.uniform(1e-3, 1e-2, (m, kb)).astype(np.float32)
+    sb = rng.uniform(1e-3, 1e-2, (nb, kb)).astype(np.float32)
+    c = client.tensor("bf16", (m, n))
+    ops.gemm_fp8(ta, tb, client.from_numpy(sa), client.from_numpy(sb), scale_layout=2, out=c)
+    want = np.zeros((m, n))
+    for q in range(kb):
+        blk = slice(q * 128, min(k, (q + 1) * 128))
+        want += (fa[:, blk] @ fb[:, blk].T) * sa[:, q:q + 1] * np.repeat(sb[:, q], 128)[:n]
+    got = bf16_to_f32(np.frombuffer(c.numpy().tobytes(), dtype=np.uint16).reshape(m, n))
+    close(got, want, 1e-2)
+    # rowwise scales with a bias, and bmm_fp8 with one scale per batch
+    ra, rb = rng.uniform(0.5, 1, (m, 1)).astype(np.float32), rng.uniform(0.5, 1, (n, 1)).astype(np.float32)
+    bias = client.from_numpy(np.ones(n, dtype=np.float32), dtype="bf16")
+    c = client.tensor("bf16", (m, n))
+    ops.gemm_fp8(ta, tb, client.from_numpy(ra), client.from_numpy(rb), bias, scale_layout=1, out=c)
+    got = bf16_to_f32(np.frombuffer(c.numpy().tobytes(), dtype=np.uint16).reshape(m, n))
+    close(got, (fa @ fb.T) * ra * rb.T + 1.0, 1e-2)
+    x, y = fp8_codes(2, 4, 32), fp8_codes(2, 5, 32)
+    s = np.array([0.5, 0.25], dtype=np.float32)
+    c = client.tensor("f16", (2, 4, 5))
+    ops.bmm_fp8(client.from_numpy(x, dtype="fp8_e4m3"), client.from_numpy(y, dtype="fp8_e4m3"),
+                client.from_numpy(s), client.from_numpy(s[:1]), out=c)
+    fx, fy = fp8_e4m3_to_f32(x).astype(np.float64), fp8_e4m3_to_f32(y).astype(np.float64)
+    close(c.numpy(), (fx @ fy.transpose(0, 2, 1)) * s[:, None, None] * s[0], 2e-3)
+
+
+def test_fp8_group_and_rms_norm_quantization_match_numpy(client):
+    x = rand(4, 300)
+    q, scale = ops.quant_fp8_per_token_group(client.from_numpy(x))
+    assert scale.shape == (4, 3)
+    s = scale.numpy()
+    for g in range(3):
+        blk = slice(g * 128, min(300, (g + 1) * 128))
+        close(s[:, g], np.abs(x[:, blk]).max(-1) / 448, 1e-6)
+        bits = np.frombuffer(q.numpy().tobytes(), dtype=np.uint8).reshape(x.shape)[:, blk]
+        np.testing.assert_allclose(fp8_e4m3_to_f32(bits) * s[:, g:g + 1], x[:, blk],
+                                   rtol=1 / 16, atol=s[:, g:g + 1].max() * 2 ** -9)
+    w = rng.uniform(0.5, 1.5, 300).astype(np.float32)
+    q, scale = ops.rms_norm_quant_fp8(client.from_numpy(x), client.from_numpy(w), eps=1e-6)
+    y = x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6) * w
+    close(scale.numpy(), np.abs(y).max(-1, keepdims=True) / 448, 1e-5)
+    bits = np.frombuffer(q.numpy().tobytes(), dtype=np.uint8).reshape(x.shape)
+    np.testing.assert_allclose(fp8_e4m3_to_f32(bits) * scale.numpy(), y, rtol=1 / 16,
+                               atol=scale.numpy().max() * 2 ** -9)
+
+
 @family("rope")
 def test_rope_neox_matches_numpy(client):
     T, H, D = 3, 2, 8
