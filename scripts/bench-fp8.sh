@@ -50,10 +50,17 @@ python3 - "$json" "$ops_json" "$tjson" "$(git rev-parse --short HEAD 2>/dev/null
 	>"$table" <<'PY'
 import json, math, sys, time
 def lines(p):
+    # A run cut off by its time limit may leave a partial last line.
+    out = []
     try:
-        return [json.loads(l) for l in open(p) if l.strip()]
+        for l in open(p):
+            try:
+                out.append(json.loads(l))
+            except ValueError:
+                pass
     except OSError:
-        return []
+        pass
+    return out
 ours = {r["label"]: r for r in lines(sys.argv[1])}
 try:
     ops = {r["label"]: r for r in json.load(open(sys.argv[2]))["results"] if r.get("ok")}

@@ -287,8 +287,25 @@ static void *reaper_main(void *arg)
 	return NULL;
 }
 
+/*
+ * Every kernel is loaded when the context is made, not at its first launch:
+ * with CUDA's default lazy loading the first launch of each kernel loads
+ * its module, which may wait for the device (the CUDA programming guide,
+ * "Lazy Loading", potential hazards). On the H200 the first `add` of a
+ * session whose stream waited on a client's event for 0.2 s of that
+ * client's work returned after 203.6 ms; the next ones in 0.2 ms. A daemon
+ * serves for days, so it pays the loading once at start instead. An
+ * operator's own CUDA_MODULE_LOADING is kept. Called before the first CUDA
+ * call of the process, while it has no other threads.
+ */
+static void cuda_load_eagerly(void)
+{
+	setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+}
+
 int backend_cuda_available(void)
 {
+	cuda_load_eagerly();
 	int n = 0;
 	return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
@@ -1167,6 +1184,7 @@ static const backend_ops cuda_ops = {
 
 backend *backend_cuda_open(const backend_options *opt, char *err, size_t errlen)
 {
+	cuda_load_eagerly();
 	int n = 0, device = opt->device;
 	cudaError_t e = cudaGetDeviceCount(&n);
 	if (e != cudaSuccess || n == 0) {

@@ -24,3 +24,20 @@ def median_ms(fn, iters, warmup=3):
         b.record()
     torch.cuda.synchronize()
     return statistics.median(a.elapsed_time(b) for a, b in ev)
+
+
+def graph_ms(fn, calls=20, iters=10):
+    """Median milliseconds of one call of fn, replayed from one CUDA graph of
+    `calls` back-to-back calls (each call may pick its own operands), so that
+    host dispatch drops out as it does for a kernel timed in a graph."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(calls):
+            fn()
+    return median_ms(g.replay, iters) / calls
