@@ -30,7 +30,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from torch_timing import median_ms
+from torch_timing import graphed, median_ms
 
 L, H, HQ, HKV, D, I, V = 32, 4096, 32, 8, 128, 14336, 128256
 THETA, EPS = 500000.0, 1e-5
@@ -152,20 +152,6 @@ def copy_tbps(nbytes=4 << 30):
     ms = median_ms(lambda: b.copy_(a), 10, warmup=2)
     del a, b
     return 2 * nbytes / (ms * 1e-3) / 1e12
-
-
-def graphed(fn):
-    """fn captured in one CUDA graph (its inputs are static tensors it closes over)."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    return g.replay
 
 
 def main():

@@ -26,10 +26,11 @@ def median_ms(fn, iters, warmup=3):
     return statistics.median(a.elapsed_time(b) for a, b in ev)
 
 
-def graph_ms(fn, calls=20, iters=10):
-    """Median milliseconds of one call of fn, replayed from one CUDA graph of
-    `calls` back-to-back calls (each call may pick its own operands), so that
-    host dispatch drops out as it does for a kernel timed in a graph."""
+
+def graphed(fn, calls=1):
+    """The replay of one CUDA graph of `calls` back-to-back calls of fn, captured
+    after three warm-up calls on a side stream (fn's operands are tensors it
+    closes over, or picks in turn)."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -40,4 +41,11 @@ def graph_ms(fn, calls=20, iters=10):
     with torch.cuda.graph(g):
         for _ in range(calls):
             fn()
-    return median_ms(g.replay, iters) / calls
+    return g.replay
+
+
+def graph_ms(fn, calls=20, iters=10):
+    """Median milliseconds of one call of fn, replayed from one CUDA graph of
+    `calls` back-to-back calls (each call may pick its own operands), so that
+    host dispatch drops out as it does for a kernel timed in a graph."""
+    return median_ms(graphed(fn, calls), iters) / calls
