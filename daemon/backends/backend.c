@@ -1,9 +1,11 @@
 /* backend.c - choosing a backend (see backend.h). */
 #include "backend.h"
 
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 /*
  * The driver reads CUDA_DEVICE_MAX_CONNECTIONS when it makes the context:
@@ -70,4 +72,13 @@ int backend_lost(backend *be, char *why, size_t len)
 	if (why && len)
 		snprintf(why, len, "%s", v == 1 ? be->lost_why : "the device failed");
 	return 1;
+}
+
+int backend_usable_cpus(void)
+{
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+		return CPU_COUNT(&set);
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (int)n : 1;
 }

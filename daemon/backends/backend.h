@@ -172,6 +172,10 @@ struct backend {
 	void *impl;
 };
 
+/* The CPUs this process may run on (its affinity: a container's cpuset),
+ * at least 1. */
+int backend_usable_cpus(void);
+
 /* Mark the device lost with a reason (the first reason wins). Any thread. */
 void backend_mark_lost(backend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* 1 when the device is lost; why (when not NULL) gets the reason. Any thread. */

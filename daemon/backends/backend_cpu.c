@@ -540,16 +540,6 @@ static const backend_ops cpu_ops = {
 	.ceilings = cpu_ceilings,
 };
 
-/* The CPUs this process may run on (its affinity: a container's cpuset). */
-static int usable_cpus(void)
-{
-	cpu_set_t set;
-	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
-		return CPU_COUNT(&set);
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-	return n > 0 ? (int)n : 1;
-}
-
 backend *backend_cpu_open(char *err, size_t errlen)
 {
 	backend *be = calloc(1, sizeof(*be));
@@ -563,7 +553,7 @@ backend *backend_cpu_open(char *err, size_t errlen)
 	pthread_mutex_init(&im->mu, NULL);
 	pthread_cond_init(&im->work_cv, NULL);
 	pthread_cond_init(&im->idle_cv, NULL);
-	im->cpus = usable_cpus();
+	im->cpus = backend_usable_cpus();
 	be->ops = &cpu_ops;
 	be->impl = im;
 	be->name = "cpu";

@@ -539,16 +539,6 @@ uint32_t executor_spin_advice(executor *ex)
 	return spinners > ex->host_cpus ? 1u : 0u;
 }
 
-/* The CPUs this process may run on (its affinity), at least 1. */
-static int host_cpus(void)
-{
-	cpu_set_t set;
-	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
-		return CPU_COUNT(&set);
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-	return n > 0 ? (int)n : 1;
-}
-
 executor *executor_start(const executor_config *cfg, char *err, size_t errlen)
 {
 	executor *ex = calloc(1, sizeof(*ex));
@@ -571,7 +561,7 @@ executor *executor_start(const executor_config *cfg, char *err, size_t errlen)
 	ex->be = cfg->be;
 	ex->mf = cfg->mf;
 	ex->next_handle = 1;
-	ex->host_cpus = host_cpus();
+	ex->host_cpus = backend_usable_cpus();
 	ex->be->timing_cb = completion_timed;
 	ex->be->timing_ctx = ex;
 	pthread_mutex_init(&ex->start_mu, NULL);
