@@ -494,7 +494,10 @@ static int raw_make_shm(th_raw *r, size_t bytes)
 	static int counter;
 	int fd;
 
-	snprintf(r->shm_name, sizeof(r->shm_name), "/tileops-test-%d-%d", (int)getpid(), ++counter);
+	/* A random part too: a test process killed before it unlinked its arena
+	 * leaves the name behind for a later process with the same pid. */
+	snprintf(r->shm_name, sizeof(r->shm_name), "/tileops-test-%d-%d-%08x", (int)getpid(),
+	         ++counter, (unsigned)(th_now_ms() * 2654435761u) ^ (unsigned)rand());
 	fd = shm_open(r->shm_name, O_CREAT | O_EXCL | O_RDWR, 0600);
 	if (fd < 0)
 		return -1;
