@@ -26,8 +26,10 @@
 # check), beside separate contexts and MPS at the same P; then one traced
 # round (tileops_trace_start), apart from the timed rounds, for where each
 # request's time goes; then 8 processes replaying the decode-layer plan
-# (tileops-bench-layer --procs 8, batch 1 and 32). These follow the first
-# table in dispatch.md.
+# (tileops-bench-layer --procs 8, batch 1 and 32) beside 8 processes
+# replaying it as an in-process CUDA graph with their own contexts and under
+# MPS (tileops-bench-layer-baseline --procs 8). These follow the first table
+# in dispatch.md.
 #
 # BACKEND=cpu runs only what needs no GPU (the serving-engine rows through
 # tileopsd on the CPU backend): a check that the bench works end to end,
@@ -186,9 +188,8 @@ for mode in $api_modes; do
 	done
 done
 # 8 processes replaying the decode-layer plan with a sync per step (batch 1
-# and 32). The same layer as an in-process CUDA graph in 8 processes, with
-# their own contexts and under MPS, needs a --procs mode that
-# tileops-bench-layer-baseline does not have: the table says so.
+# and 32), then the same layer as an in-process CUDA graph in 8 processes
+# with their own contexts, and under MPS.
 if [ "$backend" = cuda ]; then
 	if bench_start_daemon; then
 		bench_step "$bin/tileops-bench-layer" --address "$addr" --procs 8 \
@@ -197,6 +198,16 @@ if [ "$backend" = cuda ]; then
 		failed=1
 	fi
 	bench_stop_daemon
+	bench_step "$bin/tileops-bench-layer-baseline" --procs 8 --layers "${LAYERS:-200}" \
+		--label contexts --json "$json"
+	if start_mps; then
+		CUDA_MPS_PIPE_DIRECTORY=$mps_pipe CUDA_MPS_LOG_DIRECTORY=$mps_log \
+			bench_step "$bin/tileops-bench-layer-baseline" --procs 8 \
+			--layers "${LAYERS:-200}" --label mps --json "$json"
+		stop_mps
+	else
+		failed=1
+	fi
 fi
 
 echo "---- MPS control log" >>"$log"
@@ -402,11 +413,17 @@ print()
 print("| 8 processes, decode-layer plan run + sync per step | tileopsd | in-process graphs, "
       "own contexts | same, under MPS |")
 print("| --- | ---: | ---: | ---: |")
+base = {r["kernel"]: r["value"] for r in rows
+        if r.get("bench") == "layer-baseline" and r["name"] == "procs_graph_layers_per_s"}
 if not layer:
     print("| (not measured) | | | |")
 for r in layer:
-    print("| %s | %.0f layers/s | not measured (tileops-bench-layer-baseline has no --procs) "
-          "| not measured |" % (r["kernel"], r["value"]))
+    own = base.get(r["kernel"] + " contexts")
+    mps = base.get(r["kernel"] + " mps")
+    cell = lambda v: "%.0f layers/s" % v if v else "not measured"
+    print("| %s | %.0f layers/s | %s | %s%s |" % (
+        r["kernel"], r["value"], cell(own), cell(mps),
+        " (tileopsd %.2fx; target >= 0.9x)" % (r["value"] / mps) if mps else ""))
 EOF
 cat "$table"
 [ "$failed" = 0 ] || echo "some steps failed: see $log"

@@ -6,6 +6,7 @@
  * (docs/perf.md, "A decode layer: single ops and plans").
  *
  *   tileops-bench-layer-baseline [--runs N] [--warmup W] [--json FILE] [layer sizes]
+ *   tileops-bench-layer-baseline --procs P [--layers R] [--label NAME] [layer sizes]
  *
  * For each batch size:
  *  - eager_layer_us: the 13 launches one by one, then
@@ -18,6 +19,13 @@
  *    graph_overhead_us = graph_layer_us - kernel_sum_us.
  * Each loop runs W (20) times first. The graph's output is checked to equal
  * the eager launches' output bit for bit, before and after the loops.
+ *
+ * --procs P forks P processes before any CUDA call; each makes its own
+ * context (or joins the MPS server when one runs: --label names the row),
+ * builds and checks the layer and its graph, replays it W times, then from
+ * a common start R (200) times with a synchronize each:
+ * procs_graph_layers_per_s is P * R over the time to the last process's
+ * end, per batch size. The side tileops-bench-layer --procs is held to.
  *
  * Every measurement is one JSON line (--json FILE, appended, else stdout);
  * a markdown table ends the output. Exit status 0 only when every CUDA call
@@ -41,7 +49,9 @@ namespace
 {
 
 struct options {
-	long runs = 200, warmup = 20;
+	long runs = 200, warmup = 20, layers = 200;
+	int procs = 0;
+	const char *label = "contexts";
 	const char *json = NULL;
 	layer_config cfg;
 };
@@ -335,14 +345,96 @@ void bench_batch(const options *o, int64_t batch)
 	layer_destroy(&L);
 }
 
+/* ---- many processes ------------------------------------------------------------ */
+
+/* What a process reports for a phase. */
+struct proc_result {
+	int ok;
+	double end_us;
+};
+
+struct proc_arg {
+	const options *o;
+	int64_t batch;
+};
+
+/* One process: its own context (made here, after the fork), the layer and
+ * its graph, then R replays with a synchronize each, from the common start. */
+int proc_main(bench_proc *p, int idx, void *argp)
+{
+	const proc_arg *a = static_cast<const proc_arg *>(argp);
+	layer_dims d = a->o->cfg.dims;
+	proc_result r = {};
+	layer L;
+	graph G;
+
+	(void)idx;
+	d.batch = a->batch;
+	CK(cudaSetDevice(0));
+	layer_init(&L, &d);
+	graph_capture(&L, &G);
+	layer_check(&L, &G);
+	for (long i = 0; i < a->o->warmup; i++)
+		graph_once(&L, &G);
+	bench_proc_start(p);
+	for (long i = 0; i < a->o->layers; i++)
+		graph_once(&L, &G);
+	r.end_us = bench_now_us();
+	CK(cudaGetLastError());
+	layer_check(&L, &G);
+	r.ok = 1;
+	bench_proc_finish(p, &r);
+	CK(cudaGraphExecDestroy(G.exec));
+	CK(cudaGraphDestroy(G.g));
+	layer_destroy(&L);
+	return 0;
+}
+
+/* P processes replaying the layer's graph at once: the aggregate layers/s
+ * from the common start to the last process's end. */
+int run_procs(const options *o)
+{
+	proc_result *res = static_cast<proc_result *>(calloc((size_t)o->procs, sizeof(*res)));
+	int rc = 0;
+
+	if (res == NULL) {
+		fprintf(stderr, PROG ": out of memory\n");
+		return 1;
+	}
+	for (int b = 0; b < o->cfg.n_batches && rc == 0; b++) {
+		proc_arg a = { o, o->cfg.batches[b] };
+		double t0 = 0.0, end;
+		char label[64];
+
+		rc = bench_procs_run(PROG, o->procs, 1, sizeof(*res), proc_main, &a, res, &t0);
+		end = t0;
+		for (int i = 0; i < o->procs && rc == 0; i++) {
+			rc = res[i].ok ? 0 : -1;
+			end = res[i].end_us > end ? res[i].end_us : end;
+		}
+		if (rc != 0)
+			break;
+		long total = (long)o->procs * o->layers;
+		snprintf(label, sizeof(label), "B=%ld x%d procs %s", (long)a.batch, o->procs,
+		         o->label);
+		bench_report("procs_graph_layers_per_s", label, "total",
+		             (double)total / ((end - t0) / 1e6), "layers/s", total);
+	}
+	free(res);
+	return rc == 0 ? 0 : 1;
+}
+
 /* ---- command line ------------------------------------------------------------- */
 
 void usage(FILE *f)
 {
 	fprintf(f, "usage: " PROG " [--runs N] [--warmup W] [--json FILE]\n"
+	           "       " PROG " --procs P [--layers R] [--label NAME] [--json FILE]\n"
 	           "       " LAYER_USAGE
 	           "The decode layer of tileops-bench-layer in-process, launched one by one\n"
-	           "and as a CUDA graph (see docs/perf.md, \"A decode layer\").\n");
+	           "and as a CUDA graph (see docs/perf.md, \"A decode layer\"); with --procs,\n"
+	           "P processes with their own contexts (or under MPS: --label names the\n"
+	           "row) each replaying the graph R times with a synchronize each.\n");
 }
 
 bool parse_args(int argc, char **argv, options *o)
@@ -351,6 +443,9 @@ bool parse_args(int argc, char **argv, options *o)
 		{ "runs", required_argument, NULL, 'n' },
 		{ "warmup", required_argument, NULL, 'w' },
 		{ "json", required_argument, NULL, 'j' },
+		{ "procs", required_argument, NULL, 'p' },
+		{ "layers", required_argument, NULL, 'r' },
+		{ "label", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		LAYER_LONG_OPTIONS,
 		{ NULL, 0, NULL, 0 },
@@ -367,6 +462,14 @@ bool parse_args(int argc, char **argv, options *o)
 			bad = bench_parse_long(optarg, 0, 10000000, &o->warmup);
 		} else if (c == 'j') {
 			o->json = optarg;
+		} else if (c == 'p') {
+			long v = 0;
+			bad = bench_parse_long(optarg, 1, BENCH_PROCS_MAX, &v);
+			o->procs = (int)v;
+		} else if (c == 'r') {
+			bad = bench_parse_long(optarg, 1, 10000000, &o->layers);
+		} else if (c == 'l') {
+			o->label = optarg;
 		} else if (c == 'h') {
 			usage(stdout);
 			exit(0);
@@ -399,6 +502,13 @@ int main(int argc, char **argv)
 	if (bench_report_open(PROG, "layer-baseline", o.json) < 0)
 		return 2;
 	bench_report_backend("cuda");
+	if (o.procs > 0) {
+		/* Forked before this process makes a context of its own. */
+		int rc = run_procs(&o);
+		bench_report_table("measurement (in-process CUDA, many processes)");
+		bench_report_close();
+		return rc;
+	}
 	CK(cudaSetDevice(0));
 	for (int b = 0; b < o.cfg.n_batches; b++)
 		bench_batch(&o, o.cfg.batches[b]);
