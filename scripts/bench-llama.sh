@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # bench-llama.sh - Llama 3.1 8B end to end on the GPU machine, through
-# tileopsd as a client uses it (tileops-example-llama: one request writes the
-# step's positions, slots and lengths, one replays the decode plan, one reads
-# the tokens), against the same model in PyTorch in the same run
+# tileopsd as a client uses it (tileops-example-llama: a decode step is one
+# request, the decode plan's replay, which advances positions, slots and
+# lengths on the device with decode_advance), against the same model in
+# PyTorch in the same run
 # (tools/bench/llama_torch.py: the decode step as an eager CUDA graph and as
 # torch.compile in a CUDA graph; the prefill compiled), and the weight-read
 # floor of a decode step at batch 1 (the weights' bytes over the copy
 # bandwidth measured in the same run).
 #
 #   decode at batch BATCHES (1 8 32 128) from a cache of CONTEXTS (1024 4096)
-#   tokens, GEN (32) steps each, the median step; a prefill of PREFILL
+#   tokens, GEN (32) steps each, the mean step after the first (which
+#   captures; the steps overlap, so one span to a sync); a prefill of PREFILL
 #   (2048) tokens; first the example's own check of the 8B logits against its
 #   CPU reference (a short prompt).
 #

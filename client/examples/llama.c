@@ -20,9 +20,12 @@
  * token (gather_rows) and sample. The prompt runs as one prefill plan
  * (attention_prefill_varlen over the packed prompts); each decode step as one
  * bucketed plan (buckets 1 .. 128; attention_decode_paged), whose sampled
- * tokens are the next step's embedding ids on the daemon. Per step the
- * client writes the positions, slots and lengths, replays the plan and reads
- * the tokens.
+ * tokens are the next step's embedding ids on the daemon. The decode plan
+ * starts with decode_advance, which moves every sequence's length, position
+ * and KV slot (from its block table) on by one and writes the fed token into
+ * a history ring on the device, so a step is one request: the plan's
+ * replay. The client writes the lengths and ids once before the first step
+ * and reads the history once after the last.
  *
  * q, k and v are reshapes of the projections' outputs and the attention's
  * output is one for the o projection: tensor views (tileops_tensor_view) of
@@ -30,9 +33,10 @@
  *
  * The logits of the prompt and of the first decode steps are compared with
  * a reference computed here in plain C (f32, every tensor the daemon stores
- * rounded to its dtype as it does), fed the daemon's own tokens. Exit status
- * 0 only when every comparison passes. Then tokens/s of the decode steps
- * after the checked ones.
+ * rounded to its dtype as it does), fed the daemon's own tokens, and those
+ * tokens with the history the daemon kept. Exit status 0 only when every
+ * comparison passes. Then tokens/s of the decode steps after the checked
+ * ones, which read nothing back.
  */
 #include <math.h>
 #include <pthread.h>
@@ -50,6 +54,8 @@
 #define POOL_BITS 22
 #define POOL_LEN ((size_t)1 << POOL_BITS)
 #define MAX_STEPS 4096
+/* Columns of decode_advance's token history: one per position a run can feed. */
+#define HISTORY (MAX_STEPS + 1)
 #define MAX_PROG 4096
 #define MAX_OWNED 8192
 
@@ -434,8 +440,8 @@ typedef struct acts {
 	int64_t R;
 	tileops_tensor ids, x, h, q2, k2, v2, q3, k3, v3, o3, o2, gu, act;
 	tileops_tensor pos, slots;
-	/* decode: seq_lens, block_tables; prefill: cu_seqlens, last */
-	tileops_tensor seq_lens, block_tables, cu_seqlens, last;
+	/* decode: seq_lens, block_tables, history; prefill: cu_seqlens, last */
+	tileops_tensor seq_lens, block_tables, history, cu_seqlens, last;
 	tileops_tensor xl, hn, logits, tokens, seeds, offsets;
 	int64_t S; /* rows of the head: sequences */
 } acts;
@@ -494,7 +500,10 @@ static int build(tileops_client *c, owned *o, const model *md, const args *a, ac
 	} else {
 		x->seq_lens = T1(c, o, TILEOPS_I32, R);
 		x->block_tables = T2(c, o, TILEOPS_I32, R, md->pages_per_seq);
+		x->history = T2(c, o, TILEOPS_I64, R, HISTORY);
 		x->offsets = x->pos;
+		if (!x->seq_lens || !x->block_tables || !x->history)
+			return -1;
 	}
 	x->hn = T2(c, o, dt, S, H);
 	x->logits = T2(c, o, dt, S, m->vocab);
@@ -504,7 +513,19 @@ static int build(tileops_client *c, owned *o, const model *md, const args *a, ac
 	    !x->act || !x->pos || !x->slots || !x->hn || !x->logits || !x->tokens || !x->seeds)
 		return -1;
 
-	step *s = emit(p, "embedding");
+	step *s;
+	if (!prefill) {
+		/* ids are the last step's samples: their positions and slots, from the lengths. */
+		s = emit(p, "decode_advance");
+		op_in(s, x->ids);
+		op_in(s, x->seq_lens);
+		op_in(s, x->block_tables);
+		op_in(s, x->history);
+		op_out(s, x->pos);
+		op_out(s, x->slots);
+		op_pi(s, "page_size", PAGE);
+	}
+	s = emit(p, "embedding");
 	op_in(s, md->emb.t);
 	op_in(s, x->ids);
 	op_out(s, x->x);
@@ -910,7 +931,7 @@ static int64_t weight_bytes(const model *md)
 
 /* Host-side inputs and outputs of the run. */
 typedef struct host {
-	int64_t *ids, *pos, *slots, *last, *seeds, *offs, *tok, *dpos, *dslot, *out_tokens;
+	int64_t *ids, *pos, *slots, *last, *seeds, *offs, *tok, *hist, *out_tokens;
 	int32_t *cu, *bt, *lens;
 	uint16_t *lg;
 	float *want;
@@ -919,7 +940,7 @@ typedef struct host {
 static void host_free(host *h)
 {
 	free(h->ids), free(h->pos), free(h->slots), free(h->last);
-	free(h->seeds), free(h->offs), free(h->tok), free(h->dpos), free(h->dslot);
+	free(h->seeds), free(h->offs), free(h->tok), free(h->hist);
 	free(h->out_tokens), free(h->cu), free(h->bt), free(h->lens), free(h->lg), free(h->want);
 }
 
@@ -1013,7 +1034,8 @@ int main(int argc, char **argv)
 		                                ad.k2,           ad.v2,  ad.q3,     ad.k3,
 		                                ad.v3,           ad.o3,  ad.o2,     ad.gu,
 		                                ad.act,          ad.pos, ad.slots,  ad.seq_lens,
-		                                ad.block_tables, ad.hn,  ad.logits, ad.seeds };
+		                                ad.block_tables, ad.hn,  ad.logits, ad.seeds,
+		                                ad.history };
 	dec1.bucketed = dec_bucketed;
 	dec1.n_bucketed = sizeof(dec_bucketed) / sizeof(dec_bucketed[0]);
 	if (program_end(c, &pre, "llama prefill") || program_end(c, &dec1, "llama decode"))
@@ -1031,8 +1053,7 @@ int main(int argc, char **argv)
 	hb.offs = calloc((size_t)B, 8);
 	hb.seeds = calloc(MAX_BUCKET, 8);
 	hb.tok = calloc(MAX_BUCKET, 8);
-	hb.dpos = calloc(MAX_BUCKET, 8);
-	hb.dslot = calloc(MAX_BUCKET, 8);
+	hb.hist = calloc((size_t)(B * HISTORY), 8);
 	hb.out_tokens = calloc((size_t)(B * (N + 1)), 8);
 	hb.cu = calloc((size_t)B + 1, 4);
 	hb.bt = calloc((size_t)total_pages, 4);
@@ -1046,13 +1067,13 @@ int main(int argc, char **argv)
 	r.kc = calloc(kvn ? kvn : 1, sizeof(float));
 	r.vc = calloc(kvn ? kvn : 1, sizeof(float));
 	if (!hb.ids || !hb.pos || !hb.slots || !hb.last || !hb.seeds || !hb.offs || !hb.cu ||
-	    !hb.bt || !hb.lens || !hb.tok || !hb.dpos || !hb.dslot || !hb.out_tokens || !hb.lg ||
-	    !hb.want || !r.kc || !r.vc) {
+	    !hb.bt || !hb.lens || !hb.tok || !hb.hist || !hb.out_tokens || !hb.lg || !hb.want ||
+	    !r.kc || !r.vc) {
 		fprintf(stderr, "tileops-example-llama: out of memory\n");
 		goto out;
 	}
 	int64_t *ids = hb.ids, *pos = hb.pos, *slots = hb.slots, *last = hb.last, *seeds = hb.seeds;
-	int64_t *offs = hb.offs, *tok = hb.tok, *dpos = hb.dpos, *dslot = hb.dslot;
+	int64_t *offs = hb.offs, *tok = hb.tok, *hist = hb.hist;
 	int64_t *out_tokens = hb.out_tokens;
 	int32_t *cu = hb.cu, *bt = hb.bt, *lens = hb.lens;
 	uint16_t *lg = hb.lg;
@@ -1134,67 +1155,101 @@ int main(int argc, char **argv)
 	       "against the reference: worst relative error %.3g\n",
 	       (long long)ap.R, tp, (double)ap.R / tp, (long long)r.seqs, worst);
 
-	/* Decode: the sampled tokens are already the next step's ids on the daemon. */
+	/*
+	 * Decode: the sampled tokens are already the next step's ids on the
+	 * daemon, and decode_advance moves the lengths on from the prompt's:
+	 * written once here (0 for a bucket's padding rows).
+	 */
 decode:
-	if (check(tileops_tensor_write(c, ad.ids, 0, tok, (size_t)B * 8), "write ids"))
+	for (int64_t b = 0; b < MAX_BUCKET; b++)
+		lens[b] = b < B ? (int32_t)start : 0;
+	if (check(tileops_tensor_write(c, ad.ids, 0, tok, (size_t)B * 8), "write ids") ||
+	    check(tileops_tensor_write(c, ad.seq_lens, 0, lens, MAX_BUCKET * 4), "write lens"))
 		goto out;
-	double td = 0.0, *steps = calloc((size_t)N, sizeof(double));
-	int64_t timed = 0, req0 = 0;
-	if (!steps)
-		goto out;
+	double td = 0.0, t_span = 0.0, t_rest = 0.0;
+	/* known: out_tokens[b * (N + 1) + 0 .. known] were read from the daemon already. */
+	int64_t timed = 0, req0 = 0, ran = 0, known = a.context ? -1 : 0;
 	for (int64_t s = 0; s < N; s++) {
 		int64_t p = start + s; /* the position of the token fed: the one sampled last */
 		if (p >= md.ctx)
 			break;
-		for (int64_t b = 0; b < MAX_BUCKET; b++) {
-			dpos[b] = b < B ? p : 0;
-			dslot[b] = b < B ? slot_of(bt, md.pages_per_seq, b, p) : -1;
-			lens[b] = b < B ? (int32_t)(p + 1) : 0;
-		}
 		int check_now = s < a.check_steps;
-		double t1 = now_s();
 		int64_t rq = requests;
-		if (check(tileops_tensor_write(c, ad.pos, 0, dpos, MAX_BUCKET * 8), "write pos") ||
-		    check(tileops_tensor_write(c, ad.slots, 0, dslot, MAX_BUCKET * 8),
-		          "write slots") ||
-		    check(tileops_tensor_write(c, ad.seq_lens, 0, lens, MAX_BUCKET * 4),
-		          "write lens") ||
-		    program_run(&dec1, B, &requests) ||
-		    check(tileops_tensor_read(c, ad.tokens, 0, tok, (size_t)B * 8), "read tokens"))
+		if (!check_now && timed == 0)
+			t_span = now_s();
+		if (program_run(&dec1, B, &requests))
 			goto out;
-		requests += 4;
+		ran = s + 1;
 		if (!check_now) {
-			steps[timed] = now_s() - t1;
-			td += steps[timed++];
 			req0 = requests - rq;
-		}
-		if (a.context || a.bench) {
-			for (int64_t b = 0; b < B; b++)
-				out_tokens[b * (N + 1) + s + 1] = tok[b];
+			/*
+			 * Steps return once launched and queue behind each other: the
+			 * span of the timed steps ends with a sync. The first timed step
+			 * of a bucket captures: it is waited for alone, and the bench's
+			 * step time is the span after it.
+			 */
+			if (timed++ == 0) {
+				if (check(tileops_sync(c), "sync"))
+					goto out;
+				requests++;
+				t_rest = now_s();
+			}
 			continue;
 		}
-		if (check(tileops_tensor_read(c, ad.logits, 0, lg, (size_t)(B * V) * 2),
+		if (check(tileops_tensor_read(c, ad.tokens, 0, tok, (size_t)B * 8),
+		          "read tokens") ||
+		    check(tileops_tensor_read(c, ad.logits, 0, lg, (size_t)(B * V) * 2),
 		          "read logits"))
 			goto out;
 		for (int64_t b = 0; b < B; b++) {
 			failed |= !token_allowed(&a, md.dt, lg + b * V, V, tok[b]);
 			out_tokens[b * (N + 1) + s + 1] = tok[b];
 		}
-		if (check_now) {
-			double w2 = 0.0;
-			for (int64_t b = 0; b < r.seqs; b++) {
-				if (ref_token(&r, b, out_tokens[b * (N + 1) + s], p, want))
-					goto out;
-				double e = rel_err(md.dt, lg + b * V, want, V);
-				w2 = fmax(w2, e);
-				failed |= e > tolerance(md.dt, m->layers);
-			}
-			printf("decode step %lld: logits against the reference: worst relative "
-			       "error "
-			       "%.3g\n",
-			       (long long)s, w2);
+		known = s + 1;
+		double w2 = 0.0;
+		for (int64_t b = 0; b < r.seqs; b++) {
+			if (ref_token(&r, b, out_tokens[b * (N + 1) + s], p, want))
+				goto out;
+			double e = rel_err(md.dt, lg + b * V, want, V);
+			w2 = fmax(w2, e);
+			failed |= e > tolerance(md.dt, m->layers);
 		}
+		printf("decode step %lld: logits against the reference: worst relative error "
+		       "%.3g\n",
+		       (long long)s, w2);
 	}
+	if (timed > 0) {
+		if (check(tileops_sync(c), "sync"))
+			goto out;
+		requests++;
+		double t_end = now_s();
+		td = t_end - t_span;
+		t_rest = t_end - t_rest;
+	}
+	/*
+	 * The tokens fed at steps 0 .. ran-1 are in the history at their
+	 * positions, the last step's samples in the ids. Those read during
+	 * the checked steps must be the same.
+	 */
+	if (ran > 0 &&
+	    (check(tileops_tensor_read(c, ad.history, 0, hist, (size_t)(B * HISTORY) * 8),
+	           "read history") ||
+	     check(tileops_tensor_read(c, ad.tokens, 0, tok, (size_t)B * 8), "read tokens")))
+		goto out;
+	for (int64_t b = 0; b < B; b++)
+		for (int64_t s = a.context ? 1 : 0; s <= ran && ran > 0; s++) {
+			int64_t v = s < ran ? hist[b * HISTORY + (start + s) % HISTORY] : tok[b];
+			int64_t *o = &out_tokens[b * (N + 1) + s];
+			if (s <= known && *o != v) {
+				fprintf(stderr,
+				        "tileops-example-llama: sequence %lld, step %lld: the "
+				        "history "
+				        "holds token %lld, the step sampled %lld\n",
+				        (long long)b, (long long)s, (long long)v, (long long)*o);
+				failed = 1;
+			}
+			*o = v;
+		}
 	for (int64_t b = 0; b < B && b < 4; b++) {
 		printf("sequence %lld:", (long long)b);
 		for (int64_t s = 0; s <= N && s < 16; s++)
@@ -1203,19 +1258,18 @@ decode:
 	}
 	if (timed > 0)
 		printf("decode: %lld steps of batch %lld in %.3f s: %.1f ms a step, %.0f tokens/s "
-		       "(%lld requests a step)\n",
+		       "(%lld request%s a step; a sync after the first and the last)\n",
 		       (long long)timed, (long long)B, td, 1e3 * td / (double)timed,
-		       (double)(timed * B) / td, (long long)req0);
-	/* The first timed step of a bucket captures: the median leaves it out. */
+		       (double)(timed * B) / td, (long long)req0, req0 == 1 ? "" : "s");
+	/* The steps after the first (which captures), as one span: they overlap. */
 	if (a.context && timed > 1) {
-		double med = median(steps + 1, (int)timed - 1);
+		double per = t_rest / (double)(timed - 1);
 		printf("BENCH {\"mode\": \"decode\", \"batch\": %lld, \"context\": %lld, "
 		       "\"step_ms\": %.3f, \"tokens_per_s\": %.1f, \"requests_per_step\": %lld, "
 		       "\"weight_bytes\": %lld}\n",
-		       (long long)B, (long long)a.context, 1e3 * med, (double)B / med,
+		       (long long)B, (long long)a.context, 1e3 * per, (double)B / per,
 		       (long long)req0, (long long)weight_bytes(&md));
 	}
-	free(steps);
 	rv = failed ? 1 : 0;
 	printf("tolerance %.2g, tokens within the filters: %s\n", tolerance(md.dt, m->layers),
 	       rv == 0 ? "PASS" : "FAIL");

@@ -3,7 +3,10 @@
  * output row is the source row its index names, bit for bit, in every
  * dtype and index dtype; an index outside the source (negative, or past
  * the last row) gives a row of zeros; ids of rank 2, padded source rows,
- * rows of any width and no indices at all.
+ * rows of any width and no indices at all. decode_advance: active rows
+ * advance their length, position, slot (from the block table, across page
+ * boundaries) and history ring; padding rows, pages past the table and
+ * negative entries give slot -1; a length of INT32_MAX stays padding.
  */
 #include <criterion/criterion.h>
 #include <stdint.h>
@@ -161,5 +164,189 @@ Test(indexing, gather_rows_refuses_an_index_of_rank_two)
 
 	build(&c, TK_F32, TK_I32, 4, 8, 0, 2, ishape, &rng);
 	cr_assert_eq(ref_entry("gather_rows")->cpu(&c), TK_ERR_UNSUPPORTED);
+	ref_free_call(&c);
+}
+
+/* ---- decode_advance ------------------------------------------------------------ */
+
+/* tokens [B], seq_lens [B], block_tables [B, P], history [B, H]; rows of the 2-d ones padded. */
+static void adv_build(tk_call *c, int64_t B, int64_t P, int64_t H, int64_t page_size, int64_t pad)
+{
+	memset(c, 0, sizeof(*c));
+	c->n_in = 4;
+	c->n_out = 2;
+	c->in[0] = tt_tensor(TK_I64, 1, (int64_t[]){ B }, 0);
+	c->in[1] = tt_tensor(TK_I32, 1, (int64_t[]){ B }, 0);
+	c->in[2] = tt_tensor(TK_I32, 2, (int64_t[]){ B, P }, pad);
+	c->in[3] = tt_tensor(TK_I64, 2, (int64_t[]){ B, H }, pad);
+	c->out[0] = tt_tensor(TK_I64, 1, (int64_t[]){ B }, 0);
+	c->out[1] = tt_tensor(TK_I64, 1, (int64_t[]){ B }, 0);
+	tt_poison(&c->out[0]);
+	tt_poison(&c->out[1]);
+	c->n_params = 1;
+	c->params[0].kind = TK_PARAM_INT;
+	c->params[0].v.i = page_size;
+	for (int64_t b = 0; b < B; b++) {
+		tt_set(&c->in[0], b, (double)(1000 + b));
+		for (int64_t h = 0; h < H; h++)
+			tt_set(&c->in[3], b * H + h, -7.0);
+	}
+}
+
+static int64_t adv_i64(const tk_tensor *t, int64_t e)
+{
+	return ((const int64_t *)t->data)[tt_offset(t, e)];
+}
+
+static int32_t adv_i32(const tk_tensor *t, int64_t e)
+{
+	return ((const int32_t *)t->data)[tt_offset(t, e)];
+}
+
+static void adv_set_i32(tk_tensor *t, int64_t e, int32_t v)
+{
+	((int32_t *)t->data)[tt_offset(t, e)] = v;
+}
+
+/* Row b's history holds -7 everywhere but column `col` (-1: nowhere), which holds `tok`. */
+static void adv_history_is(const tk_call *c, int64_t b, int64_t col, int64_t tok)
+{
+	int64_t H = c->in[3].shape[1];
+
+	for (int64_t h = 0; h < H; h++)
+		cr_assert_eq(adv_i64(&c->in[3], b * H + h), h == col ? tok : -7,
+		             "row %lld: history[%lld] is %lld", (long long)b, (long long)h,
+		             (long long)adv_i64(&c->in[3], b * H + h));
+}
+
+Test(indexing, decode_advance_moves_active_rows_on_by_their_block_tables)
+{
+	/* page 4: lengths 1 and 3 inside page 0, 4 the first slot of page 1, 7 its last. */
+	static const int32_t lens[] = { 1, 3, 4, 7 };
+	tk_call c;
+
+	adv_build(&c, 4, 3, 8, 4, 2);
+	for (int64_t b = 0; b < 4; b++) {
+		adv_set_i32(&c.in[1], b, lens[b]);
+		for (int64_t p = 0; p < 3; p++)
+			adv_set_i32(&c.in[2], b * 3 + p, (int32_t)(10 * b + 3 * p + 1));
+	}
+	ref_run("decode_advance", &c);
+	for (int64_t b = 0; b < 4; b++) {
+		int64_t p = lens[b], page = p / 4;
+		cr_assert_eq(adv_i32(&c.in[1], b), p + 1, "row %lld: length", (long long)b);
+		cr_assert_eq(adv_i64(&c.out[0], b), p, "row %lld: position", (long long)b);
+		cr_assert_eq(adv_i64(&c.out[1], b), (10 * b + 3 * page + 1) * 4 + p % 4,
+		             "row %lld: slot %lld", (long long)b, (long long)adv_i64(&c.out[1], b));
+		adv_history_is(&c, b, p % 8, 1000 + b);
+	}
+	ref_free_call(&c);
+}
+
+Test(indexing, decode_advance_leaves_padding_rows_alone)
+{
+	tk_call c;
+
+	adv_build(&c, 3, 2, 4, 16, 0);
+	adv_set_i32(&c.in[1], 0, 0);
+	adv_set_i32(&c.in[1], 1, -5);
+	adv_set_i32(&c.in[1], 2, INT32_MIN);
+	ref_run("decode_advance", &c);
+	for (int64_t b = 0; b < 3; b++) {
+		cr_assert_eq(adv_i64(&c.out[0], b), 0, "row %lld: position", (long long)b);
+		cr_assert_eq(adv_i64(&c.out[1], b), -1, "row %lld: slot", (long long)b);
+		adv_history_is(&c, b, -1, 0);
+	}
+	cr_assert_eq(adv_i32(&c.in[1], 0), 0);
+	cr_assert_eq(adv_i32(&c.in[1], 1), -5);
+	cr_assert_eq(adv_i32(&c.in[1], 2), INT32_MIN);
+	ref_free_call(&c);
+}
+
+Test(indexing, decode_advance_gives_slot_minus_one_past_the_table_or_for_a_negative_entry)
+{
+	tk_call c;
+
+	/* Row 0: length 8 with 2 pages of 4 needs page 2; row 1: page 1 is -3. */
+	adv_build(&c, 2, 2, 16, 4, 0);
+	adv_set_i32(&c.in[1], 0, 8);
+	adv_set_i32(&c.in[1], 1, 5);
+	adv_set_i32(&c.in[2], 0, 0);
+	adv_set_i32(&c.in[2], 1, 1);
+	adv_set_i32(&c.in[2], 2, 2);
+	adv_set_i32(&c.in[2], 3, -3);
+	ref_run("decode_advance", &c);
+	for (int64_t b = 0; b < 2; b++) {
+		int64_t p = b == 0 ? 8 : 5;
+		cr_assert_eq(adv_i64(&c.out[1], b), -1, "row %lld: slot %lld", (long long)b,
+		             (long long)adv_i64(&c.out[1], b));
+		/* The token still has its position and its place in the history. */
+		cr_assert_eq(adv_i64(&c.out[0], b), p);
+		cr_assert_eq(adv_i32(&c.in[1], b), p + 1);
+		adv_history_is(&c, b, p % 16, 1000 + b);
+	}
+	ref_free_call(&c);
+}
+
+Test(indexing, decode_advance_steps_wrap_the_history_ring)
+{
+	tk_call c;
+
+	/* History of 3 columns, 5 steps from length 7: columns 1, 2, 0, 1, 2. */
+	adv_build(&c, 1, 4, 3, 4, 1);
+	for (int64_t p = 0; p < 4; p++)
+		adv_set_i32(&c.in[2], p, (int32_t)(3 - p));
+	adv_set_i32(&c.in[1], 0, 7);
+	for (int64_t s = 0; s < 5; s++) {
+		int64_t p = 7 + s;
+		tt_set(&c.in[0], 0, (double)(500 + s));
+		ref_run("decode_advance", &c);
+		cr_assert_eq(adv_i64(&c.out[0], 0), p);
+		cr_assert_eq(adv_i64(&c.out[1], 0), (3 - p / 4) * 4 + p % 4, "step %lld: slot",
+		             (long long)s);
+		cr_assert_eq(adv_i64(&c.in[3], p % 3), 500 + s, "step %lld: history", (long long)s);
+	}
+	cr_assert_eq(adv_i32(&c.in[1], 0), 12);
+	cr_assert_eq(adv_i64(&c.in[3], 0), 502);
+	cr_assert_eq(adv_i64(&c.in[3], 1), 503);
+	cr_assert_eq(adv_i64(&c.in[3], 2), 504);
+	ref_free_call(&c);
+}
+
+Test(indexing, decode_advance_never_overflows_a_length_or_a_slot)
+{
+	tk_call c;
+
+	/* INT32_MAX would become negative: it stays, as padding. INT32_MAX - 1 reaches it. */
+	adv_build(&c, 3, 1, 5, 1 << 20, 0);
+	adv_set_i32(&c.in[1], 0, INT32_MAX);
+	adv_set_i32(&c.in[1], 1, INT32_MAX - 1);
+	/* The largest page and page size: (2^31 - 1) * 2^20 + 5, exact in i64. */
+	adv_set_i32(&c.in[1], 2, 5);
+	adv_set_i32(&c.in[2], 2, INT32_MAX);
+	ref_run("decode_advance", &c);
+	cr_assert_eq(adv_i32(&c.in[1], 0), INT32_MAX);
+	cr_assert_eq(adv_i64(&c.out[0], 0), 0);
+	cr_assert_eq(adv_i64(&c.out[1], 0), -1);
+	adv_history_is(&c, 0, -1, 0);
+	cr_assert_eq(adv_i32(&c.in[1], 1), INT32_MAX);
+	cr_assert_eq(adv_i64(&c.out[0], 1), INT32_MAX - 1);
+	cr_assert_eq(adv_i64(&c.out[1], 1), -1); /* page 2047 of a table of one */
+	adv_history_is(&c, 1, (INT32_MAX - 1) % 5, 1001);
+	cr_assert_eq(adv_i64(&c.out[1], 2), (int64_t)INT32_MAX * (1 << 20) + 5);
+	ref_free_call(&c);
+}
+
+Test(indexing, decode_advance_refuses_a_bad_page_size_or_an_empty_history)
+{
+	tk_call c;
+
+	adv_build(&c, 2, 2, 4, 0, 0);
+	cr_assert_eq(ref_entry("decode_advance")->cpu(&c), TK_ERR_UNSUPPORTED);
+	c.params[0].v.i = (1 << 20) + 1;
+	cr_assert_eq(ref_entry("decode_advance")->cpu(&c), TK_ERR_UNSUPPORTED);
+	ref_free_call(&c);
+	adv_build(&c, 2, 2, 0, 16, 0);
+	cr_assert_eq(ref_entry("decode_advance")->cpu(&c), TK_ERR_UNSUPPORTED);
 	ref_free_call(&c);
 }

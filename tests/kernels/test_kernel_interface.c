@@ -168,10 +168,11 @@ Test(table, lists_every_op_with_its_arity_and_params_in_order)
 		                                 "n_group", "topk_group", "routed_scaling_factor",
 		                                 NULL };
 	static const char *const moe_gemm[] = { "block_m", "top_k", NULL };
+	static const char *const page_size[] = { "page_size", NULL };
 	size_t n = 0;
 
 	tk_kernels(&n);
-	cr_expect_eq(n, 68);
+	cr_expect_eq(n, 69);
 	expect_entry("add", 2, 1, none);
 	expect_entry("pow", 2, 1, none);
 	expect_entry("exp", 1, 1, none);
@@ -203,6 +204,7 @@ Test(table, lists_every_op_with_its_arity_and_params_in_order)
 	expect_entry("kv_cache_append", 5, 0, none);
 	expect_entry("embedding", 2, 1, none);
 	expect_entry("gather_rows", 2, 1, none);
+	expect_entry("decode_advance", 4, 2, page_size);
 	expect_entry("sample", 7, 1, sample);
 	expect_entry("moe_route", 2, 2, moe_route);
 	expect_entry("moe_gate_up", 5, 1, moe_gemm);

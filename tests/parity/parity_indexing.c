@@ -4,10 +4,13 @@
  * indices random rows with every 8th out of range, whose rows must be
  * zeros), then rows of odd widths (the 2- and 4-byte copies), padded
  * source rows, ids of rank 2 in i64, a source seen one element past an
- * aligned base, and no indices at all.
+ * aligned base, and no indices at all. decode_advance: the workloads,
+ * then a short history ring over padded rows with lengths at INT32_MAX
+ * and one below it, and no rows at all.
  */
 #include <stdio.h>
 
+#include "kernels/tk_test_util.h"
 #include "parity/parity.h"
 
 PARITY_WORKLOAD_TESTS(indexing)
@@ -52,4 +55,40 @@ Test(parity_indexing, ids_of_rank_two_and_no_ids_match_cpu)
 	gather_case("embedding", TK_BF16, TK_I64, 1000, 256, 4, 33, 0, 0);
 	gather_case("embedding", TK_BF16, TK_I32, 1000, 256, 0, 0, 0, 0);
 	gather_case("gather_rows", TK_F16, TK_I32, 1000, 256, 0, 0, 0, 0);
+}
+
+/* Lengths at the overflow guard and one below it, over the generated ones. */
+static void plant_advance(parity_run *r, uint64_t *rng)
+{
+	tk_tensor *lens = parity_tensor(r, "seq_lens");
+
+	(void)rng;
+	for (int64_t b = 0; b < tk_numel(lens); b += 9)
+		tt_set(lens, b, b % 2 ? (double)INT32_MAX : (double)(INT32_MAX - 1));
+}
+
+static void advance_case(int64_t B, int64_t P, int64_t H, int64_t page_size, int64_t pad)
+{
+	parity_case c;
+	char label[96];
+
+	snprintf(label, sizeof(label), "B %lld, P %lld, H %lld, page %lld, pad %lld", (long long)B,
+	         (long long)P, (long long)H, (long long)page_size, (long long)pad);
+	parity_special(&c, "decode_advance", TK_I64, label);
+	parity_shape(&c, "tokens", 1, (int64_t[]){ B });
+	parity_shape(&c, "seq_lens", 1, (int64_t[]){ B });
+	parity_shape(&c, "block_tables", 2, (int64_t[]){ B, P });
+	parity_shape(&c, "history", 2, (int64_t[]){ B, H });
+	parity_param_int(&c, "page_size", page_size);
+	c.pad = pad;
+	c.plant = plant_advance;
+	parity_check(&c);
+}
+
+Test(parity_indexing, decode_advance_padded_rows_short_rings_and_the_overflow_guard_match_cpu)
+{
+	advance_case(77, 5, 3, 16, 3);
+	advance_case(128, 1, 1, 1, 0);
+	advance_case(33, 256, 4097, 16, 1);
+	advance_case(0, 4, 4, 16, 0);
 }

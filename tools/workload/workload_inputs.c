@@ -13,6 +13,8 @@
 
 /* Positions when no cos/sin cache bounds them: Llama 3.1's context length. */
 #define MAX_POSITIONS 131072
+/* Llama 3's vocabulary: the token ids of decode_advance's tokens and history. */
+#define LLAMA3_VOCAB 128256
 /* The largest finite fp8 e4m3 value: a scale of amax / 448 saturates nothing. */
 #define FP8_MAX 448.0
 
@@ -216,9 +218,46 @@ static int fill_positions(job *j)
 	return 1;
 }
 
+/*
+ * decode_advance's lengths (no cache among its inputs): the capacity is
+ * block_tables.shape[1] * page_size. Roofline: every row active, half full.
+ * Varied: every 8th row padding (0, or -2), every 8th one past the last
+ * page (slot -1), every 8th on a page boundary, the others at random up to
+ * the last slot of the table.
+ */
+static int fill_advance_lens(job *j, const tk_tensor *bt)
+{
+	int64_t ps = param_int(j->c, "page_size"), n = tk_numel(j->t);
+	int64_t cap = dim(bt, 1) * (ps > 0 ? ps : 1);
+
+	for (int64_t b = 0; b < n; b++) {
+		int64_t v = cap / 2 > 0 ? cap / 2 : 1;
+		if (j->fill == WORKLOAD_FILL_VARIED) {
+			int64_t pages = dim(bt, 1) > 0 ? dim(bt, 1) : 1;
+			v = b % 8 == 3   ? -2 * (b % 16 == 3)
+			    : b % 8 == 5 ? cap + 1 + rand_below(j->rng, 2 * (ps > 0 ? ps : 1))
+			    : b % 8 == 6 ? (1 + rand_below(j->rng, pages)) * ps
+			                 : 1 + rand_below(j->rng, cap > 1 ? cap - 1 : 1);
+		}
+		put_int(j->t, b, v);
+	}
+	if (j->fill == WORKLOAD_FILL_ROOFLINE)
+		say(j->how, j->howlen, "every row active at %lld of %lld", (long long)(cap / 2),
+		    (long long)cap);
+	else
+		say(j->how, j->howlen,
+		    "random in [1, %lld), every 8th padding, past the table or on a page boundary",
+		    (long long)cap);
+	return 1;
+}
+
 static int fill_seq_lens(job *j)
 {
-	const tk_tensor *k = need(j, "k_cache"), *bt = input(j->c, "block_tables");
+	const tk_tensor *bt = input(j->c, "block_tables");
+
+	if (!input(j->c, "k_cache") && bt && param_int(j->c, "page_size") > 0)
+		return fill_advance_lens(j, bt);
+	const tk_tensor *k = need(j, "k_cache");
 	const tk_tensor *q = input(j->c, "q");
 	int64_t n = tk_numel(j->t);
 
@@ -240,12 +279,36 @@ static int fill_seq_lens(job *j)
 	return 1;
 }
 
+/*
+ * decode_advance's block tables: a random permutation of as many pages as
+ * entries; varied, every 16th entry -1 (no page), whose slots must be -1.
+ */
+static int fill_advance_pages(job *j)
+{
+	int64_t n = tk_numel(j->t), used = 0;
+	int64_t *pool = alloc_pool(j, n);
+
+	if (!pool)
+		return -1;
+	for (int64_t e = 0; e < n; e++) {
+		int64_t page = draw_distinct(pool, n, &used, j->rng);
+		put_int(j->t, e, j->fill == WORKLOAD_FILL_VARIED && e % 16 == 9 ? -1 : page);
+	}
+	free(pool);
+	say(j->how, j->howlen, "a random permutation of %lld pages%s", (long long)n,
+	    j->fill == WORKLOAD_FILL_VARIED ? ", every 16th entry -1" : "");
+	return 1;
+}
+
 static int fill_block_tables(job *j)
 {
-	const tk_tensor *k = need(j, "k_cache");
+	const tk_tensor *k = input(j->c, "k_cache");
 	int64_t n = tk_numel(j->t), used = 0;
 
-	if (!k)
+	/* decode_advance's tables name pages of no cache of its own: one for each entry. */
+	if (!k && param_int(j->c, "page_size") > 0)
+		return fill_advance_pages(j);
+	if (!(k = need(j, "k_cache")))
 		return -1;
 	int64_t pages = dim(k, 0);
 	if (n > 0 && pages <= 0) {
@@ -439,6 +502,21 @@ static int fill_row_index(job *j)
 	return 1;
 }
 
+/*
+ * decode_advance's tokens and history: token ids below Llama 3's
+ * vocabulary, so that the tokens written into the history stand out from
+ * what it held.
+ */
+static int fill_tokens(job *j)
+{
+	int64_t n = tk_numel(j->t);
+
+	for (int64_t e = 0; e < n; e++)
+		put_int(j->t, e, rand_below(j->rng, LLAMA3_VOCAB));
+	say(j->how, j->howlen, "random token ids below %d", LLAMA3_VOCAB);
+	return 1;
+}
+
 /* sample's per-row settings: values that exercise each filter, some rows off. */
 static int fill_sample_setting(job *j)
 {
@@ -573,6 +651,8 @@ static const struct {
 	{ "sorted_ids", 0, 0, fill_moe },
 	{ "expert_ids", 0, 0, fill_moe },
 	{ "num_post_padded", 0, 0, fill_moe },
+	{ "tokens", 0, 0, fill_tokens },
+	{ "history", 0, 0, fill_tokens },
 };
 
 int workload_fill_input(const workload_call *c, int i, workload_fill fill, uint64_t *rng, char *how,

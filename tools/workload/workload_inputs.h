@@ -17,10 +17,16 @@
  *                 paged). Roofline: every sequence full, as the roofline
  *                 bytes assume. Varied: the first full, the others at
  *                 random between the new tokens (q.shape[1] when q has
- *                 rank 4, else 1) and the capacity;
+ *                 rank 4, else 1) and the capacity. Without a k_cache
+ *                 (decode_advance) the capacity is block_tables.shape[1]
+ *                 times the param page_size; roofline: every row half
+ *                 full; varied: every 8th row padding (0 or -2), every
+ *                 8th past the table, every 8th on a page boundary;
  *   block_tables  pages of k_cache (k_cache.shape[0]) drawn at random
  *                 without repeats, row after row, shared between sequences
- *                 only once the table has used every page;
+ *                 only once the table has used every page. Without a
+ *                 k_cache (decode_advance): a permutation of as many pages
+ *                 as entries, varied with every 16th entry -1;
  *   slot_mapping  distinct slots of the cache (k_cache.shape[0] *
  *                 k_cache.shape[1]). Roofline: token t at the end of the
  *                 t-th of T equal parts of the cache, as a batch of T
@@ -44,6 +50,9 @@
  *                 gather_rows's x). Roofline: spread over the rows.
  *                 Varied: random rows, every 8th out of range (-1 or one
  *                 past the last row), which must give zeros;
+ *   tokens, history  (i64) random token ids below 128256 (Llama 3's
+ *                 vocabulary): decode_advance's fed tokens and the ring
+ *                 they are written into;
  *   top_ks, seeds, offsets, and (f32) temperatures, top_ps, min_ps:
  *                 sample's per-row settings, some rows with the filter off
  *                 (top_k 0, temperature 0, top_p 1, min_p 0), the others

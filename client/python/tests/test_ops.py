@@ -248,6 +248,16 @@ def test_indexing_ops_match_numpy(client):
     idx = np.array([5, 0, 2], dtype=np.int32)
     np.testing.assert_array_equal(
         ops.gather_rows(client.from_numpy(x), client.from_numpy(idx)).numpy(), x[idx])
+    # decode_advance, page 4: row 0 at length 5 (page 1, offset 1), row 1 padding.
+    lens = client.from_numpy(np.array([5, 0], dtype=np.int32))
+    hist = client.from_numpy(np.full((2, 4), -9, dtype=np.int64))
+    pos, slots = ops.decode_advance(client.from_numpy(np.array([42, 7], dtype=np.int64)), lens,
+                                    client.from_numpy(np.array([[3, 6], [0, 2]], dtype=np.int32)),
+                                    hist, page_size=4)
+    np.testing.assert_array_equal(pos.numpy(), [5, 0])
+    np.testing.assert_array_equal(slots.numpy(), [6 * 4 + 1, -1])
+    np.testing.assert_array_equal(lens.numpy(), [6, 0])
+    np.testing.assert_array_equal(hist.numpy(), [[-9, 42, -9, -9], [-9, -9, -9, -9]])
 
 
 @family("sampling")
