@@ -55,6 +55,13 @@ int64_t th_now_ms(void)
 
 tileops_status th_try_connect(const char *name, size_t arena_bytes, tileops_client **out)
 {
+	/* Generous: a hung daemon should fail a test, not stall ctest. */
+	return th_try_connect_ms(name, arena_bytes, 60000, out);
+}
+
+tileops_status th_try_connect_ms(const char *name, size_t arena_bytes, int timeout_ms,
+                                 tileops_client **out)
+{
 	tileops_connect_options o;
 	int64_t deadline = th_now_ms() + TH_TIMEOUT_MS;
 	const char *addr = getenv("TILEOPS_ADDRESS");
@@ -63,8 +70,7 @@ tileops_status th_try_connect(const char *name, size_t arena_bytes, tileops_clie
 	memset(&o, 0, sizeof(o));
 	o.address = addr;
 	o.arena_bytes = arena_bytes;
-	/* Generous: a hung daemon should fail a test, not stall ctest. */
-	o.timeout_ms = 60000;
+	o.timeout_ms = timeout_ms;
 	o.name = name;
 	for (;;) {
 		st = tileops_connect_opts(&o, out);

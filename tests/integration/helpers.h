@@ -33,6 +33,9 @@ const char *th_stats_address(void);
  * or still starting. arena_bytes 0 takes the library's default.
  */
 tileops_status th_try_connect(const char *name, size_t arena_bytes, tileops_client **out);
+/* th_try_connect with each reply awaited at most timeout_ms. */
+tileops_status th_try_connect_ms(const char *name, size_t arena_bytes, int timeout_ms,
+                                 tileops_client **out);
 tileops_client *th_connect(const char *name, size_t arena_bytes);
 
 /* ---- random data (xorshift64*, seeded so a failure repeats) ----------- */
