@@ -534,7 +534,9 @@ static void executor_free(executor *ex)
 
 uint32_t executor_spin_advice(executor *ex)
 {
-	int spinners = __atomic_load_n(&ex->ring_sessions, __ATOMIC_RELAXED) + ex->n_workers +
+	/* The configured thread count: n_workers is written while threads run. */
+	int threads = ex->cfg.threads > 0 ? ex->cfg.threads : 1;
+	int spinners = __atomic_load_n(&ex->ring_sessions, __ATOMIC_RELAXED) + threads +
 	               __atomic_load_n(&ex->be->work_threads, __ATOMIC_RELAXED);
 	return spinners > ex->host_cpus ? 1u : 0u;
 }
