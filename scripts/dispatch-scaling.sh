@@ -64,18 +64,16 @@ for entry in ${CONFIGS:-executor_threads=1 executor_threads=2 executor_threads=4
 	for ns in ${NS:-5000}; do
 		rates=() spreads=()
 		for _ in $(seq 1 "${RUNS:-3}"); do
+			# The serving-engine calls (bench_api.c, --ops spin ops each), or
+			# the windowed spin kernels.
 			if [ -n "$api" ]; then
-				# The serving-engine calls (bench_api.c), --ops spin ops each.
-				o=$(${ccpu[@]+"${ccpu[@]}"} env ${client_env[@]+"${client_env[@]}"} \
-					"$bin/tileops-bench-dispatch" \
-					--address "ipc://$run/d.sock" --api "$api" --procs "$procs" \
-					--ops 2000 ${client_args[@]+"${client_args[@]}"} 2>&1)
+				work=(--api "$api" --ops 2000)
 			else
-				o=$(${ccpu[@]+"${ccpu[@]}"} env ${client_env[@]+"${client_env[@]}"} \
-					"$bin/tileops-bench-dispatch" \
-					--address "ipc://$run/d.sock" --procs "$procs" --kernels 2000 \
-					--ns "$ns" ${client_args[@]+"${client_args[@]}"} 2>&1)
+				work=(--kernels 2000 --ns "$ns")
 			fi
+			o=$(${ccpu[@]+"${ccpu[@]}"} env ${client_env[@]+"${client_env[@]}"} \
+				"$bin/tileops-bench-dispatch" --address "ipc://$run/d.sock" \
+				--procs "$procs" "${work[@]}" ${client_args[@]+"${client_args[@]}"} 2>&1)
 			val() { echo "$o" | grep -o "\"$1\"[^}]*" | grep -o '"value":[0-9.e+]*' |
 				cut -d: -f2; }
 			if [ -n "$api" ]; then

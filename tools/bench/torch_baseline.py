@@ -31,6 +31,8 @@ import time
 import torch
 import torch.nn.functional as F
 
+from torch_timing import graph_ms, median_ms
+
 MIB = 1024.0 * 1024.0
 GRAPH_CALLS = 20
 # Clock cycles of the delay before each timed call (about 200 us at 1.98 GHz).
@@ -182,27 +184,7 @@ def time_calls(fn, sets, runs):
 
 
 def time_graph(fn, args, runs):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn(*args)
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(GRAPH_CALLS):
-            fn(*args)
-    for _ in range(3):
-        g.replay()
-    torch.cuda.synchronize()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-          for _ in range(runs)]
-    for a, b in ev:
-        a.record()
-        g.replay()
-        b.record()
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) * 1e3 for a, b in ev) / GRAPH_CALLS
+    return graph_ms(lambda: fn(*args), GRAPH_CALLS, runs) * 1e3
 
 
 def time_rotated(fn, sets, runs, keep=True):
@@ -240,17 +222,7 @@ def time_rotated(fn, sets, runs, keep=True):
 
         def run():
             kept[:] = [fn(*args) for args in sets] if keep else []
-    for _ in range(2):
-        run()
-    torch.cuda.synchronize()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-          for _ in range(runs)]
-    for a, b in ev:
-        a.record()
-        run()
-        b.record()
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) * 1e3 for a, b in ev) / len(sets)
+    return median_ms(run, runs, warmup=2) * 1e3 / len(sets)
 
 
 def measure(fn, w, sets, runs, keep=True):
