@@ -204,3 +204,15 @@ def test_the_library_is_found_without_settings_from_the_build_tree():
     r = subprocess.run([sys.executable, "-c", "import tileops; tileops.library_path()"],
                        env=env, stderr=subprocess.PIPE, text=True)
     assert r.returncode != 0 and "TILEOPS_LIBRARY" in r.stderr
+
+
+def test_torchs_versioned_ipc_handles_are_unwrapped_and_expandable_segments_refused():
+    from tileops import _ipc
+    h = bytes(range(64))
+    assert _ipc.torch_mem_handle(h) == h
+    assert _ipc.torch_mem_handle(b"\x02c" + h) == h
+    assert _ipc.torch_mem_handle(b"\x03c" + h) == h
+    with pytest.raises(ValueError, match="expandable_segments:False"):
+        _ipc.torch_mem_handle(b"\x02e" + b"\x00" * 40)
+    with pytest.raises(ValueError, match="of 10 bytes"):
+        _ipc.torch_mem_handle(b"\x00" * 10)

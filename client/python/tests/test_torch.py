@@ -85,14 +85,3 @@ def test_the_decode_layer_example_matches_pytorch(daemon):
                         "--address", daemon.address, "--device", "cpu", "--steps", "1"],
                        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert r.returncode == 0 and "PASS" in r.stdout, r.stdout
-
-
-def test_torchs_versioned_ipc_handles_are_unwrapped_and_expandable_segments_refused():
-    h = bytes(range(64))
-    assert tp._cuda_ipc_mem_handle(h) == h
-    assert tp._cuda_ipc_mem_handle(b"\x02c" + h) == h
-    assert tp._cuda_ipc_mem_handle(b"\x03c" + h) == h
-    with pytest.raises(ValueError, match="expandable_segments:False"):
-        tp._cuda_ipc_mem_handle(b"\x02e" + b"\x00" * 40)
-    with pytest.raises(ValueError, match="of 10 bytes"):
-        tp._cuda_ipc_mem_handle(b"\x00" * 10)

@@ -40,6 +40,7 @@ import weakref
 import torch
 
 from . import _dtypes
+from . import _ipc
 from . import _expr
 from . import ops as _ops
 
@@ -72,32 +73,6 @@ def _untyped(t):
         return t.untyped_storage()
     s = t.storage()
     return s.untyped() if hasattr(s, "untyped") else s._untyped()
-
-
-# The CUDA runtime's cudaIpcMemHandle_t.
-_IPC_MEM_HANDLE_BYTES = 64
-
-
-def _cuda_ipc_mem_handle(handle):
-    """The cudaIpcMemHandle_t inside what torch's _share_cuda_ returns.
-
-    Older torch gives the 64 bytes of the handle; newer torch (c10's
-    CUDACachingAllocator) a version byte, a type byte ('c' for a block from
-    cudaMalloc, 'e' for an expandable segment), then the type's payload,
-    which for 'c' is the handle. An expandable segment is a cuMemCreate
-    mapping that cudaIpcOpenMemHandle cannot open.
-    """
-    raw = bytes(handle)
-    if len(raw) == _IPC_MEM_HANDLE_BYTES:
-        return raw
-    if len(raw) == _IPC_MEM_HANDLE_BYTES + 2 and raw[1:2] == b"c":
-        return raw[2:]
-    if len(raw) >= 2 and raw[1:2] == b"e":
-        raise ValueError("from_torch: the tensor lives in an expandable segment of torch's "
-                         "caching allocator, which CUDA IPC handles cannot name; run with "
-                         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False")
-    raise ValueError("from_torch: torch shared a CUDA handle of %d bytes that is neither a "
-                     "cudaIpcMemHandle_t nor a versioned cudaMalloc handle" % len(raw))
 
 
 def _storage_class():
@@ -171,7 +146,7 @@ class _Bridge:
             # torch recorded this event when it shared the storage: the daemon's
             # use of the memory waits for torch's work on it so far.
             self.client.event_wait(ev_handle)
-        out = self.client.import_ipc(_cuda_ipc_mem_handle(handle), offset, nbytes, dt,
+        out = self.client.import_ipc(_ipc.torch_mem_handle(handle), offset, nbytes, dt,
                                      tuple(t.shape))
         out._keep = t
         self.ipc_refs[out.handle] = (rc_file, rc_offset)
