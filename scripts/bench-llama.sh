@@ -18,7 +18,9 @@
 # Run from the repository root with what scripts/gpu-pack.sh packed. Results
 # go to $OUT: llama.jsonl (tileopsd), llama_torch.jsonl (PyTorch), llama.md
 # (the table) and llama.log. Each run is bounded: STEP_LIMIT seconds an
-# example run (300), TORCH_LIMIT for the PyTorch script (900).
+# example run (300), TORCH_LIMIT for the PyTorch script (900). MODES picks
+# the PyTorch variants (eager+graph,compile+graph); TORCH_PREFILL=0 leaves
+# out its compiled prefill (tens of seconds of compiling).
 set -u
 out=${OUT:-/tmp/tileops-out}
 mkdir -p "$out"
@@ -50,7 +52,8 @@ bench_stop_daemon
 # PyTorch after the daemon has given the GPU's memory back.
 bench_step timeout "${TORCH_LIMIT:-900}" python3 "$PWD/tools/bench/llama_torch.py" \
 	--json "$tjson" --batches "$(echo ${BATCHES:-1 8 32 128} | tr ' ' ,)" \
-	--contexts "$(echo ${CONTEXTS:-1024 4096} | tr ' ' ,)" --prefill "${PREFILL:-2048}"
+	--contexts "$(echo ${CONTEXTS:-1024 4096} | tr ' ' ,)" \
+	--prefill "${TORCH_PREFILL:-${PREFILL:-2048}}" --modes "${MODES:-eager+graph,compile+graph}"
 
 python3 - "$json" "$tjson" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
 	>"$table" <<'EOF'

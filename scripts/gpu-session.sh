@@ -5,7 +5,7 @@
 # the summary and the tables are also copied to $OUT (the device tool brings
 # back at most eight files). STEPS picks a subset:
 #   fairness ktests tests bench dispatch layer torch tune gemm membound decode
-#   prefill scaling ncu llama moe fp8 python
+#   prefill scaling ncu llama moe fp8 python pybench llamaprof
 set -u
 root=$PWD
 # The packed binaries (scripts/gpu-pack.sh): TILEOPS_PACK, else .carry/.
@@ -81,6 +81,22 @@ if has python; then
 		-p no:cacheprovider -rs -m gpu "$root/client/python/tests" >"$res/python_gpu.log" 2>&1
 	echo "python_gpu rc=$?" >>"$out/summary.txt"
 	tail -60 "$res/python_gpu.log" >"$out/python_gpu.txt"
+fi
+# pybench: the Python package's per-op overhead and its decode layer with
+# torch-owned tensors against PyTorch and the C client (scripts/bench-python.sh).
+if has pybench; then
+	OUT=$res/pybench timeout "${LIMIT_PYBENCH:-400}" bash "$root/scripts/bench-python.sh" \
+		>/dev/null 2>&1
+	echo "bench-python.sh rc=$?" >>"$out/summary.txt"
+	cp "$res/pybench/python.md" "$out/python.md" 2>/dev/null
+fi
+# llamaprof: a decode step of the 8B model kernel by kernel under Nsight
+# Compute (scripts/profile-llama.sh).
+if has llamaprof; then
+	OUT=$res/llamaprof timeout "${LIMIT_LLAMAPROF:-300}" bash "$root/scripts/profile-llama.sh" \
+		>/dev/null 2>&1
+	echo "profile-llama.sh rc=$?" >>"$out/summary.txt"
+	cp "$res/llamaprof/llama-profile.txt" "$out/" 2>/dev/null
 fi
 if has bench; then
 	mkdir -p "$res/bench"

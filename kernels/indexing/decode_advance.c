@@ -12,9 +12,10 @@
 /* Largest page_size (the manifest's range): keeps entry * page_size inside i64. */
 #define MAX_PAGE_SIZE (1 << 20)
 
+/* An empty tensor may have no memory (a 0-byte device allocation is NULL). */
 static int vector_of(const tk_tensor *t, tk_dtype dt, int64_t n)
 {
-	return t->dtype == dt && t->ndim == 1 && t->shape[0] == n && t->data;
+	return t->dtype == dt && t->ndim == 1 && t->shape[0] == n && (n == 0 || t->data);
 }
 
 tk_status tk_decode_advance_parse(const tk_call *call, tk_decode_advance *a)

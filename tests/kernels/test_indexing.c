@@ -350,3 +350,19 @@ Test(indexing, decode_advance_refuses_a_bad_page_size_or_an_empty_history)
 	cr_assert_eq(ref_entry("decode_advance")->cpu(&c), TK_ERR_UNSUPPORTED);
 	ref_free_call(&c);
 }
+
+Test(indexing, decode_advance_takes_an_empty_batch_without_memory)
+{
+	tk_call c;
+
+	/* A 0-byte device allocation is NULL: an empty batch's tensors may have no memory. */
+	adv_build(&c, 0, 4, 4, 16, 0);
+	void *keep[6] = { c.in[0].data, c.in[1].data,  c.in[2].data,
+		          c.in[3].data, c.out[0].data, c.out[1].data };
+	c.in[0].data = c.in[1].data = c.in[2].data = c.in[3].data = NULL;
+	c.out[0].data = c.out[1].data = NULL;
+	cr_assert_eq(ref_entry("decode_advance")->cpu(&c), TK_OK);
+	c.in[0].data = keep[0], c.in[1].data = keep[1], c.in[2].data = keep[2];
+	c.in[3].data = keep[3], c.out[0].data = keep[4], c.out[1].data = keep[5];
+	ref_free_call(&c);
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# bench-python.sh - the Python package's two speed targets on the GPU
+# machine, in one run against one CUDA tileopsd:
+#   client/python/bench/bench_overhead.py   the per-op time of a small op
+#       (add and rms_norm of 1 x 4096 bf16) called from Python through
+#       tileopsd, pipelined, against the same op in eager PyTorch;
+#   client/python/examples/llama_decode_layer.py   a Llama 3.1 8B decoder
+#       layer with torch-owned weights, KV cache and activations at decode
+#       (batch BATCHES, default "1 32"; a cache of CTX tokens, 1024), its
+#       time a step through tileopsd and in plain PyTorch;
+#   tileops-bench-layer   the C client's single ops and plan of the same
+#       layer's shapes (scripts/bench-layer.sh says what it runs).
+# Results: $OUT/python.md (every program's output lines that carry a
+# figure) and $OUT/python.log.
+set -u
+out=${OUT:-/tmp/tileops-out}
+mkdir -p "$out"
+. "$PWD/scripts/bench-lib.sh"
+bench_setup_paths
+log=$out/python.log
+: >"$log"
+run=$(mktemp -d /tmp/tileops-python.XXXXXX)
+trap 'bench_stop_daemon; rm -rf "$run"' EXIT
+bench_header
+pyp=$root/client/python
+python3 -c 'import pytest' 2>/dev/null || pyp=$pyp:$pack/pylib
+export PYTHONPATH=$pyp PYTHONDONTWRITEBYTECODE=1 TILEOPS_LIBRARY=$pack/lib/libtileops.so.0
+if ! bench_start_daemon; then
+	echo "tileopsd did not start" >>"$log"
+	cat "$run/tileopsd.log" >>"$log"
+	exit 1
+fi
+for op in add rms_norm; do
+	bench_step timeout 120 python3 "$root/client/python/bench/bench_overhead.py" --address "$addr" --op "$op"
+done
+for b in ${BATCHES:-1 32}; do
+	bench_step timeout 180 python3 "$root/client/python/examples/llama_decode_layer.py" \
+		--address "$addr" --device cuda --batch "$b" --hidden 4096 --heads 32 --kv-heads 8 \
+		--inter 14336 --ctx "${CTX:-1024}" --steps "${PY_STEPS:-200}"
+done
+bench_step timeout 180 "$bin/tileops-bench-layer" --address "$addr" --runs 200 \
+	--batch "$(echo ${BATCHES:-1 32} | tr ' ' ,)"
+bench_stop_daemon
+{
+	echo "# The Python package on the GPU, commit $(git rev-parse --short HEAD 2>/dev/null), $(date -u +%F)"
+	echo
+	grep -E '^\{|per step|max \||PASS|FAIL|layer|us' "$log" | grep -v '^====' | head -80
+} >"$out/python.md"
+[ "$failed" = 0 ]
