@@ -40,10 +40,15 @@ for m in pytest _pytest pluggy iniconfig packaging attr attrs py.py; do
 done
 cp -r manifest "$pack/manifest"
 cp deploy/gemm-tune-h200.txt "$pack/" 2>/dev/null || true
+# Where an installed tileopsd finds its tuning table (bin/../share/tileops,
+# daemon/base/datadir.c): the packed daemon starts with the shipped table,
+# as one started from the build tree or installed does.
+mkdir -p "$pack/share/tileops"
+cp deploy/gemm-tune-h200.txt "$pack/share/tileops/"
 # Each binary carries the kernels' device code, the same bytes over and
 # over: a dictionary larger than all of them together lets xz store them
 # about once (the run scripts unpack).
 strip --strip-unneeded "$pack"/bin/* 2>/dev/null || true
-tar -C "$pack" -cf - bin lib manifest pylib | xz -T1 -9 --lzma2=dict=1536MiB >"$pack/pack.tar.xz"
-rm -rf "$pack/bin" "$pack/lib" "$pack/manifest" "$pack/pylib"
+tar -C "$pack" -cf - bin lib manifest pylib share | xz -T1 -9 --lzma2=dict=1536MiB >"$pack/pack.tar.xz"
+rm -rf "$pack/bin" "$pack/lib" "$pack/manifest" "$pack/pylib" "$pack/share"
 du -sh "$pack"

@@ -12,7 +12,7 @@
  * 2 KV heads, intermediate 512, vocabulary 1024), with seeded random
  * weights. A layer is
  *
- *   h = rms_norm(x); q, k, v = h Wq, h Wk, h Wv; rope(q, k) (Llama 3's
+ *   h = rms_norm(x); [q k v] = h Wqkv; rope(q, k) (Llama 3's
  *   scaled frequencies, as a cos/sin cache); kv_cache_append(k, v);
  *   o = attention(q, cache); x = x + o Wo; x = x + silu_and_mul(rms_norm(x) Wgu) Wd
  *
@@ -27,9 +27,11 @@
  * replay. The client writes the lengths and ids once before the first step
  * and reads the history once after the last.
  *
- * q, k and v are reshapes of the projections' outputs and the attention's
- * output is one for the o projection: tensor views (tileops_tensor_view) of
- * the same memory, so a whole step is one plan.
+ * q, k and v are row-strided views of the one fused projection's output
+ * (Wqkv stacks the three weights' rows: one weight read instead of three
+ * launches) and the attention's output is reshaped for the o projection:
+ * tensor views (tileops_tensor_view) of the same memory, so a whole step
+ * is one plan.
  *
  * The logits of the prompt and of the first decode steps are compared with
  * a reference computed here in plain C (f32, every tensor the daemon stores
@@ -170,6 +172,16 @@ static float wval(const pools *p, const weight *w, size_t j)
 	return p->val[w->pool][(w->base + j) & (POOL_LEN - 1)];
 }
 
+/* Rows [r0, r0 + n) of a weight of k columns, as a weight of their own (for the reference). */
+static weight rows_of(const weight *w, int64_t r0, int64_t n, int64_t k)
+{
+	weight sub = *w;
+
+	sub.base = (w->base + (size_t)(r0 * k)) & (POOL_LEN - 1);
+	sub.n = (size_t)(n * k);
+	return sub;
+}
+
 /* ---- talking to the daemon ------------------------------------------------------ */
 
 static int check(tileops_status st, const char *what)
@@ -296,6 +308,21 @@ static tileops_tensor reshape(tileops_client *c, owned *o, tileops_tensor src, t
 	return v;
 }
 
+/* [R, heads, D] at column `col` of src's [R, width] rows: a row-strided view, no copy. */
+static tileops_tensor heads_of(tileops_client *c, owned *o, tileops_tensor src, tileops_dtype dt,
+                               int64_t R, int64_t width, int64_t heads, int64_t D, int64_t col)
+{
+	const int64_t shape[3] = { R, heads, D }, strides[3] = { width, D, 1 };
+	tileops_tensor v = 0;
+
+	if (o->n >= MAX_OWNED ||
+	    check(tileops_tensor_view(c, src, (size_t)col * 2, dt, 3, shape, strides, &v),
+	          "tensor_view"))
+		return 0;
+	o->t[o->n++] = v;
+	return v;
+}
+
 static int uses(const step *s, tileops_tensor t)
 {
 	for (size_t i = 0; i < s->n_in; i++)
@@ -360,7 +387,7 @@ static void program_free(program *p)
 /* ---- the model on the daemon ------------------------------------------------------ */
 
 typedef struct layer {
-	weight attn_norm, wq, wk, wv, wo, mlp_norm, wgu, wd;
+	weight attn_norm, wqkv, wo, mlp_norm, wgu, wd; /* wqkv: the q, k and v rows, stacked */
 	tileops_tensor k_cache, v_cache;
 } layer;
 
@@ -406,9 +433,7 @@ static int model_make(tileops_client *c, owned *o, const pools *p, model *md, ui
 	for (int64_t i = 0; i < m->layers; i++) {
 		layer *l = &md->l[i];
 		if (weight_make(c, o, p, dt, POOL_NORM, H, 0, &rng, &l->attn_norm) ||
-		    weight_make(c, o, p, dt, POOL_H, Q, H, &rng, &l->wq) ||
-		    weight_make(c, o, p, dt, POOL_H, KV, H, &rng, &l->wk) ||
-		    weight_make(c, o, p, dt, POOL_H, KV, H, &rng, &l->wv) ||
+		    weight_make(c, o, p, dt, POOL_H, Q + 2 * KV, H, &rng, &l->wqkv) ||
 		    weight_make(c, o, p, dt, POOL_H, H, Q, &rng, &l->wo) ||
 		    weight_make(c, o, p, dt, POOL_NORM, H, 0, &rng, &l->mlp_norm) ||
 		    weight_make(c, o, p, dt, POOL_H, 2 * m->inter, H, &rng, &l->wgu) ||
@@ -438,7 +463,7 @@ static int model_make(tileops_client *c, owned *o, const pools *p, model *md, ui
 /* Activations of one program: R rows (tokens), and what its ops need. */
 typedef struct acts {
 	int64_t R;
-	tileops_tensor ids, x, h, q2, k2, v2, q3, k3, v3, o3, o2, gu, act;
+	tileops_tensor ids, x, h, qkv, q3, k3, v3, o3, o2, gu, act;
 	tileops_tensor pos, slots;
 	/* decode: seq_lens, block_tables, history; prefill: cu_seqlens, last */
 	tileops_tensor seq_lens, block_tables, history, cu_seqlens, last;
@@ -484,9 +509,7 @@ static int build(tileops_client *c, owned *o, const model *md, const args *a, ac
 	x->ids = T1(c, o, TILEOPS_I64, R);
 	x->x = T2(c, o, dt, R, H);
 	x->h = T2(c, o, dt, R, H);
-	x->q2 = T2(c, o, dt, R, Hq * D);
-	x->k2 = T2(c, o, dt, R, Hkv * D);
-	x->v2 = T2(c, o, dt, R, Hkv * D);
+	x->qkv = T2(c, o, dt, R, (Hq + 2 * Hkv) * D);
 	x->o3 = T3(c, o, dt, R, Hq, D);
 	x->gu = T2(c, o, dt, R, 2 * m->inter);
 	x->act = T2(c, o, dt, R, m->inter);
@@ -509,8 +532,8 @@ static int build(tileops_client *c, owned *o, const model *md, const args *a, ac
 	x->logits = T2(c, o, dt, S, m->vocab);
 	x->tokens = prefill ? T1(c, o, TILEOPS_I64, S) : x->ids;
 	x->seeds = T1(c, o, TILEOPS_I64, S);
-	if (!x->ids || !x->x || !x->h || !x->q2 || !x->k2 || !x->v2 || !x->o3 || !x->gu ||
-	    !x->act || !x->pos || !x->slots || !x->hn || !x->logits || !x->tokens || !x->seeds)
+	if (!x->ids || !x->x || !x->h || !x->qkv || !x->o3 || !x->gu || !x->act || !x->pos ||
+	    !x->slots || !x->hn || !x->logits || !x->tokens || !x->seeds)
 		return -1;
 
 	step *s;
@@ -532,13 +555,13 @@ static int build(tileops_client *c, owned *o, const model *md, const args *a, ac
 	for (int64_t li = 0; li < m->layers; li++) {
 		const layer *l = &md->l[li];
 		norm(p, md, x->x, &l->attn_norm, x->h);
-		gemm(p, x->h, &l->wq, 0, x->q2);
-		gemm(p, x->h, &l->wk, 0, x->k2);
-		gemm(p, x->h, &l->wv, 0, x->v2);
+		gemm(p, x->h, &l->wqkv, 0, x->qkv);
 		if (li == 0) {
-			x->q3 = reshape(c, o, x->q2, dt, 3, (const int64_t[]){ R, Hq, D });
-			x->k3 = reshape(c, o, x->k2, dt, 3, (const int64_t[]){ R, Hkv, D });
-			x->v3 = reshape(c, o, x->v2, dt, 3, (const int64_t[]){ R, Hkv, D });
+			/* q, k and v: row-strided views of the one projection's output */
+			const int64_t W = (Hq + 2 * Hkv) * D;
+			x->q3 = heads_of(c, o, x->qkv, dt, R, W, Hq, D, 0);
+			x->k3 = heads_of(c, o, x->qkv, dt, R, W, Hkv, D, Hq * D);
+			x->v3 = heads_of(c, o, x->qkv, dt, R, W, Hkv, D, (Hq + Hkv) * D);
 		}
 		if (!x->q3 || !x->k3 || !x->v3)
 			return -1;
@@ -716,9 +739,11 @@ static int ref_token(ref *r, int64_t seq, int64_t token, int64_t pos, float *log
 		float *kc = r->kc + ((seq * m->layers + li) * md->ctx) * KV;
 		float *vc = r->vc + ((seq * m->layers + li) * md->ctx) * KV;
 		ref_norm(md, r->p, x, &l->attn_norm, h);
-		matvec(r->p, &l->wq, h, q, Q, H);
-		matvec(r->p, &l->wk, h, kc + pos * KV, KV, H);
-		matvec(r->p, &l->wv, h, vc + pos * KV, KV, H);
+		const weight wq = rows_of(&l->wqkv, 0, Q, H), wk = rows_of(&l->wqkv, Q, KV, H),
+		             wv = rows_of(&l->wqkv, Q + KV, KV, H);
+		matvec(r->p, &wq, h, q, Q, H);
+		matvec(r->p, &wk, h, kc + pos * KV, KV, H);
+		matvec(r->p, &wv, h, vc + pos * KV, KV, H);
 		for (int64_t i = 0; i < Q; i++)
 			q[i] = rnd(dt, q[i]);
 		for (int64_t i = 0; i < KV; i++) {
@@ -923,8 +948,8 @@ static int64_t weight_bytes(const model *md)
 
 	for (int64_t i = 0; i < md->m.layers; i++) {
 		const layer *l = &md->l[i];
-		n += (int64_t)(l->attn_norm.n + l->wq.n + l->wk.n + l->wv.n + l->wo.n +
-		               l->mlp_norm.n + l->wgu.n + l->wd.n);
+		n += (int64_t)(l->attn_norm.n + l->wqkv.n + l->wo.n + l->mlp_norm.n + l->wgu.n +
+		               l->wd.n);
 	}
 	return n * 2;
 }
@@ -1030,12 +1055,11 @@ int main(int argc, char **argv)
 	ad.R = ad.S = MAX_BUCKET;
 	if (build(c, &own, &md, &a, &ap, &pre, 1) || build(c, &own, &md, &a, &ad, &dec1, 0))
 		goto out;
-	const tileops_tensor dec_bucketed[] = { ad.ids,          ad.x,   ad.h,      ad.q2,
-		                                ad.k2,           ad.v2,  ad.q3,     ad.k3,
-		                                ad.v3,           ad.o3,  ad.o2,     ad.gu,
-		                                ad.act,          ad.pos, ad.slots,  ad.seq_lens,
-		                                ad.block_tables, ad.hn,  ad.logits, ad.seeds,
-		                                ad.history };
+	const tileops_tensor dec_bucketed[] = {
+		ad.ids,          ad.x,  ad.h,      ad.qkv,   ad.q3,     ad.k3,    ad.v3,
+		ad.o3,           ad.o2, ad.gu,     ad.act,   ad.pos,    ad.slots, ad.seq_lens,
+		ad.block_tables, ad.hn, ad.logits, ad.seeds, ad.history
+	};
 	dec1.bucketed = dec_bucketed;
 	dec1.n_bucketed = sizeof(dec_bucketed) / sizeof(dec_bucketed[0]);
 	if (program_end(c, &pre, "llama prefill") || program_end(c, &dec1, "llama decode"))

@@ -64,8 +64,8 @@ constexpr int kWarps = 4;
 constexpr int kTile = 16;  /* tokens per warp tile */
 constexpr int kStages = 3; /* cp.async stages per warp */
 constexpr int kBlockTokens = kWarps * kTile;
-constexpr int kMinSplitTokens = 256; /* splits of the built-in rules */
-constexpr int kSplitWaves = 1;       /* waves of resident blocks the built-in rule fills */
+constexpr int kMinSplitTokens = 64; /* splits of the built-in rule: one block's tokens */
+constexpr int kSplitWaves = 1;      /* waves of resident blocks the built-in rule fills */
 constexpr int kMergeWarps = 8;
 constexpr int kMergeUnroll = 4; /* splits whose loads a merge warp has in flight */
 

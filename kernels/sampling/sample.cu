@@ -12,6 +12,13 @@
  * order of a block cannot change them. Each pass reads the row again (from
  * the L2 for all but the first); no workspace.
  *
+ * The histograms: most of a row's tokens share the leading bits of their
+ * keys, so nearly every token of the first passes falls into one bin, and
+ * shared-memory atomics on one address serialize (a 128k-token row took
+ * 1.4 ms on an H200 that way). So a warp first pools the weights of its
+ * lanes whose digit is that of its first kept lane (one atomic for them),
+ * and the warps add into kSub copies of the histogram, summed after the pass.
+ *
  * Passes over a row: the maximum (always); for a temperature above 0, the
  * count of min-p survivors when top-k needs it, 4 + 1 for top-k, 1 + 4 + 1
  * for top-p, then 1 for the total weight and 1 for the draw.
@@ -26,6 +33,7 @@ using namespace tkc;
 
 constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / 32;
+constexpr int kSub = 8; /* histogram copies: warp w adds into copy w % kSub */
 
 struct SampleArgs {
 	const void *logits;
@@ -43,7 +51,7 @@ struct SampleArgs {
 };
 
 struct Shared {
-	unsigned long long hist[256];
+	unsigned long long hist[kSub][256];
 	unsigned long long warp[kWarps];
 	unsigned long long bcast[2];
 	int64_t pos;
@@ -128,33 +136,54 @@ template <typename T, bool COUNT>
 __device__ uint32_t radix_select(Shared &sh, const Row<T> &r, int level, uint64_t target,
                                  uint64_t *above)
 {
+	const int lane = threadIdx.x % 32;
+	unsigned long long *mine = sh.hist[(threadIdx.x / 32) % kSub];
 	uint32_t prefix = 0, pmask = 0;
 	uint64_t acc_above = 0;
 
 	for (int shift = 24; shift >= 0; shift -= 8) {
-		for (int d = threadIdx.x; d < 256; d += blockDim.x)
-			sh.hist[d] = 0;
+		for (int d = threadIdx.x; d < kSub * 256; d += blockDim.x)
+			sh.hist[d / 256][d % 256] = 0;
 		__syncthreads();
-		for (int64_t i = threadIdx.x; i < r.V; i += blockDim.x) {
-			float zi = r.z(i);
-			uint32_t key = tks_ord(zi);
-			if ((key & pmask) != prefix)
-				continue;
-			uint64_t qi = r.q(zi);
-			if (!r.kept(i, zi, qi, level))
-				continue;
-			uint64_t w = COUNT ? 1 : qi;
-			if (w)
-				atomicAdd(&sh.hist[(key >> shift) & 255u], (unsigned long long)w);
+		/* A warp's lanes step together (i0 is the warp's first index), so they can pool. */
+		for (int64_t i0 = threadIdx.x - lane; i0 < r.V; i0 += blockDim.x) {
+			const int64_t i = i0 + lane;
+			uint64_t w = 0;
+			uint32_t digit = 0;
+			if (i < r.V) {
+				float zi = r.z(i);
+				uint32_t key = tks_ord(zi);
+				uint64_t qi = (key & pmask) == prefix ? r.q(zi) : 0;
+				if ((key & pmask) == prefix && r.kept(i, zi, qi, level)) {
+					w = COUNT ? 1 : qi;
+					digit = (key >> shift) & 255u;
+				}
+			}
+			const unsigned kept = __ballot_sync(0xffffffffu, w != 0);
+			if (!kept)
+				continue; /* the same for the whole warp */
+			const uint32_t d0 = __shfl_sync(0xffffffffu, digit, __ffs(kept) - 1);
+			const unsigned long long pooled = warp_sum_u64(digit == d0 ? w : 0);
+			if (lane == 0)
+				atomicAdd(&mine[d0], pooled);
+			if (w && digit != d0)
+				atomicAdd(&mine[digit], (unsigned long long)w);
+		}
+		__syncthreads();
+		for (int d = threadIdx.x; d < 256; d += blockDim.x) {
+			unsigned long long sum = 0;
+			for (int k = 0; k < kSub; k++)
+				sum += sh.hist[k][d];
+			sh.hist[0][d] = sum;
 		}
 		__syncthreads();
 		if (threadIdx.x == 0) {
 			uint64_t acc = acc_above;
 			int d = 255;
 			for (; d > 0; d--) {
-				if (acc + sh.hist[d] >= target)
+				if (acc + sh.hist[0][d] >= target)
 					break;
-				acc += sh.hist[d];
+				acc += sh.hist[0][d];
 			}
 			sh.bcast[0] = acc;
 			sh.bcast[1] = (unsigned long long)d;
