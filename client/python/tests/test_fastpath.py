@@ -151,3 +151,15 @@ def test_the_cache_is_bounded(client):
         ops.leaky_relu(x, negative_slope=0.001 * (i + 1), out=y)
     assert len(spec.cache.entries) <= spec.cache.limit
     np.testing.assert_allclose(y.numpy(), np.ones(4, np.float32))
+
+
+@pytest.mark.skipif(not tileops._lib.lib().has("event_wait"), reason="libtileops has no IPC events")
+def test_an_event_waited_on_again_is_refused_again_on_the_cpu_backend(client):
+    # The handle's struct is kept for the next wait on the same event; the
+    # daemon still answers every call (UNSUPPORTED here, as before).
+    for h in (bytes(64), bytes(64), b"\1" * 64):
+        with pytest.raises(tileops.Error) as e:
+            client.event_wait(h)
+        assert e.value.status_name == "UNSUPPORTED"
+    with pytest.raises(ValueError, match="64 bytes, not 63"):
+        client.event_wait(bytes(63))

@@ -86,6 +86,7 @@ class Client:
         self._deferred = None
         self._mu = threading.Lock()
         self._torch = None
+        self._ev_last = None  # (handle bytes, its tileops_ipc_event) of the last event_wait
 
     # ---- lifetime ------------------------------------------------------------------------
     @property
@@ -267,9 +268,15 @@ class Client:
     def event_wait(self, handle):
         """Make the session's later ops wait, on the device, for the CUDA IPC event
         `handle` (64 bytes, recorded by the caller with the interprocess flag)."""
-        ev = L.IpcEvent()
-        ctypes.memmove(ev.bytes, bytes(handle), 64)
-        _check(self._lib.event_wait(self._c, byref(ev)), "event_wait")
+        raw = bytes(handle)
+        last = self._ev_last
+        if last is None or last[0] != raw:
+            if len(raw) != 64:
+                raise ValueError("a CUDA IPC event handle has 64 bytes, not %d" % len(raw))
+            ev = L.IpcEvent()
+            ctypes.memmove(ev.bytes, raw, 64)
+            last = self._ev_last = (raw, ctypes.pointer(ev))  # the same event every step
+        _check(self._lib.event_wait(self._c, last[1]), "event_wait")
 
     def event_record(self):
         """Record an event after the session's work so far: its CUDA IPC event

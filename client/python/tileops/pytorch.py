@@ -90,6 +90,7 @@ class _Bridge:
         self.registered = {}     # the same keys -> the tileops.Tensor, held until unregistered
         self.ipc_refs = {}       # tileops handle -> (ref counter file, offset) to give back
         self.event = None        # our interprocess event, recorded again for every wait
+        self.event_handle = None  # its cudaIpcEventHandle_t bytes, asked for once
         self.daemon_events = {}  # daemon's event handles, opened once
 
     def lookup(self, t):
@@ -249,9 +250,14 @@ class _Bridge:
         """The daemon's later ops wait for the work queued on torch's stream."""
         if self.event is None:
             self.event = torch.cuda.Event(interprocess=True)
+            self.event_handle = None
         stream = stream or torch.cuda.current_stream()
         self.event.record(stream)
-        self.client.event_wait(self.event.ipc_handle())
+        if self.event_handle is None:
+            # One event, recorded again each time: its handle never changes,
+            # and asking for it is a driver call each time.
+            self.event_handle = self.event.ipc_handle()
+        self.client.event_wait(self.event_handle)
 
     def torch_waits(self, stream=None):
         """Torch's stream waits for the daemon's work so far."""
