@@ -5,7 +5,7 @@ compared with the same layer in plain PyTorch.
 
     python3 llama_decode_layer.py [--address ADDR] [--device cuda|cpu] [--batch B]
                                   [--hidden H] [--heads HQ] [--kv-heads HKV]
-                                  [--inter I] [--ctx S] [--steps N]
+                                  [--inter I] [--ctx S] [--steps N] [--breakdown]
 
 On the CUDA backend (a GPU, torch with CUDA, --device cuda) every tensor
 stays where torch put it: the weights, the cache and fixed activation
@@ -15,8 +15,13 @@ torch's stream by one IPC event each way, with no host sync. On the CPU
 backend (--device cpu, small shapes) each op copies its tensors through the
 arena. Prints the largest difference from PyTorch, which must be within
 bf16 tolerance (exit 1 otherwise), and the time per step of both.
+--breakdown adds where the tileopsd step's host time goes: the tp.run calls
+(per op, summed over a step), tp.wait_for_torch and tp.torch_waits, and
+the rest of the step's wall time (the copy in, the Python between calls,
+the device sync that ends the timed steps).
 """
 import argparse
+import collections
 import math
 import sys
 import time
@@ -114,12 +119,27 @@ class TileopsLayer:
                       self.lens, self.q3, self.k3, self.v3, self.attn2, L.pos):
                 tp.register(t, client)
 
+    times = None  # --breakdown: {what: host seconds summed over steps}
+
     def step(self, x):
         L, c = self.L, self.c
-        r = lambda op, *a, **k: tp.run(op, *a, client=c, order=False, **k)  # noqa: E731
+        T, clock = self.times, time.perf_counter
+        if T is None:
+            r = lambda op, *a, **k: tp.run(op, *a, client=c, order=False, **k)  # noqa: E731
+            ev = lambda f: f(c)  # noqa: E731
+        else:
+            def r(op, *a, **k):
+                t0 = clock()
+                tp.run(op, *a, client=c, order=False, **k)
+                T["run " + op] += clock() - t0
+
+            def ev(f):
+                t0 = clock()
+                f(c)
+                T[f.__name__] += clock() - t0
         self.x.copy_(x)
         if c.has_cuda_ipc:
-            tp.wait_for_torch(c)  # the daemon's ops wait for the copy above
+            ev(tp.wait_for_torch)  # the daemon's ops wait for the copy above
         r("rms_norm", self.x, L.w_in, eps=1e-5, out=self.h)
         r("gemm", self.h, L.wq, trans_b=True, out=self.q)
         r("gemm", self.h, L.wk, trans_b=True, out=self.k)
@@ -133,8 +153,21 @@ class TileopsLayer:
         r("silu_and_mul", self.gu, out=self.act)
         r("gemm", self.act, L.w_down, None, self.o, trans_b=True, out=self.out)
         if c.has_cuda_ipc:
-            tp.torch_waits(c)     # torch's later kernels see self.out
+            ev(tp.torch_waits)    # torch's later kernels see self.out
         return self.out
+
+
+def print_breakdown(times, step_us, steps):
+    """Host time a step, from what step() summed with --breakdown: each op's
+    tp.run calls, each event call, and the rest of the step's wall time
+    (the copy in, Python between the calls, the final device sync)."""
+    per = {k: v / steps * 1e6 for k, v in times.items()}
+    runs = sum(v for k, v in per.items() if k.startswith("run "))
+    events = sum(v for k, v in per.items() if not k.startswith("run "))
+    print("breakdown per step (host us): tp.run %.1f, events %.1f, rest %.1f, of %.1f"
+          % (runs, events, step_us - runs - events, step_us))
+    for k in sorted(per, key=per.get, reverse=True):
+        print("  %-28s %8.1f us" % (k, per[k]))
 
 
 def main(argv):
@@ -148,6 +181,9 @@ def main(argv):
     p.add_argument("--inter", type=int, default=512)
     p.add_argument("--ctx", type=int, default=64)
     p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--breakdown", action="store_true",
+                   help="also print where a tileopsd step's host time goes: in the tp.run "
+                        "calls (per op), the event calls and the rest")
     a = p.parse_args(argv)
     dev, dt = torch.device(a.device), torch.bfloat16
     with tileops.connect(a.address, name="llama_decode_layer") as c:
@@ -162,10 +198,12 @@ def main(argv):
         scale = ref.float().abs().max().item()
         print("max |tileops - torch| = %.4g (output max %.3g)" % (err, scale))
 
-        def timeit(f):
+        def timeit(f, after_warmup=None):
             f()
             if dev.type == "cuda":
                 torch.cuda.synchronize()
+            if after_warmup is not None:
+                after_warmup()
             t0 = time.perf_counter()
             for _ in range(a.steps):
                 f()
@@ -173,9 +211,16 @@ def main(argv):
                 torch.cuda.synchronize()
             return (time.perf_counter() - t0) / a.steps * 1e6
 
+        def reset():
+            tl.times = collections.defaultdict(float) if a.breakdown else None
+
+        t_torch = timeit(lambda: torch_step(L, x))
+        t_tileops = timeit(lambda: tl.step(x), reset)
         print("per step: torch %.1f us, tileopsd %.1f us (%s backend, batch %d, hidden %d)"
-              % (timeit(lambda: torch_step(L, x)), timeit(lambda: tl.step(x)), c.backend,
-                 a.batch, a.hidden))
+              % (t_torch, t_tileops, c.backend, a.batch, a.hidden))
+        if a.breakdown:
+            print_breakdown(tl.times, t_tileops, a.steps)
+            tl.times = None
         ok = err <= 0.03 * max(scale, 1.0)
         print("PASS" if ok else "FAIL")
         return 0 if ok else 1

@@ -27,12 +27,13 @@ import os
 
 from . import _dtypes
 from . import _expr
-from ._client import Tensor, _op_struct, _check
-from . import _lib as L
+from ._client import Tensor, _OpCache, _cacheable_params, _error
+from ._lib import byref, c_void_p
 
 _TABLE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ops_table.json")
 _CONTROL = ("out", "plan", "submit")
 _PY_TYPES = {"int": int, "float": float, "bool": bool}
+_SLOW = object()  # what OpSpec._fast returns for a call it leaves to the general path
 
 
 def _default(p):
@@ -80,9 +81,115 @@ class OpSpec:
         clash = set(_CONTROL) & (set(self.in_names) | set(self.param_types))
         if clash:
             raise RuntimeError("op %s names %s, which tileops.ops uses" % (self.name, clash))
+        # What the fast path (_fast) checks a call against, worked out once.
+        self.n_in = len(self.inputs)
+        self.in_optional = tuple(bool(t["optional"]) for t in self.inputs)
+        req = [i for i, o in enumerate(self.in_optional) if not o]
+        self.n_in_needed = req[-1] + 1 if req else 0
+        self.out_required = tuple(not t["optional"] for t in self.outputs)
+        self.cache = _OpCache()
+
+    # ---- the hot path --------------------------------------------------------------------
+    def _fast(self, args, out, submit, kw):
+        """The call with every input and output given as a Tensor (or None for an
+        optional one) and params by keyword: the common case of a hot loop.
+        Returns _SLOW for anything else, which __call__ then handles (and
+        explains, when it is wrong). The op struct comes from self.cache when
+        the same handles and params were seen before; the daemon validates
+        the request either way, so a bad shape raises its message as before."""
+        n = len(args)
+        if n < self.n_in_needed or n > self.n_in:
+            return _SLOW
+        ins = []
+        client = None
+        for i, a in enumerate(args):
+            if a.__class__ is Tensor:
+                ins.append(a.handle)
+                if client is None:
+                    client = a.client
+            elif a is None and self.in_optional[i]:
+                ins.append(0)
+            else:
+                return _SLOW
+        nout = len(self.out_required)
+        if out.__class__ is Tensor:
+            if nout == 0 or (nout > 1 and True in self.out_required[1:]):
+                return _SLOW
+            outs = (out.handle,)
+            ret = out if nout == 1 else (out,) + (None,) * (nout - 1)
+            if client is None:
+                client = out.client
+        elif out is None:
+            if True in self.out_required:
+                return _SLOW
+            outs = ()
+            ret = None if nout <= 1 else (None,) * nout
+        else:
+            if out.__class__ is not tuple and out.__class__ is not list:
+                return _SLOW
+            outl = list(out)
+            if len(outl) > nout:
+                return _SLOW
+            outl += [None] * (nout - len(outl))
+            outs = []
+            for i, t in enumerate(outl):
+                if t.__class__ is Tensor:
+                    outs.append(t.handle)
+                    if client is None:
+                        client = t.client
+                elif t is None and not self.out_required[i]:
+                    outs.append(0)
+                else:
+                    return _SLOW
+            outs = tuple(outs)
+            ret = outl[0] if nout == 1 else tuple(outl)
+        if client is None:
+            return _SLOW
+        ptr = self._op_ptr(ins, outs, kw)
+        if ptr is None:
+            return _SLOW
+        lib = client._lib
+        if submit:
+            cp = c_void_p()
+            st = lib.op_submit(client._c, ptr, byref(cp))
+            if st:
+                raise _error(st, self.name)
+            client._track(cp)
+        else:
+            st = lib.op_run(client._c, ptr)
+            if st:
+                raise _error(st)
+        return ret
+
+    def _op_ptr(self, ins, outs, kw):
+        """A pointer to the tileops_op of this op over handles `ins` and `outs`
+        with params `kw` as the caller gave them (converted here by the
+        manifest's types); None when kw names something that is not a param."""
+        key = (tuple(ins), outs, tuple(kw.items())) if kw else (tuple(ins), outs)
+        try:
+            ptr = self.cache.get(key)
+        except TypeError:  # an unhashable param value
+            ptr, key = None, None
+        if ptr is not None:
+            return ptr
+        params = {}
+        for k, v in kw.items():
+            if k not in self.param_types:
+                return None
+            params[k] = self._param(k, v)
+        if key is not None and not _cacheable_params(params):
+            key = None
+        return self.cache.put(key, self.nbname.decode(), ins, outs, params)
 
     # ---- the call ------------------------------------------------------------------------
     def __call__(self, *args, out=None, plan=None, submit=False, **kw):
+        if plan is None:
+            r = self._fast(args, out, submit, kw)
+            if r is not _SLOW:
+                return r
+        return self._call(args, out, plan, submit, kw)
+
+    def _call(self, args, out, plan, submit, kw):
         ins = [None] * len(self.inputs)
         if len(args) > len(ins):
             raise TypeError("%s takes %d input tensors, %d given" % (self.name, len(ins), len(args)))
@@ -111,11 +218,7 @@ class OpSpec:
             plan.add(self.name, ins, outs, params)
         else:
             client = self._client(ins, outs)
-            if submit:
-                client.run(self.name, ins, outs, params, submit=True)
-            else:
-                o, _keep = _op_struct(self.name, ins, outs, params)
-                _check(client._lib.op_run(client._c, L.byref(o)))
+            client.run(self.name, ins, outs, params, submit=submit)
         if not self.outputs:
             return None
         if len(self.outputs) == 1:
@@ -194,8 +297,14 @@ class OpSpec:
     def function(self):
         spec = self
 
-        def op(*args, **kw):
-            return spec(*args, **kw)
+        fast, slow = spec._fast, spec._call
+
+        def op(*args, out=None, plan=None, submit=False, **kw):
+            if plan is None:
+                r = fast(args, out, submit, kw)
+                if r is not _SLOW:
+                    return r
+            return slow(args, out, plan, submit, kw)
 
         op.__name__ = op.__qualname__ = self.name
         op.__doc__ = self.docstring()

@@ -43,6 +43,8 @@ from . import _dtypes
 from . import _ipc
 from . import _expr
 from . import ops as _ops
+from ._client import _error
+from .ops import _SLOW
 
 __all__ = ["run", "set_client", "get_client", "register", "unregister", "wait_for_torch",
            "torch_waits",
@@ -84,31 +86,88 @@ class _Bridge:
 
     def __init__(self, client):
         self.client = client
-        self.imports = {}        # (data_ptr, dtype, shape) -> weakref to the tileops.Tensor
+        self.imports = {}        # _key(t) -> weakref to the tileops.Tensor
         self.registered = {}     # the same keys -> the tileops.Tensor, held until unregistered
         self.ipc_refs = {}       # tileops handle -> (ref counter file, offset) to give back
         self.event = None        # our interprocess event, recorded again for every wait
+        self.event_handle = None  # its cudaIpcEventHandle_t bytes, asked for once
         self.daemon_events = {}  # daemon's event handles, opened once
 
     def lookup(self, t):
-        """The live import of CUDA tensor t (same address, dtype and shape), or None."""
-        key = (t.data_ptr(), _dtypes.name(t.dtype), tuple(t.shape))
+        """The live import of CUDA tensor t (same address, dtype, shape and
+        strides), or None."""
+        key = _key(t)
         hit = self.registered.get(key)
         if hit is None:
             ref = self.imports.get(key)
             hit = ref() if ref is not None else None
+            if hit is None and ref is not None:
+                self.imports.pop(key, None)  # its tileops.Tensor is gone
         return hit if hit is not None and hit.handle else None
 
     def register(self, t):
         out = self.from_torch(t)
         if t.is_cuda:
-            self.registered[(t.data_ptr(), out.dtype, tuple(t.shape))] = out
+            self.registered[_key(t)] = out
         return out
 
     def unregister(self, t):
-        out = self.registered.pop((t.data_ptr(), _dtypes.name(t.dtype), tuple(t.shape)), None)
+        out = self.registered.pop(_key(t), None)
         if out is not None:
             out.free()
+
+    def run_registered(self, spec, args, out, kw):
+        """run(..., order=False) when every tensor is registered (the hot loop
+        of a model step): each is found by one dict lookup on its address,
+        dtype, shape and strides, and the op struct comes from the op's cache
+        (tileops.ops's fast path). _SLOW for anything else, which run() then
+        does the general way. Synchronous, as run() is: a refused request
+        raises the daemon's message here."""
+        reg = self.registered
+        n = len(args)
+        if not reg or n < spec.n_in_needed or n > spec.n_in:
+            return _SLOW
+        ins = []
+        try:
+            for i, a in enumerate(args):
+                if a is None:
+                    if not spec.in_optional[i]:
+                        return _SLOW
+                    ins.append(0)
+                    continue
+                hit = reg.get((a.data_ptr(), a.dtype, a.shape, a.stride()))
+                if hit is None or not hit.handle:
+                    return _SLOW
+                ins.append(hit.handle)
+            nout = len(spec.out_required)
+            if out is None:
+                if True in spec.out_required:
+                    return _SLOW
+                outs, ret = (), None
+            else:
+                outl = [out] if isinstance(out, torch.Tensor) else list(out)
+                if len(outl) != nout:
+                    return _SLOW
+                outs = []
+                for o in outl:
+                    hit = reg.get((o.data_ptr(), o.dtype, o.shape, o.stride()))
+                    if hit is None or not hit.handle:
+                        return _SLOW
+                    outs.append(hit.handle)
+                outs = tuple(outs)
+                ret = outl[0] if nout == 1 else tuple(outl)
+        except (AttributeError, TypeError):  # not a torch tensor
+            return _SLOW
+        if kw and None in kw.values():
+            return _SLOW  # run() leaves None params out
+        ptr = spec._op_ptr(ins, outs, kw)
+        if ptr is None:
+            return _SLOW
+        c = self.client
+        st = c._lib.op_run(c._c, ptr)
+        if st:
+            raise _error(st)
+        return ret
 
     def close(self):
         self.registered.clear()
@@ -135,7 +194,7 @@ class _Bridge:
         hit = self.lookup(t)
         if hit is not None:
             return hit
-        key = (t.data_ptr(), dt, tuple(t.shape))
+        key = _key(t)
         s = _untyped(t)
         (_dev, handle, _size, storage_offset, rc_file, rc_offset,
          ev_handle, ev_required) = s._share_cuda_()
@@ -191,9 +250,14 @@ class _Bridge:
         """The daemon's later ops wait for the work queued on torch's stream."""
         if self.event is None:
             self.event = torch.cuda.Event(interprocess=True)
+            self.event_handle = None
         stream = stream or torch.cuda.current_stream()
         self.event.record(stream)
-        self.client.event_wait(self.event.ipc_handle())
+        if self.event_handle is None:
+            # One event, recorded again each time: its handle never changes,
+            # and asking for it is a driver call each time.
+            self.event_handle = self.event.ipc_handle()
+        self.client.event_wait(self.event_handle)
 
     def torch_waits(self, stream=None):
         """Torch's stream waits for the daemon's work so far."""
@@ -205,6 +269,12 @@ class _Bridge:
             ev = self.daemon_events[h] = torch.cuda.Event.from_ipc_handle(
                 torch.cuda.current_device(), h)
         (stream or torch.cuda.current_stream()).wait_event(ev)
+
+
+def _key(t):
+    """What names a registered or imported torch tensor: its address, dtype,
+    shape and strides (two views of one address differ in shape or strides)."""
+    return (t.data_ptr(), t.dtype, tuple(t.shape), tuple(t.stride()))
 
 
 def _release_ipc(ref):
@@ -275,6 +345,13 @@ def run(op, *args, out=None, client=None, order=True, **kw):
     """Run manifest op `op` on torch tensors; returns the output(s) as torch tensors
     (as tileops.ops does with tileops tensors). See the module's doc."""
     spec = _ops.specs[op]
+    if client is None:
+        client = get_client()
+    if not order:
+        b = client._torch if client._torch is not None else client._torch_bridge()
+        r = b.run_registered(spec, args, out, kw)
+        if r is not _SLOW:
+            return r
     ins = [None] * len(spec.inputs)
     ins[:len(args)] = args
     params = {}
@@ -286,7 +363,7 @@ def run(op, *args, out=None, client=None, order=True, **kw):
                 params[k] = spec._param(k, v)
         else:
             raise TypeError("%s: no input or param named '%s'" % (op, k))
-    return _run(spec, ins, out, params, client or get_client(), order, produce_optional=False)
+    return _run(spec, ins, out, params, client, order, produce_optional=False)
 
 
 def _run(spec, ins, out, params, client, order, produce_optional):
