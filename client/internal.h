@@ -206,5 +206,16 @@ void tci_ring_free(struct tileops_completion *r);
 void tci_ring_fail_all(struct tileops_client *c, tileops_status st, const char *why);
 /* The submission count an nng request comes after. Called with c->mu held. */
 uint64_t tci_ring_mark(const struct tileops_client *c);
+/*
+ * The two halves of a waiter's sleep (ring.c's ring_sleep, and the test of
+ * the handshake, tests/unit/test_ring_fence.c): begin reads cq_bell into
+ * *seen, adds the caller to client_waiting and reaps once more, returning
+ * what the reap took (> 0: completions came, no need to sleep; -1: the
+ * rings are stopped); the caller may then sleep on cq_bell while it still
+ * holds *seen, and calls end, which takes it off client_waiting, in every
+ * case.
+ */
+int tci_ring_sleep_begin(struct tci_ring *ring, uint32_t *seen);
+void tci_ring_sleep_end(struct tci_ring *ring);
 
 #endif /* TILEOPS_CLIENT_INTERNAL_H */

@@ -442,20 +442,40 @@ static int ring_reap(struct tci_ring *ring)
 }
 
 /*
+ * The client's half of the sleep handshake (the daemon's is ring_publish in
+ * daemon/exec/ring.c). The seq_cst read-modify-write of client_waiting is a
+ * full fence (a locked instruction on x86), so the reap's load of cq_tail
+ * cannot pass it: either this reap sees the completion, or the daemon,
+ * which fences between storing cq_tail and loading client_waiting, sees the
+ * waiter and wakes the bell read here.
+ */
+int tci_ring_sleep_begin(struct tci_ring *ring, uint32_t *seen)
+{
+	*seen = __atomic_load_n(&ring->hdr->cq_bell, __ATOMIC_SEQ_CST);
+	__atomic_fetch_add(&ring->hdr->client_waiting, 1, __ATOMIC_SEQ_CST);
+	return ring_reap(ring);
+}
+
+void tci_ring_sleep_end(struct tci_ring *ring)
+{
+	__atomic_fetch_sub(&ring->hdr->client_waiting, 1, __ATOMIC_SEQ_CST);
+}
+
+/*
  * Sleep on cq_bell for at most `ns` unless something happens first: a
  * completion of ours is posted, or another thread finishes one.
  * `done` (may be NULL) is checked after announcing the sleep.
  */
 static void ring_sleep(struct tci_ring *ring, const struct tileops_completion *done, int64_t ns)
 {
-	uint32_t seen = __atomic_load_n(&ring->hdr->cq_bell, __ATOMIC_SEQ_CST);
+	uint32_t seen;
 
 	if (ns > RING_SLEEP_MAX_NS)
 		ns = RING_SLEEP_MAX_NS;
-	__atomic_fetch_add(&ring->hdr->client_waiting, 1, __ATOMIC_SEQ_CST);
-	if (ring_reap(ring) == 0 && (done == NULL || !completion_done(done)) && ns > 0)
+	if (tci_ring_sleep_begin(ring, &seen) == 0 && (done == NULL || !completion_done(done)) &&
+	    ns > 0)
 		futex_wait(&ring->hdr->cq_bell, seen, ns);
-	__atomic_fetch_sub(&ring->hdr->client_waiting, 1, __ATOMIC_SEQ_CST);
+	tci_ring_sleep_end(ring);
 }
 
 /* Give up on r after its time-out: it finishes now, its slot stays taken. */
