@@ -102,3 +102,24 @@ Test(parity_sampling, a_low_temperature_over_wide_logits_matches_cpu)
 	sample_case(TK_BF16, 8, 128256, 0.05, 0, 0.99, 0.0, 0, 0);
 	sample_case(TK_F32, 8, 128256, 0.05, 100, 1.0, 0.0, 0, 0);
 }
+
+Test(parity_sampling, rows_cut_into_cluster_slices_match_cpu)
+{
+	/* Rows of 8192 to 8 x 40960 tokens are cut into 8 slices, one CTA each: per-row settings,
+	 * ties and masked rows across the slices; a last slice shorter than the others (8193,
+	 * 151936); the largest row sliced and the shortest and longest ones that are not. */
+	static const tk_dtype dts[] = { TK_F32, TK_BF16 };
+
+	for (int k = 0; k < 2; k++) {
+		sample_case(dts[k], 16, 32000, 1.0, 0, 1.0, 0.0, 1, 0);
+		sample_case(dts[k], 16, 32000, 0.8, 3, 0.5, 0.0, 0, 1);
+		sample_case(dts[k], 16, 32000, 0.8, 0, 0.9, 0.05, 1, 1);
+		sample_case(dts[k], 16, 32000, 1.0, 10, 0.95, 0.0, 0, 2);
+		sample_case(dts[k], 16, 32000, 0.0, 0, 1.0, 0.0, 0, 2);
+		sample_case(dts[k], 8, 8193, 0.9, 40, 0.8, 0.02, 0, 0);
+		sample_case(dts[k], 4, 151936, 0.7, 0, 0.9, 0.0, 1, 0);
+	}
+	sample_case(TK_BF16, 3, 8191, 0.8, 0, 0.9, 0.0, 0, 0);
+	sample_case(TK_F32, 2, 8 * 40960, 0.8, 20, 0.9, 0.0, 0, 1);
+	sample_case(TK_F32, 2, 8 * 40960 + 1, 0.8, 20, 0.9, 0.0, 0, 1);
+}
