@@ -38,12 +38,16 @@ for b in ${BATCHES:-1 32}; do
 		--address "$addr" --device cuda --batch "$b" --hidden 4096 --heads 32 --kv-heads 8 \
 		--inter 14336 --ctx "${CTX:-1024}" --steps "${PY_STEPS:-200}"
 done
+# Where a batch-1 step's host time goes (the op calls, the two event calls, the rest).
+bench_step timeout 180 python3 "$root/client/python/examples/llama_decode_layer.py" \
+	--address "$addr" --device cuda --batch 1 --hidden 4096 --heads 32 --kv-heads 8 \
+	--inter 14336 --ctx "${CTX:-1024}" --steps "${PY_STEPS:-200}" --breakdown
 bench_step timeout 180 "$bin/tileops-bench-layer" --address "$addr" --runs 200 \
 	--batch "$(echo ${BATCHES:-1 32} | tr ' ' ,)"
 bench_stop_daemon
 {
 	echo "# The Python package on the GPU, commit $(git rev-parse --short HEAD 2>/dev/null), $(date -u +%F)"
 	echo
-	grep -E '^\{|per step|max \||PASS|FAIL|layer|us' "$log" | grep -v '^====' | head -80
+	grep -E '^\{|per step|max \||PASS|FAIL|layer|us' "$log" | grep -v '^====' | head -120
 } >"$out/python.md"
 [ "$failed" = 0 ]
