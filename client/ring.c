@@ -693,6 +693,14 @@ static size_t encode_request(const Tileops__Request *req, uint8_t *payload, size
 	} else if (req->body_case == TILEOPS__REQUEST__BODY_PLAN_RUN) {
 		*kind = TILEOPS_SQE_PLAN_RUN;
 		len = encode_plan_run(req->plan_run, payload);
+	} else if (req->body_case == TILEOPS__REQUEST__BODY_EVENT_WAIT_REGISTERED ||
+	           req->body_case == TILEOPS__REQUEST__BODY_EVENT_RECORD_EXPORTED) {
+		tileops_sqe_event d = { 0, 0 };
+		int wait = req->body_case == TILEOPS__REQUEST__BODY_EVENT_WAIT_REGISTERED;
+		*kind = wait ? TILEOPS_SQE_EVENT_WAIT : TILEOPS_SQE_EVENT_RECORD;
+		d.event = wait ? req->event_wait_registered->event : 0;
+		memcpy(payload, &d, sizeof(d));
+		return sizeof(d);
 	}
 	if (len > 0)
 		return len;

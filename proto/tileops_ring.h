@@ -52,9 +52,11 @@
  * layout gets a new kind, never a changed meaning for an old one, so the
  * kind is the descriptor's version. The daemon accepts every kind below.
  */
-#define TILEOPS_SQE_REQUEST 1u  /* payload: a packed tileops.Request (OpRun, Sync, PlanRun) */
-#define TILEOPS_SQE_OP 2u       /* payload: a tileops_sqe_op descriptor (one op run) */
-#define TILEOPS_SQE_PLAN_RUN 3u /* payload: a tileops_sqe_plan_run descriptor */
+#define TILEOPS_SQE_REQUEST 1u      /* payload: a packed tileops.Request (OpRun, Sync, PlanRun) */
+#define TILEOPS_SQE_OP 2u           /* payload: a tileops_sqe_op descriptor (one op run) */
+#define TILEOPS_SQE_PLAN_RUN 3u     /* payload: a tileops_sqe_plan_run descriptor */
+#define TILEOPS_SQE_EVENT_WAIT 4u   /* payload: a tileops_sqe_event (a registered event's id) */
+#define TILEOPS_SQE_EVENT_RECORD 5u /* payload: a tileops_sqe_event (id 0: the session's event) */
 
 /* Submission flags. The daemon refuses an entry with any other bit set
  * (TILEOPS_ERR_PROTOCOL, naming the flags): a client asking for something
@@ -215,6 +217,27 @@ typedef struct tileops_sqe_binding {
 	uint64_t tensor;
 } tileops_sqe_binding;
 
+/*
+ * The event descriptor (TILEOPS_SQE_EVENT_WAIT, TILEOPS_SQE_EVENT_RECORD):
+ * `length` is exactly 16 and `reserved` 0.
+ *   EVENT_WAIT    the session's later work waits on the device for the
+ *                 client's interprocess event registered as `event` (the id
+ *                 EventRegister answered); an id the session does not hold
+ *                 fails with TILEOPS_ERR_UNKNOWN_HANDLE.
+ *   EVENT_RECORD  the daemon re-records the session's exported event (the
+ *                 one EventExport answered the handle of) after the work
+ *                 before the entry; `event` must be 0. Its completion is
+ *                 posted once the record is queued on the device: only then
+ *                 may the client wait on the event (cudaStreamWaitEvent),
+ *                 else it would wait on the record before.
+ * Both are refused with TILEOPS_ERR_UNSUPPORTED on the CPU backend.
+ */
+typedef struct tileops_sqe_event {
+	uint64_t event;
+	uint64_t reserved; /* 0 */
+} tileops_sqe_event;
+
+_Static_assert(sizeof(tileops_sqe_event) == 16, "event descriptor layout");
 _Static_assert(sizeof(tileops_ring_header) == 448, "ring header layout");
 _Static_assert(sizeof(tileops_sqe_op) == 80, "op descriptor layout");
 _Static_assert(sizeof(tileops_sqe_param) == 48, "op descriptor param layout");

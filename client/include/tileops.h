@@ -284,6 +284,82 @@ tileops_status tileops_event_wait(tileops_client *c, const tileops_ipc_event *ev
  */
 tileops_status tileops_event_record(tileops_client *c, tileops_ipc_event *out);
 
+/*
+ * Events opened once: the per-step way to order with the client's CUDA
+ * work (tileops_event_wait and tileops_event_record open, query or wait
+ * over the control plane on every call; these go through the session's
+ * shared-memory rings, like ops, so they pipeline with the ops around them).
+ *
+ * A registered event names a client's interprocess event (made with
+ * cudaEventInterprocess | cudaEventDisableTiming) that the daemon opened
+ * once. 0 is never a valid one.
+ */
+typedef uint64_t tileops_event;
+
+/* A pending asynchronous request (see tileops_op_submit). */
+typedef struct tileops_completion tileops_completion;
+
+/*
+ * Register the client's interprocess event: the daemon opens its handle
+ * (cudaIpcOpenEventHandle) once and keeps it open until
+ * tileops_event_release or the session's end; *out gets its id. The client
+ * promises that the event outlives the registration: CUDA requires of an
+ * opened IPC event that the process that made it does not destroy it while
+ * another has it open. Keeping it alive is what makes waiting on it again
+ * safe: the daemon's opened event always names the same event, never a
+ * later one that happens to reuse its handle's bytes. Record it again as
+ * often as you like; each wait waits for its latest record before the
+ * wait was submitted. A session holds at most 64 (TILEOPS_ERR_QUOTA).
+ * A round trip to the daemon: call it once, not every step.
+ * TILEOPS_ERR_UNSUPPORTED on the CPU backend.
+ */
+tileops_status tileops_event_register(tileops_client *c, const tileops_ipc_event *ev,
+                                      tileops_event *out);
+
+/*
+ * Close a registered event in the daemon, in order after what the client
+ * submitted before (waits already queued on it stay queued). After it
+ * returns the client may destroy its event. TILEOPS_ERR_UNKNOWN_HANDLE for
+ * an id this session does not hold.
+ */
+tileops_status tileops_event_release(tileops_client *c, tileops_event e);
+
+/*
+ * Every op, plan run and copy this client submits after the call waits, on
+ * the device, for the latest record of registered event e (the client
+ * records it on its stream before this call). Submitted like
+ * tileops_op_submit: *out is a completion that reports TILEOPS_OK once the
+ * wait is queued, or the refusal (TILEOPS_ERR_UNKNOWN_HANDLE for an id this
+ * session does not hold, TILEOPS_ERR_UNSUPPORTED on the CPU backend). No
+ * round trip when the session has rings: wait for the completion whenever
+ * convenient (a later one finishing means this one has too).
+ */
+tileops_status tileops_event_wait_submit(tileops_client *c, tileops_event e,
+                                         tileops_completion **out);
+
+/*
+ * The handle of the session's own interprocess event, made once per
+ * session (the event tileops_event_record records): the client opens it
+ * once (cudaIpcOpenEventHandle) and keeps it for the session's life. A
+ * round trip: call it once. Every call returns the same handle.
+ * TILEOPS_ERR_UNSUPPORTED on the CPU backend.
+ */
+tileops_status tileops_event_export(tileops_client *c, tileops_ipc_event *out);
+
+/*
+ * Record the session's own event again, after everything this client
+ * submitted before the call. Submitted like tileops_op_submit (through the
+ * rings when the session has them: no round trip); the completion finishes
+ * once the daemon has queued the record on the device. Only then may the
+ * client wait on the event (cudaStreamWaitEvent): waiting before it would
+ * wait for the previous record. So: submit, wait for the completion (a spin
+ * on shared memory that ends as soon as the daemon has launched the work
+ * before it), then cudaStreamWaitEvent. tileops_event_export must have been
+ * called once before (TILEOPS_ERR_INVALID_ARGUMENT otherwise).
+ * TILEOPS_ERR_UNSUPPORTED on the CPU backend.
+ */
+tileops_status tileops_event_record_submit(tileops_client *c, tileops_completion **out);
+
 /* ---- ops -------------------------------------------------------------- */
 
 typedef enum tileops_param_kind {
@@ -359,8 +435,7 @@ typedef struct tileops_op {
  */
 tileops_status tileops_op_run(tileops_client *c, const tileops_op *op);
 
-/* A pending asynchronous request. Opaque; free with tileops_completion_free. */
-typedef struct tileops_completion tileops_completion;
+/* tileops_completion (declared above): free with tileops_completion_free. */
 
 /*
  * Submit an op without waiting for the daemon's answer. On success *out is

@@ -136,6 +136,22 @@ typedef struct backend_ops {
 	                             char *err, size_t errlen);
 	tileops_status (*event_record)(backend *be, void *stream, unsigned char handle[64],
 	                               char *err, size_t errlen);
+	/* Events opened once (exec/events.h), in stream order, never waiting on
+	 * the host. event_open: open a client's interprocess event for good
+	 * (*ev is the backend's); event_close frees it (waits queued on it stay
+	 * queued). event_wait_opened: the stream's later work waits for ev's
+	 * latest record. event_export: the handle of the stream's own event
+	 * (event_record's), made and fetched once per stream. event_rerecord:
+	 * record that event again after the stream's work so far. NULL where
+	 * there are none (CPU). */
+	tileops_status (*event_open)(backend *be, const unsigned char handle[64], void **ev,
+	                             char *err, size_t errlen);
+	void (*event_close)(backend *be, void *ev);
+	tileops_status (*event_wait_opened)(backend *be, void *stream, void *ev, char *err,
+	                                    size_t errlen);
+	tileops_status (*event_export)(backend *be, void *stream, unsigned char handle[64],
+	                               char *err, size_t errlen);
+	tileops_status (*event_rerecord)(backend *be, void *stream, char *err, size_t errlen);
 } backend_ops;
 
 /* Called with the time a launched op took (slot and arg as given at launch). */

@@ -44,7 +44,9 @@ typedef struct cuda_stream {
 	cudaEvent_t turn;        /* orders its work after a change of stream */
 	struct cuda_stream *low; /* the low-priority stream it runs on while lowered */
 	void *ws;
-	cudaEvent_t ipc_ev;       /* event_record's, made on first use; NULL: none */
+	cudaEvent_t ipc_ev;           /* event_record's, made on first use; NULL: none */
+	unsigned char ipc_handle[64]; /* ipc_ev's handle, fetched once */
+	int has_handle;
 	int pooled;               /* one of the streams made at open */
 	struct cuda_stream *next; /* in the pool's free list */
 } cuda_stream;
@@ -523,6 +525,7 @@ static void cuda_stream_destroy(backend *be, void *stream)
 	if (st->ipc_ev)
 		cudaEventDestroy(st->ipc_ev);
 	st->ipc_ev = NULL;
+	st->has_handle = 0;
 	if (st->low)
 		stream_give(&im->low_pool, st->low);
 	st->low = NULL;
@@ -1087,26 +1090,102 @@ static tileops_status cuda_event_wait(backend *be, void *stream, const unsigned 
 	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "cudaStreamWaitEvent", err, errlen);
 }
 
+/* The stream's event and its handle, made and fetched on first use. */
+static tileops_status stream_ipc_event(cuda_stream *st, char *err, size_t errlen)
+{
+	cudaError_t e;
+	if (st->has_handle)
+		return TILEOPS_OK;
+	if (!st->ipc_ev) {
+		e = cudaEventCreateWithFlags(&st->ipc_ev,
+		                             cudaEventInterprocess | cudaEventDisableTiming);
+		if (e != cudaSuccess) {
+			st->ipc_ev = NULL;
+			return cuda_fail(e, "cudaEventCreateWithFlags", err, errlen);
+		}
+	}
+	cudaIpcEventHandle_t h;
+	if ((e = cudaIpcGetEventHandle(&h, st->ipc_ev)) != cudaSuccess)
+		return cuda_fail(e, "cudaIpcGetEventHandle", err, errlen);
+	memcpy(st->ipc_handle, &h, 64);
+	st->has_handle = 1;
+	return TILEOPS_OK;
+}
+
 static tileops_status cuda_event_record(backend *be, void *stream, unsigned char handle[64],
                                         char *err, size_t errlen)
 {
 	(void)be;
 	cuda_stream *st = stream;
-	cudaError_t e = cudaSuccess;
-	if (!st->ipc_ev)
-		e = cudaEventCreateWithFlags(&st->ipc_ev,
-		                             cudaEventInterprocess | cudaEventDisableTiming);
-	if (e != cudaSuccess) {
-		st->ipc_ev = NULL;
-		return cuda_fail(e, "cudaEventCreateWithFlags", err, errlen);
-	}
-	if ((e = cudaEventRecord(st->ipc_ev, st->s)) != cudaSuccess)
+	tileops_status ts = stream_ipc_event(st, err, errlen);
+	if (ts != TILEOPS_OK)
+		return ts;
+	cudaError_t e = cudaEventRecord(st->ipc_ev, st->s);
+	if (e != cudaSuccess)
 		return cuda_fail(e, "cudaEventRecord", err, errlen);
-	cudaIpcEventHandle_t h;
-	if ((e = cudaIpcGetEventHandle(&h, st->ipc_ev)) != cudaSuccess)
-		return cuda_fail(e, "cudaIpcGetEventHandle", err, errlen);
-	memcpy(handle, &h, 64);
+	memcpy(handle, st->ipc_handle, 64);
 	return TILEOPS_OK;
+}
+
+static tileops_status cuda_event_export(backend *be, void *stream, unsigned char handle[64],
+                                        char *err, size_t errlen)
+{
+	(void)be;
+	cuda_stream *st = stream;
+	tileops_status ts = stream_ipc_event(st, err, errlen);
+	if (ts == TILEOPS_OK)
+		memcpy(handle, st->ipc_handle, 64);
+	return ts;
+}
+
+static tileops_status cuda_event_rerecord(backend *be, void *stream, char *err, size_t errlen)
+{
+	(void)be;
+	cuda_stream *st = stream;
+	if (!st->ipc_ev) {
+		snprintf(err, errlen,
+		         "event_record_exported: the session has no exported event yet (call "
+		         "tileops_event_export first)");
+		return TILEOPS_ERR_INVALID_ARGUMENT;
+	}
+	cudaError_t e = cudaEventRecord(st->ipc_ev, st->s);
+	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "cudaEventRecord", err, errlen);
+}
+
+/* Opened once per registration (the client promises the event outlives it). */
+static tileops_status cuda_event_open(backend *be, const unsigned char handle[64], void **ev,
+                                      char *err, size_t errlen)
+{
+	(void)be;
+	cudaIpcEventHandle_t h;
+	cudaEvent_t e_ = NULL;
+	memcpy(&h, handle, sizeof(h));
+	cudaError_t e = cudaIpcOpenEventHandle(&e_, h);
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		snprintf(err, errlen,
+		         "event_register: cannot open the CUDA IPC event handle (%s); the event "
+		         "must be made with cudaEventInterprocess | cudaEventDisableTiming",
+		         cudaGetErrorString(e));
+		return TILEOPS_ERR_INVALID_ARGUMENT;
+	}
+	*ev = e_;
+	return TILEOPS_OK;
+}
+
+static void cuda_event_close(backend *be, void *ev)
+{
+	(void)be;
+	if (ev)
+		cudaEventDestroy((cudaEvent_t)ev);
+}
+
+static tileops_status cuda_event_wait_opened(backend *be, void *stream, void *ev, char *err,
+                                             size_t errlen)
+{
+	(void)be;
+	cudaError_t e = cudaStreamWaitEvent(cs(stream), (cudaEvent_t)ev, 0);
+	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "cudaStreamWaitEvent", err, errlen);
 }
 
 /*
@@ -1180,6 +1259,11 @@ static const backend_ops cuda_ops = {
 	.mem_range = cuda_mem_range,
 	.event_wait = cuda_event_wait,
 	.event_record = cuda_event_record,
+	.event_open = cuda_event_open,
+	.event_close = cuda_event_close,
+	.event_wait_opened = cuda_event_wait_opened,
+	.event_export = cuda_event_export,
+	.event_rerecord = cuda_event_rerecord,
 };
 
 backend *backend_cuda_open(const backend_options *opt, char *err, size_t errlen)

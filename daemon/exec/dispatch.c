@@ -11,6 +11,7 @@
 
 #include "clock.h"
 #include "completion.h"
+#include "events.h"
 #include "launch.h"
 #include "opcache.h"
 #include "plan.h"
@@ -161,6 +162,20 @@ void dispatch_sqe(worker *w, session *s, const tileops_sqe *e)
 			completion_post_op(ex, s, -1, e->tag, st, -1.0, err, w->entry_us, trace);
 		return;
 	}
+	case TILEOPS_SQE_EVENT_WAIT:
+	case TILEOPS_SQE_EVENT_RECORD: {
+		uint64_t id = 0;
+		st = wire_decode_sqe_event(e, &id, err, sizeof(err));
+		if (st == TILEOPS_OK)
+			st = e->kind == TILEOPS_SQE_EVENT_WAIT
+			             ? events_wait(ex, s, id, err, sizeof(err))
+			             : events_record(ex, s, err, sizeof(err));
+		if (trace)
+			trace->launched_ns = ring_now_ns();
+		completion_post_trace(ex, s, e->tag, st, -1.0, err,
+		                      st == TILEOPS_OK ? trace : NULL);
+		return;
+	}
 	case TILEOPS_SQE_PLAN_RUN: {
 		plan_run_desc r;
 		if ((st = wire_decode_sqe_plan_run(e, &r, err, sizeof(err))) == TILEOPS_OK)
@@ -170,9 +185,12 @@ void dispatch_sqe(worker *w, session *s, const tileops_sqe *e)
 		return;
 	}
 	default:
-		snprintf(err, sizeof(err),
-		         "ring entry: kind is %u, expected %u (request), %u (op) or %u (plan run)",
-		         e->kind, TILEOPS_SQE_REQUEST, TILEOPS_SQE_OP, TILEOPS_SQE_PLAN_RUN);
+		snprintf(
+		        err, sizeof(err),
+		        "ring entry: kind is %u, expected %u (request), %u (op), %u (plan run), %u "
+		        "(event wait) or %u (event record)",
+		        e->kind, TILEOPS_SQE_REQUEST, TILEOPS_SQE_OP, TILEOPS_SQE_PLAN_RUN,
+		        TILEOPS_SQE_EVENT_WAIT, TILEOPS_SQE_EVENT_RECORD);
 		completion_post(ex, s, e->tag, TILEOPS_ERR_PROTOCOL, -1.0, err);
 	}
 }
@@ -256,6 +274,7 @@ static void job_close(worker *w, session *s)
 		s->ring_next = NULL;
 	}
 	plan_close_session(ex, s);
+	events_close_session(ex, s);
 	tensors_free_all(ex, s);
 	opcache_free(s);
 	if (s->stream) {
@@ -313,6 +332,21 @@ static int job_request(worker *w, session *s, job *j)
 		return 0;
 	case REQ_EVENT_RECORD:
 		j->status = tensors_event_record(ex, s, j->ipc, j->msg, sizeof(j->msg));
+		return 0;
+	case REQ_EVENT_REGISTER:
+		j->status = events_register(ex, s, r->u.event, &j->handle, j->msg, sizeof(j->msg));
+		return 0;
+	case REQ_EVENT_RELEASE:
+		j->status = events_release(ex, s, r->u.handle, j->msg, sizeof(j->msg));
+		return 0;
+	case REQ_EVENT_WAIT_ID:
+		j->status = events_wait(ex, s, r->u.handle, j->msg, sizeof(j->msg));
+		return 0;
+	case REQ_EVENT_EXPORT:
+		j->status = events_export(ex, s, j->ipc, j->msg, sizeof(j->msg));
+		return 0;
+	case REQ_EVENT_RECORD_EXPORT:
+		j->status = events_record(ex, s, j->msg, sizeof(j->msg));
 		return 0;
 	case REQ_TENSOR_FREE:
 		plan_forget_tensor(ex, s, r->u.handle);

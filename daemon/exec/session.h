@@ -85,9 +85,12 @@ typedef struct session {
 	int worker;            /* the executor thread that runs its work; fixed at open */
 	struct tenant *tenant; /* whose graph cache its plans use */
 	struct plan *plans;
-	struct session *ring_next; /* its executor thread's list of ring sessions */
-	struct opcache *ops;       /* recently prepared ring ops (opcache.h) */
-	share share;               /* the device time it has queued (share.h) */
+	struct session *ring_next;    /* its executor thread's list of ring sessions */
+	struct opcache *ops;          /* recently prepared ring ops (opcache.h) */
+	share share;                  /* the device time it has queued (share.h) */
+	struct session_event *events; /* its registered events (events.h) */
+	int n_events;
+	uint64_t next_event; /* the last registered event's id */
 
 	/* Written by the executor, read by the loop for stats (atomic). */
 	size_t n_tensors;

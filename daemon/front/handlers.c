@@ -340,6 +340,7 @@ static void request_done(server *srv, job *j)
 	Tileops__TensorCreateReply tr = TILEOPS__TENSOR_CREATE_REPLY__INIT;
 	Tileops__TensorExportReply er = TILEOPS__TENSOR_EXPORT_REPLY__INIT;
 	Tileops__EventRecordReply evr = TILEOPS__EVENT_RECORD_REPLY__INIT;
+	Tileops__EventRegisterReply egr = TILEOPS__EVENT_REGISTER_REPLY__INIT;
 	Tileops__PlanCreateReply pr = TILEOPS__PLAN_CREATE_REPLY__INIT;
 	Tileops__PlanOpenReply por;
 	int encoded_open = 0;
@@ -377,6 +378,17 @@ static void request_done(server *srv, job *j)
 			evr.ipc_event.len = sizeof(j->ipc);
 			r.body_case = TILEOPS__REPLY__BODY_EVENT_RECORD;
 			r.event_record = &evr;
+			break;
+		case REQ_EVENT_EXPORT:
+			evr.ipc_event.data = j->ipc;
+			evr.ipc_event.len = sizeof(j->ipc);
+			r.body_case = TILEOPS__REPLY__BODY_EVENT_EXPORT;
+			r.event_export = &evr;
+			break;
+		case REQ_EVENT_REGISTER:
+			egr.event = j->handle;
+			r.body_case = TILEOPS__REPLY__BODY_EVENT_REGISTER;
+			r.event_register = &egr;
 			break;
 		case REQ_PLAN_CREATE:
 			pr.plan = j->handle;

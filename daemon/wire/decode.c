@@ -259,6 +259,28 @@ tileops_status wire_decode(const Tileops__Request *m, request *r, char *err, siz
 	case TILEOPS__REQUEST__BODY_EVENT_RECORD:
 		r->kind = REQ_EVENT_RECORD;
 		return TILEOPS_OK;
+	case TILEOPS__REQUEST__BODY_EVENT_REGISTER:
+		r->kind = REQ_EVENT_REGISTER;
+		if (m->event_register->ipc_event.len != sizeof(r->u.event))
+			return bad(err, errlen, TILEOPS_ERR_INVALID_ARGUMENT,
+			           "event_register: ipc_event has %zu bytes, expected %zu",
+			           m->event_register->ipc_event.len, sizeof(r->u.event));
+		memcpy(r->u.event, m->event_register->ipc_event.data, sizeof(r->u.event));
+		return TILEOPS_OK;
+	case TILEOPS__REQUEST__BODY_EVENT_RELEASE:
+		r->kind = REQ_EVENT_RELEASE;
+		r->u.handle = m->event_release->event;
+		return TILEOPS_OK;
+	case TILEOPS__REQUEST__BODY_EVENT_WAIT_REGISTERED:
+		r->kind = REQ_EVENT_WAIT_ID;
+		r->u.handle = m->event_wait_registered->event;
+		return TILEOPS_OK;
+	case TILEOPS__REQUEST__BODY_EVENT_EXPORT:
+		r->kind = REQ_EVENT_EXPORT;
+		return TILEOPS_OK;
+	case TILEOPS__REQUEST__BODY_EVENT_RECORD_EXPORTED:
+		r->kind = REQ_EVENT_RECORD_EXPORT;
+		return TILEOPS_OK;
 	default:
 		return bad(err, errlen, TILEOPS_ERR_PROTOCOL,
 		           "request has no body the executor runs");
@@ -328,6 +350,11 @@ const char *request_kind_name(request_kind k)
 		[REQ_TENSOR_VIEW] = "tensor_view",
 		[REQ_EVENT_WAIT] = "event_wait",
 		[REQ_EVENT_RECORD] = "event_record",
+		[REQ_EVENT_REGISTER] = "event_register",
+		[REQ_EVENT_RELEASE] = "event_release",
+		[REQ_EVENT_WAIT_ID] = "event_wait_registered",
+		[REQ_EVENT_EXPORT] = "event_export",
+		[REQ_EVENT_RECORD_EXPORT] = "event_record_exported",
 	};
 	return (size_t)k < sizeof(names) / sizeof(names[0]) && names[k] ? names[k] : "request";
 }

@@ -81,7 +81,12 @@ typedef enum request_kind {
 	REQ_PLAN_OPEN,
 	REQ_TENSOR_VIEW,
 	REQ_EVENT_WAIT,
-	REQ_EVENT_RECORD
+	REQ_EVENT_RECORD,
+	REQ_EVENT_REGISTER,     /* u.event: the client's handle */
+	REQ_EVENT_RELEASE,      /* u.handle: the registered event's id */
+	REQ_EVENT_WAIT_ID,      /* u.handle: the registered event's id */
+	REQ_EVENT_EXPORT,       /* the session's event's handle */
+	REQ_EVENT_RECORD_EXPORT /* record the session's event again */
 } request_kind;
 
 /* A tensor's dtype and shape as the client asked for them (unchecked). */
@@ -109,11 +114,13 @@ typedef struct request {
 			int has_strides; /* else packed row-major */
 			int64_t strides[TK_MAX_DIMS];
 		} view;
-		unsigned char event[64]; /* EVENT_WAIT: the client's cudaIpcEventHandle_t */
-		struct {                 /* TENSOR_WRITE, TENSOR_READ */
+		unsigned char event
+		        [64]; /* EVENT_WAIT, EVENT_REGISTER: the client's cudaIpcEventHandle_t */
+		struct {      /* TENSOR_WRITE, TENSOR_READ */
 			uint64_t handle, tensor_offset, arena_offset, length;
 		} copy;
-		uint64_t handle;   /* TENSOR_FREE, TENSOR_EXPORT, PLAN_FREE */
+		uint64_t
+		        handle; /* TENSOR_FREE, TENSOR_EXPORT, PLAN_FREE, EVENT_RELEASE, EVENT_WAIT_ID */
 		op_desc op;        /* OP_RUN */
 		plan_def *plan;    /* PLAN_CREATE (owned) */
 		plan_run_desc run; /* PLAN_RUN */

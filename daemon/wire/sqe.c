@@ -167,3 +167,29 @@ tileops_status wire_decode_sqe_plan_run(const tileops_sqe *e, plan_run_desc *o, 
 	o->n_bindings = (int)head.n_bindings;
 	return TILEOPS_OK;
 }
+
+tileops_status wire_decode_sqe_event(const tileops_sqe *e, uint64_t *event, char *err,
+                                     size_t errlen)
+{
+	tileops_sqe_event d;
+	const char *what = e->kind == TILEOPS_SQE_EVENT_RECORD ? "event-record" : "event-wait";
+
+	if (e->length != sizeof(d))
+		return sqe_bad(err, errlen, "%s descriptor: length is %u bytes, expected %zu", what,
+		               e->length, sizeof(d));
+	memcpy(&d, e->payload, sizeof(d));
+	if (d.reserved != 0)
+		return sqe_bad(err, errlen, "%s descriptor: reserved is %llu, expected 0", what,
+		               (unsigned long long)d.reserved);
+	if (e->kind == TILEOPS_SQE_EVENT_RECORD && d.event != 0)
+		return sqe_bad(err, errlen,
+		               "event-record descriptor: event is %llu, expected 0 (the session's "
+		               "own event)",
+		               (unsigned long long)d.event);
+	if (e->kind != TILEOPS_SQE_EVENT_RECORD && d.event == 0)
+		return sqe_bad(err, errlen,
+		               "event-wait descriptor: event is 0, expected an id event_register "
+		               "answered");
+	*event = d.event;
+	return TILEOPS_OK;
+}

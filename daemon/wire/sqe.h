@@ -20,6 +20,13 @@ tileops_status wire_decode_sqe_op(const tileops_sqe *e, op_desc *o, char *err, s
 tileops_status wire_decode_sqe_plan_run(const tileops_sqe *e, plan_run_desc *o, char *err,
                                         size_t errlen);
 /*
+ * An event descriptor (TILEOPS_SQE_EVENT_WAIT or TILEOPS_SQE_EVENT_RECORD,
+ * e->kind says which): *event gets the registered event's id (a wait, never
+ * 0) or 0 (a record).
+ */
+tileops_status wire_decode_sqe_event(const tileops_sqe *e, uint64_t *event, char *err,
+                                     size_t errlen);
+/*
  * A TILEOPS_SQE_REQUEST entry: a packed tileops.Request, of which the ring
  * carries op_run, plan_run and sync (TILEOPS_ERR_UNSUPPORTED for others).
  * r is as wire_decode leaves it (decode.c).

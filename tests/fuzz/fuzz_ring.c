@@ -33,6 +33,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else if (e.kind == TILEOPS_SQE_PLAN_RUN) {
 		plan_run_desc r;
 		(void)wire_decode_sqe_plan_run(&e, &r, err, sizeof(err));
+	} else if (e.kind == TILEOPS_SQE_EVENT_WAIT || e.kind == TILEOPS_SQE_EVENT_RECORD) {
+		uint64_t id = 0;
+		if (wire_decode_sqe_event(&e, &id, err, sizeof(err)) == TILEOPS_OK &&
+		    (e.kind == TILEOPS_SQE_EVENT_WAIT) != (id != 0))
+			__builtin_trap(); /* a wait names an event, a record none */
 	} else if (e.kind == TILEOPS_SQE_REQUEST) {
 		request r;
 		if (wire_decode_sqe_request(&e, &r, err, sizeof(err)) == TILEOPS_OK)

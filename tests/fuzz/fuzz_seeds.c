@@ -176,6 +176,15 @@ int main(int argc, char **argv)
 		e.length = (uint32_t)(sizeof(head) + sizeof(bind));
 		put("ring", &e, 24 + e.length);
 	}
+	for (uint32_t k = TILEOPS_SQE_EVENT_WAIT; k <= TILEOPS_SQE_EVENT_RECORD; k++) {
+		tileops_sqe e;
+		memset(&e, 0, sizeof(e));
+		e.kind = k;
+		tileops_sqe_event d = { k == TILEOPS_SQE_EVENT_WAIT ? 1 : 0, 0 };
+		memcpy(e.payload, &d, sizeof(d));
+		e.length = (uint32_t)sizeof(d);
+		put("ring", &e, 24 + e.length);
+	}
 	{
 		tileops_sqe e;
 		memset(&e, 0, sizeof(e));

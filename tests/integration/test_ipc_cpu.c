@@ -175,3 +175,77 @@ Test(ipc_cpu, the_daemon_checks_what_a_raw_client_sends)
 	expect_reply(rep, TILEOPS__STATUS__STATUS_UNSUPPORTED, "CUDA backend");
 	th_raw_close(&r);
 }
+
+/* ---- events opened once ------------------------------------------------------- */
+
+static void registered_events_refused(tileops_client *c)
+{
+	tileops_ipc_event ev;
+	tileops_event id = 77;
+	tileops_completion *cp = (tileops_completion *)&id;
+
+	memset(&ev, 0x5a, sizeof(ev));
+	expect_refused(tileops_event_register(c, &ev, &id), TILEOPS_ERR_UNSUPPORTED,
+	               "event_register: CUDA IPC events need the CUDA backend");
+	cr_assert_eq(id, 77, "a refused register wrote its out-parameter");
+	expect_refused(tileops_event_release(c, 5), TILEOPS_ERR_UNSUPPORTED,
+	               "event_release: CUDA IPC events need the CUDA backend");
+	memset(&ev, 0x11, sizeof(ev));
+	expect_refused(tileops_event_export(c, &ev), TILEOPS_ERR_UNSUPPORTED,
+	               "event_export: CUDA IPC events need the CUDA backend");
+	cr_assert_eq(ev.bytes[0], 0x11, "a refused export wrote its out-parameter");
+
+	/* The submitted ones: accepted for the rings, refused by the daemon. */
+	cr_assert_eq(tileops_event_wait_submit(c, 5, &cp), TILEOPS_OK, "%s", tileops_last_error());
+	expect_refused(tileops_completion_wait(cp, -1), TILEOPS_ERR_UNSUPPORTED,
+	               "event_wait_submit: CUDA IPC events need the CUDA backend");
+	tileops_completion_free(cp);
+	cr_assert_eq(tileops_event_record_submit(c, &cp), TILEOPS_OK, "%s", tileops_last_error());
+	expect_refused(tileops_completion_wait(cp, -1), TILEOPS_ERR_UNSUPPORTED,
+	               "event_record_submit: CUDA IPC events need the CUDA backend");
+	tileops_completion_free(cp);
+
+	/* What the library refuses before sending. */
+	cp = (tileops_completion *)&id;
+	expect_refused(tileops_event_wait_submit(c, 0, &cp), TILEOPS_ERR_INVALID_ARGUMENT,
+	               "event 0 is never a registered event");
+	cr_assert_null(cp, "a refused submit left *out set");
+	expect_refused(tileops_event_release(c, 0), TILEOPS_ERR_INVALID_ARGUMENT,
+	               "event 0 is never a registered event");
+	expect_refused(tileops_event_register(c, NULL, &id), TILEOPS_ERR_INVALID_ARGUMENT, "NULL");
+	expect_refused(tileops_event_register(c, &ev, NULL), TILEOPS_ERR_INVALID_ARGUMENT, "NULL");
+	expect_refused(tileops_event_export(c, NULL), TILEOPS_ERR_INVALID_ARGUMENT, "NULL");
+	expect_refused(tileops_event_wait_submit(c, 1, NULL), TILEOPS_ERR_INVALID_ARGUMENT, "NULL");
+	expect_refused(tileops_event_record_submit(c, NULL), TILEOPS_ERR_INVALID_ARGUMENT, "NULL");
+	expect_refused(tileops_event_record_submit(NULL, &cp), TILEOPS_ERR_INVALID_ARGUMENT,
+	               "NULL");
+
+	/* In order with ops: an op after the refusals runs, and sync is clean
+	 * (a refused request is its own completion's error, not a device one). */
+	int64_t shape[1] = { 4 };
+	float a[4] = { 1, 2, 3, 4 }, got[4];
+	tileops_tensor x = th_tensor_f32(c, 1, shape, a);
+	tileops_tensor in[2] = { x, x };
+	tileops_op op = { "add", in, 2, &x, 1, NULL, 0 };
+	th_run(c, &op);
+	th_read(c, x, got, sizeof(got));
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(got[i], 2 * a[i]);
+	cr_assert_eq(tileops_sync(c), TILEOPS_OK, "%s", tileops_last_error());
+}
+
+Test(ipc_cpu, registered_events_are_unsupported_through_the_rings)
+{
+	tileops_client *c = th_connect("ipc-regev-ring", 0);
+	registered_events_refused(c);
+	tileops_close(c);
+}
+
+Test(ipc_cpu, registered_events_are_unsupported_over_nng)
+{
+	setenv("TILEOPS_RINGS", "0", 1);
+	tileops_client *c = th_connect("ipc-regev-nng", 0);
+	unsetenv("TILEOPS_RINGS");
+	registered_events_refused(c);
+	tileops_close(c);
+}

@@ -1202,3 +1202,51 @@ Test(rings, clients_are_told_to_sleep_rather_than_spin_while_the_cpus_are_taken,
 	tileops_close(c);
 	daemon2_stop(&advising);
 }
+
+/* ---- event descriptors ------------------------------------------------------- */
+
+Test(rings, corrupt_event_descriptors_are_refused_naming_the_field_and_the_session_goes_on)
+{
+	struct hostile x;
+	tileops_sqe_event d = { 0, 0 };
+	tileops_cqe e;
+
+	hostile_open(&x);
+	d.event = 3;
+	expect_refused_naming(&x, hostile_push(&x, TILEOPS_SQE_EVENT_WAIT, 8, &d, sizeof(d)),
+	                      "event-wait descriptor: length is 8 bytes, expected 16");
+	d.reserved = 1;
+	expect_refused_naming(&x,
+	                      hostile_push(&x, TILEOPS_SQE_EVENT_WAIT, sizeof(d), &d, sizeof(d)),
+	                      "reserved is 1");
+	d.reserved = 0;
+	d.event = 0;
+	expect_refused_naming(&x,
+	                      hostile_push(&x, TILEOPS_SQE_EVENT_WAIT, sizeof(d), &d, sizeof(d)),
+	                      "event is 0");
+	d.event = 7;
+	expect_refused_naming(&x,
+	                      hostile_push(&x, TILEOPS_SQE_EVENT_RECORD, sizeof(d), &d, sizeof(d)),
+	                      "event-record descriptor: event is 7, expected 0");
+	expect_good_descriptor(&x);
+
+	/* Well formed: the CPU backend refuses it as it does every event call. */
+	cr_assert(
+	        hostile_completion(
+	                &x, hostile_push(&x, TILEOPS_SQE_EVENT_WAIT, sizeof(d), &d, sizeof(d)), &e),
+	        "no completion for an event wait");
+	e.message[sizeof(e.message) - 1] = '\0';
+	cr_assert_eq(e.status, TILEOPS_ERR_UNSUPPORTED, "status %d (%s)", e.status, e.message);
+	cr_assert(th_contains(e.message, "CUDA backend"), "%s", e.message);
+	d.event = 0;
+	cr_assert(hostile_completion(
+	                  &x, hostile_push(&x, TILEOPS_SQE_EVENT_RECORD, sizeof(d), &d, sizeof(d)),
+	                  &e),
+	          "no completion for an event record");
+	e.message[sizeof(e.message) - 1] = '\0';
+	cr_assert_eq(e.status, TILEOPS_ERR_UNSUPPORTED, "status %d (%s)", e.status, e.message);
+	expect_good_descriptor(&x);
+	expect_daemon_serving();
+	th_raw_close(&x.raw);
+	expect_daemon_serving();
+}

@@ -11,7 +11,11 @@ On the CUDA backend (a GPU, torch with CUDA, --device cuda) every tensor
 stays where torch put it: the weights, the cache and fixed activation
 buffers are imported once (tileops.pytorch.register, zero-copy at their
 offsets in torch's caching allocator) and each step orders itself with
-torch's stream by one IPC event each way, with no host sync. On the CPU
+torch's stream by one IPC event each way, with no host sync: both events
+are opened once, the ops are submitted without waiting for the daemon's
+answers (tp.run(..., submit=True): a refusal is raised by the step's
+tp.torch_waits, or by the sync at the end on the CPU backend), and the
+waits and the record go through the rings like the ops. On the CPU
 backend (--device cpu, small shapes) each op copies its tensors through the
 arena. Prints the largest difference from PyTorch, which must be within
 bf16 tolerance (exit 1 otherwise), and the time per step of both.
@@ -125,12 +129,13 @@ class TileopsLayer:
         L, c = self.L, self.c
         T, clock = self.times, time.perf_counter
         if T is None:
-            r = lambda op, *a, **k: tp.run(op, *a, client=c, order=False, **k)  # noqa: E731
+            r = lambda op, *a, **k: tp.run(op, *a, client=c, order=False, submit=True,  # noqa: E731
+                                           **k)
             ev = lambda f: f(c)  # noqa: E731
         else:
             def r(op, *a, **k):
                 t0 = clock()
-                tp.run(op, *a, client=c, order=False, **k)
+                tp.run(op, *a, client=c, order=False, submit=True, **k)
                 T["run " + op] += clock() - t0
 
             def ev(f):
@@ -154,6 +159,8 @@ class TileopsLayer:
         r("gemm", self.act, L.w_down, None, self.o, trans_b=True, out=self.out)
         if c.has_cuda_ipc:
             ev(tp.torch_waits)    # torch's later kernels see self.out
+        else:
+            c.sync()  # a refused op's error (the copies back have waited already)
         return self.out
 
 

@@ -103,3 +103,41 @@ def test_the_decode_layer_example_matches_pytorch_on_cuda(gpu_daemon):
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     print(r.stdout)
     assert r.returncode == 0 and "PASS" in r.stdout, r.stdout
+
+
+def test_submitted_ops_between_registered_event_waits_order_with_torch_every_step(gclient):
+    """wait_for_torch / torch_waits with events registered once (the client's
+    per stream, the daemon's exported once) and ops submitted without waiting
+    for answers: every step reads torch's latest write and torch reads the
+    daemon's, with no host sync, and the events are not made again."""
+    x = torch.zeros(1 << 16, device="cuda")
+    y = torch.zeros(1 << 16, device="cuda")
+    tp.register(x)
+    tp.register(y)
+    b = gclient._torch_bridge()
+    assert b.fast_events, "the library lacks tileops_event_register"
+    tp.wait_for_torch(gclient)
+    tp.torch_waits(gclient)
+    events, daemon_event = dict(b.stream_events), b.daemon_event
+    for i in range(200):
+        if i % 50 == 3:
+            torch.cuda._sleep(int(1e8))   # a missed wait reads the old x
+        x.fill_(float(i))
+        tp.wait_for_torch(gclient)
+        tp.run("add", x, x, out=y, client=gclient, order=False, submit=True)
+        tp.run("add", y, x, out=y, client=gclient, order=False, submit=True)
+        tp.torch_waits(gclient)
+        assert y[:4].sum().item() == 12.0 * i, "step %d" % i  # torch read after the daemon
+    assert {k: v[1] for k, v in b.stream_events.items()} == {k: v[1] for k, v in events.items()}
+    assert b.daemon_event is daemon_event
+    # A refused submitted op is raised by the next torch_waits.
+    x2, y2, w7 = x.view(16, -1), y.view(16, -1), torch.zeros(7, device="cuda")
+    for t in (x2, y2, w7):
+        tp.register(t)
+    tp.wait_for_torch(gclient)
+    tp.run("rms_norm", x2, w7, eps=1e-5, out=y2, client=gclient, submit=True, order=False)
+    with pytest.raises(tileops.Error) as e:
+        tp.torch_waits(gclient)
+    assert e.value.status_name == "SHAPE"
+    for t in (x, y, x2, y2, w7):
+        tp.unregister(t)

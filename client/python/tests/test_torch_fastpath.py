@@ -78,3 +78,38 @@ def test_calls_the_fast_path_leaves_alone_go_the_general_way(client):
     torch.testing.assert_close(y2, ref, rtol=1e-5, atol=1e-5)
     c = tp.run("clamp", x, max_value=None, min_value=0.0, client=client, order=False)
     torch.testing.assert_close(c, x.clamp(min=0.0))
+
+
+# ---- submit=True ---------------------------------------------------------------------------
+def test_submit_over_registered_tensors_returns_at_once_and_runs_in_order(client):
+    ta, tb, ty = torch.zeros(2, 8), torch.zeros(2, 8), torch.zeros(2, 8)
+    xa, xb, xy = stand_in(client, ta, 1.0), stand_in(client, tb, 2.0), stand_in(client, ty, 0.0)
+    for _ in range(3):
+        assert tp.run("add", ta, tb, out=ty, client=client, order=False, submit=True) is ty
+        assert tp.run("add", ty, tb, out=ta, client=client, order=False, submit=True) is ta
+    client.sync()
+    # a = 1; three times: y = a + 2, a = y + 2  ->  a = 13, y = 11
+    np.testing.assert_array_equal(xa.numpy(), np.full((2, 8), 13.0, np.float32))
+    np.testing.assert_array_equal(xy.numpy(), np.full((2, 8), 11.0, np.float32))
+
+
+def test_a_submitted_registered_call_raises_the_daemons_error_at_sync(client):
+    tx, tw, ty = torch.zeros(4, 64), torch.zeros(63), torch.zeros(4, 64)
+    for t, v in ((tx, 1.0), (tw, 1.0), (ty, 0.0)):
+        stand_in(client, t, v)
+    tp.run("rms_norm", tx, tw, eps=1e-5, out=ty, client=client, order=False, submit=True)
+    with pytest.raises(tileops.Error) as e:
+        client.sync()
+    assert e.value.status_name == "SHAPE" and "weight has shape [63]" in e.value.message
+    client.sync()  # reported once
+
+
+def test_submit_with_cpu_tensors_copies_the_result_back_and_defers_errors(client):
+    a = torch.arange(8, dtype=torch.float32)
+    y = tp.run("add", a, a, client=client, submit=True)
+    assert torch.equal(y, 2 * a)  # the copy back read after the op
+    tp.run("rms_norm", torch.zeros(4, 64), torch.zeros(63), eps=1e-5, client=client,
+           submit=True)          # refused, but only the next sync says so
+    with pytest.raises(tileops.Error) as e:
+        client.sync()
+    assert e.value.status_name == "SHAPE"

@@ -285,6 +285,67 @@ class Client:
         _check(self._lib.event_record(self._c, byref(ev)), "event_record")
         return bytes(ev.bytes)
 
+    # ---- events opened once (the per-step way; tileops.h, "Events opened once") ----------
+    def event_register(self, handle):
+        """Register the CUDA IPC event `handle` (64 bytes, an event made with the
+        interprocess flag) once: returns its id for event_wait_registered. The
+        daemon keeps it open until event_release(id) or the session's end; the
+        caller keeps the event alive that long (CUDA requires it of an opened
+        IPC event). A round trip: once, not every step."""
+        raw = bytes(handle)
+        if len(raw) != 64:
+            raise ValueError("a CUDA IPC event handle has 64 bytes, not %d" % len(raw))
+        ev = L.IpcEvent()
+        ctypes.memmove(ev.bytes, raw, 64)
+        out = ctypes.c_uint64()
+        _check(self._lib.event_register(self._c, byref(ev), byref(out)), "event_register")
+        return out.value
+
+    def event_release(self, event):
+        """Close a registered event in the daemon (after the work submitted before)."""
+        _check(self._lib.event_release(self._c, int(event)), "event_release")
+
+    def event_wait_registered(self, event):
+        """The session's later ops wait, on the device, for the latest record of
+        registered event `event`. Pipelined like run(..., submit=True): no round
+        trip, and a refusal is raised by the next sync() or event_record_now()."""
+        cp = c_void_p()
+        st = self._lib.event_wait_submit(self._c, int(event), byref(cp))
+        if st:
+            raise _error(st, "event_wait_submit")
+        self._track(cp)
+
+    def event_export(self):
+        """The handle (64 bytes) of the session's own interprocess event, which
+        event_record_now() records again: open it once (a round trip)."""
+        ev = L.IpcEvent()
+        _check(self._lib.event_export(self._c, byref(ev)), "event_export")
+        return bytes(ev.bytes)
+
+    def event_record_now(self, raise_pending=True):
+        """Record the session's exported event after its work so far, and return
+        once the daemon has queued that record (a spin on the rings, no nng round
+        trip): from then on waiting on the event waits for that work. Raises the
+        first error of the work pipelined before it (run(..., submit=True),
+        event_wait_registered), as sync() would, without waiting for the device
+        (raise_pending=False leaves those for the next sync)."""
+        lib = self._lib
+        cp = c_void_p()
+        st = lib.event_record_submit(self._c, byref(cp))
+        if st:
+            raise _error(st, "event_record_submit")
+        st = lib.completion_wait(cp, -1)
+        err = _error(st) if st else None
+        lib.completion_free(cp)
+        if raise_pending:
+            with self._mu:
+                self._reap(False)  # what came before it on the rings has finished
+                deferred, self._deferred = self._deferred, None
+            if deferred is not None:
+                raise deferred
+        if err is not None:
+            raise err
+
     # ---- stats ---------------------------------------------------------------------------
     def stats(self, address=None):
         """The daemon's stats document (a dict; docs/operations.md describes it),

@@ -132,6 +132,11 @@ _OPTIONAL = {
                                   POINTER(c_int64), POINTER(T)]),
     "tileops_event_wait": (S, [P, POINTER(IpcEvent)]),
     "tileops_event_record": (S, [P, POINTER(IpcEvent)]),
+    "tileops_event_register": (S, [P, POINTER(IpcEvent), POINTER(c_uint64)]),
+    "tileops_event_release": (S, [P, c_uint64]),
+    "tileops_event_wait_submit": (S, [P, c_uint64, POINTER(P)]),
+    "tileops_event_export": (S, [P, POINTER(IpcEvent)]),
+    "tileops_event_record_submit": (S, [P, POINTER(P)]),
 }
 # tileops_tensor_export and _import took no offset or size before the
 # library gained IPC events; both changed in the same release. A library

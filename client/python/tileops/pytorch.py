@@ -23,7 +23,12 @@ Three ways, from the most to the least explicit:
   torch's stream (``order=True``, the default, on CUDA): the daemon waits on
   the device for an event recorded on torch's current stream, and torch's
   stream waits for an event the daemon records after the op, so neither
-  side synchronises the host (tileops_event_wait / tileops_event_record).
+  side synchronises the host. With a library that has them, both events are
+  opened once (tileops_event_register / tileops_event_export) and each wait
+  and record goes through the rings without a round trip
+  (tileops_event_wait_submit / tileops_event_record_submit); else
+  tileops_event_wait / tileops_event_record. ``submit=True`` returns before
+  the daemon answers; a refusal is raised by the next sync or torch_waits.
 
 - ``torch.ops.tileops.<op>``: every manifest op as a torch custom op
   (torch.library), for the CPU and CUDA dispatch keys, so that it can be
@@ -44,6 +49,7 @@ from . import _ipc
 from . import _expr
 from . import ops as _ops
 from ._client import _error
+from ._lib import byref, c_void_p
 from .ops import _SLOW
 
 __all__ = ["run", "set_client", "get_client", "register", "unregister", "wait_for_torch",
@@ -92,6 +98,12 @@ class _Bridge:
         self.event = None        # our interprocess event, recorded again for every wait
         self.event_handle = None  # its cudaIpcEventHandle_t bytes, asked for once
         self.daemon_events = {}  # daemon's event handles, opened once
+        # Events opened once (when the library has them): per torch stream, an
+        # interprocess event made and registered once, with the completion of
+        # its last wait; the session's exported event, opened once.
+        self.fast_events = client._lib.has("event_register")
+        self.stream_events = {}  # (device, stream) -> [torch event, id, last wait's completion]
+        self.daemon_event = None
 
     def lookup(self, t):
         """The live import of CUDA tensor t (same address, dtype, shape and
@@ -116,13 +128,14 @@ class _Bridge:
         if out is not None:
             out.free()
 
-    def run_registered(self, spec, args, out, kw):
+    def run_registered(self, spec, args, out, kw, submit=False):
         """run(..., order=False) when every tensor is registered (the hot loop
         of a model step): each is found by one dict lookup on its address,
         dtype, shape and strides, and the op struct comes from the op's cache
         (tileops.ops's fast path). _SLOW for anything else, which run() then
         does the general way. Synchronous, as run() is: a refused request
-        raises the daemon's message here."""
+        raises the daemon's message here; with submit, pipelined as
+        tileops.ops's submit=True (raised by the next sync or torch_waits)."""
         reg = self.registered
         n = len(args)
         if not reg or n < spec.n_in_needed or n > spec.n_in:
@@ -164,12 +177,33 @@ class _Bridge:
         if ptr is None:
             return _SLOW
         c = self.client
+        if submit:
+            cp = c_void_p()
+            st = c._lib.op_submit(c._c, ptr, byref(cp))
+            if st:
+                raise _error(st, spec.name)
+            c._track(cp)
+            return ret
         st = c._lib.op_run(c._c, ptr)
         if st:
             raise _error(st)
         return ret
 
     def close(self):
+        lib = self.client._lib
+        for ent in self.stream_events.values():
+            if ent[2] is not None:
+                lib.completion_free(ent[2])
+                ent[2] = None
+            if not self.client.closed:
+                try:
+                    # Released before torch's event goes (CUDA's rule for an
+                    # opened IPC event); the session's end would release it too.
+                    self.client.event_release(ent[1])
+                except Exception:  # noqa: BLE001 - best effort while closing
+                    pass
+        self.stream_events.clear()
+        self.daemon_event = None
         self.registered.clear()
         for ref in list(self.ipc_refs.values()):
             _release_ipc(ref)
@@ -218,8 +252,12 @@ class _Bridge:
         ref = self.ipc_refs.pop(handle, None)
         if ref is None:
             return
-        self.torch_waits()
-        _release_ipc(ref)
+        try:
+            # Not the place to raise a pipelined op's error: the next sync or
+            # torch_waits does.
+            self.torch_waits(raise_pending=False)
+        finally:
+            _release_ipc(ref)
 
     def to_torch(self, tensor, device=None):
         tdt = _dtypes.to_torch(tensor.dtype)
@@ -248,6 +286,8 @@ class _Bridge:
     # ---- ordering ----------------------------------------------------------------------------
     def wait_for_torch(self, stream=None):
         """The daemon's later ops wait for the work queued on torch's stream."""
+        if self.fast_events:
+            return self._wait_for_torch_registered(stream or torch.cuda.current_stream())
         if self.event is None:
             self.event = torch.cuda.Event(interprocess=True)
             self.event_handle = None
@@ -259,9 +299,50 @@ class _Bridge:
             self.event_handle = self.event.ipc_handle()
         self.client.event_wait(self.event_handle)
 
-    def torch_waits(self, stream=None):
+    def _wait_for_torch_registered(self, stream):
+        """wait_for_torch with an event made and registered once per stream
+        (the daemon opened it once) and a wait that goes through the rings
+        without a round trip. Before the event is recorded again, its last
+        wait must have been run by the daemon: a wait takes the latest record
+        when the daemon runs it, and must not take this step's (normally long
+        done: torch_waits waits for the daemon to have run everything before
+        its record). A refused wait is raised here or by the next sync."""
+        c = self.client
+        lib = c._lib
+        key = (stream.device, stream.cuda_stream)
+        ent = self.stream_events.get(key)
+        if ent is None:
+            ev = torch.cuda.Event(interprocess=True)
+            ev.record(stream)
+            ent = self.stream_events[key] = [ev, c.event_register(ev.ipc_handle()), None]
+        else:
+            cp = ent[2]
+            if cp is not None:
+                ent[2] = None
+                st = lib.completion_wait(cp, -1)
+                err = _error(st) if st else None
+                lib.completion_free(cp)
+                if err is not None:
+                    raise err
+            ent[0].record(stream)
+        cp = c_void_p()
+        st = lib.event_wait_submit(c._c, ent[1], byref(cp))
+        if st:
+            raise _error(st, "event_wait_submit")
+        ent[2] = cp
+
+    def torch_waits(self, stream=None, raise_pending=True):
         """Torch's stream waits for the daemon's work so far."""
         if not self.client.has_cuda_ipc:
+            return
+        if self.fast_events:
+            if self.daemon_event is None:
+                self.daemon_event = torch.cuda.Event.from_ipc_handle(
+                    torch.cuda.current_device(), self.client.event_export())
+            # Returns once the daemon has queued the record (and raises what
+            # the pipelined work before it refused): only then may torch wait.
+            self.client.event_record_now(raise_pending)
+            (stream or torch.cuda.current_stream()).wait_event(self.daemon_event)
             return
         h = self.client.event_record()
         ev = self.daemon_events.get(h)
@@ -341,15 +422,23 @@ def _output_specs(spec, ins, params, produce_optional):
     return out
 
 
-def run(op, *args, out=None, client=None, order=True, **kw):
+def run(op, *args, out=None, client=None, order=True, submit=False, **kw):
     """Run manifest op `op` on torch tensors; returns the output(s) as torch tensors
-    (as tileops.ops does with tileops tensors). See the module's doc."""
+    (as tileops.ops does with tileops tensors). See the module's doc.
+
+    submit=True pipelines, as tileops.ops's submit=True does: the call returns
+    before the daemon answers, and a refusal is raised by the next
+    client.sync() or torch_waits(). With order=False over registered CUDA
+    tensors (a model step between one wait_for_torch and one torch_waits)
+    the ops then cost no round trip each. CPU tensors are still copied back
+    after the op (a read waits for it, but a refused op's error comes at
+    the next sync)."""
     spec = _ops.specs[op]
     if client is None:
         client = get_client()
     if not order:
         b = client._torch if client._torch is not None else client._torch_bridge()
-        r = b.run_registered(spec, args, out, kw)
+        r = b.run_registered(spec, args, out, kw, submit)
         if r is not _SLOW:
             return r
     ins = [None] * len(spec.inputs)
@@ -363,10 +452,10 @@ def run(op, *args, out=None, client=None, order=True, **kw):
                 params[k] = spec._param(k, v)
         else:
             raise TypeError("%s: no input or param named '%s'" % (op, k))
-    return _run(spec, ins, out, params, client, order, produce_optional=False)
+    return _run(spec, ins, out, params, client, order, produce_optional=False, submit=submit)
 
 
-def _run(spec, ins, out, params, client, order, produce_optional):
+def _run(spec, ins, out, params, client, order, produce_optional, submit=False):
     n = len(spec.outputs)
     outs = [None] * n if out is None else ([out] if isinstance(out, torch.Tensor) else list(out))
     outs += [None] * (n - len(outs))
@@ -394,7 +483,7 @@ def _run(spec, ins, out, params, client, order, produce_optional):
     touts = [tt(t) if t is not None else None for t in outs]
     if cuda and order:
         b.wait_for_torch()
-    client.run(spec.name, tins, touts, params)
+    client.run(spec.name, tins, touts, params, submit=submit)
     if cuda:
         if order:
             b.torch_waits()
