@@ -22,6 +22,9 @@
  *   (one scale block a step) through a 3-stage cp.async pipeline,
  *   fragments read from rows padded to 144 bytes (free of bank conflicts).
  * stream and tile read rows of a and b that are not 16-byte aligned byte by byte.
+ * For M <= 64 with rows the copy engine can read, the built-in rule runs the
+ * decode kernel of gemm_fp8_decode.cu instead of stream (TMA, wgmma, split K
+ * across a cluster: no workspace).
  */
 #include <atomic>
 #include <cuda_bf16.h>
@@ -621,11 +624,13 @@ int stream_max_chunk(int mt)
 	return mt == 1 ? 2048 : mt == 2 ? 1024 : 512;
 }
 
-/* How a call runs: the kernel, and for stream its m-tiles, K chunk and split count. */
+/* How a call runs: the kernel, for stream its m-tiles, K chunk and split count, for
+ * decode its choice (gemm_fp8_decode.cu). */
 struct RunPlan {
 	int kernel;
 	int mt, splits;
 	int64_t chunk;
+	tk_choice decode;
 };
 
 /*
@@ -644,7 +649,7 @@ bool stream_plan(const tk_fp8_problem &q, size_t ws_bytes, int splits, RunPlan *
 		return false;
 	if (splits > 1 && (size_t)(q.batch * q.m * q.n) * sizeof(float) > ws_bytes)
 		return false;
-	*pl = RunPlan{ TK_FP8_KERNEL_STREAM, mt, splits, chunk };
+	*pl = RunPlan{ TK_FP8_KERNEL_STREAM, mt, splits, chunk, {} };
 	return true;
 }
 
@@ -667,11 +672,21 @@ bool wg_ok(const Fp8Args &p)
 	       tk_sm90::encode_fn() != nullptr;
 }
 
-/* The built-in rule: stream for M <= 64 where it fits, else wg, else tile. */
-RunPlan default_plan(const tk_fp8_problem &q, const Fp8Args &p, size_t ws_bytes)
+/*
+ * The built-in rule: for M <= 64, decode (the weight streamed by TMA into a
+ * deep ring, split K summed across a cluster: the bf16 decode GEMM's design)
+ * where the copy engine can read a and b (and `decode` allows), else stream
+ * where it fits; past that wg, else tile.
+ */
+RunPlan default_plan(const tk_fp8_problem &q, const Fp8Args &p, size_t ws_bytes, bool decode)
 {
-	RunPlan pl;
+	RunPlan pl = {};
 
+	if (decode && q.m <= TK_FP8_DECODE_MAX_M &&
+	    tk_fp8_decode_candidates(&q, &pl.decode, 1) > 0) {
+		pl.kernel = TK_FP8_KERNEL_DECODE;
+		return pl;
+	}
 	if (q.m <= 64) {
 		const int mt = q.m <= 16 ? 1 : q.m <= 32 ? 2 : 4;
 		if (stream_plan(q, ws_bytes, stream_splits(q), &pl) ||
@@ -680,7 +695,7 @@ RunPlan default_plan(const tk_fp8_problem &q, const Fp8Args &p, size_t ws_bytes)
 		                &pl))
 			return pl;
 	}
-	return RunPlan{ wg_ok(p) ? TK_FP8_KERNEL_WG : TK_FP8_KERNEL_TILE, 0, 0, 0 };
+	return RunPlan{ wg_ok(p) ? TK_FP8_KERNEL_WG : TK_FP8_KERNEL_TILE, 0, 0, 0, {} };
 }
 
 /* The plan a choice names, where it can serve the call exactly. */
@@ -692,11 +707,15 @@ bool choice_plan(const tk_fp8_problem &q, const Fp8Args &p, size_t ws_bytes, con
 	if (c.v[0] == TK_FP8_KERNEL_STREAM)
 		return stream_plan(q, ws_bytes, c.v[1], pl);
 	if (c.v[0] == TK_FP8_KERNEL_WG && wg_ok(p)) {
-		*pl = RunPlan{ TK_FP8_KERNEL_WG, 0, 0, 0 };
+		*pl = RunPlan{ TK_FP8_KERNEL_WG, 0, 0, 0, {} };
 		return true;
 	}
 	if (c.v[0] == TK_FP8_KERNEL_TILE) {
-		*pl = RunPlan{ TK_FP8_KERNEL_TILE, 0, 0, 0 };
+		*pl = RunPlan{ TK_FP8_KERNEL_TILE, 0, 0, 0, {} };
+		return true;
+	}
+	if (c.v[0] == TK_FP8_KERNEL_DECODE && tk_fp8_decode_fits(&q, &c)) {
+		*pl = RunPlan{ TK_FP8_KERNEL_DECODE, 0, 0, 0, c };
 		return true;
 	}
 	return false;
@@ -726,7 +745,14 @@ template <typename T> tk_status run(const tk_fp8_problem &q, const tk_call *call
 		return launch_status();
 	}
 	if (!chosen)
-		pl = default_plan(q, p, ws_bytes);
+		pl = default_plan(q, p, ws_bytes, true);
+	if (pl.kernel == TK_FP8_KERNEL_DECODE) {
+		tk_status st = tk_fp8_decode_launch(&q, &pl.decode, s);
+		if (st != TK_ERR_UNSUPPORTED || call->choice.mode == TK_CHOICE_EXACT)
+			return st == TK_OK ? launch_status() : st;
+		/* the driver refused its tensor maps, nothing launched: the rest of the rule */
+		pl = default_plan(q, p, ws_bytes, false);
+	}
 	if (pl.kernel == TK_FP8_KERNEL_STREAM) {
 		p.kchunk = (int)pl.chunk;
 		if (pl.splits > 1) {
@@ -793,6 +819,16 @@ extern "C" int tk_gemm_fp8_candidates(const tk_call *call, int batched, tk_choic
 		}
 		n++;
 	};
+	/* the decode kernel's configurations, the model's cheapest first */
+	{
+		tk_choice dec[64];
+		int nd = tk_fp8_decode_candidates(&q, dec, 64);
+		for (int i = 0; i < nd && i < 64; i++) {
+			if (n < max)
+				out[n] = dec[i];
+			n++;
+		}
+	}
 	/* every split count the stream kernel can run exactly: the built-in one and powers of two */
 	int ns = 0;
 	for (int64_t sp = 1; sp <= q.kblocks && ns < 64; sp *= 2) {

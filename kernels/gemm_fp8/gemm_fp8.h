@@ -49,10 +49,31 @@ tk_status tk_fp8_bmm_parse(const tk_call *call, tk_fp8_problem *p);
 
 /*
  * The kernels a choice names (tk_choice.v[0]; v[1] is the stream kernel's
- * split count of K): gemm_fp8.cu says what each does, gemm_fp8_tuning.c
- * how choices are written.
+ * split count of K; decode's v[1..3] are its cluster split of K, weight
+ * rows a CTA and ring stages): gemm_fp8.cu and gemm_fp8_decode.cu say what
+ * each does, gemm_fp8_tuning.c how choices are written.
  */
-enum tk_fp8_kernel { TK_FP8_KERNEL_STREAM = 1, TK_FP8_KERNEL_WG = 2, TK_FP8_KERNEL_TILE = 3 };
+enum tk_fp8_kernel {
+	TK_FP8_KERNEL_STREAM = 1,
+	TK_FP8_KERNEL_WG = 2,
+	TK_FP8_KERNEL_TILE = 3,
+	TK_FP8_KERNEL_DECODE = 4
+};
+
+/* The largest M the decode kernel (gemm_fp8_decode.cu) takes. */
+#define TK_FP8_DECODE_MAX_M 64
+
+/*
+ * The decode kernel (CUDA builds only): the configurations that can serve
+ * q on the current device as exact choices, the model's cheapest first (up
+ * to max written, how many there are returned; 0 where it cannot serve q:
+ * M > 64, rows the copy engine cannot read); whether choice c fits q; and
+ * a launch of c on stream (TK_ERR_UNSUPPORTED where c does not fit, nothing
+ * launched then). q must have K > 0.
+ */
+int tk_fp8_decode_candidates(const tk_fp8_problem *q, tk_choice *out, int max);
+int tk_fp8_decode_fits(const tk_fp8_problem *q, const tk_choice *c);
+tk_status tk_fp8_decode_launch(const tk_fp8_problem *q, const tk_choice *c, void *stream);
 
 /*
  * The choices that can serve call (gemm_fp8's, or bmm_fp8's when batched)

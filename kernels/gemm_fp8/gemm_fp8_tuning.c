@@ -2,8 +2,10 @@
  * gemm_fp8_tuning.c - the tuning interface of gemm_fp8 and bmm_fp8
  * (tk_tuning in tileops_kernels.h): family "gemm_fp8", whose choices are
  * the kernels of gemm_fp8.cu: the weight-streaming kernel with a split
- * count of K ("stream splits 4"), the wgmma kernel ("wg") and the
- * mma.sync tile kernel ("tile").
+ * count of K ("stream splits 4"), the wgmma kernel ("wg"), the
+ * mma.sync tile kernel ("tile") and the TMA decode kernel with its cluster
+ * split of K, weight rows a CTA and ring stages ("decode splits 2 bn 128
+ * stages 12").
  *
  * Shape class: c's dtype, the scale layout ("bmm" for bmm_fp8's per-batch
  * scales), M rounded up to a power of two, N and K exactly, the batch
@@ -19,7 +21,8 @@
 #include "gemm_fp8.h"
 
 #define CLASS_SYNTAX "DTYPE per_tensor|rowwise|block|bmm m^ n# k# b^"
-#define CHOICE_SYNTAX "stream splits N (N >= 1), wg or tile"
+#define CHOICE_SYNTAX \
+	"stream splits N (N >= 1), wg, tile or decode splits S (1..8) bn 64|128 stages T (2..16)"
 #define MAX_SPLITS 4096
 
 static int shape_class(const tk_call *call, int batched, char *buf, size_t len)
@@ -43,8 +46,31 @@ static int format_choice(const tk_choice *c, char *buf, size_t len)
 		snprintf(buf, len, "wg");
 	else if (c->v[0] == TK_FP8_KERNEL_TILE)
 		snprintf(buf, len, "tile");
+	else if (c->v[0] == TK_FP8_KERNEL_DECODE)
+		snprintf(buf, len, "decode splits %d bn %d stages %d", (int)c->v[1], (int)c->v[2],
+		         (int)c->v[3]);
 	else
 		return -1;
+	return 0;
+}
+
+/* "decode splits S bn B stages T". */
+static int parse_decode(const char *text, tk_choice *c)
+{
+	char word[32], k1[32], n1[32], k2[32], n2[32], k3[32], n3[32], extra[2];
+	int64_t split, bn, stages;
+	int got = sscanf(text, " %31s %31s %31s %31s %31s %31s %31s %1s", word, k1, n1, k2, n2, k3,
+	                 n3, extra);
+
+	if (got != 7 || strcmp(word, "decode") || strcmp(k1, "splits") || strcmp(k2, "bn") ||
+	    strcmp(k3, "stages") || tk_word_number(n1, "", 8, &split) != 0 || split < 1 ||
+	    tk_word_number(n2, "", 128, &bn) != 0 || (bn != 64 && bn != 128) ||
+	    tk_word_number(n3, "", 16, &stages) != 0 || stages < 2)
+		return -1;
+	c->v[0] = TK_FP8_KERNEL_DECODE;
+	c->v[1] = (int32_t)split;
+	c->v[2] = (int32_t)bn;
+	c->v[3] = (int32_t)stages;
 	return 0;
 }
 
@@ -56,6 +82,8 @@ static int parse_choice(const char *text, tk_choice *c)
 
 	memset(c, 0, sizeof(*c));
 	c->mode = TK_CHOICE_PREFER;
+	if (got >= 1 && !strcmp(word, "decode"))
+		return parse_decode(text, c);
 	if (got == 1 && !strcmp(word, "wg")) {
 		c->v[0] = TK_FP8_KERNEL_WG;
 		return 0;

@@ -151,7 +151,8 @@ static tk_tensor dequant(const tk_tensor *q, const tk_tensor *s, int layout, int
 	return t;
 }
 
-static void run_case(const fcase *f)
+/* f on the GPU with choice (NULL: the built-in rule) against the CPU reference. */
+static void run_case_as(const fcase *f, const tk_choice *choice)
 {
 	const tk_kernel_entry *e = tk_kernel_find(f->batch ? "bmm_fp8" : "gemm_fp8");
 	uint64_t rng = gpu_fresh_seed();
@@ -177,19 +178,21 @@ static void run_case(const fcase *f)
 		             cudaSuccess);
 		dc.workspace = with_ws ? ws : NULL;
 		dc.workspace_bytes = with_ws ? TK_WORKSPACE_BYTES : 0;
+		if (choice != NULL)
+			dc.choice = *choice;
 		cr_assert_eq(e->cuda(&dc, NULL), TK_OK, "%s: the launcher refused", what);
 		cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess, "%s: %s", what,
 		             cudaGetErrorString(cudaGetLastError()));
 		free(download(&hc.out[0], dc.out[0].data, &got));
 		double rel = rel_to(&got, &hc.out[0]);
-		cr_expect_leq(rel, tol, "%s%s vs CPU: relative error %.3g > %.3g (seed 0x%llx)",
-		              what, with_ws ? " (workspace)" : "", rel, tol,
-		              (unsigned long long)gpu_case_seed);
+		cr_expect_leq(rel, tol, "%s%s%s vs CPU: relative error %.3g > %.3g (seed 0x%llx)",
+		              what, with_ws ? " (workspace)" : "", choice ? " (a choice)" : "", rel,
+		              tol, (unsigned long long)gpu_case_seed);
 		tt_free(&got);
 	}
 
 	/* the same product as a dequantized bf16 GEMM on the GPU (gemm only) */
-	if (!f->batch && !f->epilogue) {
+	if (!f->batch && !f->epilogue && choice == NULL) {
 		const tk_kernel_entry *g = tk_kernel_find("gemm");
 		tk_call bc, bd;
 		tk_tensor got;
@@ -237,6 +240,11 @@ static void run_case(const fcase *f)
 	cudaFree(ws);
 }
 
+static void run_case(const fcase *f)
+{
+	run_case_as(f, NULL);
+}
+
 Test(gpu_gemm_fp8, every_layout_and_m_matches_cpu_and_a_dequantized_bf16_gemm)
 {
 	static const int64_t ms[] = { 1, 7, 16, 64, 128, 300 };
@@ -279,4 +287,56 @@ Test(gpu_gemm_fp8, bmm_matches_cpu)
 		       { 0, TK_BF16, 2, 64, 512, 2048, 0, 0 } };
 	for (size_t i = 0; i < sizeof(fs) / sizeof(fs[0]); i++)
 		run_case(&fs[i]);
+}
+
+/* TK_FP8_KERNEL_DECODE (kernels/gemm_fp8/gemm_fp8.h): the TMA decode kernel's choices. */
+#define FP8_DECODE 4
+
+/*
+ * Every configuration of the decode kernel that serves a shape, run exactly:
+ * both weight tiles, every cluster split of K the shape allows, both rings;
+ * token tiles of 8 to 64 with M inside them (24, 40) and at their ends;
+ * N that ends inside a 64-row tile, K that ends inside a 128-block.
+ */
+Test(gpu_gemm_fp8, every_decode_configuration_matches_cpu)
+{
+	static const int64_t shapes[][3] = { { 1, 200, 1040 },  { 24, 576, 2064 },
+		                             { 40, 136, 1152 }, { 64, 2112, 1040 },
+		                             { 16, 72, 16 },    { 8, 1024, 4096 } };
+	const tk_kernel_entry *e = tk_kernel_find("gemm_fp8");
+	int ran = 0;
+
+	gpu_require();
+	cr_assert(e != NULL && e->tuning != NULL && e->tuning->candidates != NULL);
+	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
+		for (int layout = 0; layout < 3; layout++) {
+			fcase f = { layout,
+				    layout & 1 ? TK_F16 : TK_BF16,
+				    0,
+				    shapes[i][0],
+				    shapes[i][1],
+				    shapes[i][2],
+				    0,
+				    layout == 1 && i % 2 == 0 };
+			uint64_t rng = 1;
+			tk_call c;
+			tk_choice cand[64];
+			host_call(&c, &f, &rng);
+			/* host buffers (malloc: 16-byte aligned, as cudaMalloc's) stand in for the shapes */
+			int n = e->tuning->candidates(&c, cand, 64);
+			for (int j = 0; j < c.n_in; j++)
+				tt_free(&c.in[j]);
+			tt_free(&c.out[0]);
+			int found = 0;
+			for (int j = 0; j < n && j < 64; j++) {
+				if (cand[j].v[0] != FP8_DECODE)
+					continue;
+				run_case_as(&f, &cand[j]);
+				found++;
+				ran++;
+			}
+			cr_expect_gt(found, 0, "no decode candidate for m%ld n%ld k%ld", (long)f.m,
+			             (long)f.n, (long)f.k);
+		}
+	cr_log_info("%d decode configurations run", ran);
 }

@@ -228,7 +228,8 @@ Test(tuning, the_gemm_class_rounds_m_up_to_a_power_of_two_and_marks_batches)
 
 Test(tuning, the_fp8_classes_name_the_scale_layout_and_the_choices_the_kernels)
 {
-	static const char *const texts[] = { "stream splits 4", "wg", "tile" };
+	static const char *const texts[] = { "stream splits 4", "wg", "tile",
+		                             "decode splits 2 bn 128 stages 12" };
 	char s[TK_TUNING_TEXT_MAX];
 	tk_call c;
 
@@ -247,7 +248,7 @@ Test(tuning, the_fp8_classes_name_the_scale_layout_and_the_choices_the_kernels)
 	cr_assert_str_eq(s, "bf16 block m16 n2112 k7168 b1");
 	c.in[3] = shaped(TK_F32, 2, (int64_t[]){ 16, 56 }); /* N = 2112 has 17 blocks */
 	cr_assert_eq(tk_kernel_find("gemm_fp8")->tuning->shape_class(&c, s, sizeof(s)), -1);
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		tk_choice ch = choice("gemm_fp8", texts[i]);
 		cr_assert_eq(ch.v[0], i + 1, "%s", texts[i]);
 		cr_assert_eq(family("gemm_fp8")->format_choice(&ch, s, sizeof(s)), 0);
@@ -256,6 +257,11 @@ Test(tuning, the_fp8_classes_name_the_scale_layout_and_the_choices_the_kernels)
 	tk_choice ch;
 	cr_assert_neq(family("gemm_fp8")->parse_choice("stream splits 0", &ch), 0);
 	cr_assert_neq(family("gemm_fp8")->parse_choice("splits 4", &ch), 0);
+	/* the decode kernel's cluster split (1..8), weight tile (64, 128) and ring (2..16) */
+	cr_assert_neq(family("gemm_fp8")->parse_choice("decode splits 9 bn 128 stages 4", &ch), 0);
+	cr_assert_neq(family("gemm_fp8")->parse_choice("decode splits 2 bn 96 stages 4", &ch), 0);
+	cr_assert_neq(family("gemm_fp8")->parse_choice("decode splits 2 bn 64 stages 1", &ch), 0);
+	cr_assert_neq(family("gemm_fp8")->parse_choice("decode splits 2 bn 64", &ch), 0);
 }
 
 Test(tuning, the_attention_classes_round_lengths_and_batches_up)
