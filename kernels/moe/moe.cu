@@ -3,9 +3,11 @@
  * right before fast (manifest/moe.yaml defines each op; moe.h is the layout
  * both backends check): route one thread per token, align one block over the
  * whole routing, the grouped GEMMs a 16 x 16 shared-memory tile per CTA with
- * f32 accumulation, unpermute one thread per output element. The H200 tiling
- * (mma, TMA, the decode path that streams the active experts' weights) is
- * still to come; docs/moe.md says so.
+ * f32 accumulation, unpermute one thread per output element. The grouped
+ * GEMMs of f16 and bf16 go to the tensor-core kernel of moe_gemm.cu where it
+ * takes them (K a multiple of 8, x and w 16-byte aligned, block_m a multiple
+ * of 16); the 16 x 16 kernel here runs the rest (f32, odd K, misaligned
+ * views). docs/moe.md says what is still to come (wgmma, fp8 weights).
  */
 #include "cuda_common.cuh"
 #include "moe.h"
@@ -267,6 +269,8 @@ tk_status gemm_launch(const tk_call *call, int gate_up, cudaStream_t st)
 		return s;
 	if (g.block_m % TILE || g.p == 0 || g.out_cols == 0)
 		return g.block_m % TILE ? TK_ERR_UNSUPPORTED : TK_OK;
+	if (tk_moe_gemm_mma_fits(&g))
+		return tk_moe_gemm_mma(&g, st);
 	dim3 grid((unsigned)((g.out_cols + TILE - 1) / TILE), (unsigned)((g.p + TILE - 1) / TILE));
 	if ((g.p + TILE - 1) / TILE > 65535)
 		return TK_ERR_UNSUPPORTED;

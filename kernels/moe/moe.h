@@ -51,6 +51,15 @@ typedef struct tk_moe_gemm {
 
 tk_status tk_moe_gemm_parse(const tk_call *call, int gate_up, tk_moe_gemm *g);
 
+/*
+ * The tensor-core grouped GEMMs (moe_gemm.cu, CUDA builds only): whether
+ * they take g (f16/bf16, K a multiple of 8, x and w 16-byte aligned,
+ * block_m a multiple of 16), and the launch on stream, for a g they take
+ * with P and out_cols above 0.
+ */
+int tk_moe_gemm_mma_fits(const tk_moe_gemm *g);
+tk_status tk_moe_gemm_mma(const tk_moe_gemm *g, void *stream);
+
 /* moe_unpermute: y [P, H], inv [T*k], topk_weights [T, k], shared [T, H] (optional); out [T, H]. */
 typedef struct tk_moe_unpermute {
 	int64_t p, h, t, k;

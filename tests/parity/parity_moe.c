@@ -12,9 +12,12 @@
 
 PARITY_WORKLOAD_TESTS(moe)
 
-/* A grouped GEMM of odd sizes (no multiple of the 16-wide tiles) and each block_m. */
-static void gemm_case(const char *op, tk_dtype dt, int64_t t, int64_t top_k, int64_t e, int64_t n,
-                      int64_t k, int64_t bm)
+/*
+ * A grouped GEMM case: t tokens (top_k 0: t rows in sorted order), E experts,
+ * w [E, n, k], blocks of bm; misalign 1 views x one element past its base.
+ */
+static void gemm_case_at(const char *op, tk_dtype dt, int64_t t, int64_t top_k, int64_t e,
+                         int64_t n, int64_t k, int64_t bm, uint32_t misalign)
 {
 	int64_t tk = t * (top_k ? top_k : 1), p = tk + e * (bm - 1);
 	parity_case c;
@@ -31,7 +34,15 @@ static void gemm_case(const char *op, tk_dtype dt, int64_t t, int64_t top_k, int
 	parity_param_int(&c, "block_m", bm);
 	parity_param_int(&c, "top_k", top_k);
 	parity_range(&c, NULL, -1.0, 1.0);
+	c.misalign = misalign;
 	parity_check(&c);
+}
+
+/* A grouped GEMM of odd sizes (no multiple of the 16-wide tiles) and each block_m. */
+static void gemm_case(const char *op, tk_dtype dt, int64_t t, int64_t top_k, int64_t e, int64_t n,
+                      int64_t k, int64_t bm)
+{
+	gemm_case_at(op, dt, t, top_k, e, n, k, bm, 0);
 }
 
 Test(parity_moe, grouped_gemms_of_odd_sizes_and_every_block_m_match_cpu)
@@ -70,4 +81,37 @@ Test(parity_moe, grouped_sigmoid_routing_with_bias_and_few_experts_match_cpu)
 	parity_param_int(&c, "num_experts", 3);
 	parity_param_int(&c, "block_m", 128);
 	parity_check(&c);
+}
+
+/*
+ * The tensor-core kernel's edges (kernels/moe/moe_gemm.cu, f16 and bf16, K a
+ * multiple of 8): K past the last 64-wide step (72, 136, 200), N and I not a
+ * multiple of the 128- or 64-wide tiles, odd I and N (single stores), tiles
+ * of 16, 32 and 64 rows (block_m 128: two tiles a block), padded blocks and
+ * sentinel rows, empty experts, top_k 0 and > 0, a decode step (one token,
+ * BR 64) and layouts with enough blocks for BR 128; a misaligned x takes the
+ * CUDA-core kernel instead, with the same result.
+ */
+Test(parity_moe, tensor_core_grouped_gemms_at_their_tile_edges_match_cpu)
+{
+	static const tk_dtype dts[] = { TK_BF16, TK_F16 };
+	static const int64_t bms[] = { 16, 32, 64, 128 };
+
+	for (int d = 0; d < 2; d++) {
+		for (int b = 0; b < 4; b++) {
+			gemm_case("moe_grouped_gemm", dts[d], 77, 0, 5, 200, 200, bms[b]);
+			gemm_case("moe_grouped_gemm", dts[d], 50, 0, 3, 37, 136, bms[b]);
+			gemm_case("moe_gate_up", dts[d], 40, 3, 5, 150, 136, bms[b]);
+			gemm_case("moe_gate_up", dts[d], 21, 2, 4, 200, 72, bms[b]);
+			gemm_case("moe_gate_up", dts[d], 1, 8, 16, 96, 64, bms[b]);
+		}
+		/* Enough blocks for the 128-row weight tiles (BR 128). */
+		gemm_case("moe_grouped_gemm", dts[d], 4096, 0, 4, 264, 72, 16);
+		gemm_case("moe_grouped_gemm", dts[d], 4096, 0, 4, 520, 72, 64);
+		gemm_case("moe_gate_up", dts[d], 1024, 4, 4, 520, 72, 64);
+		gemm_case("moe_gate_up", dts[d], 512, 8, 8, 262, 40, 32);
+		/* A misaligned x: the CUDA-core kernel. */
+		gemm_case_at("moe_grouped_gemm", dts[d], 37, 0, 5, 64, 64, 16, 1u);
+		gemm_case_at("moe_gate_up", dts[d], 13, 3, 5, 64, 64, 64, 1u);
+	}
 }

@@ -1,0 +1,403 @@
+/*
+ * moe_gemm.cu - the tensor-core grouped GEMMs of the moe family
+ * (moe_grouped_gemm and moe_gate_up, f16 and bf16; manifest/moe.yaml,
+ * docs/moe.md): ldmatrix + mma.sync m16n8k16 with f32 accumulators from
+ * swizzled shared memory, fed by a 4-stage cp.async pipeline, after
+ * kernels/gemm/gemm_smallm.cu.
+ *
+ * A CTA of 4 warps computes out[p0 .. p0 + BM, n0 .. n0 + BN] for BM rows
+ * of one block_m block of moe_align's layout (BM = 16, 32 or 64 divides
+ * block_m, so the tile has one expert, e = expert_ids[p0 / block_m]):
+ * - A (the activations) is [BM, 64] a K step, gathered: tile row r reads x
+ *   row sorted_ids[p0 + r] / top_k (top_k 0: row p0 + r) with one cp.async
+ *   per 16 bytes from that row's own address; rows of no flat id (the
+ *   sentinel, places past P) and chunks past K are zero-filled.
+ * - B (the weight) is BR = 128 (or 64) rows of w[e] ([N, K], K contiguous,
+ *   mma's "col" operand) by 64. For moe_gate_up the BR rows are BR / 2 gate
+ *   rows n0 .. and the BR / 2 up rows I + n0 .. of the same columns, so
+ *   BN = BR / 2 output columns, and every warp holds the gate and up
+ *   accumulators of the same columns: the epilogue forms silu(g) * u in f32
+ *   and rounds once, as the CPU reference does.
+ * - 16-byte chunk c of tile row r lives at chunk c ^ (r & 7) of its
+ *   128-byte row, so the 8 rows an ldmatrix phase reads hit 8 distinct
+ *   bank groups.
+ * - Tiles of a block past num_post_padded or of no expert (expert_ids[b]
+ *   outside [0, E)) read no weight and write zeros, as do zero-filled rows
+ *   (all zero accumulators, silu(0) * 0 = 0): every row of out below P is
+ *   written, padding zero, as by the CUDA-core kernel of moe.cu and the
+ *   CPU reference. Columns past out_cols and rows past P are not written.
+ *
+ * The grid is one-dimensional over the tiles, rastered in groups of 8 M
+ * tiles (512 rows at BM 64) that walk the N tiles together, M fastest: the
+ * CTAs resident at once cover a few N tiles of those 8 M tiles, so a weight
+ * tile comes from memory about once per group and from L2 for the rest of
+ * it (with the N tiles fastest, Mixtral's 28672 x 4096 gate-up weight would
+ * be streamed from memory once per M tile). At 4096 tokens (block_m 64) every CTA
+ * is a 64 x 128 tile (2 x 2 warps of 32 x 64), 2 CTAs an SM. At decode (1
+ * to 64 tokens, block_m 16) most blocks are padding: their CTAs only write
+ * zeros, and the few live blocks' CTAs stream their expert's weight once
+ * (BM 16, 1 x 4 warps); when an upper bound of the live CTAs at BR 128
+ * would not fill two waves of the SMs, BR drops to 64, doubling the CTAs
+ * over which the active experts' weight reads spread. Each CTA also starts
+ * its K walk at its own K step (the sum does not care), so that CTAs which
+ * start together do not all read one column of every row at once.
+ *
+ * Taken only when: f16 or bf16, K a multiple of 8 (16-byte rows for
+ * cp.async), x and w 16-byte aligned, block_m a multiple of 16; moe.cu's
+ * CUDA-core kernel runs everything else (f32 too).
+ */
+#include <atomic>
+
+#include "cuda_common.cuh"
+#include "moe.h"
+#include "sm90.cuh"
+
+namespace
+{
+
+using namespace tkc;
+using tk_sm90::cp_async16;
+using tk_sm90::cp_async_commit;
+using tk_sm90::cp_async_wait;
+using tk_sm90::smem_addr;
+
+constexpr int kThreads = 128;
+constexpr int kBK = 64; /* K per stage: 8 chunks of 16 bytes a row */
+constexpr int kStages = 4;
+constexpr int kRowBytes = kBK * 2;
+/* M tiles that walk the N tiles together, so that each weight tile is read
+ * from memory once for them and from L2 by the rest. */
+constexpr int kGroupM = 8;
+
+/* What the kernel reads besides tk_moe_gemm. */
+struct MmaArgs {
+	tk_moe_gemm g;
+	int pair_store; /* out_cols even and out 4-byte aligned: stores of 2 */
+	int64_t m_tiles, n_tiles;
+};
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned addr, unsigned &r0, unsigned &r1, unsigned &r2,
+                                            unsigned &r3)
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+	             : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+	             : "r"(addr));
+}
+
+template <typename T> struct Mma;
+
+template <> struct Mma<__half> {
+	static __device__ __forceinline__ void run(float *d, const unsigned *a, unsigned b0,
+	                                           unsigned b1)
+	{
+		asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+		             "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+		             "{%0, %1, %2, %3};\n"
+		             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+		             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+	}
+};
+
+template <> struct Mma<__nv_bfloat16> {
+	static __device__ __forceinline__ void run(float *d, const unsigned *a, unsigned b0,
+	                                           unsigned b1)
+	{
+		asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+		             "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+		             "{%0, %1, %2, %3};\n"
+		             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+		             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+	}
+};
+
+/* Byte offset of 16-byte chunk ch (0..7) of row r in a swizzled tile of 64 columns. */
+__device__ __forceinline__ unsigned swz(int r, int ch)
+{
+	return (unsigned)(r * kRowBytes + ((ch ^ (r & 7)) << 4));
+}
+
+/*
+ * The warps of a BM x BR tile: WM x WN = 4 warps, each FI m16 fragments
+ * (rows) by FJ n8 fragments (weight rows).
+ */
+template <int BM, int BR> struct Layout {
+	static constexpr int WM = BM >= 32 ? 2 : 1;
+	static constexpr int WN = 4 / WM;
+	static constexpr int FI = BM / WM / 16;
+	static constexpr int FJ = BR / WN / 8;
+	static_assert(FI >= 1 && FJ >= 2 && FJ % 2 == 0, "tile too small for the warps");
+	static_assert(BM % 16 == 0 && BR % 16 == 0, "tile rows load 16 at a time");
+};
+
+/*
+ * The first B-tile row of warp column wn's n8 fragment j. Plain: the warp's
+ * FJ fragments are contiguous. Gate-up: its first FJ / 2 fragments are gate
+ * rows, the last FJ / 2 the up rows BR / 2 further, of the same columns.
+ */
+template <int BR, int FJ, bool GATE_UP> __device__ __forceinline__ int brow(int wn, int j)
+{
+	if (!GATE_UP)
+		return wn * FJ * 8 + j * 8;
+	constexpr int H = FJ / 2;
+	return j < H ? wn * H * 8 + j * 8 : BR / 2 + wn * H * 8 + (j - H) * 8;
+}
+
+/*
+ * One K step into a stage: A rows from their gathered sources (xrow[i] is
+ * the element offset of tile row (tid / 8) + 16 i, -1 for a zero row), B
+ * rows from w[e]. Every thread copies chunk tid % 8 of its rows.
+ */
+template <typename T, int BM, int BR, bool GATE_UP>
+__device__ __forceinline__ void load_stage(const tk_moe_gemm &g, unsigned as, unsigned bs,
+                                           const T *x, const T *we, const int64_t *xrow, int64_t n0,
+                                           int kt)
+{
+	const int tid = threadIdx.x, ch = tid & 7, r0 = tid >> 3;
+	const int64_t gk = (int64_t)kt * kBK + ch * 8;
+	const bool kin = gk < g.k;
+	const int64_t kc = kin ? gk : 0; /* zero fills name a line the step reads */
+
+#pragma unroll
+	for (int i = 0; i < BM / 16; i++) {
+		int r = r0 + 16 * i;
+		bool ok = kin && xrow[i] >= 0;
+		cp_async16(as + swz(r, ch), x + (ok ? xrow[i] : 0) + kc, ok);
+	}
+#pragma unroll
+	for (int i = 0; i < BR / 16; i++) {
+		int r = r0 + 16 * i;
+		/* Gate-up: output column c from gate row c and up row I + c. */
+		int64_t c = n0 + (GATE_UP && r >= BR / 2 ? r - BR / 2 : r);
+		int64_t n = GATE_UP && r >= BR / 2 ? g.out_cols + c : c;
+		bool ok = kin && c < g.out_cols;
+		cp_async16(bs + swz(r, ch), we + (ok ? n * g.k : 0) + kc, ok);
+	}
+}
+
+/*
+ * The element offset in x of out row p's source row, or -1 when row p is
+ * zero (a tile of no live block, a place past P, the sentinel).
+ */
+__device__ __forceinline__ int64_t source_row(const tk_moe_gemm &g, bool live, int64_t p)
+{
+	if (!live || p >= g.p)
+		return -1;
+	int32_t s = g.sorted_ids[p];
+	if (s < 0 || s >= g.tk)
+		return -1;
+	return (g.top_k ? s / g.top_k : p) * g.k;
+}
+
+template <typename T>
+__device__ __forceinline__ void store2(const MmaArgs &a, int64_t p, int64_t n, float v0, float v1)
+{
+	const tk_moe_gemm &g = a.g;
+
+	if (p >= g.p || n >= g.out_cols)
+		return;
+	T *o = static_cast<T *>(g.out) + p * g.out_cols + n;
+	if (a.pair_store) {
+		/* out_cols even and n even: n + 1 is in the row too. */
+		*reinterpret_cast<uint32_t *>(o) = pair_from_f32<T>(make_float2(v0, v1));
+		return;
+	}
+	o[0] = from_f32<T>(v0);
+	if (n + 1 < g.out_cols)
+		o[1] = from_f32<T>(v1);
+}
+
+template <typename T, int BM, int BR, bool GATE_UP>
+__global__ void __launch_bounds__(kThreads) moe_mma_kernel(const __grid_constant__ MmaArgs a)
+{
+	using L = Layout<BM, BR>;
+	constexpr int BN = GATE_UP ? BR / 2 : BR; /* output columns of the tile */
+	constexpr unsigned A_BYTES = BM * kRowBytes, STAGE_BYTES = (BM + BR) * kRowBytes;
+	extern __shared__ __align__(128) unsigned char smem[];
+	const tk_moe_gemm &g = a.g;
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	const int wm = warp / L::WN, wn = warp % L::WN;
+	/* Grouped raster: kGroupM M tiles by every N tile, M fastest. */
+	const int64_t pid = blockIdx.x, per_group = (int64_t)kGroupM * a.n_tiles;
+	const int64_t m_first = pid / per_group * kGroupM, in_group = pid % per_group;
+	const int64_t group_m = min((int64_t)kGroupM, a.m_tiles - m_first);
+	const int64_t mt = m_first + in_group % group_m, ntile = in_group / group_m;
+	const int64_t p0 = mt * BM, n0 = ntile * BN;
+	const unsigned base = smem_addr(smem);
+
+	/* p0 < P: the grid has ceil(P / BM) rows of tiles. */
+	const int32_t e = g.expert_ids[p0 / g.block_m];
+	const bool live = p0 < g.num_post_padded[0] && e >= 0 && e < g.e;
+	const T *x = static_cast<const T *>(g.x);
+	const T *we = static_cast<const T *>(g.w) + (int64_t)(live ? e : 0) * g.n * g.k;
+
+	int64_t xrow[BM / 16];
+#pragma unroll
+	for (int i = 0; i < BM / 16; i++)
+		xrow[i] = source_row(g, live, p0 + (tid >> 3) + 16 * i);
+
+	float acc[L::FI][L::FJ][4];
+#pragma unroll
+	for (int i = 0; i < L::FI; i++)
+#pragma unroll
+		for (int j = 0; j < L::FJ; j++)
+#pragma unroll
+			for (int c = 0; c < 4; c++)
+				acc[i][j][c] = 0.0f;
+
+	const int nkt = live ? (int)((g.k + kBK - 1) / kBK) : 0;
+	const int rot = nkt > 0 ? (int)((ntile + 5 * mt) % nkt) : 0;
+
+	for (int st = 0; st < kStages - 1; st++) {
+		if (st < nkt) {
+			int kt = st + rot < nkt ? st + rot : st + rot - nkt;
+			load_stage<T, BM, BR, GATE_UP>(g, base + st * STAGE_BYTES,
+			                               base + st * STAGE_BYTES + A_BYTES, x, we,
+			                               xrow, n0, kt);
+		}
+		cp_async_commit();
+	}
+	for (int t = 0; t < nkt; t++) {
+		cp_async_wait<kStages - 2>();
+		__syncthreads(); /* stage t is in; stage t - 1 is free for every warp */
+		int nt = t + kStages - 1;
+		if (nt < nkt) {
+			int slot = nt % kStages, kt = nt + rot < nkt ? nt + rot : nt + rot - nkt;
+			load_stage<T, BM, BR, GATE_UP>(g, base + slot * STAGE_BYTES,
+			                               base + slot * STAGE_BYTES + A_BYTES, x, we,
+			                               xrow, n0, kt);
+		}
+		cp_async_commit();
+
+		const unsigned as = base + (t % kStages) * STAGE_BYTES, bs = as + A_BYTES;
+#pragma unroll
+		for (int kk = 0; kk < kBK / 16; kk++) {
+			unsigned af[L::FI][4], bf[L::FJ][2];
+#pragma unroll
+			for (int i = 0; i < L::FI; i++) {
+				/* a0..a3: rows 0-7 / 8-15 by k 0-7 / 8-15 of the m16 fragment. */
+				int r = wm * L::FI * 16 + i * 16 + (lane & 7) +
+				        ((lane >> 3) & 1) * 8;
+				ldmatrix_x4(as + swz(r, kk * 2 + (lane >> 4)), af[i][0], af[i][1],
+				            af[i][2], af[i][3]);
+			}
+#pragma unroll
+			for (int j = 0; j < L::FJ; j += 2) {
+				/* b0, b1 of fragment j (k 0-7, 8-15), then those of j + 1. */
+				int r = brow<BR, L::FJ, GATE_UP>(wn, j + ((lane >> 4) & 1)) +
+				        (lane & 7);
+				ldmatrix_x4(bs + swz(r, kk * 2 + ((lane >> 3) & 1)), bf[j][0],
+				            bf[j][1], bf[j + 1][0], bf[j + 1][1]);
+			}
+#pragma unroll
+			for (int i = 0; i < L::FI; i++)
+#pragma unroll
+				for (int j = 0; j < L::FJ; j++)
+					Mma<T>::run(acc[i][j], af[i], bf[j][0], bf[j][1]);
+		}
+	}
+	cp_async_wait<0>();
+
+	/*
+	 * Fragment (i, j): c0, c1 at row lane / 4, columns 2 (lane % 4) + 0, 1;
+	 * c2, c3 eight rows further. Rows of no source are written as zeros
+	 * outright (their zero-filled products are zero too, unless a weight
+	 * is Inf or NaN), as the CPU reference writes them.
+	 */
+#pragma unroll
+	for (int i = 0; i < L::FI; i++) {
+		int64_t p = p0 + wm * L::FI * 16 + i * 16 + (lane >> 2);
+		const bool z0 = source_row(g, live, p) < 0, z1 = source_row(g, live, p + 8) < 0;
+#pragma unroll
+		for (int j = 0; j < (GATE_UP ? L::FJ / 2 : L::FJ); j++) {
+			int64_t n = n0 + brow<BR, L::FJ, GATE_UP>(wn, j) + (lane & 3) * 2;
+			float v[4];
+#pragma unroll
+			for (int c = 0; c < 4; c++) {
+				float gt = acc[i][j][c];
+				if (GATE_UP) {
+					float up = acc[i][j + L::FJ / 2][c];
+					v[c] = gt / (1.0f + expf(-gt)) * up;
+				} else {
+					v[c] = gt;
+				}
+			}
+			store2<T>(a, p, n, z0 ? 0.0f : v[0], z0 ? 0.0f : v[1]);
+			store2<T>(a, p + 8, n, z1 ? 0.0f : v[2], z1 ? 0.0f : v[3]);
+		}
+	}
+}
+
+template <typename T, int BM, int BR, bool GATE_UP> tk_status launch_one(MmaArgs a, cudaStream_t st)
+{
+	constexpr int BN = GATE_UP ? BR / 2 : BR;
+	constexpr int smem = kStages * (BM + BR) * kRowBytes;
+	static std::atomic<uint64_t> done{ 0 };
+	auto *fn = moe_mma_kernel<T, BM, BR, GATE_UP>;
+
+	a.m_tiles = (a.g.p + BM - 1) / BM;
+	a.n_tiles = (a.g.out_cols + BN - 1) / BN;
+	if (a.m_tiles * a.n_tiles > INT32_MAX)
+		return TK_ERR_UNSUPPORTED;
+	if (allow_dynamic_smem((const void *)fn, smem, done) != cudaSuccess)
+		return TK_ERR_LAUNCH;
+	launch_begin();
+	fn<<<(unsigned)(a.m_tiles * a.n_tiles), kThreads, smem, st>>>(a);
+	return launch_status();
+}
+
+template <typename T, bool GATE_UP>
+tk_status launch_bm(const MmaArgs &a, int bm, bool narrow, cudaStream_t st)
+{
+	if (bm == 64)
+		return narrow ? launch_one<T, 64, 64, GATE_UP>(a, st)
+		              : launch_one<T, 64, 128, GATE_UP>(a, st);
+	if (bm == 32)
+		return narrow ? launch_one<T, 32, 64, GATE_UP>(a, st)
+		              : launch_one<T, 32, 128, GATE_UP>(a, st);
+	return narrow ? launch_one<T, 16, 64, GATE_UP>(a, st)
+	              : launch_one<T, 16, 128, GATE_UP>(a, st);
+}
+
+/* The tile's rows: the largest of 64, 32, 16 that divides block_m. */
+int tile_rows(int64_t block_m)
+{
+	return block_m % 64 == 0 ? 64 : block_m % 32 == 0 ? 32 : 16;
+}
+
+} // namespace
+
+extern "C" int tk_moe_gemm_mma_fits(const tk_moe_gemm *g)
+{
+	int bm = tile_rows(g->block_m);
+
+	/* Tiles for the grid's x: at most (P / 16) * (N / 32), far below 2^31 in practice. */
+	return (g->dtype == TK_BF16 || g->dtype == TK_F16) && g->k % 8 == 0 &&
+	       g->block_m % 16 == 0 && aligned16(g->x) && aligned16(g->w) &&
+	       (g->p + bm - 1) / bm * ((g->out_cols + 31) / 32) <= INT32_MAX;
+}
+
+extern "C" tk_status tk_moe_gemm_mma(const tk_moe_gemm *g, void *stream)
+{
+	cudaStream_t st = static_cast<cudaStream_t>(stream);
+	MmaArgs a;
+	const int bm = tile_rows(g->block_m);
+
+	a.g = *g;
+	a.pair_store = g->out_cols % 2 == 0 && ((uintptr_t)g->out & 3) == 0;
+	/*
+	 * Live blocks are at most one per expert with rows plus one per full
+	 * block_m of rows (sum of ceil(c_e / block_m) <= T*k / block_m + min(E,
+	 * T*k)); below two waves of CTAs at BR 128, take BR 64.
+	 */
+	int64_t live = g->tk / g->block_m + (g->e < g->tk ? g->e : g->tk);
+	if (live > g->nb)
+		live = g->nb;
+	const int64_t wide_ctas = live * (g->block_m / bm) * ((g->n + 127) / 128);
+	const bool narrow = wide_ctas < 2 * (int64_t)sm_count();
+
+	if (g->dtype == TK_BF16)
+		return g->gate_up ? launch_bm<__nv_bfloat16, true>(a, bm, narrow, st)
+		                  : launch_bm<__nv_bfloat16, false>(a, bm, narrow, st);
+	return g->gate_up ? launch_bm<__half, true>(a, bm, narrow, st)
+	                  : launch_bm<__half, false>(a, bm, narrow, st);
+}
