@@ -33,8 +33,11 @@ daemon=$!
 for _ in $(seq 100); do [ -s "$dir/pid" ] && break; sleep 0.1; done
 [ -s "$dir/pid" ] || { echo "stat_watch_live: tileopsd did not start:"; cat "$dir/log"; exit 1; }
 
-# Adds for the whole watch (two frames one second apart), until told to stop.
-while [ ! -e "$dir/stop" ]; do "$client" "ipc://$dir/tileopsd.sock" 2000 watched || break; done &
+# Adds for the whole watch (two frames one second apart), until told to stop:
+# one client's session lives through both frames (a client of a few thousand
+# adds spends much of its life connecting and closing, more so under the
+# sanitizers, and both frames could fall between two clients).
+while [ ! -e "$dir/stop" ]; do "$client" "ipc://$dir/tileopsd.sock" 200000 watched || break; done &
 load=$!
 sleep 0.3
 "$stat" --address "ipc://$dir/stats.sock" --watch 1 --count 2 >"$dir/out"
