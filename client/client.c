@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -403,10 +404,65 @@ static const char *resolve_address(const char *given, char *buf, size_t len)
 	return buf;
 }
 
+/*
+ * How long one Hello may go unanswered before connect tries again on a new
+ * connection: 5 s (well past what a loaded machine takes to answer one),
+ * doubling up to 20 s. A Hello sent on a connection the daemon has not yet
+ * taken in (nng finishing the handshake of an ipc pipe made just as another
+ * one closed) can wait with no answer and no error, and nng's REQ would
+ * resend it only after a minute, on that same pipe. Until its answer the
+ * daemon holds nothing of ours, so dropping the connection and making a new
+ * one is safe; a session it did open is reaped with the connection.
+ */
+#define HELLO_TRY_MS 5000
+#define HELLO_TRY_MAX_MS 20000
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* One connection and its Hello, answered within hello_ms. */
+static tileops_status connect_once(const tileops_connect_options *opts, const char *address,
+                                   const char *name, uint32_t ring_entries, int hello_ms,
+                                   struct tileops_client **out)
+{
+	struct tileops_client *c;
+	tileops_status st;
+
+	if ((c = client_alloc()) == NULL)
+		return tci_error(TILEOPS_ERR_OUT_OF_MEMORY, "connect: out of memory");
+	st = arena_plan(c, opts->arena_bytes != 0 ? opts->arena_bytes : TCI_DEFAULT_ARENA_BYTES,
+	                ring_entries);
+	if (st != TILEOPS_OK) {
+		client_destroy(c);
+		return st;
+	}
+	if ((c->address = strdup(address)) == NULL) {
+		client_destroy(c);
+		return tci_error(TILEOPS_ERR_OUT_OF_MEMORY, "connect: out of memory");
+	}
+	if ((st = socket_open(c)) != TILEOPS_OK) {
+		client_destroy(c);
+		return st;
+	}
+	c->timeout_ms = hello_ms;
+	if ((st = socket_dial(c)) != TILEOPS_OK ||
+	    (st = session_hello(c, name, opts->tenant, ring_entries)) != TILEOPS_OK) {
+		client_shutdown(c);
+		return st;
+	}
+	c->timeout_ms = opts->timeout_ms;
+	*out = c;
+	return TILEOPS_OK;
+}
+
 TILEOPS_API tileops_status tileops_connect_opts(const tileops_connect_options *opts,
                                                 tileops_client **out)
 {
-	struct tileops_client *c;
 	char defaddr[512];
 	const char *address;
 	const char *name;
@@ -429,30 +485,27 @@ TILEOPS_API tileops_status tileops_connect_opts(const tileops_connect_options *o
 	name = opts->name != NULL && opts->name[0] != '\0' ? opts->name
 	                                                   : program_invocation_short_name;
 
-	if ((c = client_alloc()) == NULL)
-		return tci_error(TILEOPS_ERR_OUT_OF_MEMORY, "connect: out of memory");
-	c->timeout_ms = opts->timeout_ms;
-	st = arena_plan(c, opts->arena_bytes != 0 ? opts->arena_bytes : TCI_DEFAULT_ARENA_BYTES,
-	                ring_entries);
-	if (st != TILEOPS_OK) {
-		client_destroy(c);
-		return st;
+	const int64_t t0 = now_ms();
+	int try_ms = HELLO_TRY_MS, tries = 0;
+	for (;;) {
+		int hello_ms = try_ms;
+		if (opts->timeout_ms > 0) {
+			int64_t left = t0 + opts->timeout_ms - now_ms();
+			if (left < hello_ms)
+				hello_ms = left > 1 ? (int)left : 1;
+		}
+		tries++;
+		st = connect_once(opts, address, name, ring_entries, hello_ms, out);
+		if (st != TILEOPS_ERR_TIMEOUT)
+			return st;
+		if (opts->timeout_ms > 0 && now_ms() - t0 >= opts->timeout_ms)
+			break;
+		try_ms = try_ms * 2 > HELLO_TRY_MAX_MS ? HELLO_TRY_MAX_MS : try_ms * 2;
 	}
-	if ((c->address = strdup(address)) == NULL) {
-		client_destroy(c);
-		return tci_error(TILEOPS_ERR_OUT_OF_MEMORY, "connect: out of memory");
-	}
-	if ((st = socket_open(c)) != TILEOPS_OK) {
-		client_destroy(c);
-		return st;
-	}
-	if ((st = socket_dial(c)) != TILEOPS_OK ||
-	    (st = session_hello(c, name, opts->tenant, ring_entries)) != TILEOPS_OK) {
-		client_shutdown(c);
-		return st;
-	}
-	*out = c;
-	return TILEOPS_OK;
+	return tci_error(TILEOPS_ERR_TIMEOUT,
+	                 "connect: tileopsd at %s did not answer Hello within %d ms (%d "
+	                 "connections tried)",
+	                 address, opts->timeout_ms, tries);
 }
 
 TILEOPS_API tileops_status tileops_connect(const char *address, tileops_client **out)

@@ -115,7 +115,11 @@ typedef struct tileops_connect_options {
 	 * `arenas` beside an ipc:// socket when it exists (a daemon with
 	 * arena_dir makes it: clients in other containers), else POSIX shm. */
 	size_t arena_bytes;
-	/* Milliseconds to wait for each reply; 0 waits without limit. */
+	/* Milliseconds to wait for each reply; 0 waits without limit. For the
+	 * connect itself, the whole of it: a Hello left unanswered for 5 s
+	 * (then 10, then 20 s a try) is said again on a new connection
+	 * (an ipc connection made just as another one closes can stay
+	 * unanswered), until timeout_ms has passed (0: tries without limit). */
 	int timeout_ms;
 	/* A name for this client, shown in the daemon's logs and stats. */
 	const char *name;

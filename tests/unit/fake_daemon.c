@@ -421,11 +421,27 @@ static void *fake_main(void *arg)
 		Tileops__HelloReply hr = TILEOPS__HELLO_REPLY__INIT;
 		Tileops__TensorCreateReply cr = TILEOPS__TENSOR_CREATE_REPLY__INIT;
 		nng_msg *out;
-		int answer;
+		int answer, silent = 0;
+		uint32_t pipe = (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
 
 		nng_msg_free(msg);
 		if (req == NULL)
 			continue;
+		if (req->body_case == TILEOPS__REQUEST__BODY_HELLO) {
+			pthread_mutex_lock(&f->mu);
+			if (f->n_hellos < 8)
+				f->hello_pipe[f->n_hellos] = pipe;
+			f->n_hellos++;
+			if (f->hello_silent > 0) {
+				f->hello_silent--;
+				silent = 1;
+			}
+			pthread_mutex_unlock(&f->mu);
+		}
+		if (silent) {
+			tileops__request__free_unpacked(req, NULL);
+			continue;
+		}
 		fake_wait_mark(f, req->ring_mark);
 		answer = fake_answer(f, req, &rep, &hr, &cr);
 		nng_msg_alloc(&out, tileops__reply__get_packed_size(&rep));

@@ -54,6 +54,9 @@ struct fake {
 	int hang_ops;           /* hold the nng answer to OpRun until fake_release */
 	nng_msg *held;          /* that answer */
 	int op_delay_ms;        /* answer an nng OpRun only after this long */
+	int hello_silent;       /* leave this many Hellos without an answer */
+	int n_hellos;           /* Hellos received */
+	uint32_t hello_pipe[8]; /* the nng pipe each of the first Hellos came on */
 	/* The client's arena, mapped at Hello. */
 	unsigned char *arena;
 	size_t arena_bytes;

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <nng/nng.h>
@@ -205,6 +206,53 @@ Test(client_fake, connect_says_hello_with_seq_0_and_shares_an_arena_then_unlinks
 	cr_assert_eq(info.session_id, 42);
 	cr_assert_eq(info.protocol_version, 1);
 	tileops_close(c);
+}
+
+static double seconds_since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
+Test(client_fake, an_unanswered_hello_is_tried_again_on_a_new_connection, .timeout = 30)
+{
+	struct timespec t0;
+
+	/* The first Hello gets no answer (as one sent on a pipe the daemon never took in):
+	 * connect gives it 5 s, then says Hello again on a connection of its own. */
+	fake.hello_silent = 1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	tileops_client *c = fake_connect(0, 0);
+	double s = seconds_since(&t0);
+	cr_assert_eq(fake.n_hellos, 2, "%d Hellos", fake.n_hellos);
+	cr_assert_neq(fake.hello_pipe[0], fake.hello_pipe[1],
+	              "the second Hello came on pipe %u too", fake.hello_pipe[1]);
+	cr_assert(s >= 4.9 && s < 15.0, "connect took %.2f s", s);
+	tileops_close(c);
+}
+
+Test(client_fake, connect_gives_up_at_its_timeout_when_no_hello_is_answered, .timeout = 30)
+{
+	tileops_connect_options o;
+	tileops_client *c = NULL;
+	struct timespec t0;
+
+	fake.hello_silent = 1000;
+	memset(&o, 0, sizeof(o));
+	o.address = fake.address;
+	o.timeout_ms = 8000;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	cr_assert_eq(tileops_connect_opts(&o, &c), TILEOPS_ERR_TIMEOUT);
+	double s = seconds_since(&t0);
+	cr_assert_null(c);
+	cr_assert(s >= 7.9 && s < 12.0, "gave up after %.2f s", s);
+	/* 5 s, then the 3 s left: two connections, each with its own Hello. */
+	cr_assert_eq(fake.n_hellos, 2, "%d Hellos", fake.n_hellos);
+	cr_assert_neq(fake.hello_pipe[0], fake.hello_pipe[1]);
+	cr_assert(strstr(tileops_last_error(), "did not answer Hello within 8000 ms") != NULL, "%s",
+	          tileops_last_error());
 }
 
 Test(client_fake, requests_carry_consecutive_seqs_and_close_says_goodbye)
