@@ -504,8 +504,8 @@ TILEOPS_API tileops_status tileops_connect_opts(const tileops_connect_options *o
 	}
 	return tci_error(TILEOPS_ERR_TIMEOUT,
 	                 "connect: tileopsd at %s did not answer Hello within %d ms (%d "
-	                 "connections tried)",
-	                 address, opts->timeout_ms, tries);
+	                 "connection%s tried)",
+	                 address, opts->timeout_ms, tries, tries == 1 ? "" : "s");
 }
 
 TILEOPS_API tileops_status tileops_connect(const char *address, tileops_client **out)
