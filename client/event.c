@@ -74,12 +74,28 @@ TILEOPS_API tileops_status tileops_event_wait_submit(tileops_client *c, tileops_
 	return tci_op_send(c, &req, 0, out);
 }
 
+/* The event handle in er (the reply's body, NULL when another one) into out;
+ * frees the reply. */
+tileops_status tci_event_reply(const char *what, Tileops__Reply *reply,
+                               const Tileops__EventRecordReply *er, tileops_ipc_event *out)
+{
+	tileops_status st = TILEOPS_OK;
+
+	if (er == NULL || er->ipc_event.len != sizeof(out->bytes))
+		st = tci_error(TILEOPS_ERR_PROTOCOL,
+		               "%s: tileopsd's reply carries %zu event bytes, expected %zu", what,
+		               er != NULL ? er->ipc_event.len : 0, sizeof(out->bytes));
+	else
+		memcpy(out->bytes, er->ipc_event.data, sizeof(out->bytes));
+	tileops__reply__free_unpacked(reply, NULL);
+	return st;
+}
+
 TILEOPS_API tileops_status tileops_event_export(tileops_client *c, tileops_ipc_event *out)
 {
 	Tileops__Request req = TILEOPS__REQUEST__INIT;
 	Tileops__EventExport body = TILEOPS__EVENT_EXPORT__INIT;
 	Tileops__Reply *reply = NULL;
-	const Tileops__EventRecordReply *er;
 	tileops_status st;
 
 	if (c == NULL || out == NULL)
@@ -89,16 +105,10 @@ TILEOPS_API tileops_status tileops_event_export(tileops_client *c, tileops_ipc_e
 	req.event_export = &body;
 	if ((st = tci_request_call(c, &req, 0, &reply)) != TILEOPS_OK)
 		return st;
-	er = reply->body_case == TILEOPS__REPLY__BODY_EVENT_EXPORT ? reply->event_export : NULL;
-	if (er == NULL || er->ipc_event.len != sizeof(out->bytes))
-		st = tci_error(
-		        TILEOPS_ERR_PROTOCOL,
-		        "event_export: tileopsd's reply carries %zu event bytes, expected %zu",
-		        er != NULL ? er->ipc_event.len : 0, sizeof(out->bytes));
-	else
-		memcpy(out->bytes, er->ipc_event.data, sizeof(out->bytes));
-	tileops__reply__free_unpacked(reply, NULL);
-	return st;
+	return tci_event_reply(
+	        "event_export", reply,
+	        reply->body_case == TILEOPS__REPLY__BODY_EVENT_EXPORT ? reply->event_export : NULL,
+	        out);
 }
 
 TILEOPS_API tileops_status tileops_event_record_submit(tileops_client *c, tileops_completion **out)

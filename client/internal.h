@@ -218,4 +218,9 @@ uint64_t tci_ring_mark(const struct tileops_client *c);
 int tci_ring_sleep_begin(struct tci_ring *ring, uint32_t *seen);
 void tci_ring_sleep_end(struct tci_ring *ring);
 
+/* An EventRecordReply's handle into out (PROTOCOL when er is NULL or the
+ * wrong size), the reply freed: event_record and event_export. */
+tileops_status tci_event_reply(const char *what, Tileops__Reply *reply,
+                               const Tileops__EventRecordReply *er, tileops_ipc_event *out);
+
 #endif /* TILEOPS_CLIENT_INTERNAL_H */

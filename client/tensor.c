@@ -375,7 +375,6 @@ TILEOPS_API tileops_status tileops_event_record(tileops_client *c, tileops_ipc_e
 	Tileops__Request req = TILEOPS__REQUEST__INIT;
 	Tileops__EventRecord body = TILEOPS__EVENT_RECORD__INIT;
 	Tileops__Reply *reply = NULL;
-	const Tileops__EventRecordReply *er;
 	tileops_status st;
 
 	if (c == NULL || out == NULL)
@@ -385,14 +384,8 @@ TILEOPS_API tileops_status tileops_event_record(tileops_client *c, tileops_ipc_e
 	req.event_record = &body;
 	if ((st = tci_request_call(c, &req, 0, &reply)) != TILEOPS_OK)
 		return st;
-	er = reply->body_case == TILEOPS__REPLY__BODY_EVENT_RECORD ? reply->event_record : NULL;
-	if (er == NULL || er->ipc_event.len != sizeof(out->bytes))
-		st = tci_error(
-		        TILEOPS_ERR_PROTOCOL,
-		        "event_record: tileopsd's reply carries %zu event bytes, expected %zu",
-		        er != NULL ? er->ipc_event.len : 0, sizeof(out->bytes));
-	else
-		memcpy(out->bytes, er->ipc_event.data, sizeof(out->bytes));
-	tileops__reply__free_unpacked(reply, NULL);
-	return st;
+	return tci_event_reply(
+	        "event_record", reply,
+	        reply->body_case == TILEOPS__REPLY__BODY_EVENT_RECORD ? reply->event_record : NULL,
+	        out);
 }
