@@ -362,7 +362,8 @@ static tileops_status session_hello(struct tileops_client *c, const char *client
 		        TILEOPS_ERR_CLOSED,
 		        "tileopsd closed the connection before answering Hello: it accepts "
 		        "only its own uid, root and the members of its allow_group (this "
-		        "process runs as uid %u), or it stopped",
+		        "process runs as uid %u), it had more than max_connections at once, "
+		        "or it stopped",
 		        (unsigned)getuid());
 	if (st != TILEOPS_OK)
 		return st;

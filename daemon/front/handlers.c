@@ -257,7 +257,13 @@ void handle_request(server *srv, tp_worker *w, nng_msg *msg, double received_us)
 		return;
 	}
 	session *s = sessions_by_pipe(srv, pipe);
-	if (req->body_case == TILEOPS__REQUEST__BODY_HELLO && !s) {
+	if (!s && !transport_admit(srv->control, pipe)) {
+		reply_fmt(srv, w, req->seq, TILEOPS_ERR_BUSY,
+		          "the daemon already has %d connections (max_connections); try again "
+		          "when one closes",
+		          transport_max_connections(srv->control));
+		tileops__request__free_unpacked(req, NULL);
+	} else if (req->body_case == TILEOPS__REQUEST__BODY_HELLO && !s) {
 		do_hello(srv, w, req, pipe, uid, gid, pid);
 		tileops__request__free_unpacked(req, NULL);
 	} else if (!s) {

@@ -33,11 +33,21 @@ typedef struct tp_chunk {
 	struct tp_chunk *next;
 } tp_chunk;
 
-/* An accepted connection. */
+/* An accepted connection; `over` when it came beyond max_pipes and holds
+ * no place yet (its requests are refused until one is free). */
 typedef struct tp_pipe {
 	nng_pipe p;
+	int over;
+	double since; /* clock_now_s() when it came */
 	struct tp_pipe *next;
 } tp_pipe;
+
+/* Connections beyond max_pipes kept open to be told why: at most this many.
+ * One more closes the oldest of them if that one has had OVER_GRACE_S to
+ * send its request (a client sends its Hello at once), else it is closed
+ * itself. */
+#define MAX_OVER_PIPES 16
+#define OVER_GRACE_S 1.0
 
 struct transport {
 	nng_socket sock;
@@ -50,8 +60,9 @@ struct transport {
 	atomic_int idle; /* workers waiting for a message */
 	atomic_int busy; /* workers holding a message not answered yet */
 	atomic_int closing;
-	tp_pipe *pipes; /* under mu */
-	int n_pipes;    /* under mu */
+	tp_pipe *pipes; /* under mu, newest first */
+	int n_pipes;    /* under mu: those holding a place */
+	int n_over;     /* under mu: those beyond max_pipes */
 	char path[512]; /* ipc socket file, removed at close */
 };
 
@@ -166,13 +177,102 @@ void transport_reply(tp_worker *w, nng_msg *msg)
 
 /* ---- connections ------------------------------------------------------- */
 
-/* Admit a pipe within the connection cap (under tp->mu); NULL, or the cap
- * it would exceed. */
-static const char *admit_locked(transport *tp)
+/* 1 when a pipe may take a place within max_pipes (under tp->mu). */
+static int place_free_locked(const transport *tp)
 {
-	if (tp->opt.max_pipes > 0 && tp->n_pipes >= tp->opt.max_pipes)
-		return "max_connections";
-	return NULL;
+	return tp->opt.max_pipes <= 0 || tp->n_pipes < tp->opt.max_pipes;
+}
+
+/* The oldest pipe beyond the cap (under tp->mu); NULL if none. */
+static tp_pipe *oldest_over_locked(transport *tp)
+{
+	tp_pipe *oldest = NULL;
+	for (tp_pipe *q = tp->pipes; q; q = q->next)
+		if (q->over)
+			oldest = q;
+	return oldest;
+}
+
+/* Make room for one more pipe beyond the cap (under tp->mu): 1 with *evict
+ * set to the pipe to close (or left unset), 0 when there is none. */
+static int over_room_locked(transport *tp, double now, nng_pipe *evict)
+{
+	if (tp->n_over < MAX_OVER_PIPES)
+		return 1;
+	tp_pipe *old = oldest_over_locked(tp);
+	if (!old || now - old->since < OVER_GRACE_S)
+		return 0;
+	*evict = old->p;
+	return 1;
+}
+
+/*
+ * A connection beyond max_pipes is kept, without a place, so that its first
+ * request can be answered with the reason (a connection closed during its
+ * handshake leaves the client's dialer retrying with nothing to report);
+ * at most MAX_OVER_PIPES are kept, the oldest closed for a new one.
+ */
+static void pipe_added(transport *tp, nng_pipe p, uint64_t uid, uint64_t pid)
+{
+	tp_pipe *q = calloc(1, sizeof(*q));
+	nng_pipe evict = NNG_PIPE_INITIALIZER;
+	const char *refused = atomic_load(&tp->closing) ? "closing" : !q ? "out of memory" : NULL;
+	double now = clock_now_s();
+
+	pthread_mutex_lock(&tp->mu);
+	if (!refused) {
+		q->p = p;
+		q->since = now;
+		q->over = !place_free_locked(tp);
+		if (q->over && !over_room_locked(tp, now, &evict))
+			refused = "max_connections, and too many others beyond it just now";
+	}
+	if (!refused) {
+		q->next = tp->pipes;
+		tp->pipes = q;
+		if (q->over)
+			tp->n_over++;
+		else
+			tp->n_pipes++;
+	}
+	int over = !refused && q->over;
+	pthread_mutex_unlock(&tp->mu);
+	if (refused) {
+		free(q);
+		log_warn("%s: refused a connection from uid %llu pid %llu (%s)", tp->opt.address,
+		         (unsigned long long)uid, (unsigned long long)pid, refused);
+		nng_pipe_close(p);
+		return;
+	}
+	if (over)
+		log_warn("%s: a connection from uid %llu pid %llu is beyond max_connections (%d); "
+		         "its requests are refused until one closes",
+		         tp->opt.address, (unsigned long long)uid, (unsigned long long)pid,
+		         tp->opt.max_pipes);
+	if (nng_pipe_id(evict) > 0)
+		nng_pipe_close(evict);
+}
+
+static void pipe_removed(transport *tp, uint32_t id)
+{
+	int known = 0;
+	pthread_mutex_lock(&tp->mu);
+	for (tp_pipe **pp = &tp->pipes; *pp; pp = &(*pp)->next) {
+		if (nng_pipe_id((*pp)->p) == (int)id) {
+			tp_pipe *q = *pp;
+			*pp = q->next;
+			if (q->over)
+				tp->n_over--;
+			else
+				tp->n_pipes--;
+			known = !q->over;
+			free(q);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&tp->mu);
+	if (known && tp->cb.on_pipe_removed)
+		tp->cb.on_pipe_removed(tp->cb.ctx, id);
 }
 
 static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
@@ -188,41 +288,34 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 			nng_pipe_close(p);
 			return;
 		}
-		tp_pipe *q = calloc(1, sizeof(*q));
-		pthread_mutex_lock(&tp->mu);
-		const char *cap = q ? admit_locked(tp) : "out of memory";
-		if (!cap && !atomic_load(&tp->closing)) {
-			q->p = p;
-			q->next = tp->pipes;
-			tp->pipes = q;
-			tp->n_pipes++;
-			q = NULL;
-		}
-		pthread_mutex_unlock(&tp->mu);
-		if (q || cap) {
-			free(q);
-			log_warn("%s: refused a connection from uid %llu pid %llu (%s)",
-			         tp->opt.address, (unsigned long long)uid, (unsigned long long)pid,
-			         cap ? cap : "closing");
-			nng_pipe_close(p);
-		}
+		pipe_added(tp, p, uid, pid);
 	} else if (ev == NNG_PIPE_EV_REM_POST) {
-		int known = 0;
-		pthread_mutex_lock(&tp->mu);
-		for (tp_pipe **pp = &tp->pipes; *pp; pp = &(*pp)->next) {
-			if (nng_pipe_id((*pp)->p) == (int)id) {
-				tp_pipe *q = *pp;
-				*pp = q->next;
-				free(q);
-				tp->n_pipes--;
-				known = 1;
-				break;
-			}
-		}
-		pthread_mutex_unlock(&tp->mu);
-		if (known && tp->cb.on_pipe_removed)
-			tp->cb.on_pipe_removed(tp->cb.ctx, id);
+		pipe_removed(tp, id);
 	}
+}
+
+int transport_admit(transport *tp, uint32_t pipe_id)
+{
+	int admitted = 1;
+	pthread_mutex_lock(&tp->mu);
+	for (tp_pipe *q = tp->pipes; q; q = q->next) {
+		if ((uint32_t)nng_pipe_id(q->p) != pipe_id)
+			continue;
+		if (q->over && place_free_locked(tp)) {
+			q->over = 0;
+			tp->n_over--;
+			tp->n_pipes++;
+		}
+		admitted = !q->over;
+		break;
+	}
+	pthread_mutex_unlock(&tp->mu);
+	return admitted;
+}
+
+int transport_max_connections(const transport *tp)
+{
+	return tp->opt.max_pipes;
 }
 
 int transport_workers(transport *tp)
@@ -237,6 +330,15 @@ int transport_connections(transport *tp)
 {
 	pthread_mutex_lock(&tp->mu);
 	int n = tp->n_pipes;
+	pthread_mutex_unlock(&tp->mu);
+	return n;
+}
+
+/* Every connection still open, with or without a place. */
+static int pipes_left(transport *tp)
+{
+	pthread_mutex_lock(&tp->mu);
+	int n = tp->n_pipes + tp->n_over;
 	pthread_mutex_unlock(&tp->mu);
 	return n;
 }
@@ -397,7 +499,7 @@ void transport_close(transport *tp)
 		nng_pipe_close(q->p);
 	pthread_mutex_unlock(&tp->mu);
 	double until = clock_now_s() + PIPES_GONE_SECONDS;
-	while (transport_connections(tp) > 0 && clock_now_s() < until)
+	while (pipes_left(tp) > 0 && clock_now_s() < until)
 		usleep(1000);
 	/* Stop every aio (waits for callbacks in progress), then close. With
 	 * closing set, and the lock taken once after it, no worker is added any

@@ -10,7 +10,10 @@
  * left waiting: requests that wait long (behind a missing seq, behind long
  * device work) never leave other clients without one.
  *
- * Connections are counted, and one beyond max_pipes is closed at once.
+ * Connections are counted. One beyond max_pipes is kept without a place
+ * (up to a few, the oldest closed for a new one) so that the owner can
+ * answer its requests with the reason: transport_admit says whether a
+ * connection holds a place, and gives it one when a place has come free.
  */
 #ifndef TILEOPSD_TRANSPORT_H
 #define TILEOPSD_TRANSPORT_H
@@ -55,7 +58,15 @@ void transport_stop_listening(transport *tp);
 /* Number of workers holding a message that has not been answered yet. */
 int transport_busy(transport *tp);
 
-/* Connections open now, and contexts in the pool. */
+/* 1 when the connection holds a place within max_pipes (taking one that
+ * has come free), 0 when it is beyond the cap. An unknown id (gone
+ * already) counts as admitted: nothing will read the answer. */
+int transport_admit(transport *tp, uint32_t pipe_id);
+
+/* The cap on connections (0: none). */
+int transport_max_connections(const transport *tp);
+
+/* Connections holding a place now, and contexts in the pool. */
 int transport_connections(transport *tp);
 int transport_workers(transport *tp);
 
