@@ -90,6 +90,31 @@ void cpu_enqueue(backend *be, cpu_stream *s, cpu_item *it)
 	pthread_mutex_unlock(&im->mu);
 }
 
+tileops_status cpu_wait_locked(cpu_impl *im, cpu_stream *s, cpu_stream *after, char *err,
+                               size_t errlen)
+{
+	if (s == after || cpu_stream_idle(after))
+		return TILEOPS_OK; /* nothing of it is left to wait for */
+	cpu_fence *f = calloc(1, sizeof(*f));
+	cpu_item *mark = f ? cpu_item_new(ITEM_FENCE, err, errlen) : NULL;
+	cpu_item *wait = mark ? cpu_item_new(ITEM_WAIT, err, errlen) : NULL;
+	if (!wait) {
+		free(f);
+		free(mark);
+		snprintf(err, errlen, "out of host memory ordering one stream after another");
+		return TILEOPS_ERR_OUT_OF_MEMORY;
+	}
+	f->s = after;
+	f->im = im;
+	f->refs = 2; /* the marker's and the wait's */
+	after->refs++;
+	mark->u.fence = f;
+	wait->u.fence = f;
+	cpu_enqueue_locked(im, after, mark);
+	cpu_enqueue_locked(im, s, wait);
+	return TILEOPS_OK;
+}
+
 cpu_item *cpu_item_new(item_kind kind, char *err, size_t errlen)
 {
 	cpu_item *it = malloc(sizeof(*it));
@@ -136,6 +161,13 @@ void cpu_fence_pass_locked(cpu_fence *f)
 {
 	cpu_stream *s = f->s;
 	f->passed = 1;
+	if (f->waiter) {
+		cpu_stream *w = f->waiter;
+		f->waiter = NULL;
+		w->parked = 0;
+		ready_push(f->im, w);
+		pthread_cond_signal(&f->im->work_cv);
+	}
 	f->err_serial = s->err_serial;
 	if (s->err_serial > s->err_answered) {
 		f->status = s->err_status;
@@ -250,8 +282,14 @@ static tileops_status run_item(backend *be, cpu_item *it, char *err, size_t errl
 		    0)
 			return copy_failed(it, err, errlen);
 		return TILEOPS_OK;
+	case ITEM_DCOPY:
+		if (lost)
+			return TILEOPS_ERR_BACKEND;
+		memmove(it->u.dcopy.dst, it->u.dcopy.src, it->u.dcopy.len);
+		return TILEOPS_OK;
 	case ITEM_FREE:
 	case ITEM_FENCE:
+	case ITEM_WAIT:
 		return TILEOPS_OK; /* done under the lock, in finish_locked */
 	}
 	return TILEOPS_OK;
@@ -283,6 +321,9 @@ static int finish_locked(cpu_impl *im, cpu_stream *s, cpu_item *it, tileops_stat
 		break;
 	case ITEM_FENCE:
 		cpu_fence_pass_locked(it->u.fence);
+		cpu_fence_unref_locked(it->u.fence);
+		break;
+	case ITEM_WAIT:
 		cpu_fence_unref_locked(it->u.fence);
 		break;
 	case ITEM_FREE: {
@@ -354,8 +395,14 @@ static void *pool_main(void *arg)
 			pthread_cond_wait(&im->work_cv, &im->mu);
 			continue;
 		}
-		s->running = 1;
 		cpu_item *it = s->head;
+		if (it->kind == ITEM_WAIT && !it->u.fence->passed) {
+			/* Off the ready lists until the fence passes: no thread waits. */
+			s->parked = 1;
+			it->u.fence->waiter = s;
+			continue;
+		}
+		s->running = 1;
 		pthread_mutex_unlock(&im->mu);
 		char msg[256] = "";
 		tileops_status st = run_item(be, it, msg, sizeof(msg));
