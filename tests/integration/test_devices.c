@@ -460,6 +460,42 @@ Test(devices, a_plan_whose_ops_are_on_two_devices_is_refused_when_it_is_made)
 
 /* ---- the suite's own daemon ---------------------------------------------- */
 
+/* A kernel that fails once it runs on device 1 fails the session's next
+ * sync, as one on device 0 would, and not the sync after. */
+Test(devices, a_kernel_failing_on_device_1_fails_the_next_sync_only)
+{
+	daemon2_start(&multi, "devices = 0-1\ndiagnostic_ops = on\n");
+	daemon2_use(&multi);
+	tileops_client *c = th_connect("device-fault", 0);
+	const int64_t shape[1] = { 1 };
+	tileops_tensor x0 = tensor_on(c, 0, TILEOPS_F32, 1, shape);
+	tileops_tensor x = tensor_on(c, 1, TILEOPS_F32, 1, shape);
+	tileops_tensor y = tensor_on(c, 1, TILEOPS_F32, 1, shape);
+	tileops_param sticky = tileops_param_bool("sticky", 0);
+	tileops_op fault = { .name = "fault",
+		             .inputs = &x,
+		             .n_inputs = 1,
+		             .outputs = &y,
+		             .n_outputs = 1,
+		             .params = &sticky,
+		             .n_params = 1 };
+	/* The session has work on device 0 too. */
+	float one = 1.0f;
+	th_write(c, x0, &one, sizeof(one));
+	tileops_status st = tileops_op_run(c, &fault);
+	cr_assert_eq(st, TILEOPS_OK, "the launch of a kernel that fails later: %s (%s)",
+	             tileops_strerror(st), tileops_last_error());
+	st = tileops_sync(c);
+	cr_assert_eq(st, TILEOPS_ERR_BACKEND, "the sync after a kernel failed on device 1: %s (%s)",
+	             tileops_strerror(st), tileops_last_error());
+	cr_assert_not_null(strstr(tileops_last_error(), "fault"),
+	                   "the error does not name the op: %s", tileops_last_error());
+	st = tileops_sync(c);
+	cr_assert_eq(st, TILEOPS_OK, "the sync after that: %s (%s)", tileops_strerror(st),
+	             tileops_last_error());
+	close_multi(c);
+}
+
 Test(devices, a_daemon_without_a_devices_setting_reports_one_device)
 {
 	tileops_client *c = th_connect("devices-default", 0);

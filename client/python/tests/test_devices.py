@@ -91,7 +91,7 @@ def test_outputs_are_allocated_on_their_inputs_device(mclient):
     # Submitted (through the rings) and with a plan, on device 2 as well.
     ops.add(out, y, out=out, submit=True)
     mclient.sync()
-    np.testing.assert_array_equal(out.numpy(), 5 * a)
+    np.testing.assert_allclose(out.numpy(), 5 * a, rtol=1e-6)
     z = mclient.tensor("f32", (32,), device=2)
     with mclient.plan() as p:
         ops.mul(x, y, out=z, plan=p)
