@@ -43,6 +43,7 @@ static void client_destroy(struct tileops_client *c)
 	free(c->daemon_version);
 	free(c->backend);
 	free(c->device);
+	tci_devices_free(c);
 	free(c);
 }
 
@@ -308,7 +309,7 @@ static tileops_status server_info_store(struct tileops_client *c, const Tileops_
 	c->info.capabilities = h->capabilities;
 	c->info.session_id = h->session_id;
 	c->info.max_message_bytes = h->max_message_bytes;
-	return TILEOPS_OK;
+	return tci_devices_store(c, h);
 }
 
 /*

@@ -100,6 +100,8 @@ struct tileops_client {
 	char *backend;
 	char *device;
 	tileops_server_info info;
+	tileops_device_info *devices; /* n_devices (>= 1) entries, names malloc'd */
+	int n_devices;
 
 	pthread_mutex_t arena_mu;
 
@@ -171,6 +173,16 @@ tileops_status tci_op_call(tileops_client *c, Tileops__Request *req);
 /* client.c */
 void tci_client_retain(struct tileops_client *c);
 void tci_client_release(struct tileops_client *c);
+
+/* device.c: the devices the daemon serves. */
+
+/* Keep HelloReply.devices in c (one device, index 0, named as c->device,
+ * when the daemon sends none); called once c->device is set. */
+tileops_status tci_devices_store(struct tileops_client *c, const Tileops__HelloReply *h);
+/* Free the list; safe on a client that never stored one. */
+void tci_devices_free(struct tileops_client *c);
+/* INVALID_ARGUMENT naming `call` and the count unless 0 <= device < count. */
+tileops_status tci_device_check(const char *call, const struct tileops_client *c, int device);
 
 /* ring.c: the shared-memory rings (the data plane). */
 

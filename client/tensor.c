@@ -1,6 +1,7 @@
 /*
- * tensor.c - tensors: dtypes, create, views, free, bytes in and out through
- * the arena, CUDA IPC export and import, and CUDA IPC events.
+ * tensor.c - tensors: dtypes, create (on a device), views, free, copies
+ * between tensors, bytes in and out through the arena, CUDA IPC export and
+ * import, and CUDA IPC events.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,13 @@ static tileops_status reply_handle(const char *call, const Tileops__TensorCreate
 TILEOPS_API tileops_status tileops_tensor_create(tileops_client *c, tileops_dtype dtype, int ndim,
                                                  const int64_t *shape, tileops_tensor *out)
 {
+	return tileops_tensor_create_on(c, 0, dtype, ndim, shape, out);
+}
+
+TILEOPS_API tileops_status tileops_tensor_create_on(tileops_client *c, int device,
+                                                    tileops_dtype dtype, int ndim,
+                                                    const int64_t *shape, tileops_tensor *out)
+{
 	Tileops__Request req = TILEOPS__REQUEST__INIT;
 	Tileops__TensorCreate body = TILEOPS__TENSOR_CREATE__INIT;
 	Tileops__Reply *reply = NULL;
@@ -79,8 +87,10 @@ TILEOPS_API tileops_status tileops_tensor_create(tileops_client *c, tileops_dtyp
 	if (c == NULL || out == NULL)
 		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "tensor_create: %s is NULL",
 		                 c == NULL ? "client" : "out");
-	if ((st = shape_check("tensor_create", dtype, ndim, shape)) != TILEOPS_OK)
+	if ((st = tci_device_check("tensor_create", c, device)) != TILEOPS_OK ||
+	    (st = shape_check("tensor_create", dtype, ndim, shape)) != TILEOPS_OK)
 		return st;
+	body.device = (uint32_t)device;
 	body.dtype = (Tileops__DType)dtype;
 	body.n_shape = (size_t)ndim;
 	body.shape = (int64_t *)shape;
@@ -109,6 +119,31 @@ TILEOPS_API tileops_status tileops_tensor_free(tileops_client *c, tileops_tensor
 	body.handle = t;
 	req.body_case = TILEOPS__REQUEST__BODY_TENSOR_FREE;
 	req.tensor_free = &body;
+	return tci_request_call(c, &req, 0, NULL);
+}
+
+/*
+ * Over nng, after the ring entries before it (its ring_mark): the daemon
+ * queues the copy behind the session's earlier work, so ops submitted
+ * through the rings before it are ordered first, as with a tensor write.
+ * Sizes and layouts are the daemon's to check: only it knows both tensors.
+ */
+TILEOPS_API tileops_status tileops_tensor_copy(tileops_client *c, tileops_tensor dst,
+                                               tileops_tensor src)
+{
+	Tileops__Request req = TILEOPS__REQUEST__INIT;
+	Tileops__TensorCopy body = TILEOPS__TENSOR_COPY__INIT;
+
+	if (c == NULL)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT, "tensor_copy: client is NULL");
+	if (dst == 0 || src == 0)
+		return tci_error(TILEOPS_ERR_INVALID_ARGUMENT,
+		                 "tensor_copy: %s handle 0 is not a tensor",
+		                 dst == 0 ? "dst" : "src");
+	body.dst = dst;
+	body.src = src;
+	req.body_case = TILEOPS__REQUEST__BODY_TENSOR_COPY;
+	req.tensor_copy = &body;
 	return tci_request_call(c, &req, 0, NULL);
 }
 

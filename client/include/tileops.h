@@ -167,15 +167,63 @@ typedef struct tileops_server_info {
 
 tileops_status tileops_server_info_get(tileops_client *c, tileops_server_info *out);
 
+/* ---- devices ---------------------------------------------------------- */
+
+/*
+ * A daemon may serve several devices (its `devices` setting; on the CPU
+ * backend emulated ones). Each tensor lives on one of them, chosen when it
+ * is created; an op runs on the device of its tensors. The list is what the
+ * daemon said at connect time and does not change during the session. A
+ * daemon that does not report devices serves one: index 0, named as
+ * tileops_server_info.device.
+ */
+
+/* One device the daemon serves (its `devices` setting); strings live as long as c. */
+typedef struct tileops_device_info {
+	uint32_t index;        /* what tileops_tensor_create_on names: 0 .. count - 1 */
+	int32_t ordinal;       /* the CUDA device ordinal (CPU: the emulated device's number) */
+	const char *name;      /* e.g. "NVIDIA H200 (sm_90, 132 SMs)" */
+	uint64_t memory_bytes; /* its memory; 0 where not known (CPU) */
+} tileops_device_info;
+
+/* How many devices the daemon serves (at least 1); 0 when c is NULL. */
+int tileops_device_count(tileops_client *c);
+
+/* Device `index`; TILEOPS_ERR_INVALID_ARGUMENT naming the count when out of range. */
+tileops_status tileops_device_info_get(tileops_client *c, int index, tileops_device_info *out);
+
 /* ---- tensors ---------------------------------------------------------- */
 
 /*
  * Create a tensor of `dtype` and `shape` (ndim 0..TILEOPS_MAX_DIMS, every
  * extent >= 0), packed row-major, filled with zero bytes (memory another
- * session freed never shows through).
+ * session freed never shows through), on device 0.
  */
 tileops_status tileops_tensor_create(tileops_client *c, tileops_dtype dtype, int ndim,
                                      const int64_t *shape, tileops_tensor *out);
+
+/*
+ * tileops_tensor_create on the device of index `device` (0 ..
+ * tileops_device_count - 1; tileops_tensor_create is device 0). Ops run on
+ * the device of their tensors: every tensor of one op on the same device
+ * (the daemon refuses an op, or a plan at tileops_plan_end, whose tensors
+ * are on two with TILEOPS_ERR_INVALID_ARGUMENT, naming the devices). A bad
+ * index is refused by the client (message naming the count) before
+ * anything is sent. A view lives on its base's device.
+ */
+tileops_status tileops_tensor_create_on(tileops_client *c, int device, tileops_dtype dtype,
+                                        int ndim, const int64_t *shape, tileops_tensor *out);
+
+/*
+ * Copy every byte of src into dst, on one device or between two (a peer
+ * copy): both packed row-major with the same byte size (the daemon refuses
+ * other pairs with TILEOPS_ERR_INVALID_ARGUMENT, naming both sizes, or a
+ * view with gaps between its rows). Ordered after the session's earlier
+ * work on both tensors, and later work on either waits for it. Returns once
+ * the daemon has queued it (like tileops_op_run): use tileops_sync or a
+ * read to wait for it.
+ */
+tileops_status tileops_tensor_copy(tileops_client *c, tileops_tensor dst, tileops_tensor src);
 
 /* Free a tensor. Ops already submitted that use it complete first. */
 tileops_status tileops_tensor_free(tileops_client *c, tileops_tensor t);

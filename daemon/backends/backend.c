@@ -26,7 +26,7 @@ backend *backend_open(backend_kind kind, const backend_options *opt, char *err, 
 		ask_for_queues(opt);
 	switch (kind) {
 	case BACKEND_CPU:
-		return backend_cpu_open(err, errlen);
+		return backend_cpu_open(opt, err, errlen);
 	case BACKEND_CUDA:
 #ifdef TILEOPS_HAVE_CUDA
 		return backend_cuda_open(opt, err, errlen);
@@ -40,7 +40,7 @@ backend *backend_open(backend_kind kind, const backend_options *opt, char *err, 
 		if (backend_cuda_available())
 			return backend_cuda_open(opt, err, errlen);
 #endif
-		return backend_cpu_open(err, errlen);
+		return backend_cpu_open(opt, err, errlen);
 	}
 }
 

@@ -13,20 +13,31 @@
  * release thread); they call into nothing of the executor's but the
  * thread_waker callback.
  *
- * A "stream" orders one session's work. On both backends launch, write,
- * read, free and graph_launch queue work on the stream and return before
- * it has run; a fence after it tells when it has, and sync waits for it.
- * Work on different streams may run at once.
+ * A "stream" orders one session's work on one device. On both backends
+ * launch, write, read, copy, free and graph_launch queue work on the
+ * stream and return before it has run; a fence after it tells when it has,
+ * and sync waits for it. Work on different streams may run at once;
+ * stream_wait orders one after another.
+ *
+ * Devices: a backend serves the devices it was opened with (be->n_devices,
+ * by index 0..n-1); a stream and an allocation belong to one of them, and
+ * a kernel reads and writes memory of its stream's device only. The CPU
+ * backend's devices are emulated (host memory, one pool of threads), so
+ * that everything above the backend runs the same with one or several.
  * Errors: functions return a tileops_status and write a message.
  */
 #ifndef TILEOPSD_BACKEND_H
 #define TILEOPSD_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "arena.h"
 #include "tileops_codes.h"
 #include "tileops_kernels.h"
+
+/* The most devices one daemon serves. */
+#define BACKEND_MAX_DEVICES 16
 
 /* Which backend a daemon runs (the config key `backend`). */
 typedef enum backend_kind { BACKEND_AUTO = 0, BACKEND_CPU = 1, BACKEND_CUDA = 2 } backend_kind;
@@ -54,7 +65,8 @@ typedef struct backend_ops {
 	 * the executor polls the device (CUDA). */
 	void (*thread_waker)(backend *be, void (*wake)(void *arg), void *arg);
 	void (*destroy)(backend *be);
-	tileops_status (*stream_create)(backend *be, void **stream, char *err, size_t errlen);
+	tileops_status (*stream_create)(backend *be, int device, void **stream, char *err,
+	                                size_t errlen);
 	void (*stream_destroy)(backend *be, void *stream);
 	/* Run the stream's later work at the device's low priority (low 1) or
 	 * at the normal one (0), in order after what it has queued. Not while
@@ -64,7 +76,8 @@ typedef struct backend_ops {
 	/* Make an arena usable as a copy source/target (CUDA: pin it). */
 	void (*arena_attach)(backend *be, arena *a);
 	void (*arena_detach)(backend *be, arena *a);
-	tileops_status (*alloc)(backend *be, size_t bytes, void **ptr, char *err, size_t errlen);
+	tileops_status (*alloc)(backend *be, int device, size_t bytes, void **ptr, char *err,
+	                        size_t errlen);
 	void (*free)(backend *be, void *stream, void *ptr);
 	/* Copy arena[aoff, aoff+len) to dst, or src to the arena, in stream order.
 	 * The copy may still be running on return: it is done when a fence
@@ -84,6 +97,15 @@ typedef struct backend_ops {
 	                         const tk_call *call, int timed, int slot, void *arg, char *err,
 	                         size_t errlen);
 	tileops_status (*sync)(backend *be, void *stream, char *err, size_t errlen);
+	/* The stream's later work waits (on the device, not on the host) for
+	 * what `after` has queued so far; either may be of any device. */
+	tileops_status (*stream_wait)(backend *be, void *stream, void *after, char *err,
+	                              size_t errlen);
+	/* Copy len bytes from src to dst in stream order; each is memory of a
+	 * device of this backend (the same or another: a peer copy). The
+	 * caller orders the stream after the work that src and dst wait for. */
+	tileops_status (*copy)(backend *be, void *stream, void *dst, const void *src, size_t len,
+	                       char *err, size_t errlen);
 	/* A marker after the work queued on the stream so far. fence_query:
 	 * TILEOPS_IN_PROGRESS until that work is done, then its status (a device
 	 * fault is TILEOPS_ERR_BACKEND, at once, from every fence). fence_free
@@ -157,10 +179,19 @@ typedef struct backend_ops {
 /* Called with the time a launched op took (slot and arg as given at launch). */
 typedef void (*backend_timing_fn)(void *ctx, int slot, void *arg, double elapsed_us);
 
+/* One device a backend serves. */
+typedef struct backend_device {
+	int ordinal;           /* CUDA's device ordinal (CPU: the emulated device's number) */
+	char name[160];        /* a description for Hello and stats */
+	uint64_t memory_bytes; /* 0: not known */
+} backend_device;
+
 struct backend {
 	const backend_ops *ops;
-	const char *name;      /* "cpu" or "cuda" */
-	char device[160];      /* a description for Hello and stats */
+	const char *name; /* "cpu" or "cuda" */
+	char device[160]; /* a description for Hello and stats: the first device's */
+	backend_device devices[BACKEND_MAX_DEVICES];
+	int n_devices;
 	uint64_t capabilities; /* TILEOPS_CODE_CAP_* (proto/tileops_codes.h) */
 	int is_gpu;
 	/* The device's rates, for estimating how long an op's roofline counts
@@ -206,7 +237,8 @@ int backend_lost(backend *be, char *why, size_t len);
  * default and a new stream for each session.
  */
 typedef struct backend_options {
-	int device;
+	int devices[BACKEND_MAX_DEVICES]; /* ordinals, by index */
+	int n_devices;                    /* at least 1 */
 	int queues;
 } backend_options;
 
@@ -218,7 +250,8 @@ typedef struct backend_options {
 backend *backend_open(backend_kind kind, const backend_options *opt, char *err, size_t errlen);
 void backend_close(backend *be);
 
-backend *backend_cpu_open(char *err, size_t errlen);
+/* The CPU backend with opt's devices emulated (opt NULL: one, numbered 0). */
+backend *backend_cpu_open(const backend_options *opt, char *err, size_t errlen);
 #ifdef TILEOPS_HAVE_CUDA
 /* Returns 1 when a CUDA device is usable, 0 otherwise. */
 int backend_cuda_available(void);

@@ -99,9 +99,11 @@ static void cpu_destroy(backend *be)
 	free(be);
 }
 
-static tileops_status cpu_stream_create(backend *be, void **stream, char *err, size_t errlen)
+static tileops_status cpu_stream_create(backend *be, int device, void **stream, char *err,
+                                        size_t errlen)
 {
 	cpu_impl *im = be->impl;
+	(void)device; /* the emulated devices share the host's memory and threads */
 	cpu_stream *s = calloc(1, sizeof(*s));
 	if (!s) {
 		snprintf(err, errlen, "out of host memory creating a stream");
@@ -159,8 +161,10 @@ static void cpu_arena_noop(backend *be, arena *a)
 {
 }
 
-static tileops_status cpu_alloc(backend *be, size_t bytes, void **ptr, char *err, size_t errlen)
+static tileops_status cpu_alloc(backend *be, int device, size_t bytes, void **ptr, char *err,
+                                size_t errlen)
 {
+	(void)device;
 	/* 64-byte alignment, and never a zero-sized request. */
 	size_t n = (bytes + 63) & ~(size_t)63;
 	void *p = aligned_alloc(64, n ? n : 64);
@@ -212,6 +216,33 @@ static tileops_status cpu_copy(backend *be, void *stream, item_kind kind, void *
 	it->u.copy.a = *a;
 	it->u.copy.off = aoff;
 	it->u.copy.len = len;
+	cpu_enqueue(be, stream, it);
+	return TILEOPS_OK;
+}
+
+static tileops_status cpu_stream_wait(backend *be, void *stream, void *after, char *err,
+                                      size_t errlen)
+{
+	cpu_impl *im = be->impl;
+	if (cpu_observe_fault(be))
+		return cpu_lost_error(be, err, errlen);
+	pthread_mutex_lock(&im->mu);
+	tileops_status st = cpu_wait_locked(im, stream, after, err, errlen);
+	pthread_mutex_unlock(&im->mu);
+	return st;
+}
+
+static tileops_status cpu_device_copy(backend *be, void *stream, void *dst, const void *src,
+                                      size_t len, char *err, size_t errlen)
+{
+	if (cpu_observe_fault(be))
+		return cpu_lost_error(be, err, errlen);
+	cpu_item *it = cpu_item_new(ITEM_DCOPY, err, errlen);
+	if (!it)
+		return TILEOPS_ERR_OUT_OF_MEMORY;
+	it->u.dcopy.dst = dst;
+	it->u.dcopy.src = src;
+	it->u.dcopy.len = len;
 	cpu_enqueue(be, stream, it);
 	return TILEOPS_OK;
 }
@@ -314,6 +345,7 @@ static tileops_status cpu_fence_create(backend *be, void *stream, void **fence, 
 		return TILEOPS_ERR_OUT_OF_MEMORY;
 	}
 	f->s = s;
+	f->im = im;
 	f->refs = 1;
 	pthread_mutex_lock(&im->mu);
 	s->refs++;
@@ -524,6 +556,8 @@ static const backend_ops cpu_ops = {
 	.read = cpu_read,
 	.launch = cpu_launch,
 	.sync = cpu_sync,
+	.stream_wait = cpu_stream_wait,
+	.copy = cpu_device_copy,
 	.fence_create = cpu_fence_create,
 	.fence_query = cpu_fence_query,
 	.fence_answered = cpu_fence_answered,
@@ -540,7 +574,7 @@ static const backend_ops cpu_ops = {
 	.ceilings = cpu_ceilings,
 };
 
-backend *backend_cpu_open(char *err, size_t errlen)
+backend *backend_cpu_open(const backend_options *opt, char *err, size_t errlen)
 {
 	backend *be = calloc(1, sizeof(*be));
 	cpu_impl *im = calloc(1, sizeof(*im));
@@ -558,6 +592,17 @@ backend *backend_cpu_open(char *err, size_t errlen)
 	be->impl = im;
 	be->name = "cpu";
 	snprintf(be->device, sizeof(be->device), "CPU reference kernels (%d cores)", im->cpus);
+	be->n_devices = opt && opt->n_devices > 0 ? opt->n_devices : 1;
+	for (int i = 0; i < be->n_devices; i++) {
+		backend_device *d = &be->devices[i];
+		d->ordinal = opt && opt->n_devices > 0 ? opt->devices[i] : 0;
+		if (be->n_devices == 1)
+			snprintf(d->name, sizeof(d->name), "%s", be->device);
+		else
+			snprintf(d->name, sizeof(d->name),
+			         "CPU reference kernels (%d cores), emulated device %d", im->cpus,
+			         d->ordinal);
+	}
 	be->capabilities = 0;
 	be->is_gpu = 0;
 	/* Rough rates of one core running the reference kernels, for the

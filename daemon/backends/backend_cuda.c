@@ -488,9 +488,13 @@ static inline cudaStream_t cs(void *stream)
 	return ((cuda_stream *)stream)->s;
 }
 
-static tileops_status cuda_stream_create(backend *be, void **stream, char *err, size_t errlen)
+/* One device per CUDA backend (backend_cuda_open refuses more): `device`
+ * is always its index 0. */
+static tileops_status cuda_stream_create(backend *be, int device, void **stream, char *err,
+                                         size_t errlen)
 {
 	cuda_impl *im = be->impl;
+	(void)device;
 	cuda_stream *st = pool_take(&im->pool);
 	if (!st)
 		st = stream_new(im->prio_normal);
@@ -596,9 +600,11 @@ static void cuda_arena_detach(backend *be, arena *a)
 	a->pinned = 0;
 }
 
-static tileops_status cuda_alloc(backend *be, size_t bytes, void **ptr, char *err, size_t errlen)
+static tileops_status cuda_alloc(backend *be, int device, size_t bytes, void **ptr, char *err,
+                                 size_t errlen)
 {
 	void *p = NULL;
+	(void)device;
 	cudaError_t e = cudaMalloc(&p, bytes ? bytes : 256);
 	if (e == cudaErrorMemoryAllocation &&
 	    __atomic_load_n(&((cuda_impl *)be->impl)->deferred_any, __ATOMIC_RELAXED)) {
@@ -826,6 +832,32 @@ static tileops_status cuda_fence_create(backend *be, void *stream, void **fence,
 		return cuda_fail(e, "cudaEventRecord", err, errlen);
 	*fence = ev;
 	return TILEOPS_OK;
+}
+
+/* An event of the thread's pool recorded on `after` and waited for on
+ * `stream`: the wait takes the record as it is now, so the event goes back
+ * to the pool at once. */
+static tileops_status cuda_stream_wait(backend *be, void *stream, void *after, char *err,
+                                       size_t errlen)
+{
+	void *ev = NULL;
+	if (stream == after)
+		return TILEOPS_OK;
+	tileops_status st = cuda_fence_create(be, after, &ev, err, errlen);
+	if (st != TILEOPS_OK)
+		return st;
+	cudaError_t e = cudaStreamWaitEvent(cs(stream), (cudaEvent_t)ev, 0);
+	cuda_fence_free(be, ev);
+	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "cudaStreamWaitEvent", err, errlen);
+}
+
+/* Device to device, or between two devices (unified addressing tells). */
+static tileops_status cuda_device_copy(backend *be, void *stream, void *dst, const void *src,
+                                       size_t len, char *err, size_t errlen)
+{
+	(void)be;
+	cudaError_t e = cudaMemcpyAsync(dst, src, len, cudaMemcpyDefault, cs(stream));
+	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "cudaMemcpyAsync", err, errlen);
 }
 
 static tileops_status cuda_fence_query(backend *be, void *fence, char *err, size_t errlen)
@@ -1238,6 +1270,8 @@ static const backend_ops cuda_ops = {
 	.arena_attach = cuda_arena_attach,
 	.arena_detach = cuda_arena_detach,
 	.alloc = cuda_alloc,
+	.stream_wait = cuda_stream_wait,
+	.copy = cuda_device_copy,
 	.free = cuda_free,
 	.write = cuda_write,
 	.read = cuda_read,
@@ -1268,8 +1302,16 @@ static const backend_ops cuda_ops = {
 
 backend *backend_cuda_open(const backend_options *opt, char *err, size_t errlen)
 {
+	if (opt->n_devices > 1) {
+		snprintf(
+		        err, errlen,
+		        "devices: %d GPUs named, and the CUDA backend serves one GPU per tileopsd; "
+		        "run one tileopsd per GPU (--device N, docs/operations.md)",
+		        opt->n_devices);
+		return NULL;
+	}
 	cuda_load_eagerly();
-	int n = 0, device = opt->device;
+	int n = 0, device = opt->n_devices > 0 ? opt->devices[0] : 0;
 	cudaError_t e = cudaGetDeviceCount(&n);
 	if (e != cudaSuccess || n == 0) {
 		snprintf(err, errlen, "--backend cuda: no usable GPU (%s)",
@@ -1366,6 +1408,10 @@ backend *backend_cuda_open(const backend_options *opt, char *err, size_t errlen)
 	snprintf(be->device, sizeof(be->device), "%.64s (sm_%d%d, %d SMs, %.0f GiB, device %d)",
 	         prop.name, prop.major, prop.minor, prop.multiProcessorCount,
 	         (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), device);
+	be->n_devices = 1;
+	be->devices[0].ordinal = device;
+	be->devices[0].memory_bytes = (uint64_t)prop.totalGlobalMem;
+	snprintf(be->devices[0].name, sizeof(be->devices[0].name), "%s", be->device);
 	cuda_be = be;
 	return be;
 }

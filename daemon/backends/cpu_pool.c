@@ -136,6 +136,13 @@ void cpu_fence_pass_locked(cpu_fence *f)
 {
 	cpu_stream *s = f->s;
 	f->passed = 1;
+	if (f->waiter) {
+		cpu_stream *w = f->waiter;
+		f->waiter = NULL;
+		w->parked = 0;
+		ready_push(f->im, w);
+		pthread_cond_signal(&f->im->work_cv);
+	}
 	f->err_serial = s->err_serial;
 	if (s->err_serial > s->err_answered) {
 		f->status = s->err_status;
@@ -153,6 +160,40 @@ static void stream_fail_locked(cpu_stream *s, tileops_status st, const char *msg
 		snprintf(s->err_msg, sizeof(s->err_msg), "%s", msg);
 	}
 	s->err_serial++;
+}
+
+tileops_status cpu_wait_locked(cpu_impl *im, cpu_stream *s, cpu_stream *after, char *err,
+                               size_t errlen)
+{
+	if (s == after)
+		return TILEOPS_OK;
+	if (cpu_stream_idle(after)) {
+		/* Nothing of it is left to wait for; a failure it has not reported
+		 * is handed on now, as a wait item would when it ran. */
+		if (after->err_serial > after->err_answered) {
+			stream_fail_locked(s, after->err_status, after->err_msg);
+			after->err_answered = after->err_serial;
+		}
+		return TILEOPS_OK;
+	}
+	cpu_fence *f = calloc(1, sizeof(*f));
+	cpu_item *mark = f ? cpu_item_new(ITEM_FENCE, err, errlen) : NULL;
+	cpu_item *wait = mark ? cpu_item_new(ITEM_WAIT, err, errlen) : NULL;
+	if (!wait) {
+		free(f);
+		free(mark);
+		snprintf(err, errlen, "out of host memory ordering one stream after another");
+		return TILEOPS_ERR_OUT_OF_MEMORY;
+	}
+	f->s = after;
+	f->im = im;
+	f->refs = 2; /* the marker's and the wait's */
+	after->refs++;
+	mark->u.fence = f;
+	wait->u.fence = f;
+	cpu_enqueue_locked(im, after, mark);
+	cpu_enqueue_locked(im, s, wait);
+	return TILEOPS_OK;
 }
 
 /* Release the freed memory that no earlier queued work can still use. */
@@ -250,8 +291,14 @@ static tileops_status run_item(backend *be, cpu_item *it, char *err, size_t errl
 		    0)
 			return copy_failed(it, err, errlen);
 		return TILEOPS_OK;
+	case ITEM_DCOPY:
+		if (lost)
+			return TILEOPS_ERR_BACKEND;
+		memmove(it->u.dcopy.dst, it->u.dcopy.src, it->u.dcopy.len);
+		return TILEOPS_OK;
 	case ITEM_FREE:
 	case ITEM_FENCE:
+	case ITEM_WAIT:
 		return TILEOPS_OK; /* done under the lock, in finish_locked */
 	}
 	return TILEOPS_OK;
@@ -285,6 +332,19 @@ static int finish_locked(cpu_impl *im, cpu_stream *s, cpu_item *it, tileops_stat
 		cpu_fence_pass_locked(it->u.fence);
 		cpu_fence_unref_locked(it->u.fence);
 		break;
+	case ITEM_WAIT: {
+		/* A failure on the stream waited for is this one's too, handed
+		 * on once: a session with streams on several devices fences on
+		 * the stream that waits for them all (exec/devices.h), so its
+		 * next sync reports a kernel that failed on any of them. */
+		cpu_fence *f = it->u.fence;
+		if (f->status != TILEOPS_OK && f->s->err_answered < f->err_serial) {
+			stream_fail_locked(s, f->status, f->msg);
+			f->s->err_answered = f->err_serial;
+		}
+		cpu_fence_unref_locked(f);
+		break;
+	}
 	case ITEM_FREE: {
 		cpu_deferred *d = malloc(sizeof(*d));
 		if (!d || !im->all_head || im->all_head->ticket > it->ticket) {
@@ -354,8 +414,14 @@ static void *pool_main(void *arg)
 			pthread_cond_wait(&im->work_cv, &im->mu);
 			continue;
 		}
-		s->running = 1;
 		cpu_item *it = s->head;
+		if (it->kind == ITEM_WAIT && !it->u.fence->passed) {
+			/* Off the ready lists until the fence passes: no thread waits. */
+			s->parked = 1;
+			it->u.fence->waiter = s;
+			continue;
+		}
+		s->running = 1;
 		pthread_mutex_unlock(&im->mu);
 		char msg[256] = "";
 		tileops_status st = run_item(be, it, msg, sizeof(msg));

@@ -39,7 +39,9 @@ typedef enum item_kind {
 	ITEM_WRITE, /* arena -> tensor */
 	ITEM_READ,  /* tensor -> arena */
 	ITEM_FREE,
-	ITEM_FENCE
+	ITEM_FENCE,
+	ITEM_WAIT, /* the stream waits for a fence of another stream */
+	ITEM_DCOPY /* device memory to device memory */
 } item_kind;
 
 /* One piece of queued work, with everything it needs copied in. */
@@ -64,8 +66,13 @@ typedef struct cpu_item {
 			arena a; /* the mapping, by value: the stream is drained before it goes */
 			size_t off, len;
 		} copy;
+		struct {
+			void *dst;
+			const void *src;
+			size_t len;
+		} dcopy;
 		void *ptr;
-		struct cpu_fence *fence;
+		struct cpu_fence *fence; /* FENCE, WAIT */
 	} u;
 } cpu_item;
 
@@ -81,6 +88,7 @@ typedef struct cpu_stream {
 	cpu_graph *recording; /* between capture_begin and capture_end (executor only) */
 	cpu_item *head, *tail;
 	int running;                   /* a pool thread runs its head */
+	int parked;                    /* its head waits for a fence (ITEM_WAIT) to pass */
 	int low;                       /* work queued from now on is low priority */
 	struct cpu_stream *ready_next; /* in a ready list: queued work, not running */
 	int refs;                      /* the session's, and one per fence made on it */
@@ -93,7 +101,9 @@ typedef struct cpu_stream {
 typedef struct cpu_fence {
 	cpu_stream *s; /* holds a reference */
 	int passed;
-	int refs; /* the executor's, and the queued marker's */
+	cpu_stream *waiter;  /* parked on it (ITEM_WAIT): made ready when it passes */
+	struct cpu_impl *im; /* whose ready lists the waiter goes back to */
+	int refs;            /* the executor's, and the queued marker's */
 	uint64_t err_serial;
 	tileops_status status;
 	char msg[256];
@@ -132,6 +142,10 @@ typedef struct cpu_impl {
 /* The calling executor thread's record (thread_init to thread_fini). */
 extern _Thread_local cpu_thread *cpu_tls;
 
+/* Queue on `s` a wait for the work queued on `after` so far (mu held);
+ * TILEOPS_ERR_OUT_OF_MEMORY with a message. */
+tileops_status cpu_wait_locked(cpu_impl *im, cpu_stream *s, cpu_stream *after, char *err,
+                               size_t errlen);
 /* Nothing queued on s and nothing of it running (mu held). */
 int cpu_stream_idle(const cpu_stream *s);
 /* Queue it on s in the stream's order (mu held); the pool takes it from there. */
@@ -146,7 +160,8 @@ void cpu_graph_unref_locked(cpu_graph *g);
 void cpu_stream_unref_locked(cpu_stream *s);
 /* Drop a reference; the last one frees the fence (mu held). */
 void cpu_fence_unref_locked(cpu_fence *f);
-/* f passes, with its stream's unanswered error if there is one (mu held). */
+/* f passes, with its stream's unanswered error if there is one, and the
+ * stream parked on it becomes ready (mu held). */
 void cpu_fence_pass_locked(cpu_fence *f);
 /* Free the freed memory that no earlier queued work can still use (mu held). */
 void cpu_release_deferred_locked(cpu_impl *im);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "clock.h"
+#include "devices.h"
 
 void completion_hand_back(executor *ex, job *j)
 {
@@ -76,10 +77,11 @@ static void defer(worker *w, session *s, job *j, uint64_t tag, const tileops_rin
 	executor *ex = w->ex;
 	char msg[256];
 	pending *p = calloc(1, sizeof(*p));
-	void *fence = NULL;
-	tileops_status st =
-	        p ? ex->be->ops->fence_create(ex->be, s->stream, &fence, msg, sizeof(msg))
-	          : TILEOPS_ERR_OUT_OF_MEMORY;
+	void *fence = NULL, *stream = NULL;
+	tileops_status st = p ? devices_fence_stream(ex, s, &stream, msg, sizeof(msg))
+	                      : TILEOPS_ERR_OUT_OF_MEMORY;
+	if (st == TILEOPS_OK)
+		st = ex->be->ops->fence_create(ex->be, stream, &fence, msg, sizeof(msg));
 	if (st != TILEOPS_OK) {
 		free(p);
 		if (!p)

@@ -11,6 +11,7 @@
 
 #include "clock.h"
 #include "completion.h"
+#include "devices.h"
 #include "events.h"
 #include "launch.h"
 #include "opcache.h"
@@ -233,7 +234,7 @@ static void job_open(worker *w, session *s, job *j)
 	j->status = plan_join_tenant(ex, s, j->tenant, j->msg, sizeof(j->msg));
 	if (j->status != TILEOPS_OK)
 		return;
-	j->status = ex->be->ops->stream_create(ex->be, &s->stream, j->msg, sizeof(j->msg));
+	j->status = ex->be->ops->stream_create(ex->be, 0, &s->stream, j->msg, sizeof(j->msg));
 	if (j->status != TILEOPS_OK)
 		return;
 	ex->be->ops->arena_attach(ex->be, &s->arena);
@@ -254,7 +255,8 @@ static void job_warmup(executor *ex, session *s, job *j)
 {
 	j->status = plan_join_tenant(ex, s, j->warm->tenant, j->msg, sizeof(j->msg));
 	if (j->status == TILEOPS_OK)
-		j->status = ex->be->ops->stream_create(ex->be, &s->stream, j->msg, sizeof(j->msg));
+		j->status =
+		        ex->be->ops->stream_create(ex->be, 0, &s->stream, j->msg, sizeof(j->msg));
 	if (j->status == TILEOPS_OK)
 		plan_warmup(ex, s, j, j->warm);
 }
@@ -277,6 +279,7 @@ static void job_close(worker *w, session *s)
 	events_close_session(ex, s);
 	tensors_free_all(ex, s);
 	opcache_free(s);
+	devices_close_session(ex, s);
 	if (s->stream) {
 		/* Destroying the stream waits for its work; then every completion it
 		 * owes can be posted before the arena goes away. */
@@ -317,7 +320,7 @@ static int job_request(worker *w, session *s, job *j)
 	}
 	switch (r->kind) {
 	case REQ_TENSOR_CREATE:
-		tensors_make(ex, s, j, &r->u.tensor.spec);
+		tensors_make(ex, s, j, &r->u.tensor.spec, r->u.tensor.device);
 		return 0;
 	case REQ_TENSOR_IMPORT:
 		tensors_import(ex, s, j, &r->u.tensor.spec, r->u.tensor.ipc, r->u.tensor.offset,
@@ -359,6 +362,9 @@ static int job_request(worker *w, session *s, job *j)
 		                    r->u.copy.length);
 	case REQ_TENSOR_EXPORT:
 		tensors_export(ex, s, j, r->u.handle);
+		return 0;
+	case REQ_TENSOR_COPY:
+		tensors_copy_pair(ex, s, j, r->u.pair.dst, r->u.pair.src);
 		return 0;
 	case REQ_OP_RUN:
 		j->status =

@@ -8,30 +8,53 @@
 
 #include "clock.h"
 #include "completion.h"
+#include "devices.h"
 #include "log.h"
 #include "manifest.h"
 #include "tuning.h"
 
+/* Where an op's tensors are: the device of the first one named, and the
+ * role and position it was named in (for the message when another differs). */
+typedef struct op_place {
+	int device; /* -1 until a tensor is named */
+	const char *role;
+	int index;
+} op_place;
+
 /*
  * Views of the tensors an op names. The handle 0 leaves a tensor out: its
  * view is zeroed and its bit (from bit0 on) set in *left_out; the op layer
- * accepts that for optional tensors only.
+ * accepts that for optional tensors only. Every tensor must be on the
+ * device of the first (a kernel reads and writes its own device's memory).
  */
 static tileops_status resolve(const tensor_resolver *views, const char *op, const char *role, int n,
                               const uint64_t *handles, tk_tensor *out, uint32_t *left_out, int bit0,
-                              char *err, size_t errlen)
+                              op_place *at, char *err, size_t errlen)
 {
 	for (int i = 0; i < n; i++) {
+		int device = 0;
 		if (handles[i] == 0) {
 			memset(&out[i], 0, sizeof(out[i]));
 			*left_out |= 1u << (bit0 + i);
 			continue;
 		}
-		if (views->view(views->ctx, handles[i], &out[i]) != TILEOPS_OK) {
+		if (views->view(views->ctx, handles[i], &out[i], &device) != TILEOPS_OK) {
 			snprintf(err, errlen,
 			         "%s: %s %d: tensor handle %llu is not a tensor of this session",
 			         op, role, i, (unsigned long long)handles[i]);
 			return TILEOPS_ERR_UNKNOWN_HANDLE;
+		}
+		if (at->device < 0) {
+			*at = (op_place){ device, role, i };
+		} else if (device != at->device) {
+			snprintf(
+			        err, errlen,
+			        "%s: %s %d (tensor %llu) is on device %d, %s %d on device %d: an "
+			        "op's tensors must all be on one device (tileops_tensor_copy moves "
+			        "one)",
+			        op, role, i, (unsigned long long)handles[i], device, at->role,
+			        at->index, at->device);
+			return TILEOPS_ERR_INVALID_ARGUMENT;
 		}
 	}
 	return TILEOPS_OK;
@@ -45,11 +68,13 @@ tileops_status launch_prepare(executor *ex, const tensor_resolver *views, const 
 	out->kernel = NULL;
 	out->cost = (op_cost){ 0, 0 };
 	uint32_t left_out = 0;
+	op_place at = { -1, NULL, 0 };
 	tileops_status st =
-	        resolve(views, d->op, "input", d->n_in, d->in, in, &left_out, 0, err, errlen);
+	        resolve(views, d->op, "input", d->n_in, d->in, in, &left_out, 0, &at, err, errlen);
 	if (st == TILEOPS_OK)
 		st = resolve(views, d->op, "output", d->n_out, d->out, outs, &left_out,
-		             TK_MAX_INPUTS, err, errlen);
+		             TK_MAX_INPUTS, &at, err, errlen);
+	out->device = at.device < 0 ? 0 : at.device;
 	if (st == TILEOPS_OK) {
 		for (int i = 0; i < d->n_params; i++)
 			names[i] = d->param_names[i];
@@ -83,9 +108,11 @@ int launch_first_use(executor *ex, session *s, prepared_op *p)
 {
 	char cls[TK_TUNING_TEXT_MAX], err[512];
 
+	void *stream = NULL;
 	if (!ex->be->is_gpu || !tuning_claim(ex->cfg.tuning, p->kernel, &p->call, cls, sizeof(cls)))
 		return 0;
-	if (ex->be->ops->sync(ex->be, s->stream, err, sizeof(err)) != TILEOPS_OK) {
+	if (devices_stream(ex, s, p->device, &stream, err, sizeof(err)) != TILEOPS_OK ||
+	    ex->be->ops->sync(ex->be, stream, err, sizeof(err)) != TILEOPS_OK) {
 		log_warn("tuning: %s %s not measured: %s", p->kernel->op, cls, err);
 		return 0;
 	}
@@ -133,11 +160,14 @@ tileops_status launch_prepared(executor *ex, session *s, const prepared_op *p, t
 			completion_timed(ex, p->slot, timed, 0.0);
 		return TILEOPS_OK;
 	}
+	void *stream = s->stream;
+	if (st == TILEOPS_OK && p->device != 0)
+		st = devices_stream(ex, s, p->device, &stream, err, errlen);
 	if (st == TILEOPS_OK) {
 		int clocked = exec_worker && n % LAUNCH_SAMPLE == 0;
 		launch_share(ex, s, p->est_us);
 		double t0 = clocked ? clock_now_us() : 0.0;
-		st = ex->be->ops->launch(ex->be, s->stream, p->kernel, &p->call, sampled, p->slot,
+		st = ex->be->ops->launch(ex->be, stream, p->kernel, &p->call, sampled, p->slot,
 		                         timed, err, errlen);
 		if (clocked)
 			executor_count_launch(exec_worker, clock_now_us() - t0);

@@ -19,6 +19,7 @@ typedef struct prepared_op {
 	double est_us;      /* its device time, estimated from cost (share.h) */
 	int slot;           /* stats slot, -1 for none */
 	int writes_nothing; /* every output is empty: nothing to launch */
+	int device;         /* the device its tensors are on (0 when it names none) */
 } prepared_op;
 
 /*

@@ -21,6 +21,7 @@
 #include "plan.h"
 
 #include "clock.h"
+#include "devices.h"
 #include "launch.h"
 #include "log.h"
 #include "tensors.h"
@@ -56,6 +57,7 @@ typedef struct plan {
 	uint64_t gen; /* bumped when the bindings change */
 	plan_graph *graphs[PLAN_MAX_BUCKETS];
 	double est_us[PLAN_MAX_BUCKETS]; /* a run's device time, estimated (share.h) */
+	int device;                      /* where its tensors are and its graphs run */
 	struct plan *next;               /* the session's plans */
 } plan;
 
@@ -211,7 +213,7 @@ static int is_bucketed(const plan *p, uint64_t handle)
 }
 
 /* The view of a handle as the plan's ops see it (a tensor_resolver). */
-static tileops_status plan_view_of(const void *ctx, uint64_t handle, tk_tensor *v)
+static tileops_status plan_view_of(const void *ctx, uint64_t handle, tk_tensor *v, int *device)
 {
 	const plan_view *pv = ctx;
 	const session *where = pv->owner;
@@ -226,6 +228,7 @@ static tileops_status plan_view_of(const void *ctx, uint64_t handle, tk_tensor *
 	if (!t)
 		return TILEOPS_ERR_UNKNOWN_HANDLE;
 	*v = t->view;
+	*device = t->mem->device;
 	if (pv->p->n_buckets && is_bucketed(pv->p, handle))
 		v->shape[0] = pv->p->buckets[pv->bucket];
 	return TILEOPS_OK;
@@ -239,16 +242,33 @@ static tileops_status plan_ops(executor *ex, session *s, plan *p, int bucket, in
 	plan_view pv = { p->owner ? p->owner : s, s, p, bucket };
 	tensor_resolver views = { plan_view_of, &pv };
 	double est = 0.0;
+	int device = -1, first = 0;
+	void *stream = NULL;
+	if (launch) {
+		tileops_status st = devices_stream(ex, s, p->device, &stream, err, errlen);
+		if (st != TILEOPS_OK)
+			return st;
+	}
 	for (int i = 0; i < p->def->n_ops; i++) {
 		prepared_op op;
 		char msg[400];
 		tileops_status st =
 		        launch_prepare(ex, &views, &p->def->ops[i], &op, msg, sizeof(msg));
+		if (st == TILEOPS_OK && device < 0) {
+			device = op.device;
+			first = i;
+		} else if (st == TILEOPS_OK && op.device != device) {
+			snprintf(msg, sizeof(msg),
+			         "%s: its tensors are on device %d, plan op %d's on device %d: a "
+			         "plan runs on one device",
+			         p->def->ops[i].op, op.device, first, device);
+			st = TILEOPS_ERR_INVALID_ARGUMENT;
+		}
 		if (st == TILEOPS_OK && !op.writes_nothing)
 			est += op.est_us;
 		if (st == TILEOPS_OK && launch && !op.writes_nothing)
-			st = ex->be->ops->launch(ex->be, s->stream, op.kernel, &op.call, 0, -1,
-			                         NULL, msg, sizeof(msg));
+			st = ex->be->ops->launch(ex->be, stream, op.kernel, &op.call, 0, -1, NULL,
+			                         msg, sizeof(msg));
 		if (st != TILEOPS_OK) {
 			if (p->n_buckets)
 				snprintf(err, errlen, "plan op %d, bucket %lld: %s", i,
@@ -259,6 +279,8 @@ static tileops_status plan_ops(executor *ex, session *s, plan *p, int bucket, in
 		}
 	}
 	p->est_us[bucket] = est;
+	if (!launch)
+		p->device = device < 0 ? 0 : device;
 	return TILEOPS_OK;
 }
 
@@ -365,6 +387,14 @@ static tileops_status binding_check(const session *owner, const session *runner,
 		         "plan tensor %llu",
 		         i, (unsigned long long)b->tensor, (unsigned long long)b->plan_tensor);
 		return TILEOPS_ERR_SHAPE;
+	}
+	if (from->mem->device != to->mem->device) {
+		snprintf(err, errlen,
+		         "binding %d: tensor %llu is on device %d, plan tensor %llu on device %d: "
+		         "a plan runs on its tensors' device",
+		         i, (unsigned long long)b->tensor, to->mem->device,
+		         (unsigned long long)b->plan_tensor, from->mem->device);
+		return TILEOPS_ERR_INVALID_ARGUMENT;
 	}
 	return TILEOPS_OK;
 }
@@ -484,15 +514,18 @@ static tileops_status plan_capture(executor *ex, session *s, plan *p, int bucket
 {
 	tenant *t = p->t;
 	double t0 = clock_now_us();
-	tileops_status st = ex->be->ops->capture_begin(ex->be, s->stream, err, errlen);
+	void *stream = NULL;
+	tileops_status st = devices_stream(ex, s, p->device, &stream, err, errlen);
+	if (st == TILEOPS_OK)
+		st = ex->be->ops->capture_begin(ex->be, stream, err, errlen);
 	if (st != TILEOPS_OK)
 		return st;
 	st = plan_ops(ex, s, p, bucket, 1, err, errlen);
 	if (st != TILEOPS_OK) {
-		ex->be->ops->capture_abort(ex->be, s->stream);
+		ex->be->ops->capture_abort(ex->be, stream);
 		return st;
 	}
-	st = ex->be->ops->capture_end(ex->be, s->stream, graph, bytes, err, errlen);
+	st = ex->be->ops->capture_end(ex->be, stream, graph, bytes, err, errlen);
 	t->st.captures++;
 	t->st.capture_us += clock_now_us() - t0;
 	return st;
@@ -576,10 +609,15 @@ static tileops_status plan_run_locked(executor *ex, session *s, const plan_run_d
 	if (st != TILEOPS_OK)
 		return st;
 	p->t->st.runs++;
+	void *stream = NULL;
+	if ((st = devices_stream(ex, s, p->device, &stream, err, errlen)) != TILEOPS_OK) {
+		ex->be->ops->graph_destroy(ex->be, once);
+		return st;
+	}
 	launch_share(ex, s, p->est_us[b]);
 	if (once) {
 		/* Over the quota even when empty: run it once, keep nothing. */
-		st = ex->be->ops->graph_launch(ex->be, s->stream, once, err, errlen);
+		st = ex->be->ops->graph_launch(ex->be, stream, once, err, errlen);
 		ex->be->ops->graph_destroy(ex->be, once);
 	} else {
 		if (g->prev) {
@@ -587,7 +625,7 @@ static tileops_status plan_run_locked(executor *ex, session *s, const plan_run_d
 			lru_push_front(p->t, g);
 		}
 		g->last_used = ++ex->lru_clock;
-		st = ex->be->ops->graph_launch(ex->be, s->stream, g->graph, err, errlen);
+		st = ex->be->ops->graph_launch(ex->be, stream, g->graph, err, errlen);
 	}
 	if (st == TILEOPS_OK)
 		share_charge(ex->be, s->stream, &s->share, ex->cfg.queue_us, p->est_us[b]);

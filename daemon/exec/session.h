@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "arena.h"
+#include "backend.h"
 #include "ring.h"
 #include "share.h"
 #include "stats.h"
@@ -30,6 +31,7 @@ struct held_request; /* front/order.h */
  */
 typedef struct tensor_mem {
 	void *ptr;     /* what the backend allocated, or the imported mapping's base */
+	int device;    /* the index of the device it is on */
 	size_t nbytes; /* counted in the session's bytes */
 	int imported;
 	int refs; /* the tensors that name it */
@@ -77,7 +79,11 @@ typedef struct session {
 	 * maps the arena before the first and unmaps it after the last. */
 	arena arena;
 	ring ring;
-	void *stream;
+	void *stream; /* on device 0, from the open job to the close job */
+	/* On the other devices, made when it first puts work there, and the
+	 * stream its fences go on once it has more than one (devices.h). */
+	void *dev_streams[BACKEND_MAX_DEVICES];
+	void *join;
 	tensor **buckets;
 	size_t n_buckets;
 	int ex_closed;         /* the close job ran: no more work */
@@ -95,6 +101,7 @@ typedef struct session {
 	/* Written by the executor, read by the loop for stats (atomic). */
 	size_t n_tensors;
 	size_t bytes;
+	size_t device_bytes[BACKEND_MAX_DEVICES]; /* of `bytes`, on each device */
 	/* Its op requests' answers and latency: ring ops counted by its
 	 * executor thread, control ones by the loop (atomic, stats.h). */
 	stats_session op_stats;

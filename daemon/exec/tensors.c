@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "completion.h"
+#include "devices.h"
 #include "opcache.h"
 
 /* The largest tensor a session may make. */
@@ -59,28 +60,36 @@ static tileops_status tensor_describe(int dtype, size_t ndim, const int64_t *sha
 
 static tensor *tensor_find(session *s, job *j, uint64_t handle, const char *what);
 
-/* A new memory record over ptr, counted in the session's bytes. */
-static tensor_mem *mem_new(session *s, void *ptr, size_t nbytes, int imported)
+/* A new memory record over ptr, on device index `device`, counted in the
+ * session's bytes. */
+static tensor_mem *mem_new(session *s, void *ptr, int device, size_t nbytes, int imported)
 {
 	tensor_mem *m = calloc(1, sizeof(*m));
 	if (!m)
 		return NULL;
 	m->ptr = ptr;
+	m->device = device;
 	m->nbytes = nbytes;
 	m->imported = imported;
 	m->refs = 1;
 	session_count_bytes(s, (long long)nbytes);
+	__atomic_add_fetch(&s->device_bytes[device], nbytes, __ATOMIC_RELAXED);
 	return m;
 }
 
 /* Give the memory back to the backend (the last tensor naming it went). */
 static void mem_release(executor *ex, session *s, tensor_mem *m)
 {
+	void *stream = s->stream;
+	char err[256];
 	if (m->imported)
 		ex->be->ops->ipc_close(ex->be, m->ptr);
+	else if (devices_stream(ex, s, m->device, &stream, err, sizeof(err)) == TILEOPS_OK)
+		ex->be->ops->free(ex->be, stream, m->ptr);
 	else
-		ex->be->ops->free(ex->be, s->stream, m->ptr);
+		ex->be->ops->free(ex->be, NULL, m->ptr); /* waits for the work queued */
 	session_count_bytes(s, -(long long)m->nbytes);
+	__atomic_sub_fetch(&s->device_bytes[m->device], m->nbytes, __ATOMIC_RELAXED);
 	free(m);
 }
 
@@ -112,8 +121,17 @@ static void job_fail(job *j, tileops_status st, const char *what, const char *er
 	snprintf(j->msg, sizeof(j->msg), "%s: %s", what, err);
 }
 
-void tensors_make(executor *ex, session *s, job *j, const tensor_spec *spec)
+void tensors_make(executor *ex, session *s, job *j, const tensor_spec *spec, uint32_t device)
 {
+	if (device >= (uint32_t)ex->be->n_devices) {
+		j->status = TILEOPS_ERR_INVALID_ARGUMENT;
+		snprintf(j->msg, sizeof(j->msg),
+		         "tensor: device %u does not exist: this daemon serves %d device%s "
+		         "(indexes 0 to %d; its devices setting)",
+		         device, ex->be->n_devices, ex->be->n_devices == 1 ? "" : "s",
+		         ex->be->n_devices - 1);
+		return;
+	}
 	tensor *t = calloc(1, sizeof(*t));
 	if (!t) {
 		job_fail(j, TILEOPS_ERR_OUT_OF_MEMORY, "tensor", "out of host memory");
@@ -132,9 +150,9 @@ void tensors_make(executor *ex, session *s, job *j, const tensor_spec *spec)
 	}
 	void *ptr = NULL;
 	if (st == TILEOPS_OK)
-		st = ex->be->ops->alloc(ex->be, t->nbytes, &ptr, err, sizeof(err));
-	if (st == TILEOPS_OK && !(t->mem = mem_new(s, ptr, t->nbytes, 0))) {
-		ex->be->ops->free(ex->be, s->stream, ptr);
+		st = ex->be->ops->alloc(ex->be, (int)device, t->nbytes, &ptr, err, sizeof(err));
+	if (st == TILEOPS_OK && !(t->mem = mem_new(s, ptr, (int)device, t->nbytes, 0))) {
+		ex->be->ops->free(ex->be, NULL, ptr);
 		snprintf(err, sizeof(err), "out of host memory");
 		st = TILEOPS_ERR_OUT_OF_MEMORY;
 	}
@@ -190,7 +208,7 @@ void tensors_import(executor *ex, session *s, job *j, const tensor_spec *spec,
 			         (unsigned long long)bytes, size);
 			st = TILEOPS_ERR_RANGE;
 		}
-		if (st == TILEOPS_OK && !(t->mem = mem_new(s, ptr, t->nbytes, 1))) {
+		if (st == TILEOPS_OK && !(t->mem = mem_new(s, ptr, 0, t->nbytes, 1))) {
 			snprintf(err, sizeof(err), "out of host memory");
 			st = TILEOPS_ERR_OUT_OF_MEMORY;
 		}
@@ -315,7 +333,7 @@ void tensors_make_warm(executor *ex, session *s, job *j, const warm_tensor *t)
 {
 	tensor_spec spec = { .dtype = (int)t->dtype, .ndim = t->ndim };
 	memcpy(spec.shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
-	tensors_make(ex, s, j, &spec);
+	tensors_make(ex, s, j, &spec, 0);
 	if (j->status != TILEOPS_OK) {
 		char msg[sizeof(j->msg)];
 		snprintf(msg, sizeof(msg), "%s", j->msg);
@@ -391,14 +409,76 @@ int tensors_copy(worker *w, session *s, job *j, int write, uint64_t handle, uint
 	if (len == 0)
 		return 0;
 	char *dev = (char *)t->view.data + toff;
-	j->status = write ? ex->be->ops->write(ex->be, s->stream, dev, &s->arena, (size_t)aoff,
+	void *stream = NULL;
+	j->status = devices_stream(ex, s, t->mem->device, &stream, j->msg, sizeof(j->msg));
+	if (j->status != TILEOPS_OK)
+		return 0;
+	j->status = write ? ex->be->ops->write(ex->be, stream, dev, &s->arena, (size_t)aoff,
 	                                       (size_t)len, j->msg, sizeof(j->msg))
-	                  : ex->be->ops->read(ex->be, s->stream, dev, &s->arena, (size_t)aoff,
+	                  : ex->be->ops->read(ex->be, stream, dev, &s->arena, (size_t)aoff,
 	                                      (size_t)len, j->msg, sizeof(j->msg));
 	if (j->status != TILEOPS_OK)
 		return 0;
 	completion_defer(w, s, j, 0);
 	return 1;
+}
+
+void tensors_copy_pair(executor *ex, session *s, job *j, uint64_t dst_handle, uint64_t src_handle)
+{
+	const char *what = "tensor_copy";
+	tensor *dst = tensor_find(s, j, dst_handle, what),
+	       *src = dst ? tensor_find(s, j, src_handle, what) : NULL;
+	if (!src)
+		return;
+	for (int k = 0; k < 2; k++) {
+		const tensor *t = k ? src : dst;
+		if (!tk_is_contiguous(&t->view)) {
+			char str[160];
+			dims_str(t->view.stride, t->view.ndim, str, sizeof(str));
+			j->status = TILEOPS_ERR_INVALID_ARGUMENT;
+			snprintf(j->msg, sizeof(j->msg),
+			         "%s: %s tensor %llu is a view with gaps between its elements "
+			         "(strides %.160s); copy a packed tensor or view",
+			         what, k ? "source" : "destination", (unsigned long long)t->handle,
+			         str);
+			return;
+		}
+	}
+	if (dst->nbytes != src->nbytes) {
+		j->status = TILEOPS_ERR_INVALID_ARGUMENT;
+		snprintf(j->msg, sizeof(j->msg),
+		         "%s: destination tensor %llu has %zu bytes, source tensor %llu has %zu: a "
+		         "copy moves every byte, so they must match",
+		         what, (unsigned long long)dst_handle, dst->nbytes,
+		         (unsigned long long)src_handle, src->nbytes);
+		return;
+	}
+	if (dst->nbytes == 0 || dst->view.data == src->view.data)
+		return;
+	if (dst->mem == src->mem && dst->offset < src->offset + src->nbytes &&
+	    src->offset < dst->offset + dst->nbytes) {
+		j->status = TILEOPS_ERR_INVALID_ARGUMENT;
+		snprintf(j->msg, sizeof(j->msg),
+		         "%s: destination tensor %llu (bytes [%zu, %zu) of its memory) overlaps "
+		         "source tensor %llu (bytes [%zu, %zu))",
+		         what, (unsigned long long)dst_handle, dst->offset,
+		         dst->offset + dst->nbytes, (unsigned long long)src_handle, src->offset,
+		         src->offset + src->nbytes);
+		return;
+	}
+	void *ds = NULL, *ss = NULL;
+	j->status = devices_stream(ex, s, dst->mem->device, &ds, j->msg, sizeof(j->msg));
+	if (j->status == TILEOPS_OK)
+		j->status = devices_stream(ex, s, src->mem->device, &ss, j->msg, sizeof(j->msg));
+	/* On the destination's stream once the source's work so far is done;
+	 * the source's later work (which may overwrite it) waits for the copy. */
+	if (j->status == TILEOPS_OK && ds != ss)
+		j->status = ex->be->ops->stream_wait(ex->be, ds, ss, j->msg, sizeof(j->msg));
+	if (j->status == TILEOPS_OK)
+		j->status = ex->be->ops->copy(ex->be, ds, dst->view.data, src->view.data,
+		                              dst->nbytes, j->msg, sizeof(j->msg));
+	if (j->status == TILEOPS_OK && ds != ss)
+		j->status = ex->be->ops->stream_wait(ex->be, ss, ds, j->msg, sizeof(j->msg));
 }
 
 void tensors_export(executor *ex, session *s, job *j, uint64_t handle)
@@ -437,12 +517,13 @@ void tensors_free_all(executor *ex, session *s)
 	}
 }
 
-static tileops_status session_view(const void *ctx, uint64_t handle, tk_tensor *v)
+static tileops_status session_view(const void *ctx, uint64_t handle, tk_tensor *v, int *device)
 {
 	tensor *t = session_tensor_find(ctx, handle);
 	if (!t)
 		return TILEOPS_ERR_UNKNOWN_HANDLE;
 	*v = t->view;
+	*device = t->mem->device;
 	return TILEOPS_OK;
 }
 

@@ -12,8 +12,9 @@
 #include "warmup.h"
 #include "worker.h"
 
-/* Make a tensor of `spec`; j gets the handle and byte count. */
-void tensors_make(executor *ex, session *s, job *j, const tensor_spec *spec);
+/* Make a tensor of `spec` on device index `device` (checked); j gets the
+ * handle and byte count. */
+void tensors_make(executor *ex, session *s, job *j, const tensor_spec *spec, uint32_t device);
 /* Import one: the exporter's 64-byte handle, the tensor's offset in the
  * allocation it names and the bytes it may touch from there (0: its own
  * size), checked against the allocation's size. */
@@ -34,6 +35,10 @@ void tensors_free_all(executor *ex, session *s);
  * owed until the copy is done (completion_defer), 0 when it is j's now. */
 int tensors_copy(worker *w, session *s, job *j, int write, uint64_t handle, uint64_t toff,
                  uint64_t aoff, uint64_t len);
+/* Copy every byte of src into dst (tileops_tensor_copy): both packed, of
+ * one byte size, on one device or two; queued after the work on either so
+ * far, and later work on either waits for it. */
+void tensors_copy_pair(executor *ex, session *s, job *j, uint64_t dst, uint64_t src);
 /* j gets the handle of the allocation under the tensor, the tensor's offset
  * in it and its bytes. */
 void tensors_export(executor *ex, session *s, job *j, uint64_t handle);
@@ -48,10 +53,11 @@ tileops_status tensors_event_record(executor *ex, session *s, unsigned char out[
 /*
  * How an op's handles become kernel views: the session's own tensors
  * (tensors_resolver), or what a plan being checked or captured maps them
- * to (plan.c). view() returns TILEOPS_OK or TILEOPS_ERR_UNKNOWN_HANDLE.
+ * to (plan.c). view() returns TILEOPS_OK or TILEOPS_ERR_UNKNOWN_HANDLE, and
+ * the index of the device the tensor is on in *device.
  */
 typedef struct tensor_resolver {
-	tileops_status (*view)(const void *ctx, uint64_t handle, tk_tensor *v);
+	tileops_status (*view)(const void *ctx, uint64_t handle, tk_tensor *v, int *device);
 	const void *ctx;
 } tensor_resolver;
 tensor_resolver tensors_resolver(const session *s);

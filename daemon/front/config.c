@@ -34,7 +34,8 @@ void config_defaults(config *cfg)
 	cfg->gemm_tune = GEMM_TUNE_OFF;
 	cfg->pdl = 1;
 	cfg->backend = BACKEND_AUTO;
-	cfg->device = 0;
+	cfg->devices[0] = 0;
+	cfg->n_devices = 1;
 	cfg->log_level = LOG_INFO;
 	cfg->socket_mode = 0660;
 	cfg->allow_gid = (gid_t)-1;
@@ -212,7 +213,12 @@ static int add_tenant(config *cfg, const char *value, char *err, size_t errlen)
 }
 
 /* "0-7", "0,2,4-6": each CPU once, in order; at most CONFIG_CPUS_MAX. */
-static int set_cpus(config *cfg, const char *key, const char *value, char *err, size_t errlen)
+/*
+ * A list like 0-7 or 0,2,4-6 of numbers below `below`, each at most once,
+ * at most `max` of them, into out[]; `what` names one ("CPU", "device").
+ */
+static int set_list(const char *key, const char *value, const char *what, int below, int max,
+                    int *out, int *n_out, char *err, size_t errlen)
 {
 	int n = 0;
 	const char *p = value;
@@ -221,23 +227,28 @@ static int set_cpus(config *cfg, const char *key, const char *value, char *err, 
 		char *end;
 		errno = 0;
 		long lo = strtol(p, &end, 10), hi = lo;
-		if (end == p || errno || lo < 0 || lo >= CONFIG_CPUS_MAX)
+		if (end == p || errno || lo < 0 || lo >= below)
 			goto bad;
 		p = end;
 		if (*p == '-') {
 			hi = strtol(++p, &end, 10);
-			if (end == p || errno || hi < lo || hi >= CONFIG_CPUS_MAX)
+			if (end == p || errno || hi < lo || hi >= below)
 				goto bad;
 			p = end;
 		}
 		for (long c = lo; c <= hi; c++) {
 			if (seen[c]) {
-				snprintf(err, errlen, "%s: CPU %ld is listed twice in '%s'", key, c,
-				         value);
+				snprintf(err, errlen, "%s: %s %ld is listed twice in '%s'", key,
+				         what, c, value);
+				return -1;
+			}
+			if (n == max) {
+				snprintf(err, errlen, "%s: '%s' lists more than %d %ss", key, value,
+				         max, what);
 				return -1;
 			}
 			seen[c] = 1;
-			cfg->executor_cpus[n++] = (int)c;
+			out[n++] = (int)c;
 		}
 		if (*p == ',' && p[1] != '\0')
 			p++;
@@ -246,12 +257,35 @@ static int set_cpus(config *cfg, const char *key, const char *value, char *err, 
 	}
 	if (n == 0)
 		goto bad;
-	cfg->n_executor_cpus = n;
+	*n_out = n;
 	return 0;
 bad:
-	snprintf(err, errlen, "%s: '%s' is not a CPU list like 0-7 or 0,2,4-6 (CPUs below %d)", key,
-	         value, CONFIG_CPUS_MAX);
+	snprintf(err, errlen, "%s: '%s' is not a %s list like 0-7 or 0,2,4-6 (%ss below %d)", key,
+	         value, what, what, below);
 	return -1;
+}
+
+static int set_cpus(config *cfg, const char *key, const char *value, char *err, size_t errlen)
+{
+	return set_list(key, value, "CPU", CONFIG_CPUS_MAX, CONFIG_CPUS_MAX, cfg->executor_cpus,
+	                &cfg->n_executor_cpus, err, errlen);
+}
+
+/* devices = LIST, or device = N (one device). */
+static int set_devices(config *cfg, const char *key, const char *value, char *err, size_t errlen)
+{
+	int devices[BACKEND_MAX_DEVICES], n = 0;
+	if (set_list(key, value, "device", CONFIG_DEVICE_ORDINALS, BACKEND_MAX_DEVICES, devices, &n,
+	             err, errlen) != 0)
+		return -1;
+	if (strcmp(key, "device") == 0 && n != 1) {
+		snprintf(err, errlen,
+		         "device: '%s' names %d devices (devices = LIST takes several)", value, n);
+		return -1;
+	}
+	memcpy(cfg->devices, devices, sizeof(devices[0]) * (size_t)n);
+	cfg->n_devices = n;
+	return 0;
 }
 
 typedef struct size_key {
@@ -274,7 +308,6 @@ typedef struct int_key {
 } int_key;
 
 static const int_key int_keys[] = {
-	{ "device", offsetof(config, device), 0, 1024 },
 	{ "contexts", offsetof(config, contexts), 1, 4096 },
 	{ "max_contexts", offsetof(config, max_contexts), 1, 1 << 20 },
 	{ "max_connections", offsetof(config, max_connections), 1, 1 << 20 },
@@ -486,6 +519,8 @@ int config_set(config *cfg, const char *key, const char *value, char *err, size_
 		return add_tenant(cfg, value, err, errlen);
 	if (strcmp(key, "executor_cpus") == 0)
 		return set_cpus(cfg, key, value, err, errlen);
+	if (strcmp(key, "devices") == 0 || strcmp(key, "device") == 0)
+		return set_devices(cfg, key, value, err, errlen);
 	for (size_t i = 0; i < sizeof(size_keys) / sizeof(size_keys[0]); i++) {
 		if (strcmp(key, size_keys[i].key) != 0)
 			continue;

@@ -26,6 +26,8 @@ typedef enum gemm_tune_mode {
 #define CONFIG_GEMM_TUNE_CACHE "/var/lib/tileops/gemm-tune.txt"
 
 #define CONFIG_CPUS_MAX 256
+/* Device ordinals a config may name: 0 .. CONFIG_DEVICE_ORDINALS - 1. */
+#define CONFIG_DEVICE_ORDINALS 256
 
 typedef struct config {
 	char listen[CONFIG_PATH_MAX];
@@ -40,7 +42,11 @@ typedef struct config {
 	int pdl;            /* launch the kernels with programmatic dependent launch */
 	int diagnostic_ops; /* serve the manifest's diagnostic ops (spin, ...) */
 	backend_kind backend;
-	int device;
+	/* devices (or device, for one): the device ordinals the daemon serves,
+	 * by index (a client's TensorCreate.device); on the CPU backend the
+	 * emulated devices' numbers. */
+	int devices[BACKEND_MAX_DEVICES];
+	int n_devices;
 	int log_level;
 	unsigned socket_mode;
 	gid_t allow_gid;     /* (gid_t)-1: none */

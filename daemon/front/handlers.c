@@ -294,6 +294,17 @@ static void open_done(server *srv, session *s, job *j)
 	hr.session_id = s->id;
 	hr.max_message_bytes = srv->cfg.max_message_bytes;
 	hr.rings = j->rings;
+	Tileops__DeviceInfo dev[BACKEND_MAX_DEVICES], *devs[BACKEND_MAX_DEVICES];
+	for (int i = 0; i < srv->be->n_devices; i++) {
+		tileops__device_info__init(&dev[i]);
+		dev[i].index = (uint32_t)i;
+		dev[i].ordinal = srv->be->devices[i].ordinal;
+		dev[i].name = srv->be->devices[i].name;
+		dev[i].memory_bytes = srv->be->devices[i].memory_bytes;
+		devs[i] = &dev[i];
+	}
+	hr.n_devices = (size_t)srv->be->n_devices;
+	hr.devices = devs;
 	Tileops__Reply r = TILEOPS__REPLY__INIT;
 	r.seq = j->seq;
 	r.message = (char *)"";
@@ -494,6 +505,25 @@ static void write_sessions_json(server *srv, strbuf *sb)
 	sb_printf(sb, "]");
 }
 
+/* ,"devices":[{index, ordinal, name, memory_bytes, bytes_in_use}, ...]:
+ * what the sessions hold on each device. */
+static void write_devices_json(server *srv, strbuf *sb)
+{
+	sb_printf(sb, ",\"devices\":[");
+	for (int d = 0; d < srv->be->n_devices; d++) {
+		const backend_device *bd = &srv->be->devices[d];
+		size_t bytes = 0;
+		for (session *s = srv->sessions; s; s = s->next)
+			bytes += __atomic_load_n(&s->device_bytes[d], __ATOMIC_RELAXED);
+		sb_printf(sb, "%s{\"index\":%d,\"ordinal\":%d,\"name\":", d ? "," : "", d,
+		          bd->ordinal);
+		sb_json_string(sb, bd->name);
+		sb_printf(sb, ",\"memory_bytes\":%llu,\"bytes_in_use\":%zu}",
+		          (unsigned long long)bd->memory_bytes, bytes);
+	}
+	sb_printf(sb, "]");
+}
+
 void handle_stats(server *srv, tp_worker *w)
 {
 	size_t tensors = 0, bytes = 0, held = 0;
@@ -509,6 +539,7 @@ void handle_stats(server *srv, tp_worker *w)
 	sb_json_string(&sb, srv->be->name);
 	sb_printf(&sb, ",\"device\":");
 	sb_json_string(&sb, srv->be->device);
+	write_devices_json(srv, &sb);
 	uint64_t requests, errors;
 	stats_requests(&srv->st, &requests, &errors);
 	sb_printf(&sb,

@@ -169,6 +169,18 @@ static void write_daemon(server *srv, strbuf *sb)
 	prom_family(sb, "tileopsd_memory_in_use_bytes", "gauge",
 	            "Bytes of the sessions' tensors on the device.");
 	prom_sample_u64(sb, "tileopsd_memory_in_use_bytes", "", bytes);
+	prom_family(sb, "tileopsd_device_memory_in_use_bytes", "gauge",
+	            "Bytes of the sessions' tensors on each device the daemon serves (index: "
+	            "what clients name, ordinal: the device's number).");
+	for (int d = 0; d < srv->be->n_devices; d++) {
+		size_t on = 0;
+		for (session *s = srv->sessions; s; s = s->next)
+			on += __atomic_load_n(&s->device_bytes[d], __ATOMIC_RELAXED);
+		char lab[64];
+		snprintf(lab, sizeof(lab), "index=\"%d\",ordinal=\"%d\"", d,
+		         srv->be->devices[d].ordinal);
+		prom_sample_u64(sb, "tileopsd_device_memory_in_use_bytes", lab, on);
+	}
 	prom_family(sb, "tileopsd_jobs_in_flight", "gauge",
 	            "Control requests and session jobs handed to the executor, not answered yet.");
 	prom_sample_u64(sb, "tileopsd_jobs_in_flight", "", srv->jobs_in_flight);

@@ -297,10 +297,12 @@ static int reload(server *srv, char *why, size_t whylen)
 		}
 		if (strcmp(next.listen, srv->cfg.listen) ||
 		    strcmp(next.stats_listen, srv->cfg.stats_listen) ||
-		    next.backend != srv->cfg.backend || next.device != srv->cfg.device ||
+		    next.backend != srv->cfg.backend || next.n_devices != srv->cfg.n_devices ||
+		    memcmp(next.devices, srv->cfg.devices, sizeof(int) * (size_t)next.n_devices) !=
+		            0 ||
 		    next.contexts != srv->cfg.contexts ||
 		    next.max_message_bytes != srv->cfg.max_message_bytes)
-			log_warn("SIGHUP: listen, stats_listen, backend, device, contexts and "
+			log_warn("SIGHUP: listen, stats_listen, backend, devices, contexts and "
 			         "max_message_bytes change only on restart");
 		srv->cfg.log_level = next.log_level;
 		__atomic_store_n(&srv->cfg.allow_gid, next.allow_gid, __ATOMIC_RELAXED);
@@ -518,7 +520,7 @@ static int load_tuning(const config *cfg, char *err, size_t errlen)
 	char gpu[160], note[1024] = "", path[4096], looked[4096];
 	const char *first_use = cfg->gemm_tune == GEMM_TUNE_FIRST_USE ? "on" : "off";
 
-	if (tk_cuda_device_id(cfg->device, gpu, sizeof(gpu)) != TK_OK ||
+	if (tk_cuda_device_id(cfg->devices[0], gpu, sizeof(gpu)) != TK_OK ||
 	    !(server_tuning = tuning_new(gpu))) {
 		snprintf(err, errlen, "tuning table: no device name or no memory");
 		return -1;
@@ -569,7 +571,8 @@ int server_start(server *srv, char *err, size_t errlen)
 	server_ops_served = count_served(mf);
 	if (srv->cfg.diagnostic_ops)
 		log_info("serving the diagnostic ops (diagnostic_ops = on)");
-	backend_options bo = { .device = srv->cfg.device, .queues = srv->cfg.device_queues };
+	backend_options bo = { .n_devices = srv->cfg.n_devices, .queues = srv->cfg.device_queues };
+	memcpy(bo.devices, srv->cfg.devices, sizeof(bo.devices));
 	srv->be = backend_open(srv->cfg.backend, &bo, err, errlen);
 	if (!srv->be) {
 		manifest_free(mf);

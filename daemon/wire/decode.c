@@ -170,6 +170,7 @@ tileops_status wire_decode(const Tileops__Request *m, request *r, char *err, siz
 	switch (m->body_case) {
 	case TILEOPS__REQUEST__BODY_TENSOR_CREATE:
 		r->kind = REQ_TENSOR_CREATE;
+		r->u.tensor.device = m->tensor_create->device;
 		return decode_spec("tensor", m->tensor_create->dtype, m->tensor_create->n_shape,
 		                   m->tensor_create->shape, &r->u.tensor.spec, err, errlen);
 	case TILEOPS__REQUEST__BODY_TENSOR_IMPORT: {
@@ -185,6 +186,11 @@ tileops_status wire_decode(const Tileops__Request *m, request *r, char *err, siz
 		return decode_spec("tensor", t->dtype, t->n_shape, t->shape, &r->u.tensor.spec, err,
 		                   errlen);
 	}
+	case TILEOPS__REQUEST__BODY_TENSOR_COPY:
+		r->kind = REQ_TENSOR_COPY;
+		r->u.pair.dst = m->tensor_copy->dst;
+		r->u.pair.src = m->tensor_copy->src;
+		return TILEOPS_OK;
 	case TILEOPS__REQUEST__BODY_TENSOR_FREE:
 		r->kind = REQ_TENSOR_FREE;
 		r->u.handle = m->tensor_free->handle;
@@ -355,6 +361,7 @@ const char *request_kind_name(request_kind k)
 		[REQ_EVENT_WAIT_ID] = "event_wait_registered",
 		[REQ_EVENT_EXPORT] = "event_export",
 		[REQ_EVENT_RECORD_EXPORT] = "event_record_exported",
+		[REQ_TENSOR_COPY] = "tensor_copy",
 	};
 	return (size_t)k < sizeof(names) / sizeof(names[0]) && names[k] ? names[k] : "request";
 }

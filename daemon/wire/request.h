@@ -82,11 +82,12 @@ typedef enum request_kind {
 	REQ_TENSOR_VIEW,
 	REQ_EVENT_WAIT,
 	REQ_EVENT_RECORD,
-	REQ_EVENT_REGISTER,     /* u.event: the client's handle */
-	REQ_EVENT_RELEASE,      /* u.handle: the registered event's id */
-	REQ_EVENT_WAIT_ID,      /* u.handle: the registered event's id */
-	REQ_EVENT_EXPORT,       /* the session's event's handle */
-	REQ_EVENT_RECORD_EXPORT /* record the session's event again */
+	REQ_EVENT_REGISTER,      /* u.event: the client's handle */
+	REQ_EVENT_RELEASE,       /* u.handle: the registered event's id */
+	REQ_EVENT_WAIT_ID,       /* u.handle: the registered event's id */
+	REQ_EVENT_EXPORT,        /* the session's event's handle */
+	REQ_EVENT_RECORD_EXPORT, /* record the session's event again */
+	REQ_TENSOR_COPY          /* u.pair: dst <- src */
 } request_kind;
 
 /* A tensor's dtype and shape as the client asked for them (unchecked). */
@@ -103,6 +104,7 @@ typedef struct request {
 	union {
 		struct { /* TENSOR_CREATE, TENSOR_IMPORT */
 			tensor_spec spec;
+			uint32_t device;       /* CREATE: the device's index (unchecked) */
 			unsigned char ipc[64]; /* IMPORT: the exporter's handle */
 			uint64_t offset; /* IMPORT: where the tensor starts in the allocation */
 			uint64_t bytes;  /* IMPORT: what it may touch from there (0: its size) */
@@ -121,6 +123,9 @@ typedef struct request {
 		} copy;
 		uint64_t
 		        handle; /* TENSOR_FREE, TENSOR_EXPORT, PLAN_FREE, EVENT_RELEASE, EVENT_WAIT_ID */
+		struct {        /* TENSOR_COPY */
+			uint64_t dst, src;
+		} pair;
 		op_desc op;        /* OP_RUN */
 		plan_def *plan;    /* PLAN_CREATE (owned) */
 		plan_run_desc run; /* PLAN_RUN */

@@ -226,6 +226,10 @@ Test(cli, bad_config_value_exits_1_naming_the_key)
 		{ "executor_cpus = 3-1\n", "executor_cpus" },
 		{ "executor_cpus = 0,1,0\n", "CPU 0 is listed twice" },
 		{ "executor_cpus = 0,\n", "executor_cpus" },
+		{ "devices = 1,1\n", "device 1 is listed twice" },
+		{ "devices = 0-16\n", "more than 16 devices" },
+		{ "devices = gpu0\n", "devices" },
+		{ "device = 0-1\n", "names 2 devices" },
 	};
 	char conf[128];
 	const char *a[] = { "--config", conf, NULL };

@@ -64,6 +64,11 @@ static void fake_record(struct fake *f, const Tileops__Request *req)
 		r.length = req->tensor_read->length;
 	} else if (req->body_case == TILEOPS__REQUEST__BODY_OP_RUN) {
 		snprintf(r.op, sizeof(r.op), "%s", req->op_run->op);
+	} else if (req->body_case == TILEOPS__REQUEST__BODY_TENSOR_CREATE) {
+		r.device = req->tensor_create->device;
+	} else if (req->body_case == TILEOPS__REQUEST__BODY_TENSOR_COPY) {
+		r.handle = req->tensor_copy->dst;
+		r.src = req->tensor_copy->src;
 	}
 	fake_log_add(f, &r);
 	pthread_cond_broadcast(&f->cv);
@@ -346,6 +351,19 @@ static void fake_hello(struct fake *f, const Tileops__Hello *h, Tileops__Reply *
 	hr->session_id = 42;
 	hr->max_message_bytes = f->max_message_bytes;
 	hr->rings = f->serve_rings && h->rings && f->arena != NULL && ring_start(f);
+	for (int i = 0; i < f->n_devices && i < FAKE_MAX_DEVICES; i++) {
+		Tileops__DeviceInfo *d = &f->devices[i];
+
+		tileops__device_info__init(d);
+		snprintf(f->device_names[i], sizeof(f->device_names[i]), "fake device %d", i);
+		d->index = (uint32_t)i + f->device_index_skew;
+		d->ordinal = 10 + i;
+		d->name = f->device_names[i];
+		d->memory_bytes = (uint64_t)i << 30;
+		f->device_ptrs[i] = d;
+	}
+	hr->n_devices = f->n_devices < FAKE_MAX_DEVICES ? (size_t)f->n_devices : FAKE_MAX_DEVICES;
+	hr->devices = f->device_ptrs;
 	rep->body_case = TILEOPS__REPLY__BODY_HELLO;
 	rep->hello = hr;
 }

@@ -25,6 +25,7 @@
 
 #define FAKE_LOG_MAX 64
 #define FAKE_MAX_THREADS 16
+#define FAKE_MAX_DEVICES 8
 
 enum fake_plane { FAKE_NNG = 0, FAKE_RING = 1 };
 
@@ -36,6 +37,8 @@ struct fake_req {
 	int body;               /* TILEOPS__REQUEST__BODY_* */
 	uint64_t handle;
 	uint64_t tensor_offset, arena_offset, length;
+	uint32_t device; /* TensorCreate.device */
+	uint64_t src;    /* TensorCopy.src (handle: its dst) */
 	char op[32];
 };
 
@@ -62,7 +65,14 @@ struct fake {
 	size_t arena_bytes;
 	int arena_existed_at_hello;
 	char arena_name[64];
-	int hello_rings;         /* the Hello asked for rings */
+	int hello_rings; /* the Hello asked for rings */
+	/* HelloReply.devices: this many, named "fake device N" with ordinal 10 + N
+	 * and N GiB; 0 sends none (a daemon older than the field). */
+	int n_devices;
+	uint32_t device_index_skew; /* added to every device's index */
+	Tileops__DeviceInfo devices[FAKE_MAX_DEVICES];
+	Tileops__DeviceInfo *device_ptrs[FAKE_MAX_DEVICES];
+	char device_names[FAKE_MAX_DEVICES][32];
 	unsigned char read_fill; /* byte pattern base for TensorRead pieces */
 	unsigned char *written;  /* bytes received by TensorWrite, in tensor order */
 	size_t written_cap;

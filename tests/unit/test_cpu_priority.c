@@ -53,13 +53,13 @@ static void setup(void)
 			break;
 		}
 	cr_assert_eq(sched_setaffinity(0, sizeof(one), &one), 0);
-	be = backend_cpu_open(err, sizeof(err));
+	be = backend_cpu_open(NULL, err, sizeof(err));
 	cr_assert(be, "%s", err);
 	cr_assert_not_null(be->ops->stream_priority);
 	cr_assert_eq(be->ops->thread_init(be, err, sizeof(err)), TILEOPS_OK, "%s", err);
-	cr_assert_eq(be->ops->stream_create(be, &blocker, err, sizeof(err)), TILEOPS_OK);
-	cr_assert_eq(be->ops->stream_create(be, &a, err, sizeof(err)), TILEOPS_OK);
-	cr_assert_eq(be->ops->stream_create(be, &b, err, sizeof(err)), TILEOPS_OK);
+	cr_assert_eq(be->ops->stream_create(be, 0, &blocker, err, sizeof(err)), TILEOPS_OK);
+	cr_assert_eq(be->ops->stream_create(be, 0, &a, err, sizeof(err)), TILEOPS_OK);
+	cr_assert_eq(be->ops->stream_create(be, 0, &b, err, sizeof(err)), TILEOPS_OK);
 	started = released = n_order = 0;
 }
 

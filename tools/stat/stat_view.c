@@ -235,6 +235,20 @@ static void print_executor(const struct json *ex)
 	putchar('\n');
 }
 
+/* One line per device when the daemon serves more than one. */
+static void print_devices(const struct json *devices)
+{
+	if (devices == NULL || devices->type != JSON_ARRAY || devices->child == NULL ||
+	    devices->child->next == NULL)
+		return;
+	for (const struct json *d = devices->child; d != NULL; d = d->next) {
+		printf("device %.0f (ordinal %.0f): %s, ", json_num(d, "index"),
+		       json_num(d, "ordinal"), json_str(d, "name"));
+		print_bytes(json_num(d, "bytes_in_use"));
+		printf(" in use\n");
+	}
+}
+
 void view_summary(const char *text, size_t len)
 {
 	struct json *doc = json_parse(text, len);
@@ -254,8 +268,9 @@ void view_summary(const char *text, size_t len)
 	       json_num(doc, "tensors"));
 	print_bytes(json_num(doc, "bytes_in_use"));
 	printf(" in use\n");
-	printf("requests %.0f, errors %.0f\n\n", json_num(doc, "requests"),
-	       json_num(doc, "errors"));
+	printf("requests %.0f, errors %.0f\n", json_num(doc, "requests"), json_num(doc, "errors"));
+	print_devices(json_get(doc, "devices"));
+	putchar('\n');
 	print_executor(json_get(doc, "executor"));
 	print_ops(json_get(doc, "ops"));
 	json_free(doc);

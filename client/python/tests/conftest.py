@@ -31,18 +31,27 @@ def _daemon_binary():
 
 
 class Daemon:
-    def __init__(self, backend="cpu", extra=()):
+    """A tileopsd of the test's own; `config`, when given, is the text of its
+    config file (tileopsd --config)."""
+
+    def __init__(self, backend="cpu", extra=(), config=None):
         self.dir = tempfile.mkdtemp(prefix="tileops-py-", dir="/tmp")
         self.address = "ipc://%s/d.sock" % self.dir
         self.stats_address = "ipc://%s/stats.sock" % self.dir
         self.log_path = os.path.join(self.dir, "tileopsd.log")
         ready = os.path.join(self.dir, "ready")
         manifest = os.environ.get("TILEOPS_MANIFEST") or os.path.join(SRC, "manifest")
+        extra = list(extra)
+        if config is not None:
+            conf = os.path.join(self.dir, "tileopsd.conf")
+            with open(conf, "w") as f:
+                f.write(config)
+            extra += ["--config", conf]
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [_daemon_binary(), "--backend", backend, "--listen", self.address,
              "--stats", self.stats_address, "--manifest", manifest, "--ready-file", ready,
-             "--log-level", "info"] + list(extra),
+             "--log-level", "info"] + extra,
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 20
         while not (os.path.exists(ready) and os.path.getsize(ready) > 0):
@@ -71,6 +80,14 @@ class Daemon:
 @pytest.fixture(scope="module")
 def daemon():
     d = Daemon(extra=["--diagnostic-ops"])
+    yield d
+    d.stop()
+
+
+@pytest.fixture(scope="module")
+def multi_daemon():
+    """A daemon serving four devices (emulated ones on the CPU backend)."""
+    d = Daemon(config="devices = 0-3\n")
     yield d
     d.stop()
 

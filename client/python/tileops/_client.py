@@ -1,6 +1,7 @@
 """Client, Tensor, Completion and Plan: libtileops's objects in Python."""
 import collections
 import ctypes
+import operator
 import os
 import sys
 import threading
@@ -54,6 +55,24 @@ def _numel(shape):
 # library waits beyond 256 outstanding.
 _REAP_EVERY = 64
 
+Device = collections.namedtuple("Device", "index ordinal name memory_bytes")
+Device.__doc__ = """One device the daemon serves (its `devices` setting): `index` (what
+device= names), `ordinal` (the CUDA device ordinal; on the CPU backend the
+emulated device's number), `name` and `memory_bytes` (0 where not known)."""
+
+
+def _device_index(device):
+    """The index device= names: an int, or a Device of client.devices."""
+    if isinstance(device, Device):
+        return device.index
+    if isinstance(device, bool):
+        raise TypeError("device: expected an index or a tileops.Device, got bool")
+    try:
+        return operator.index(device)
+    except TypeError:
+        raise TypeError("device: expected an index or a tileops.Device, got %s"
+                        % type(device).__name__) from None
+
 
 class Client:
     """A session with tileopsd: tensors, ops, plans. Made by tileops.connect().
@@ -82,6 +101,7 @@ class Client:
         self.capabilities = info.capabilities
         self.max_message_bytes = info.max_message_bytes
         self.session_id = info.session_id
+        self.devices = self._device_list()
         self._pending = collections.deque()
         self._deferred = None
         self._mu = threading.Lock()
@@ -119,30 +139,66 @@ class Client:
     def __repr__(self):
         return "<tileops.Client session %d on %s (%s)>" % (self.session_id, self.address, self.backend)
 
+    def _device_list(self):
+        """The devices the daemon said it serves at connect (a list of Device). A
+        library without tileops_device_count knows of one: the daemon's device."""
+        if not self._lib.has("device_count"):
+            return [Device(0, 0, self.device, 0)]
+        out = []
+        d = L.DeviceInfo()
+        for i in range(self._lib.device_count(self._c)):
+            _check(self._lib.device_info_get(self._c, i, byref(d)), "device_info_get")
+            out.append(Device(d.index, d.ordinal, (d.name or b"").decode(errors="replace"),
+                              d.memory_bytes))
+        return out
+
     @property
     def has_cuda_ipc(self):
         """Whether tensors can be imported and exported (the CUDA backend)."""
         return bool(self.capabilities & L.CAP_CUDA_IPC)
 
     # ---- tensors -------------------------------------------------------------------------
-    def tensor(self, dtype, shape):
+    def tensor(self, dtype, shape, device=0):
         """A new tensor of `dtype` (a name like "f32", a numpy or a torch dtype) and
-        `shape`, filled with zero bytes."""
+        `shape`, filled with zero bytes, on `device` (an index of client.devices,
+        or one of its entries). Ops run on the device of their tensors: every
+        tensor of one op on the same device."""
         dt = _dtypes.name(dtype)
         shape, arr = _shape_array(shape)
+        device = _device_index(device)
         h = c_uint64()
-        _check(self._lib.tensor_create(self._c, _dtypes.NAMES[dt], len(shape), arr, byref(h)))
-        return Tensor(self, h.value, dt, shape)
+        if device == 0:
+            # Every libtileops has this one; device 0 needs nothing newer.
+            st = self._lib.tensor_create(self._c, _dtypes.NAMES[dt], len(shape), arr, byref(h))
+        else:
+            st = self._lib.tensor_create_on(self._c, device, _dtypes.NAMES[dt], len(shape), arr,
+                                            byref(h))
+        _check(st)
+        return Tensor(self, h.value, dt, shape, device=device)
 
-    def from_numpy(self, array, dtype=None):
-        """A new tensor holding a copy of `array` (any array-like); `dtype` overrides
-        the array's (needed for fp8_e4m3 without ml_dtypes: pass uint8 bits)."""
+    def from_numpy(self, array, dtype=None, device=0):
+        """A new tensor on `device` holding a copy of `array` (any array-like);
+        `dtype` overrides the array's (needed for fp8_e4m3 without ml_dtypes:
+        pass uint8 bits)."""
         import numpy
         a = numpy.asarray(array)
         dt = _dtypes.name(dtype if dtype is not None else a.dtype)
-        t = self.tensor(dt, a.shape)
+        t = self.tensor(dt, a.shape, device=device)
         t.write(a)
         return t
+
+    def copy(self, dst, src):
+        """Copy every byte of tensor `src` into tensor `dst`, on one device or
+        between two: both packed with the same byte size (the daemon refuses
+        other pairs, naming both sizes). In order with the session's other
+        work: later reads and ops see the copy."""
+        for what, t in (("dst", dst), ("src", src)):
+            if not isinstance(t, Tensor):
+                raise TypeError("copy: %s is a %s, not a tileops.Tensor" % (what, type(t).__name__))
+            if t.client is not self:
+                raise ValueError("copy: %s is a tensor of another client" % what)
+            t._live()
+        _check(self._lib.tensor_copy(self._c, dst.handle, src.handle), "copy")
 
     def from_torch(self, t):
         """A tensor over torch tensor `t`: zero-copy for a contiguous CUDA tensor
@@ -494,16 +550,20 @@ class Tensor:
 
     The daemon owns the memory; freed by free(), when the object is garbage
     collected, or when the client closes. Attributes: client, handle, dtype
-    (a name: "f32", "bf16", ...), shape (a tuple), nbytes.
+    (a name: "f32", "bf16", ...), shape (a tuple), nbytes, device (the index
+    of the device it was created on; a view's is its base's; 0 for imported
+    tensors and a warm-up plan's).
     """
 
-    __slots__ = ("client", "handle", "dtype", "shape", "_owned", "_keep", "__weakref__")
+    __slots__ = ("client", "handle", "dtype", "shape", "device", "_owned", "_keep",
+                 "__weakref__")
 
-    def __init__(self, client, handle, dtype, shape, owned=True, keep=None):
+    def __init__(self, client, handle, dtype, shape, owned=True, keep=None, device=0):
         self.client = client
         self.handle = handle
         self.dtype = dtype
         self.shape = tuple(shape)
+        self.device = device
         self._owned = owned
         self._keep = keep  # what the memory belongs to (a torch tensor, a base tensor)
 
@@ -520,7 +580,9 @@ class Tensor:
         return self.numel * _dtypes.SIZES[self.dtype]
 
     def __repr__(self):
-        return "<tileops.Tensor %s%s handle %d>" % (self.dtype, list(self.shape), self.handle)
+        where = " on device %d" % self.device if self.device else ""
+        return "<tileops.Tensor %s%s handle %d%s>" % (self.dtype, list(self.shape), self.handle,
+                                                     where)
 
     def _live(self):
         if not self.handle:
@@ -592,7 +654,7 @@ class Tensor:
         out = c_uint64()
         _check(self.client._lib.tensor_view(self.client._c, self.handle, offset, _dtypes.NAMES[dt],
                                             len(shape), arr, st, byref(out)), "view")
-        return Tensor(self.client, out.value, dt, shape, keep=self)
+        return Tensor(self.client, out.value, dt, shape, keep=self, device=self.device)
 
     def reshape(self, *shape):
         """The same memory under another shape of as many elements (a view)."""

@@ -13,15 +13,16 @@ first match wins:
    LD_LIBRARY_PATH), then ``libtileops.so.0`` for dlopen to find.
 
 Functions of the C API that a library may lack (the ones added after 0.1:
-views, imports with offsets, events) are bound lazily: calling one that the
-loaded library does not export raises NotImplementedError naming it.
+views, imports with offsets, events, devices and copies) are bound lazily:
+calling one that the loaded library does not export raises
+NotImplementedError naming it.
 """
 import ctypes
 import ctypes.util
 import os
 
-from ctypes import (POINTER, Structure, Union, byref, c_char_p, c_double, c_int, c_int64,
-                    c_size_t, c_uint32, c_uint64, c_ubyte, c_void_p)
+from ctypes import (POINTER, Structure, Union, byref, c_char_p, c_double, c_int, c_int32,
+                    c_int64, c_size_t, c_uint32, c_uint64, c_ubyte, c_void_p)
 
 MAX_DIMS = 8
 
@@ -49,6 +50,11 @@ class ServerInfo(Structure):
     _fields_ = [("protocol_version", c_uint32), ("daemon_version", c_char_p),
                 ("backend", c_char_p), ("device", c_char_p), ("capabilities", c_uint64),
                 ("max_message_bytes", c_uint64), ("session_id", c_uint64)]
+
+
+class DeviceInfo(Structure):
+    _fields_ = [("index", c_uint32), ("ordinal", c_int32), ("name", c_char_p),
+                ("memory_bytes", c_uint64)]
 
 
 class _ParamValue(Union):
@@ -137,6 +143,10 @@ _OPTIONAL = {
     "tileops_event_wait_submit": (S, [P, c_uint64, POINTER(P)]),
     "tileops_event_export": (S, [P, POINTER(IpcEvent)]),
     "tileops_event_record_submit": (S, [P, POINTER(P)]),
+    "tileops_device_count": (c_int, [P]),
+    "tileops_device_info_get": (S, [P, c_int, POINTER(DeviceInfo)]),
+    "tileops_tensor_create_on": (S, [P, c_int, c_int, c_int, POINTER(c_int64), POINTER(T)]),
+    "tileops_tensor_copy": (S, [P, T, T]),
 }
 # tileops_tensor_export and _import took no offset or size before the
 # library gained IPC events; both changed in the same release. A library

@@ -10,9 +10,9 @@ description of the op, its tensors and params. Calling convention:
   manifest's, shown in the signature);
 - ``out=``: the output tensor, or a tuple for ops with several (None for
   one to leave out or to allocate). An output not given is allocated in the
-  inputs' client with the shape and dtype the manifest's rules give it
-  (optional outputs are not allocated). Pass ``out=`` on hot paths: a new
-  tensor is a round trip to the daemon;
+  inputs' client, on their device, with the shape and dtype the manifest's
+  rules give it (optional outputs are not allocated). Pass ``out=`` on hot
+  paths: a new tensor is a round trip to the daemon;
 - ``plan=p`` appends the op to plan p instead of running it;
 - ``submit=True`` pipelines: the call returns before the daemon answers and
   an error is raised by the next ``client.sync()``.
@@ -269,6 +269,9 @@ class OpSpec:
         for k, d in self.param_defaults.items():
             names[k] = params.get(k, d)
         first = next((v for v in ins if v is not None), None)
+        # On the device of the tensors given: an op's tensors share one.
+        given = next((v for v in list(ins) + list(outs) if v is not None), None)
+        device = given.device if given is not None else 0
         env = _expr.Env(names, _dtypes.SIZES[first.dtype] if first is not None else 0,
                         lambda dt: _dtypes.SIZES[dt])
         for vname, text in self.vars:
@@ -290,7 +293,7 @@ class OpSpec:
                 raise ValueError("%s: cannot work out the shape of output '%s' (%s): %s; pass out="
                                  % (self.name, t["name"], t["shape"], e))
             dt = _dtype_of(t["dtype"], names, self.name, t["name"])
-            outs[i] = client.tensor(dt, shape)
+            outs[i] = client.tensor(dt, shape, device=device)
             names[t["name"]] = _expr.TensorInfo(shape, dt)
 
     # ---- the function --------------------------------------------------------------------

@@ -1,0 +1,516 @@
+/*
+ * test_devices.c - a daemon serving several devices (`devices = 0-3`; on
+ * the CPU backend these are emulated devices), through the public API: the
+ * device list, tensors created on each device, copies within and between
+ * devices and the pairs a copy refuses, ops and plans whose tensors share a
+ * device (on both planes) and the ones that mix devices, which are refused,
+ * and the client's own refusal of an index past the count.
+ *
+ * Each test starts a daemon of its own with that config (daemon2.h); the
+ * last one checks the suite's shared daemon, which has no devices setting.
+ */
+#include <criterion/criterion.h>
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "integration/daemon2.h"
+#include "integration/helpers.h"
+
+#define NDEV 4
+#define N 64
+
+/* Not on a test's stack: the fixture kills it if the test failed first. */
+static daemon2 multi;
+
+static void teardown(void)
+{
+	daemon2_kill_running();
+}
+
+TestSuite(devices, .fini = teardown, .timeout = 120);
+
+/* ---- small tools --------------------------------------------------------- */
+
+static tileops_client *connect_multi(const char *name)
+{
+	daemon2_start(&multi, "devices = 0-3\n");
+	daemon2_use(&multi);
+	return th_connect(name, 0);
+}
+
+static void close_multi(tileops_client *c)
+{
+	tileops_close(c);
+	daemon2_stop(&multi);
+}
+
+static tileops_tensor tensor_on(tileops_client *c, int device, tileops_dtype dt, int ndim,
+                                const int64_t *shape)
+{
+	tileops_tensor t = 0;
+	tileops_status st = tileops_tensor_create_on(c, device, dt, ndim, shape, &t);
+
+	cr_assert_eq(st, TILEOPS_OK, "tensor_create_on device %d: %s (%s)", device,
+	             tileops_strerror(st), tileops_last_error());
+	cr_assert_neq(t, 0);
+	return t;
+}
+
+/* An f32 vector of N elements on `device`, holding `v` when it is not NULL. */
+static tileops_tensor vec_on(tileops_client *c, int device, const float *v)
+{
+	const int64_t shape[1] = { N };
+	tileops_tensor t = tensor_on(c, device, TILEOPS_F32, 1, shape);
+
+	if (v != NULL)
+		th_write(c, t, v, sizeof(float) * N);
+	return t;
+}
+
+static void fill(float *v, float base, float step)
+{
+	for (int i = 0; i < N; i++)
+		v[i] = base + step * (float)i;
+}
+
+static void expect_vec(tileops_client *c, tileops_tensor t, const float *want, const char *what)
+{
+	float got[N];
+
+	th_read(c, t, got, sizeof(got));
+	for (int i = 0; i < N; i++)
+		cr_assert_eq(got[i], want[i], "%s: element %d is %g, expected %g", what, i,
+		             (double)got[i], (double)want[i]);
+}
+
+/* Whether `msg` holds the number n as a word of its own ("device 1", not "12"). */
+static int has_number(const char *msg, long n)
+{
+	for (const char *p = msg; *p != '\0'; p++) {
+		char *end;
+		long v;
+
+		if (!isdigit((unsigned char)*p) || (p > msg && isdigit((unsigned char)p[-1])))
+			continue;
+		v = strtol(p, &end, 10);
+		if (v == n)
+			return 1;
+		p = end - 1;
+	}
+	return 0;
+}
+
+/* The refusal of something whose tensors are on devices a and b. */
+static void expect_mixed_refused(tileops_status st, int a, int b, const char *what)
+{
+	const char *msg = tileops_last_error();
+
+	cr_assert_eq(st, TILEOPS_ERR_INVALID_ARGUMENT, "%s: status %d (%s), message '%s'", what, st,
+	             tileops_strerror(st), msg);
+	cr_assert(th_contains(msg, "device") && has_number(msg, a) && has_number(msg, b),
+	          "%s: message '%s' does not name devices %d and %d", what, msg, a, b);
+}
+
+/* ---- the device list ----------------------------------------------------- */
+
+Test(devices, a_daemon_serving_devices_0_to_3_reports_four_by_index_ordinal_and_name)
+{
+	tileops_client *c = connect_multi("devices-list");
+	tileops_server_info info;
+
+	cr_assert_eq(tileops_server_info_get(c, &info), TILEOPS_OK);
+	cr_assert_eq(tileops_device_count(c), NDEV);
+	for (int i = 0; i < NDEV; i++) {
+		tileops_device_info d;
+
+		cr_assert_eq(tileops_device_info_get(c, i, &d), TILEOPS_OK, "%s",
+		             tileops_last_error());
+		cr_assert_eq(d.index, (uint32_t)i);
+		cr_assert_eq(d.ordinal, i, "device %d has ordinal %d", i, d.ordinal);
+		cr_assert(d.name != NULL && d.name[0] != '\0', "device %d has no name", i);
+		if (strcmp(info.backend, "cpu") == 0)
+			cr_assert_eq(d.memory_bytes, 0, "an emulated device reports %llu bytes",
+			             (unsigned long long)d.memory_bytes);
+	}
+	close_multi(c);
+}
+
+Test(devices, tensor_create_on_device_4_is_refused_by_the_client_naming_the_count)
+{
+	tileops_client *c = connect_multi("devices-range");
+	const int64_t shape[1] = { N };
+	tileops_tensor t = 0;
+	double before = th_stat("tensors");
+
+	cr_assert_eq(tileops_tensor_create_on(c, NDEV, TILEOPS_F32, 1, shape, &t),
+	             TILEOPS_ERR_INVALID_ARGUMENT);
+	cr_assert(strstr(tileops_last_error(), "serves 4 devices") != NULL, "message '%s'",
+	          tileops_last_error());
+	cr_assert_eq(t, 0);
+	cr_assert_eq(th_stat("tensors"), before, "a refused create reached the daemon");
+	close_multi(c);
+}
+
+Test(devices, a_tensor_is_created_on_each_device_and_holds_its_own_bytes)
+{
+	tileops_client *c = connect_multi("devices-each");
+	tileops_tensor t[NDEV];
+	float v[NDEV][N];
+
+	for (int d = 0; d < NDEV; d++) {
+		fill(v[d], 100.0f * (float)d, 0.5f);
+		t[d] = vec_on(c, d, v[d]);
+		for (int e = 0; e < d; e++)
+			cr_assert_neq(t[d], t[e], "devices %d and %d gave one handle", d, e);
+	}
+	for (int d = 0; d < NDEV; d++)
+		expect_vec(c, t[d], v[d], "a tensor read back from its device");
+	close_multi(c);
+}
+
+/* ---- copies -------------------------------------------------------------- */
+
+Test(devices, bytes_written_on_device_2_and_copied_to_device_0_read_back_equal)
+{
+	tileops_client *c = connect_multi("devices-peer");
+	const int64_t shape[2] = { 8, 33 };
+	unsigned char src[8 * 33 * 2], got[sizeof(src)];
+	th_rng r = th_rng_seed(7);
+	tileops_tensor s, d;
+
+	th_fill_bytes(&r, src, sizeof(src));
+	s = tensor_on(c, 2, TILEOPS_BF16, 2, shape);
+	d = tensor_on(c, 0, TILEOPS_BF16, 2, shape);
+	th_write(c, s, src, sizeof(src));
+	cr_assert_eq(tileops_tensor_copy(c, d, s), TILEOPS_OK, "%s", tileops_last_error());
+	th_read(c, d, got, sizeof(got));
+	cr_assert_eq(memcmp(got, src, sizeof(src)), 0, "the copy on device 0 differs");
+	/* The source is left as it was. */
+	th_read(c, s, got, sizeof(got));
+	cr_assert_eq(memcmp(got, src, sizeof(src)), 0, "the source changed");
+	close_multi(c);
+}
+
+Test(devices, a_copy_between_two_tensors_on_one_device_moves_every_byte)
+{
+	tileops_client *c = connect_multi("devices-local");
+	float a[N], b[N];
+	tileops_tensor s, d;
+
+	fill(a, -3.0f, 0.25f);
+	fill(b, 9.0f, 0.0f);
+	s = vec_on(c, 3, a);
+	d = vec_on(c, 3, b);
+	cr_assert_eq(tileops_tensor_copy(c, d, s), TILEOPS_OK, "%s", tileops_last_error());
+	cr_assert_eq(tileops_sync(c), TILEOPS_OK, "%s", tileops_last_error());
+	expect_vec(c, d, a, "a copy within device 3");
+	close_multi(c);
+}
+
+Test(devices, a_copy_between_tensors_of_different_byte_sizes_is_refused_naming_both)
+{
+	tileops_client *c = connect_multi("devices-sizes");
+	const int64_t s5[1] = { 5 }, s7[1] = { 7 };
+	const float keep[5] = { 1, 2, 3, 4, 5 };
+	float got[5];
+	tileops_tensor d = tensor_on(c, 0, TILEOPS_F32, 1, s5);
+	tileops_tensor s = tensor_on(c, 1, TILEOPS_F32, 1, s7);
+	tileops_status st;
+
+	th_write(c, d, keep, sizeof(keep));
+	st = tileops_tensor_copy(c, d, s);
+	cr_assert_eq(st, TILEOPS_ERR_INVALID_ARGUMENT, "status %d (%s): %s", st,
+	             tileops_strerror(st), tileops_last_error());
+	cr_assert(has_number(tileops_last_error(), 20) && has_number(tileops_last_error(), 28),
+	          "message '%s' does not name 20 and 28 bytes", tileops_last_error());
+	th_read(c, d, got, sizeof(got));
+	cr_assert_eq(memcmp(got, keep, sizeof(keep)), 0, "a refused copy wrote dst");
+	close_multi(c);
+}
+
+Test(devices, a_copy_from_or_into_a_view_with_gaps_is_refused_and_changes_nothing)
+{
+	tileops_client *c = connect_multi("devices-gaps");
+	const int64_t base_shape[2] = { 4, 8 }, vshape[2] = { 4, 4 }, strides[2] = { 8, 1 };
+	float base[32], keep[16], got[16];
+	tileops_tensor b, v = 0, d;
+	tileops_status st;
+
+	for (int i = 0; i < 32; i++)
+		base[i] = (float)i;
+	for (int i = 0; i < 16; i++)
+		keep[i] = -1.0f - (float)i;
+	b = tensor_on(c, 1, TILEOPS_F32, 2, base_shape);
+	th_write(c, b, base, sizeof(base));
+	/* The first 4 columns of each row of 8: 16 elements with gaps between rows. */
+	st = tileops_tensor_view(c, b, 0, TILEOPS_F32, 2, vshape, strides, &v);
+	cr_assert_eq(st, TILEOPS_OK, "tensor_view: %s", tileops_last_error());
+	d = tensor_on(c, 1, TILEOPS_F32, 2, vshape);
+	th_write(c, d, keep, sizeof(keep));
+
+	st = tileops_tensor_copy(c, d, v);
+	cr_assert_neq(st, TILEOPS_OK, "a copy from a view with gaps was taken");
+	cr_assert_neq(tileops_last_error()[0], '\0', "refused without a message");
+	th_read(c, d, got, sizeof(got));
+	cr_assert_eq(memcmp(got, keep, sizeof(keep)), 0, "a refused copy wrote dst");
+
+	st = tileops_tensor_copy(c, v, d);
+	cr_assert_neq(st, TILEOPS_OK, "a copy into a view with gaps was taken");
+	th_read(c, b, base, sizeof(base));
+	for (int i = 0; i < 32; i++)
+		cr_assert_eq(base[i], (float)i, "a refused copy wrote element %d of the base", i);
+	close_multi(c);
+}
+
+/*
+ * A copy sits in the session's order: it sees the ops submitted before it
+ * (through the rings, on its source's device) and an op submitted after it
+ * (on its destination's device) sees what it copied.
+ */
+Test(devices, a_copy_sees_the_ops_before_it_and_the_ops_after_it_see_the_copy)
+{
+	tileops_client *c = connect_multi("devices-order");
+	float a[N], b[N], sum[N], twice[N];
+	tileops_tensor x, y, s2, d0, out;
+	tileops_completion *cp = NULL;
+
+	fill(a, 1.0f, 1.0f);
+	fill(b, 0.5f, 0.0f);
+	for (int i = 0; i < N; i++) {
+		sum[i] = a[i] + b[i];
+		twice[i] = 2.0f * sum[i];
+	}
+	x = vec_on(c, 2, a);
+	y = vec_on(c, 2, b);
+	s2 = vec_on(c, 2, NULL);
+	d0 = vec_on(c, 0, NULL);
+	out = vec_on(c, 0, NULL);
+
+	tileops_tensor in1[2] = { x, y }, in2[2] = { d0, d0 };
+	tileops_op add1 = { "add", in1, 2, &s2, 1, NULL, 0 };
+	tileops_op add2 = { "add", in2, 2, &out, 1, NULL, 0 };
+
+	cr_assert_eq(tileops_op_submit(c, &add1, &cp), TILEOPS_OK, "%s", tileops_last_error());
+	cr_assert_eq(tileops_tensor_copy(c, d0, s2), TILEOPS_OK, "%s", tileops_last_error());
+	th_run(c, &add2);
+	cr_assert_eq(tileops_completion_wait(cp, -1), TILEOPS_OK, "%s", tileops_last_error());
+	tileops_completion_free(cp);
+	expect_vec(c, d0, sum, "the copy of the sum made on device 2");
+	expect_vec(c, out, twice, "an op on device 0 after the copy");
+	close_multi(c);
+}
+
+/* ---- ops and plans ------------------------------------------------------- */
+
+Test(devices, an_op_whose_tensors_are_on_devices_0_and_1_is_refused_naming_them)
+{
+	tileops_client *c = connect_multi("devices-mixed-op");
+	float a[N], keep[N];
+	tileops_tensor x, y, out;
+	tileops_completion *cp = NULL;
+
+	fill(a, 1.0f, 0.0f);
+	fill(keep, 42.0f, 0.0f);
+	x = vec_on(c, 0, a);
+	y = vec_on(c, 1, a);
+	out = vec_on(c, 0, keep);
+
+	tileops_tensor in[2] = { x, y };
+	tileops_op op = { "add", in, 2, &out, 1, NULL, 0 };
+
+	expect_mixed_refused(tileops_op_run(c, &op), 0, 1, "op_run");
+	/* Through the rings too: the same refusal in the completion. */
+	cr_assert_eq(tileops_op_submit(c, &op, &cp), TILEOPS_OK, "%s", tileops_last_error());
+	expect_mixed_refused(tileops_completion_wait(cp, -1), 0, 1, "op_submit");
+	tileops_completion_free(cp);
+	/* An output on another device than the inputs is mixing too. */
+	tileops_tensor same[2] = { x, x };
+	tileops_tensor out1 = vec_on(c, 1, keep);
+	tileops_op op2 = { "add", same, 2, &out1, 1, NULL, 0 };
+	expect_mixed_refused(tileops_op_run(c, &op2), 0, 1, "op_run, output on device 1");
+	cr_assert_eq(tileops_sync(c), TILEOPS_OK, "%s", tileops_last_error());
+	expect_vec(c, out, keep, "the output of a refused op");
+	expect_vec(c, out1, keep, "the output of a refused op");
+	close_multi(c);
+}
+
+Test(devices, an_op_with_every_tensor_on_device_1_runs_and_gives_the_sum)
+{
+	tileops_client *c = connect_multi("devices-op1");
+	float a[N], b[N], want[N];
+	tileops_tensor x, y, out;
+
+	fill(a, -8.0f, 0.25f);
+	fill(b, 3.0f, -0.5f);
+	for (int i = 0; i < N; i++)
+		want[i] = a[i] + b[i];
+	x = vec_on(c, 1, a);
+	y = vec_on(c, 1, b);
+	out = vec_on(c, 1, NULL);
+
+	tileops_tensor in[2] = { x, y };
+	tileops_op op = { "add", in, 2, &out, 1, NULL, 0 };
+
+	th_run(c, &op);
+	cr_assert_eq(tileops_sync(c), TILEOPS_OK, "%s", tileops_last_error());
+	expect_vec(c, out, want, "add on device 1");
+	close_multi(c);
+}
+
+/* A chain of adds on device 1, each reading the one before, through the rings. */
+Test(devices, ops_on_device_1_submitted_through_the_rings_run_in_order)
+{
+	enum { STEPS = 24 };
+	tileops_client *c = connect_multi("devices-ring");
+	float zero[N], one[N], want[N];
+	tileops_completion *cp[STEPS];
+	tileops_tensor t[2], inc;
+	tileops_op op[STEPS];
+	tileops_tensor in[STEPS][2];
+
+	fill(zero, 0.0f, 0.0f);
+	fill(one, 1.0f, 0.0f);
+	fill(want, (float)STEPS, 0.0f);
+	t[0] = vec_on(c, 1, zero);
+	t[1] = vec_on(c, 1, zero);
+	inc = vec_on(c, 1, one);
+	for (int k = 0; k < STEPS; k++) {
+		in[k][0] = t[k % 2];
+		in[k][1] = inc;
+		op[k] = (tileops_op){ "add", in[k], 2, &t[(k + 1) % 2], 1, NULL, 0 };
+		cr_assert_eq(tileops_op_submit(c, &op[k], &cp[k]), TILEOPS_OK, "step %d: %s", k,
+		             tileops_last_error());
+	}
+	cr_assert_eq(tileops_sync(c), TILEOPS_OK, "%s", tileops_last_error());
+	for (int k = 0; k < STEPS; k++) {
+		cr_assert_eq(tileops_completion_wait(cp[k], -1), TILEOPS_OK, "step %d: %s", k,
+		             tileops_last_error());
+		tileops_completion_free(cp[k]);
+	}
+	expect_vec(c, t[STEPS % 2], want, "the chain's last sum");
+	close_multi(c);
+}
+
+Test(devices, a_plan_whose_tensors_are_all_on_device_2_runs_correctly)
+{
+	tileops_client *c = connect_multi("devices-plan");
+	float a[N], b[N], want[N];
+	tileops_tensor x, y, s, out;
+	tileops_plan *p = NULL;
+
+	x = vec_on(c, 2, NULL);
+	y = vec_on(c, 2, NULL);
+	s = vec_on(c, 2, NULL);
+	out = vec_on(c, 2, NULL);
+
+	/* out = (x + y) * y */
+	tileops_tensor in1[2] = { x, y }, in2[2] = { s, y };
+	tileops_op ops[2] = { { "add", in1, 2, &s, 1, NULL, 0 },
+		              { "mul", in2, 2, &out, 1, NULL, 0 } };
+
+	cr_assert_eq(tileops_plan_begin(c, NULL, &p), TILEOPS_OK, "%s", tileops_last_error());
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(tileops_plan_add(p, &ops[i]), TILEOPS_OK, "%s", tileops_last_error());
+	cr_assert_eq(tileops_plan_end(p), TILEOPS_OK, "plan_end: %s", tileops_last_error());
+	/* Twice, with new inputs: the first run captures, the second replays. */
+	for (int run = 0; run < 2; run++) {
+		fill(a, 1.0f + (float)run, 0.125f);
+		fill(b, -2.0f, 0.0625f * (float)(run + 1));
+		for (int i = 0; i < N; i++)
+			want[i] = (a[i] + b[i]) * b[i];
+		th_write(c, x, a, sizeof(a));
+		th_write(c, y, b, sizeof(b));
+		cr_assert_eq(tileops_plan_run(p, 0, NULL, 0), TILEOPS_OK, "run %d: %s", run,
+		             tileops_last_error());
+		expect_vec(c, out, want, "the plan's output on device 2");
+	}
+	tileops_plan_free(p);
+	close_multi(c);
+}
+
+Test(devices, a_plan_whose_ops_are_on_two_devices_is_refused_when_it_is_made)
+{
+	tileops_client *c = connect_multi("devices-plan-mixed");
+	tileops_tensor x2 = vec_on(c, 2, NULL), o2 = vec_on(c, 2, NULL);
+	tileops_tensor x3 = vec_on(c, 3, NULL), o3 = vec_on(c, 3, NULL);
+	tileops_plan *p = NULL;
+
+	/* Each op keeps to one device, but not the same one. */
+	tileops_tensor in2[2] = { x2, x2 }, in3[2] = { x3, x3 };
+	tileops_op ops[2] = { { "add", in2, 2, &o2, 1, NULL, 0 },
+		              { "add", in3, 2, &o3, 1, NULL, 0 } };
+
+	cr_assert_eq(tileops_plan_begin(c, NULL, &p), TILEOPS_OK, "%s", tileops_last_error());
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(tileops_plan_add(p, &ops[i]), TILEOPS_OK, "%s", tileops_last_error());
+	expect_mixed_refused(tileops_plan_end(p), 2, 3, "plan_end");
+	tileops_plan_free(p);
+
+	/* One op of the plan that mixes devices is refused there as well. */
+	tileops_tensor mixed[2] = { x2, x3 };
+	tileops_op bad = { "add", mixed, 2, &o2, 1, NULL, 0 };
+	p = NULL;
+	cr_assert_eq(tileops_plan_begin(c, NULL, &p), TILEOPS_OK, "%s", tileops_last_error());
+	cr_assert_eq(tileops_plan_add(p, &bad), TILEOPS_OK, "%s", tileops_last_error());
+	expect_mixed_refused(tileops_plan_end(p), 2, 3, "plan_end, one op");
+	tileops_plan_free(p);
+	close_multi(c);
+}
+
+/* ---- the suite's own daemon ---------------------------------------------- */
+
+/* A kernel that fails once it runs on device 1 fails the session's next
+ * sync, as one on device 0 would, and not the sync after. */
+Test(devices, a_kernel_failing_on_device_1_fails_the_next_sync_only)
+{
+	daemon2_start(&multi, "devices = 0-1\ndiagnostic_ops = on\n");
+	daemon2_use(&multi);
+	tileops_client *c = th_connect("device-fault", 0);
+	const int64_t shape[1] = { 1 };
+	tileops_tensor x0 = tensor_on(c, 0, TILEOPS_F32, 1, shape);
+	tileops_tensor x = tensor_on(c, 1, TILEOPS_F32, 1, shape);
+	tileops_tensor y = tensor_on(c, 1, TILEOPS_F32, 1, shape);
+	tileops_param sticky = tileops_param_bool("sticky", 0);
+	tileops_op fault = { .name = "fault",
+		             .inputs = &x,
+		             .n_inputs = 1,
+		             .outputs = &y,
+		             .n_outputs = 1,
+		             .params = &sticky,
+		             .n_params = 1 };
+	/* The session has work on device 0 too. */
+	float one = 1.0f;
+	th_write(c, x0, &one, sizeof(one));
+	tileops_status st = tileops_op_run(c, &fault);
+	cr_assert_eq(st, TILEOPS_OK, "the launch of a kernel that fails later: %s (%s)",
+	             tileops_strerror(st), tileops_last_error());
+	st = tileops_sync(c);
+	cr_assert_eq(st, TILEOPS_ERR_BACKEND, "the sync after a kernel failed on device 1: %s (%s)",
+	             tileops_strerror(st), tileops_last_error());
+	cr_assert_not_null(strstr(tileops_last_error(), "fault"),
+	                   "the error does not name the op: %s", tileops_last_error());
+	st = tileops_sync(c);
+	cr_assert_eq(st, TILEOPS_OK, "the sync after that: %s (%s)", tileops_strerror(st),
+	             tileops_last_error());
+	close_multi(c);
+}
+
+Test(devices, a_daemon_without_a_devices_setting_reports_one_device)
+{
+	tileops_client *c = th_connect("devices-default", 0);
+	const int64_t shape[1] = { N };
+	tileops_device_info d;
+	tileops_tensor t = 0;
+
+	cr_assert_eq(tileops_device_count(c), 1);
+	cr_assert_eq(tileops_device_info_get(c, 0, &d), TILEOPS_OK, "%s", tileops_last_error());
+	cr_assert_eq(d.index, 0);
+	cr_assert(d.name != NULL && d.name[0] != '\0', "device 0 has no name");
+	cr_assert_eq(tileops_device_info_get(c, 1, &d), TILEOPS_ERR_INVALID_ARGUMENT);
+	cr_assert_eq(tileops_tensor_create_on(c, 1, TILEOPS_F32, 1, shape, &t),
+	             TILEOPS_ERR_INVALID_ARGUMENT);
+	cr_assert(strstr(tileops_last_error(), "serves 1 device") != NULL, "message '%s'",
+	          tileops_last_error());
+	tileops_close(c);
+}
