@@ -22,35 +22,40 @@ fuzz_build=${TILEOPS_FUZZ_BUILD:-build-fuzz}
 # take turns: tests/CMakeLists.txt gives them one resource lock).
 jobs=${TILEOPS_TEST_JOBS:-$(nproc)}
 
+# Each step is announced with the seconds the run has taken so far, so a
+# slow CI says where its time went.
+start=$SECONDS
+step() { echo "== $* (at $((SECONDS - start)) s)"; }
+
 ./scripts/deps.sh test
 
-echo "== build ($build)"
+step "build ($build)"
 ./scripts/build.sh "$build"
-echo "== tests ($build)"
+step "tests ($build)"
 (cd "$build" && ctest -LE gpu --output-on-failure -j"$jobs")
 
 # The .deb packages installed for real (dpkg -i, then purged): CI only,
 # where the machine is disposable and this runs as root.
 if [ "${CI:-}" = true ] && [ "$(id -u)" = 0 ]; then
-	echo "== install test ($build)"
+	step "install test ($build)"
 	./scripts/test-install.sh "$build"
-	echo "== operations walkthrough ($build)"
+	step "operations walkthrough ($build)"
 	./scripts/test-operations.sh "$build"
 fi
 
 if [ "${TILEOPS_SKIP_SANITIZE:-0}" != 1 ]; then
-	echo "== sanitizer build ($san_build)"
+	step "sanitizer build ($san_build)"
 	./scripts/build.sh "$san_build" -DTILEOPS_SANITIZE=ON -DTILEOPS_CUDA=OFF
-	echo "== tests ($san_build)"
+	step "tests ($san_build)"
 	(cd "$san_build" && ctest -LE gpu --output-on-failure -j"$jobs")
 fi
 
 if [ "${TILEOPS_SKIP_FUZZ:-0}" != 1 ]; then
-	echo "== fuzz build ($fuzz_build)"
+	step "fuzz build ($fuzz_build)"
 	CC=clang TILEOPS_TARGETS="fuzz_seeds fuzz_control fuzz_ring fuzz_manifest fuzz_expr" \
 		./scripts/build.sh "$fuzz_build" -DTILEOPS_FUZZ=ON -DTILEOPS_CUDA=OFF \
 		-DTILEOPS_FUZZ_SECONDS="${TILEOPS_FUZZ_SECONDS:-60}"
-	echo "== fuzz ($fuzz_build)"
+	step "fuzz ($fuzz_build)"
 	(cd "$fuzz_build" && ctest -L fuzz --output-on-failure -j"$jobs")
 fi
-echo "== all tests passed"
+step "all tests passed"
