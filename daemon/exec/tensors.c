@@ -368,6 +368,22 @@ void tensors_free(executor *ex, session *s, job *j, uint64_t handle)
 	tensor_release(ex, s, session_tensor_remove(s, handle));
 }
 
+/* A copy moves a tensor's bytes, so a view with gaps is refused (1, the
+ * reason in j); `role` names it in the message. */
+static int gaps_refused(job *j, const tensor *t, const char *what, const char *role)
+{
+	if (tk_is_contiguous(&t->view))
+		return 0;
+	char str[160];
+	dims_str(t->view.stride, t->view.ndim, str, sizeof(str));
+	j->status = TILEOPS_ERR_INVALID_ARGUMENT;
+	snprintf(j->msg, sizeof(j->msg),
+	         "%s: %s %llu is a view with gaps between its elements (strides %.160s), whose "
+	         "bytes are not its own; copy through its base or a packed view",
+	         what, role, (unsigned long long)t->handle, str);
+	return 1;
+}
+
 int tensors_copy(worker *w, session *s, job *j, int write, uint64_t handle, uint64_t toff,
                  uint64_t aoff, uint64_t len)
 {
@@ -376,17 +392,8 @@ int tensors_copy(worker *w, session *s, job *j, int write, uint64_t handle, uint
 	tensor *t = tensor_find(s, j, handle, what);
 	if (!t)
 		return 0;
-	if (!tk_is_contiguous(&t->view)) {
-		char str[160];
-		dims_str(t->view.stride, t->view.ndim, str, sizeof(str));
-		j->status = TILEOPS_ERR_INVALID_ARGUMENT;
-		snprintf(j->msg, sizeof(j->msg),
-		         "%s: tensor %llu is a view with gaps between its elements (strides "
-		         "%.160s), "
-		         "whose bytes are not its own; copy through its base or a packed view",
-		         what, (unsigned long long)handle, str);
+	if (gaps_refused(j, t, what, "tensor"))
 		return 0;
-	}
 	if (toff > t->nbytes || len > t->nbytes - toff) {
 		j->status = TILEOPS_ERR_RANGE;
 		snprintf(j->msg, sizeof(j->msg),
@@ -430,20 +437,9 @@ void tensors_copy_pair(executor *ex, session *s, job *j, uint64_t dst_handle, ui
 	       *src = dst ? tensor_find(s, j, src_handle, what) : NULL;
 	if (!src)
 		return;
-	for (int k = 0; k < 2; k++) {
-		const tensor *t = k ? src : dst;
-		if (!tk_is_contiguous(&t->view)) {
-			char str[160];
-			dims_str(t->view.stride, t->view.ndim, str, sizeof(str));
-			j->status = TILEOPS_ERR_INVALID_ARGUMENT;
-			snprintf(j->msg, sizeof(j->msg),
-			         "%s: %s tensor %llu is a view with gaps between its elements "
-			         "(strides %.160s); copy a packed tensor or view",
-			         what, k ? "source" : "destination", (unsigned long long)t->handle,
-			         str);
-			return;
-		}
-	}
+	if (gaps_refused(j, dst, what, "destination tensor") ||
+	    gaps_refused(j, src, what, "source tensor"))
+		return;
 	if (dst->nbytes != src->nbytes) {
 		j->status = TILEOPS_ERR_INVALID_ARGUMENT;
 		snprintf(j->msg, sizeof(j->msg),
