@@ -53,6 +53,44 @@ typedef struct backend_ceilings {
 	const char *source; /* "device" (from its properties) or "measured" (at start) */
 } backend_ceilings;
 
+/*
+ * Collectives: one operation over memory on several devices of this
+ * backend, one participant ("rank") per device, ranks numbered by their
+ * place in parts[] (NCCL's semantics; every rank on a distinct device).
+ * `count` is in elements of `dtype`:
+ * - ALL_REDUCE: every rank's recv gets the reduction of all ranks' send
+ *   (count elements each; send may equal recv).
+ * - ALL_GATHER: rank r's send (count elements) lands at recv + r * count on
+ *   every rank (recv holds n * count).
+ * - REDUCE_SCATTER: every send holds n * count; rank r's recv gets the
+ *   reduction of elements [r * count, (r + 1) * count) of all sends.
+ * Each rank's part is queued on its stream (a stream of its device) after
+ * the work queued there so far, and the stream's later work comes after
+ * it; like a launch, it returns before it has run.
+ */
+typedef enum backend_coll_kind {
+	BACKEND_ALL_REDUCE = 0,
+	BACKEND_ALL_GATHER = 1,
+	BACKEND_REDUCE_SCATTER = 2
+} backend_coll_kind;
+
+typedef enum backend_reduce { BACKEND_SUM = 0, BACKEND_MAX = 1, BACKEND_MIN = 2 } backend_reduce;
+
+typedef struct backend_coll_part {
+	void *stream; /* a stream of the rank's device */
+	const void *send;
+	void *recv;
+} backend_coll_part;
+
+typedef struct backend_coll {
+	backend_coll_kind kind;
+	backend_reduce reduce; /* not for ALL_GATHER */
+	tk_dtype dtype;        /* f32, f16 or bf16 */
+	size_t count;
+	int n; /* ranks, 1..BACKEND_MAX_DEVICES */
+	backend_coll_part parts[BACKEND_MAX_DEVICES];
+} backend_coll;
+
 typedef struct backend_ops {
 	/* Called on each executor thread when it starts and before it exits;
 	 * thread_fini waits for the work the thread queued. */
@@ -174,6 +212,11 @@ typedef struct backend_ops {
 	tileops_status (*event_export)(backend *be, void *stream, unsigned char handle[64],
 	                               char *err, size_t errlen);
 	tileops_status (*event_rerecord)(backend *be, void *stream, char *err, size_t errlen);
+	/* Queue a collective (backend_coll above). Not while capturing. The
+	 * CUDA backend runs it through NCCL, loaded when
+	 * first needed: TILEOPS_ERR_UNSUPPORTED, naming the library, where it
+	 * cannot be loaded. */
+	tileops_status (*collective)(backend *be, const backend_coll *c, char *err, size_t errlen);
 } backend_ops;
 
 /* Called with the time a launched op took (slot and arg as given at launch). */
