@@ -558,6 +558,7 @@ static const backend_ops cpu_ops = {
 	.sync = cpu_sync,
 	.stream_wait = cpu_stream_wait,
 	.copy = cpu_device_copy,
+	.collective = cpu_collective,
 	.fence_create = cpu_fence_create,
 	.fence_query = cpu_fence_query,
 	.fence_answered = cpu_fence_answered,

@@ -296,6 +296,11 @@ static tileops_status run_item(backend *be, cpu_item *it, char *err, size_t errl
 			return TILEOPS_ERR_BACKEND;
 		memmove(it->u.dcopy.dst, it->u.dcopy.src, it->u.dcopy.len);
 		return TILEOPS_OK;
+	case ITEM_COLL:
+		if (lost)
+			return TILEOPS_ERR_BACKEND;
+		cpu_collective_run(it->u.coll);
+		return TILEOPS_OK;
 	case ITEM_FREE:
 	case ITEM_FENCE:
 	case ITEM_WAIT:
@@ -327,6 +332,9 @@ static int finish_locked(cpu_impl *im, cpu_stream *s, cpu_item *it, tileops_stat
 	switch (it->kind) {
 	case ITEM_GRAPH:
 		cpu_graph_unref_locked(it->u.graph);
+		break;
+	case ITEM_COLL:
+		free(it->u.coll);
 		break;
 	case ITEM_FENCE:
 		cpu_fence_pass_locked(it->u.fence);

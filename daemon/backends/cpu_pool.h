@@ -40,8 +40,9 @@ typedef enum item_kind {
 	ITEM_READ,  /* tensor -> arena */
 	ITEM_FREE,
 	ITEM_FENCE,
-	ITEM_WAIT, /* the stream waits for a fence of another stream */
-	ITEM_DCOPY /* device memory to device memory */
+	ITEM_WAIT,  /* the stream waits for a fence of another stream */
+	ITEM_DCOPY, /* device memory to device memory */
+	ITEM_COLL   /* a collective, on its rank 0's stream (cpu_collective.c) */
 } item_kind;
 
 /* One piece of queued work, with everything it needs copied in. */
@@ -73,6 +74,7 @@ typedef struct cpu_item {
 		} dcopy;
 		void *ptr;
 		struct cpu_fence *fence; /* FENCE, WAIT */
+		backend_coll *coll;      /* owned */
 	} u;
 } cpu_item;
 
@@ -172,5 +174,10 @@ void cpu_pool_start_locked(backend *be);
 int cpu_observe_fault(backend *be);
 /* TILEOPS_ERR_BACKEND and its message, for a call after the device was lost. */
 tileops_status cpu_lost_error(backend *be, char *err, size_t errlen);
+
+/* The backend's collective operation (backend.h; cpu_collective.c). */
+tileops_status cpu_collective(backend *be, const backend_coll *c, char *err, size_t errlen);
+/* Run a queued collective (a pool thread, outside the lock). */
+void cpu_collective_run(const backend_coll *c);
 
 #endif

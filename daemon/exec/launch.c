@@ -14,11 +14,13 @@
 #include "tuning.h"
 
 /* Where an op's tensors are: the device of the first one named, and the
- * role and position it was named in (for the message when another differs). */
+ * role and position it was named in (for the message when another differs).
+ * A collective's tensors are on a device each: `each` gets them. */
 typedef struct op_place {
 	int device; /* -1 until a tensor is named */
 	const char *role;
 	int index;
+	int *each; /* NULL: one device for all */
 } op_place;
 
 /*
@@ -44,8 +46,12 @@ static tileops_status resolve(const tensor_resolver *views, const char *op, cons
 			         op, role, i, (unsigned long long)handles[i]);
 			return TILEOPS_ERR_UNKNOWN_HANDLE;
 		}
-		if (at->device < 0) {
-			*at = (op_place){ device, role, i };
+		if (at->each) {
+			at->each[i] = device;
+			if (at->device < 0)
+				at->device = device;
+		} else if (at->device < 0) {
+			*at = (op_place){ device, role, i, NULL };
 		} else if (device != at->device) {
 			snprintf(
 			        err, errlen,
@@ -60,6 +66,42 @@ static tileops_status resolve(const tensor_resolver *views, const char *op, cons
 	return TILEOPS_OK;
 }
 
+/*
+ * A collective's ranks: one tensor each, given in rank order with none left
+ * out, every one on a device of its own, and (gathering or scattering in
+ * place) each a whole number of ranks' parts.
+ */
+static tileops_status check_ranks(const op_desc *d, const prepared_op *p, char *err, size_t errlen)
+{
+	for (int r = 0; r < d->n_in; r++) {
+		if (d->in[r] == 0) {
+			snprintf(err, errlen,
+			         "%s: input %d left out: a collective takes one tensor per rank, "
+			         "in rank order, with none left out",
+			         d->op, r);
+			return TILEOPS_ERR_INVALID_ARGUMENT;
+		}
+		for (int q = 0; q < r; q++)
+			if (p->rank_device[q] == p->rank_device[r]) {
+				snprintf(
+				        err, errlen,
+				        "%s: ranks %d and %d are both on device %d: each rank of a "
+				        "collective is on a device of its own",
+				        d->op, q, r, p->rank_device[r]);
+				return TILEOPS_ERR_INVALID_ARGUMENT;
+			}
+	}
+	int64_t numel = tk_numel(&p->call.in[0]);
+	if (p->collective != MANIFEST_ALL_REDUCE && numel % d->n_in != 0) {
+		snprintf(err, errlen,
+		         "%s: %lld elements per rank do not split into %d equal parts, one per "
+		         "rank",
+		         d->op, (long long)numel, d->n_in);
+		return TILEOPS_ERR_SHAPE;
+	}
+	return TILEOPS_OK;
+}
+
 tileops_status launch_prepare(executor *ex, const tensor_resolver *views, const op_desc *d,
                               prepared_op *out, char *err, size_t errlen)
 {
@@ -67,8 +109,10 @@ tileops_status launch_prepare(executor *ex, const tensor_resolver *views, const 
 	const char *names[TK_MAX_PARAMS];
 	out->kernel = NULL;
 	out->cost = (op_cost){ 0, 0 };
+	const manifest_op *mo = manifest_find(ex->mf, d->op);
+	out->collective = mo ? (int)mo->collective : 0;
 	uint32_t left_out = 0;
-	op_place at = { -1, NULL, 0 };
+	op_place at = { -1, NULL, 0, out->collective ? out->rank_device : NULL };
 	tileops_status st =
 	        resolve(views, d->op, "input", d->n_in, d->in, in, &left_out, 0, &at, err, errlen);
 	if (st == TILEOPS_OK)
@@ -92,11 +136,13 @@ tileops_status launch_prepare(executor *ex, const tensor_resolver *views, const 
 		st = oplayer_prepare(ex->mf, &req, ex->be->is_gpu, &out->call, &out->kernel,
 		                     &out->cost, err, errlen);
 	}
+	if (st == TILEOPS_OK && out->collective)
+		st = check_ranks(d, out, err, errlen);
 	out->writes_nothing = st == TILEOPS_OK && oplayer_writes_nothing(ex->mf, d->op, &out->call);
 	out->est_us = st == TILEOPS_OK ? share_estimate_us(ex->be, &out->cost) : 0.0;
 	/* The tuning table's choice for the call (or none), once per prepared
 	 * op: ring ops are cached prepared, plans keep theirs in the graph. */
-	if (st == TILEOPS_OK)
+	if (st == TILEOPS_OK && out->kernel)
 		tuning_apply(ex->be->is_gpu ? ex->cfg.tuning : NULL, out->kernel, &out->call);
 	out->slot = -1;
 	if (st == TILEOPS_OK || (st != TILEOPS_ERR_UNKNOWN_OP && manifest_find(ex->mf, d->op)))
@@ -109,7 +155,8 @@ int launch_first_use(executor *ex, session *s, prepared_op *p)
 	char cls[TK_TUNING_TEXT_MAX], err[512];
 
 	void *stream = NULL;
-	if (!ex->be->is_gpu || !tuning_claim(ex->cfg.tuning, p->kernel, &p->call, cls, sizeof(cls)))
+	if (!ex->be->is_gpu || !p->kernel ||
+	    !tuning_claim(ex->cfg.tuning, p->kernel, &p->call, cls, sizeof(cls)))
 		return 0;
 	if (devices_stream(ex, s, p->device, &stream, err, sizeof(err)) != TILEOPS_OK ||
 	    ex->be->ops->sync(ex->be, stream, err, sizeof(err)) != TILEOPS_OK) {
@@ -133,6 +180,45 @@ void launch_share(executor *ex, session *s, double us)
 {
 	if (share_launch(ex->be, s->stream, &s->share, ex->cfg.queue_us, us) && exec_worker)
 		__atomic_fetch_add(&ex->pace[exec_worker->index].demotions, 1, __ATOMIC_RELAXED);
+}
+
+/*
+ * Queue a collective on s's stream of each rank's device. The ranks work in
+ * place: ALL_GATHER's rank r sends its part r of its tensor, REDUCE_SCATTER's
+ * receives it (NCCL's in-place layout). Its one param, when the op declares
+ * it, is the reduction.
+ */
+static tileops_status launch_collective(executor *ex, session *s, const prepared_op *p, char *err,
+                                        size_t errlen)
+{
+	static const backend_coll_kind kinds[] = {
+		[MANIFEST_ALL_REDUCE] = BACKEND_ALL_REDUCE,
+		[MANIFEST_ALL_GATHER] = BACKEND_ALL_GATHER,
+		[MANIFEST_REDUCE_SCATTER] = BACKEND_REDUCE_SCATTER,
+	};
+	const tk_call *call = &p->call;
+	if (!ex->be->ops->collective) {
+		snprintf(err, errlen, "the %s backend runs no collectives", ex->be->name);
+		return TILEOPS_ERR_UNSUPPORTED;
+	}
+	backend_coll c = {
+		.kind = kinds[p->collective],
+		.reduce = call->n_params > 0 ? (backend_reduce)call->params[0].v.i : BACKEND_SUM,
+		.dtype = call->in[0].dtype,
+		.n = call->n_in,
+	};
+	size_t numel = (size_t)tk_numel(&call->in[0]), esize = tk_dtype_size(c.dtype);
+	c.count = c.kind == BACKEND_ALL_REDUCE ? numel : numel / (size_t)c.n;
+	for (int r = 0; r < c.n; r++) {
+		tileops_status st =
+		        devices_stream(ex, s, p->rank_device[r], &c.parts[r].stream, err, errlen);
+		if (st != TILEOPS_OK)
+			return st;
+		char *base = call->in[r].data, *part = base + (size_t)r * c.count * esize;
+		c.parts[r].send = c.kind == BACKEND_ALL_GATHER ? part : base;
+		c.parts[r].recv = c.kind == BACKEND_REDUCE_SCATTER ? part : base;
+	}
+	return ex->be->ops->collective(ex->be, &c, err, errlen);
 }
 
 tileops_status launch_prepared(executor *ex, session *s, const prepared_op *p, tileops_status st,
@@ -159,6 +245,15 @@ tileops_status launch_prepared(executor *ex, session *s, const prepared_op *p, t
 		if (timed)
 			completion_timed(ex, p->slot, timed, 0.0);
 		return TILEOPS_OK;
+	}
+	if (st == TILEOPS_OK && p->collective) {
+		/* Not timed: its time on one device says little of the whole. */
+		st = launch_collective(ex, s, p, err, errlen);
+		stats_op_count(ex->cfg.st, p->slot, st != TILEOPS_OK, 0, p->cost.flops,
+		               p->cost.bytes, 0);
+		if (st == TILEOPS_OK && timed)
+			completion_timed(ex, p->slot, timed, 0.0);
+		return st;
 	}
 	void *stream = s->stream;
 	if (st == TILEOPS_OK && p->device != 0)

@@ -20,6 +20,10 @@ typedef struct prepared_op {
 	int slot;           /* stats slot, -1 for none */
 	int writes_nothing; /* every output is empty: nothing to launch */
 	int device;         /* the device its tensors are on (0 when it names none) */
+	/* A collective (kernel NULL): its kind (manifest_collective), and the
+	 * device of each rank, call.in[r]; `device` is rank 0's. */
+	int collective;
+	int rank_device[TK_MAX_INPUTS];
 } prepared_op;
 
 /*

@@ -254,7 +254,13 @@ static tileops_status plan_ops(executor *ex, session *s, plan *p, int bucket, in
 		char msg[400];
 		tileops_status st =
 		        launch_prepare(ex, &views, &p->def->ops[i], &op, msg, sizeof(msg));
-		if (st == TILEOPS_OK && device < 0) {
+		if (st == TILEOPS_OK && op.collective) {
+			snprintf(msg, sizeof(msg),
+			         "%s: a collective spans devices and a plan runs on one: run it "
+			         "with tileops_op_run between plan runs",
+			         p->def->ops[i].op);
+			st = TILEOPS_ERR_UNSUPPORTED;
+		} else if (st == TILEOPS_OK && device < 0) {
 			device = op.device;
 			first = i;
 		} else if (st == TILEOPS_OK && op.device != device) {

@@ -39,6 +39,16 @@ typedef struct manifest_dtype_rule {
 	char *text;    /* as written, e.g. "f16 | bf16 | f32" or "same_as(x)" */
 } manifest_dtype_rule;
 
+/* What a collective op does (the op key `collective`): its ranks' tensors
+ * are the inputs, one per device, and the backend's collective operation
+ * serves it, not a kernel (docs/manifest.md). */
+typedef enum manifest_collective {
+	MANIFEST_NOT_COLLECTIVE = 0,
+	MANIFEST_ALL_REDUCE = 1,
+	MANIFEST_ALL_GATHER = 2,
+	MANIFEST_REDUCE_SCATTER = 3
+} manifest_collective;
+
 typedef struct manifest_tensor {
 	char *name;
 	char *doc;
@@ -122,6 +132,7 @@ typedef struct manifest_op {
 	int n_kernels;
 	manifest_kernel *kernels;
 	int diagnostic; /* from MANIFEST_DIAGNOSTIC_DIR: served only when asked */
+	manifest_collective collective;
 } manifest_op;
 
 typedef struct manifest {

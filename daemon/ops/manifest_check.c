@@ -188,6 +188,34 @@ static int check_workloads(const manifest_op *op, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * A collective's inputs are its ranks' tensors, one per device, written in
+ * place: each is mutated and packed, the first is required and the rest
+ * optional (a request gives as many as it has ranks), and the backend's
+ * collective operation serves it, so it declares no kernels and no
+ * outputs.
+ */
+static int check_collective(const manifest_op *op, char *err, size_t errlen)
+{
+	if (op->n_kernels > 0)
+		return op_fail(op, op->kernels[0].line, err, errlen,
+		               "a collective is served by the backend's collective operation and "
+		               "declares no kernels");
+	if (op->n_out > 0)
+		return op_fail(op, op->tensors[op->n_in].line, err, errlen,
+		               "a collective works in place on its inputs and declares no outputs");
+	if (op->n_in_required != 1)
+		return op_fail(op, op->line, err, errlen,
+		               "a collective's first input (rank 0) is required and the others "
+		               "are optional");
+	for (int i = 0; i < op->n_in; i++)
+		if (!op->tensors[i].mutated || !op->tensors[i].packed)
+			return op_fail(op, op->tensors[i].line, err, errlen,
+			               "input '%s': a collective's inputs are mutated and packed",
+			               op->tensors[i].name);
+	return 0;
+}
+
 int manifest_check_op(const manifest_op *op, char *err, size_t errlen)
 {
 	if (check_names(op, err, errlen) < 0 || check_tensors(op, err, errlen) < 0 ||
@@ -199,12 +227,16 @@ int manifest_check_op(const manifest_op *op, char *err, size_t errlen)
 				return op_fail(op, op->kernels[i].line, err, errlen,
 				               "kernel '%s' is declared twice",
 				               op->kernels[i].name);
+	if (op->collective && check_collective(op, err, errlen) < 0)
+		return -1;
 	if (op->status != MANIFEST_IMPLEMENTED)
 		return 0;
 	if (op->n_workloads == 0)
 		return op_fail(op, op->line, err, errlen,
 		               "an implemented op needs at least one "
 		               "workload");
+	if (op->collective)
+		return 0;
 	for (int i = 0; i < op->n_kernels; i++)
 		if (!strcmp(op->kernels[i].backend, "cpu"))
 			return 0;
@@ -272,6 +304,15 @@ int manifest_check_kernels(const manifest *m, const tk_kernel_entry *table, size
 		for (size_t k = 0; k < n && !e; k++)
 			if (!strcmp(table[k].op, op->name))
 				e = &table[k];
+		if (op->collective) {
+			if (e)
+				problem(&pr,
+				        "%s:%d: op '%s' is a collective (served by the backend) "
+				        "but "
+				        "has a registered kernel",
+				        op->file, op->line, op->name);
+			continue;
+		}
 		if (op->status != MANIFEST_IMPLEMENTED) {
 			if (e)
 				problem(&pr,

@@ -492,9 +492,9 @@ static int load_kernels(ld *L, manifest_op *op, const yaml_node_t *seq, const ex
 
 /* ---- one op --------------------------------------------------------------------- */
 
-static const char *const op_keys[] = { "name",      "family",  "status", "torch", "doc",
-	                               "inputs",    "outputs", "params", "rules", "roofline",
-	                               "workloads", "kernels", NULL };
+static const char *const op_keys[] = { "name",      "family",  "status",     "torch", "doc",
+	                               "inputs",    "outputs", "params",     "rules", "roofline",
+	                               "workloads", "kernels", "collective", NULL };
 static const char *const op_req[] = { "name",    "status",   "torch", "inputs",
 	                              "outputs", "roofline", NULL };
 
@@ -582,6 +582,23 @@ static int load_op(ld *L, manifest_op *op, const yaml_node_t *n, const char *fam
 		op->status = MANIFEST_SPEC;
 	else
 		return ld_fail(L, v, "status", "unknown status '%s' (implemented or spec)", status);
+	if ((v = ld_get(L, n, "collective"))) {
+		const char *kind = ld_scalar(L, v, "collective");
+
+		if (!kind)
+			return -1;
+		if (!strcmp(kind, "all_reduce"))
+			op->collective = MANIFEST_ALL_REDUCE;
+		else if (!strcmp(kind, "all_gather"))
+			op->collective = MANIFEST_ALL_GATHER;
+		else if (!strcmp(kind, "reduce_scatter"))
+			op->collective = MANIFEST_REDUCE_SCATTER;
+		else
+			return ld_fail(L, v, "collective",
+			               "unknown collective '%s' (all_reduce, all_gather or "
+			               "reduce_scatter)",
+			               kind);
+	}
 	if (!(op->file = strdup(L->file)) || !op->family)
 		return ld_fail(L, n, NULL, "out of memory");
 	return load_sections(L, op, n);

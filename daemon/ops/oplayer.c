@@ -519,6 +519,12 @@ static tileops_status build_call(prep *p, const op_request *req, const tk_kernel
 	memset(&call->choice, 0, sizeof(call->choice));
 	memcpy(call->in, req->in, (size_t)req->n_in * sizeof(tk_tensor));
 	memcpy(call->out, req->out, (size_t)req->n_out * sizeof(tk_tensor));
+	if (!e) {
+		/* A collective: the backend reads its params in manifest order. */
+		memcpy(call->params, p->params, (size_t)op->n_params * sizeof(tk_param));
+		call->n_params = op->n_params;
+		return TILEOPS_OK;
+	}
 	for (; e->params && e->params[n]; n++) {
 		int k = -1;
 
@@ -569,7 +575,15 @@ tileops_status oplayer_prepare(const manifest *m, const op_request *req, int hav
 			snprintf(err, errlen, "op '%s' is declared but has no kernel yet", req->op);
 		return TILEOPS_ERR_UNSUPPORTED;
 	}
-	if ((st = validate(&p, req)) || (st = check_conditions(&p, have_cuda ? "cuda" : "cpu")))
+	if ((st = validate(&p, req)))
+		return st;
+	if (p.op->collective) {
+		if ((st = build_call(&p, req, NULL, call)) || (st = compute_cost(&p, cost)))
+			return st;
+		*kernel = NULL;
+		return TILEOPS_OK;
+	}
+	if ((st = check_conditions(&p, have_cuda ? "cuda" : "cpu")))
 		return st;
 	e = tk_kernel_find(p.op->name);
 	if (!e || (!have_cuda && !e->cpu))

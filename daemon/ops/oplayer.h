@@ -51,6 +51,9 @@ typedef struct op_cost {
  * (UNKNOWN_OP, DTYPE, SHAPE, PARAM, UNSUPPORTED) with a message in err.
  * `have_cuda`: whether the caller will launch the CUDA variant (an op whose
  * manifest status is "spec", or with no kernel for the backend, is refused).
+ * A collective (manifest_op.collective) is checked the same way but gets
+ * no kernel (*kernel NULL): its call holds the ranks' tensors and its
+ * params in manifest order, for the backend's collective operation.
  */
 tileops_status oplayer_prepare(const manifest *m, const op_request *req, int have_cuda,
                                tk_call *call, const tk_kernel_entry **kernel, op_cost *cost,

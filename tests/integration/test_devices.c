@@ -4,7 +4,8 @@
  * device list, tensors created on each device, copies within and between
  * devices and the pairs a copy refuses, ops and plans whose tensors share a
  * device (on both planes) and the ones that mix devices, which are refused,
- * and the client's own refusal of an index past the count.
+ * the client's own refusal of an index past the count, and the collectives
+ * (all_reduce, all_gather, reduce_scatter) over tensors on several devices.
  *
  * Each test starts a daemon of its own with that config (daemon2.h); the
  * last one checks the suite's shared daemon, which has no devices setting.
@@ -74,14 +75,21 @@ static void fill(float *v, float base, float step)
 		v[i] = base + step * (float)i;
 }
 
-static void expect_vec(tileops_client *c, tileops_tensor t, const float *want, const char *what)
+static void expect_vec_n(tileops_client *c, tileops_tensor t, const float *want, int n,
+                         const char *what)
 {
 	float got[N];
 
-	th_read(c, t, got, sizeof(got));
-	for (int i = 0; i < N; i++)
+	cr_assert(n <= N);
+	th_read(c, t, got, sizeof(float) * (size_t)n);
+	for (int i = 0; i < n; i++)
 		cr_assert_eq(got[i], want[i], "%s: element %d is %g, expected %g", what, i,
 		             (double)got[i], (double)want[i]);
+}
+
+static void expect_vec(tileops_client *c, tileops_tensor t, const float *want, const char *what)
+{
+	expect_vec_n(c, t, want, N, what);
 }
 
 /* Whether `msg` holds the number n as a word of its own ("device 1", not "12"). */
@@ -493,6 +501,162 @@ Test(devices, a_kernel_failing_on_device_1_fails_the_next_sync_only)
 	st = tileops_sync(c);
 	cr_assert_eq(st, TILEOPS_OK, "the sync after that: %s (%s)", tileops_strerror(st),
 	             tileops_last_error());
+	close_multi(c);
+}
+
+/* ---- collectives ------------------------------------------------------- */
+
+/* all_reduce over the four devices, summing in place; then max, out of the
+ * same tensors; and a second client's work on device 0 meanwhile is its own. */
+Test(devices, all_reduce_over_four_devices_sums_then_takes_the_max_in_place)
+{
+	tileops_client *c = connect_multi("devices-allreduce");
+	float v[NDEV][N], sum[N], max[N];
+	tileops_tensor t[NDEV];
+
+	for (int d = 0; d < NDEV; d++) {
+		fill(v[d], (float)(d * 3 - 4), d % 2 ? 0.25f : -0.125f);
+		t[d] = vec_on(c, d, v[d]);
+	}
+	for (int i = 0; i < N; i++) {
+		sum[i] = max[i] = v[0][i];
+		for (int d = 1; d < NDEV; d++) {
+			sum[i] += v[d][i];
+			max[i] = max[i] > v[d][i] ? max[i] : v[d][i];
+		}
+	}
+	tileops_op ar = { "all_reduce", t, NDEV, NULL, 0, NULL, 0 };
+	th_run(c, &ar);
+	for (int d = 0; d < NDEV; d++)
+		expect_vec(c, t[d], sum, "all_reduce sum");
+	/* max of equal tensors is each of them; write the inputs again first. */
+	for (int d = 0; d < NDEV; d++)
+		th_write(c, t[d], v[d], sizeof(v[d]));
+	tileops_param reduce = tileops_param_int("reduce", 1);
+	tileops_op armax = { "all_reduce", t, NDEV, NULL, 0, &reduce, 1 };
+	th_run(c, &armax);
+	for (int d = 0; d < NDEV; d++)
+		expect_vec(c, t[d], max, "all_reduce max");
+	close_multi(c);
+}
+
+/* Ops before a collective on each rank's device are in it; an op after it on
+ * one device sees its result; all through the rings. */
+Test(devices, ops_around_an_all_reduce_submitted_through_the_rings_keep_their_order)
+{
+	tileops_client *c = connect_multi("devices-allreduce-ring");
+	float one[N], want[N];
+	tileops_tensor x[NDEV], y[NDEV], out;
+	tileops_completion *cp[NDEV + 2];
+	tileops_op add[NDEV];
+	tileops_tensor in[NDEV][2];
+
+	fill(one, 1.0f, 0.0f);
+	/* Each rank adds its ones to itself (2s), the all_reduce sums them (8s)
+	 * and an add on device 3 doubles the result (16s). */
+	for (int d = 0; d < NDEV; d++) {
+		x[d] = vec_on(c, d, one);
+		y[d] = vec_on(c, d, NULL);
+		in[d][0] = in[d][1] = x[d];
+		add[d] = (tileops_op){ "add", in[d], 2, &y[d], 1, NULL, 0 };
+		cr_assert_eq(tileops_op_submit(c, &add[d], &cp[d]), TILEOPS_OK, "%s",
+		             tileops_last_error());
+	}
+	out = vec_on(c, 3, NULL);
+	tileops_op ar = { "all_reduce", y, NDEV, NULL, 0, NULL, 0 };
+	tileops_tensor twice[2] = { y[3], y[3] };
+	tileops_op after = { "add", twice, 2, &out, 1, NULL, 0 };
+	cr_assert_eq(tileops_op_submit(c, &ar, &cp[NDEV]), TILEOPS_OK, "%s", tileops_last_error());
+	cr_assert_eq(tileops_op_submit(c, &after, &cp[NDEV + 1]), TILEOPS_OK, "%s",
+	             tileops_last_error());
+	for (int k = 0; k < NDEV + 2; k++) {
+		cr_assert_eq(tileops_completion_wait(cp[k], -1), TILEOPS_OK, "op %d: %s", k,
+		             tileops_last_error());
+		tileops_completion_free(cp[k]);
+	}
+	fill(want, 16.0f, 0.0f);
+	expect_vec(c, out, want, "an add on device 3 after the all_reduce");
+	fill(want, 8.0f, 0.0f);
+	for (int d = 0; d < NDEV; d++)
+		expect_vec(c, y[d], want, "the all_reduce of the adds");
+	close_multi(c);
+}
+
+/* all_gather and reduce_scatter in place over ranks on devices 3, 1 and 0
+ * (rank order is the order given, not the devices'). */
+Test(devices, all_gather_and_reduce_scatter_in_place_over_three_ranks_in_the_order_given)
+{
+	enum { RANKS = 3, PART = 10 };
+	tileops_client *c = connect_multi("devices-gather");
+	const int dev[RANKS] = { 3, 1, 0 };
+	const int64_t shape[2] = { RANKS, PART };
+	float whole[RANKS][RANKS * PART], want[RANKS * PART], got[RANKS * PART];
+	tileops_tensor t[RANKS];
+
+	for (int r = 0; r < RANKS; r++) {
+		/* Only part r of rank r's tensor is its own; the rest is noise. */
+		for (int i = 0; i < RANKS * PART; i++)
+			whole[r][i] = i / PART == r ? (float)(100 * r + i) : -1.0f;
+		t[r] = tensor_on(c, dev[r], TILEOPS_F32, 2, shape);
+		th_write(c, t[r], whole[r], sizeof(whole[r]));
+	}
+	for (int i = 0; i < RANKS * PART; i++)
+		want[i] = (float)(100 * (i / PART) + i);
+	tileops_op ag = { "all_gather", t, RANKS, NULL, 0, NULL, 0 };
+	th_run(c, &ag);
+	for (int r = 0; r < RANKS; r++)
+		expect_vec_n(c, t[r], want, RANKS * PART, "all_gather");
+	/* reduce_scatter of the gathered tensors: part r of rank r is RANKS
+	 * times part r; the other parts stay. */
+	tileops_op rs = { "reduce_scatter", t, RANKS, NULL, 0, NULL, 0 };
+	th_run(c, &rs);
+	for (int r = 0; r < RANKS; r++) {
+		th_read(c, t[r], got, sizeof(got));
+		for (int i = 0; i < RANKS * PART; i++) {
+			float w = i / PART == r ? RANKS * want[i] : want[i];
+			cr_assert_eq(got[i], w, "reduce_scatter: rank %d element %d is %g, want %g",
+			             r, i, (double)got[i], (double)w);
+		}
+	}
+	close_multi(c);
+}
+
+Test(devices, collectives_refuse_two_ranks_on_one_device_uneven_parts_and_plans)
+{
+	tileops_client *c = connect_multi("devices-coll-refuse");
+	const int64_t odd[1] = { 7 };
+	float keep[N];
+	tileops_tensor a = vec_on(c, 0, NULL), b = vec_on(c, 2, NULL), d2 = vec_on(c, 2, NULL);
+	tileops_plan *p = NULL;
+
+	fill(keep, 5.0f, 1.0f);
+	th_write(c, b, keep, sizeof(keep));
+	tileops_tensor same[2] = { b, d2 };
+	tileops_op ar = { "all_reduce", same, 2, NULL, 0, NULL, 0 };
+	tileops_status st = tileops_op_run(c, &ar);
+	cr_assert_eq(st, TILEOPS_ERR_INVALID_ARGUMENT, "%s", tileops_last_error());
+	cr_assert(th_contains(tileops_last_error(), "ranks 0 and 1 are both on device 2"), "%s",
+	          tileops_last_error());
+	tileops_tensor u[2] = { tensor_on(c, 0, TILEOPS_F32, 1, odd),
+		                tensor_on(c, 1, TILEOPS_F32, 1, odd) };
+	tileops_op rs = { "reduce_scatter", u, 2, NULL, 0, NULL, 0 };
+	cr_assert_eq(tileops_op_run(c, &rs), TILEOPS_ERR_SHAPE, "%s", tileops_last_error());
+	cr_assert(th_contains(tileops_last_error(), "7 elements"), "%s", tileops_last_error());
+	/* A rank whose shape differs from rank 0's. */
+	tileops_tensor ab[2] = { a, u[1] };
+	tileops_op mism = { "all_reduce", ab, 2, NULL, 0, NULL, 0 };
+	cr_assert_eq(tileops_op_run(c, &mism), TILEOPS_ERR_SHAPE, "%s", tileops_last_error());
+	cr_assert(th_contains(tileops_last_error(), "x1"), "%s", tileops_last_error());
+	/* A plan runs on one device: a collective in one is refused at its end. */
+	tileops_tensor ok[2] = { a, b };
+	tileops_op in_plan = { "all_reduce", ok, 2, NULL, 0, NULL, 0 };
+	cr_assert_eq(tileops_plan_begin(c, NULL, &p), TILEOPS_OK, "%s", tileops_last_error());
+	cr_assert_eq(tileops_plan_add(p, &in_plan), TILEOPS_OK, "%s", tileops_last_error());
+	cr_assert_eq(tileops_plan_end(p), TILEOPS_ERR_UNSUPPORTED, "%s", tileops_last_error());
+	cr_assert(th_contains(tileops_last_error(), "collective"), "%s", tileops_last_error());
+	tileops_plan_free(p);
+	cr_assert_eq(tileops_sync(c), TILEOPS_OK, "%s", tileops_last_error());
+	expect_vec(c, b, keep, "rank 0 of a refused collective");
 	close_multi(c);
 }
 

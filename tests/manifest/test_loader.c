@@ -82,6 +82,26 @@ Test(loader, a_default_outside_its_values_is_refused)
 	        "param 'steps': default 3 is not one of its values");
 }
 
+Test(loader, an_unknown_collective_is_refused)
+{
+	refused("collective_unknown.yaml",
+	        "collective_unknown.yaml:5:17: op 'toy': key 'collective'",
+	        "unknown collective 'broadcast' (all_reduce, all_gather or reduce_scatter)");
+}
+
+Test(loader, a_collective_with_kernels_is_refused)
+{
+	refused("collective_kernels.yaml", "collective_kernels.yaml:22: op 'toy'",
+	        "a collective is served by the backend's collective operation and declares no "
+	        "kernels");
+}
+
+Test(loader, a_collective_input_not_written_in_place_is_refused)
+{
+	refused("collective_not_mutated.yaml", "collective_not_mutated.yaml:12: op 'toy'",
+	        "input 'x1': a collective's inputs are mutated and packed");
+}
+
 Test(loader, a_missing_path_is_refused)
 {
 	char err[256];
@@ -145,6 +165,7 @@ Test(loader, the_project_manifest_loads_with_every_family)
 		                           "sample",
 		                           "moe_route",
 		                           "gemm_fp8",
+		                           "all_reduce",
 		                           NULL };
 	char err[4096] = "";
 	manifest *m = NULL;
@@ -153,6 +174,6 @@ Test(loader, the_project_manifest_loads_with_every_family)
 	             err);
 	for (int i = 0; ops[i]; i++)
 		cr_assert_not_null(manifest_find(m, ops[i]), "%s is missing", ops[i]);
-	cr_assert_eq(m->n_files, 13); /* one per family, diagnostic included */
+	cr_assert_eq(m->n_files, 14); /* one per family, diagnostic included */
 	manifest_free(m);
 }

@@ -729,7 +729,7 @@ struct criterion_test_params parity_params(const char *family)
 		for (int o = 0; o < m->n_ops; o++) {
 			const manifest_op *op = &m->ops[o];
 
-			if (op->status != MANIFEST_IMPLEMENTED ||
+			if (op->status != MANIFEST_IMPLEMENTED || op->collective ||
 			    (family && strcmp(op->family, family)))
 				continue;
 			for (int w = 0; w < op->n_workloads; w++)
@@ -746,7 +746,8 @@ struct criterion_test_params parity_params(const char *family)
 	for (int o = 0; o < m->n_ops; o++) {
 		const manifest_op *op = &m->ops[o];
 
-		if (op->status != MANIFEST_IMPLEMENTED || (family && strcmp(op->family, family)))
+		if (op->status != MANIFEST_IMPLEMENTED || op->collective ||
+		    (family && strcmp(op->family, family)))
 			continue;
 		for (int w = 0; w < op->n_workloads; w++) {
 			for (int d = 1; d < TK_DTYPE_COUNT; d++) {

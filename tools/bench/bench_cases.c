@@ -37,6 +37,7 @@ static const struct {
 	{ "attention", "tileops-bench-decode and tileops-bench-prefill" },
 	{ "diagnostic", "not a computation" },
 	{ "moe", "tileops-bench-moe (scripts/bench-moe.sh), which runs the family too" },
+	{ "collective", "spans devices: a one-device run measures no collective" },
 };
 
 #define N_SKIPPED (sizeof(skipped) / sizeof(skipped[0]))

@@ -7,7 +7,7 @@
  *   OUTDIR/tk_kernel_table.inc  the param name lists and the table rows,
  *                            included by kernels/registry.c
  *
- * Every implemented op gets a row: its input and output counts, its params
+ * Every implemented op but the collectives (the backends serve those) gets a row: its input and output counts, its params
  * in declaration order (the order kernels read tk_call.params in), the CPU
  * reference named by its cpu kernel and the CUDA launcher named by its cuda
  * kernel (TK_CUDA_FN() of it, NULL in builds without CUDA), the
@@ -115,7 +115,7 @@ int main(int argc, char **argv)
 	int rows = 0;
 	for (int i = 0; i < m->n_ops; i++) {
 		const manifest_op *op = &m->ops[i];
-		if (op->status != MANIFEST_IMPLEMENTED)
+		if (op->status != MANIFEST_IMPLEMENTED || op->collective)
 			continue;
 		const manifest_kernel *cpu = kernel_for(op, "cpu"), *cuda = kernel_for(op, "cuda");
 		if (!cpu) {
@@ -144,7 +144,7 @@ int main(int argc, char **argv)
 	    rows);
 	for (int i = 0; i < m->n_ops; i++) {
 		const manifest_op *op = &m->ops[i];
-		if (op->status != MANIFEST_IMPLEMENTED)
+		if (op->status != MANIFEST_IMPLEMENTED || op->collective)
 			continue;
 		const manifest_kernel *cuda = kernel_for(op, "cuda");
 		put(&table, "\t{ \"%s\", %d, %d, params_%s, tk_cpu_%s, ", op->name, op->n_in,

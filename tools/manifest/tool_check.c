@@ -14,7 +14,8 @@
  *     the op is reported "cpu only", which is no failure); a workload from a
  *     real model (model not "none...", except in the diagnostic family);
  *     and the family's CPU reference test tests/kernels/test_<family>.c
- *     naming the op.
+ *     naming the op; a collective (served by the backends, no kernels)
+ *     instead is named by the CPU backend's tests/unit/test_cpu_collective.c.
  * A function counts as defined where it is written out with its body, or
  * where a macro that pastes tk_cpu_##arg (or tk_cuda_##arg, possibly
  * through other such macros) is invoked with the op as that argument: the
@@ -576,9 +577,31 @@ static int documented(const char *ops_md, const char *name)
 	return 0;
 }
 
+/* The family's reference test, `test` under the root, names the op. */
+static void check_test(report *r, const manifest_op *op, const char *test)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", r->root, test);
+	size_t len;
+	char *text = read_file(path, &len);
+	if (text == NULL)
+		problem(r, op, "cpu reference test",
+		        "%s does not exist (the family's CPU reference test)", test);
+	else if (!mentions(text, op->name))
+		problem(r, op, "cpu reference test", "%s does not name the op", test);
+	free(text);
+}
+
+/* A collective has no kernels: the backends' collective operation serves
+ * it, and the CPU backend's, the reference, has its own test. */
+static void check_collective(report *r, const manifest_op *op)
+{
+	check_test(r, op, "tests/unit/test_cpu_collective.c");
+}
+
 static void check_op(report *r, const tree *t, const manifest_op *op, const char *ops_md)
 {
-	char path[4096], test[256];
+	char test[256];
 	int real = 0;
 
 	if (op->doc == NULL || op->doc[0] == '\0')
@@ -599,6 +622,10 @@ static void check_op(report *r, const tree *t, const manifest_op *op, const char
 	if (!real)
 		problem(r, op, "workloads",
 		        "no workload from a real model (model: other than none)");
+	if (op->collective) {
+		check_collective(r, op);
+		return;
+	}
 	if (lists_kernel(op, "cpu"))
 		check_function(r, t, op, 0);
 	else
@@ -612,15 +639,7 @@ static void check_op(report *r, const tree *t, const manifest_op *op, const char
 		r->cpu_only++;
 	}
 	snprintf(test, sizeof(test), "tests/kernels/test_%s.c", op->family);
-	snprintf(path, sizeof(path), "%s/%s", r->root, test);
-	size_t len;
-	char *text = read_file(path, &len);
-	if (text == NULL)
-		problem(r, op, "cpu reference test",
-		        "%s does not exist (the family's CPU reference test)", test);
-	else if (!mentions(text, op->name))
-		problem(r, op, "cpu reference test", "%s does not name the op", test);
-	free(text);
+	check_test(r, op, test);
 }
 
 static int by_line(const void *a, const void *b)

@@ -1,7 +1,7 @@
 """Several devices from Python: client.devices, device= on the calls that
 make tensors, client.copy within and between devices, outputs allocated on
-their inputs' device, and the refusal of an op whose tensors are on two
-devices. Most tests run against a daemon with `devices = 0-3` (emulated
+their inputs' device, the refusal of an op whose tensors are on two
+devices, and the collectives over tensors on several. Most tests run against a daemon with `devices = 0-3` (emulated
 devices on the CPU backend); the last ones against the module's default
 daemon, which serves one."""
 import numpy as np
@@ -97,6 +97,43 @@ def test_outputs_are_allocated_on_their_inputs_device(mclient):
         ops.mul(x, y, out=z, plan=p)
     p.run()
     np.testing.assert_array_equal(z.numpy(), 2 * a * a)
+
+
+def test_all_reduce_over_four_devices_sums_in_place(mclient):
+    rng = np.random.default_rng(11)
+    parts = [rng.integers(-8, 8, (4, 32)).astype(np.float32) for _ in range(4)]
+    ts = [mclient.from_numpy(p, device=d) for d, p in enumerate(parts)]
+    assert ops.all_reduce(*ts) is None  # in place: no outputs
+    for t in ts:
+        np.testing.assert_array_equal(t.numpy(), sum(parts))
+    ops.all_reduce(*ts[:2], reduce=2)  # min of equal tensors: unchanged
+    np.testing.assert_array_equal(ts[1].numpy(), sum(parts))
+
+
+def test_all_gather_and_reduce_scatter_follow_the_rank_order_given(mclient):
+    devs = [2, 0, 3]
+    whole = np.zeros((3, 5), np.float32)
+    ts = []
+    for r, d in enumerate(devs):
+        mine = np.full((3, 5), -1.0, np.float32)
+        mine[r] = np.arange(5) + 10 * r  # rank r's own part
+        whole[r] = mine[r]
+        ts.append(mclient.from_numpy(mine, device=d))
+    ops.all_gather(*ts)
+    for t in ts:
+        np.testing.assert_array_equal(t.numpy(), whole)
+    ops.reduce_scatter(*ts, reduce=1)  # max of equal parts: each part as it was
+    for t in ts:
+        np.testing.assert_array_equal(t.numpy(), whole)
+
+
+def test_a_collective_with_two_ranks_on_one_device_raises_naming_it(mclient):
+    a = mclient.from_numpy(np.ones(8, np.float32), device=1)
+    b = mclient.from_numpy(np.ones(8, np.float32), device=1)
+    with pytest.raises(tileops.Error) as e:
+        ops.all_reduce(a, b)
+    assert e.value.status_name == "INVALID_ARGUMENT"
+    assert "both on device 1" in e.value.message
 
 
 def test_copy_refuses_what_is_not_a_tensor_of_this_client(mclient, multi_daemon):

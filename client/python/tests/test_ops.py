@@ -337,3 +337,16 @@ def test_functions_carry_the_manifests_signature_and_doc():
     assert sig.parameters["eps"].default == pytest.approx(1e-6)
     assert "sqrt" in ops.rms_norm.__doc__ and "Added to the mean square" in ops.rms_norm.__doc__
     assert inspect.signature(ops.clamp).parameters["max_value"].default == math.inf
+
+
+@family("collective")
+def test_collective_ops_on_one_device_leave_the_tensor_whole(client):
+    # The default daemon serves one device: a one-rank collective is the
+    # tensor itself (test_devices.py runs them over four).
+    a = rand(6, 10)
+    t = client.from_numpy(a)
+    assert ops.all_reduce(t) is None
+    close(t.numpy(), a)
+    ops.all_gather(t)
+    ops.reduce_scatter(t, reduce=1)
+    close(t.numpy(), a)
