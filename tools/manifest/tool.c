@@ -96,6 +96,9 @@ void tool_signature(const manifest_op *op, char *buf, size_t len)
 	for (int i = 0; i < op->n_out && u < len; i++)
 		u += (size_t)snprintf(buf + u, len - u, "%s%s", i ? ", " : ") -> ",
 		                      op->tensors[op->n_in + i].name);
+	/* An op that writes its inputs in place returns nothing. */
+	if (op->n_out == 0 && u < len)
+		snprintf(buf + u, len - u, ")");
 }
 
 void tool_rank(const manifest_tensor *t, char *buf, size_t len)
