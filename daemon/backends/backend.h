@@ -274,10 +274,10 @@ int backend_lost(backend *be, char *why, size_t len);
 /*
  * How a backend is opened. queues (CUDA): the hardware work queues to ask
  * the driver for (CUDA_DEVICE_MAX_CONNECTIONS, unless the environment sets
- * it) and as many streams made at once for sessions to take turns on, so
- * that concurrent sessions' streams sit on distinct queues instead of
- * sharing one and waiting behind each other's kernels. 0: the driver's
- * default and a new stream for each session.
+ * it) and as many streams made at once on each device for sessions to take
+ * turns on, so that concurrent sessions' streams sit on distinct queues
+ * instead of sharing one and waiting behind each other's kernels. 0: the
+ * driver's default and a new stream for each session.
  */
 typedef struct backend_options {
 	int devices[BACKEND_MAX_DEVICES]; /* ordinals, by index */

@@ -1,7 +1,16 @@
 /*
  * backend_cuda.c - the CUDA backend: tensors in device memory, one stream
- * per session, kernels from kernels/ launched on it. This is the only daemon
- * file that includes CUDA headers; every call runs on the executor thread.
+ * per session and device, kernels from kernels/ launched on it, on every
+ * GPU of the devices setting. With cuda_nccl.c (the collectives) the only
+ * daemon files that include CUDA headers; every call runs on the executor
+ * thread.
+ *
+ * Several devices: streams, events, allocations and kernel launches belong
+ * to the device current on the calling thread, so every operation first
+ * makes its stream's device current (on_device), and what a thread keeps
+ * per launch is kept per device as well (cuda_thread). A thread remembers
+ * which device it made current, so one that stays on one device (every
+ * thread when the backend serves one) sets it once, not per call.
  */
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -15,6 +24,7 @@
 
 #include "backend.h"
 #include "clock.h"
+#include "cuda_nccl.h"
 #include "log.h"
 
 #define CUDA_TIMING_RING 256
@@ -34,11 +44,13 @@ typedef struct cuda_ipc_map {
 } cuda_ipc_map;
 
 /*
- * A session's stream, and the workspace its ops borrow (TK_WORKSPACE_BYTES,
- * made on the first op that can use it). Ops on one stream run in order,
- * so they can all share it.
+ * A session's stream on one device, and the workspace its ops borrow
+ * (TK_WORKSPACE_BYTES, made on the first op that can use it). Ops on one
+ * stream run in order, so they can all share it.
  */
 typedef struct cuda_stream {
+	int device;              /* the index of its device */
+	int ordinal;             /* that device's CUDA ordinal */
 	cudaStream_t s;          /* where its work goes now: home, or low's */
 	cudaStream_t home;       /* its own, at the normal priority */
 	cudaEvent_t turn;        /* orders its work after a change of stream */
@@ -52,7 +64,7 @@ typedef struct cuda_stream {
 } cuda_stream;
 
 /*
- * The device's streams made at open, one per hardware work queue asked for
+ * A device's streams made at open, one per hardware work queue asked for
  * (backend_options.queues), all at once so that each sits on a queue of its
  * own: most at the device's greatest priority, for sessions, and an eighth
  * at its least, for sessions lowered while they have much queued
@@ -82,6 +94,7 @@ typedef enum { DEFER_DEVICE, DEFER_ARENA } defer_kind;
 typedef struct cuda_deferred {
 	defer_kind kind;
 	void *ptr;      /* device memory, or a pinned arena mapping */
+	int ordinal;    /* the CUDA device of the memory (-1: any, an arena's) */
 	size_t size;    /* the arena mapping's size */
 	uint64_t since; /* when it was put off (now_us) */
 	struct cuda_deferred *next;
@@ -90,12 +103,20 @@ typedef struct cuda_deferred {
 #define DEFER_MAX_US 200000u
 #define DEFER_GAP_US 5000u
 
-typedef struct cuda_impl {
-	int device;
-	pthread_mutex_t ipc_mu; /* the executor threads share the IPC mappings */
-	cuda_ipc_map *ipc;
+/* One device the backend serves: its ordinal and the streams made for it. */
+typedef struct cuda_device {
+	int ordinal;
 	cuda_pool pool, low_pool;
 	int prio_normal, prio_low; /* stream priorities (equal: the device has none) */
+} cuda_device;
+
+typedef struct cuda_impl {
+	cuda_device dev[BACKEND_MAX_DEVICES]; /* by index, as be->devices */
+	int n_devices;
+	/* CUDA IPC serves the first device only: imported memory is mapped
+	 * into it, and only its memory is exported. */
+	pthread_mutex_t ipc_mu; /* the executor threads share the IPC mappings */
+	cuda_ipc_map *ipc;
 	/* The releases put off, oldest first, and the thread that does them. */
 	pthread_mutex_t defer_mu;
 	pthread_cond_t defer_cv;
@@ -103,7 +124,8 @@ typedef struct cuda_impl {
 	int deferred_any; /* atomic: the list is not empty */
 	pthread_t reaper;
 	int reaper_running, reaper_stop;
-	backend_ceilings ceil; /* from the device's properties at open */
+	backend_ceilings ceil; /* from the first device's properties at open */
+	cuda_nccl *nccl;       /* the collectives' communicators (NCCL, loaded on first use) */
 } cuda_impl;
 
 /*
@@ -114,26 +136,47 @@ typedef struct cuda_impl {
 typedef struct cuda_graph {
 	cudaGraphExec_t exec;
 	void *ws;
+	int device, ordinal; /* where it was captured, the only device it runs on */
 } cuda_graph;
 
-/* Fence events each thread keeps made. */
+/* A fence: an event of one device, which pool it goes back to. */
+typedef struct cuda_fence {
+	cudaEvent_t ev;
+	int device;
+} cuda_fence;
+
+/* Fence events each thread keeps made, per device. */
 #define CUDA_FENCE_POOL 32
 
-/* What each executor thread keeps for its own launches. */
-typedef struct cuda_thread {
+/* What an executor thread keeps for its own launches on one device (CUDA
+ * events and streams belong to one device). */
+typedef struct cuda_thread_dev {
 	/* Launched ops whose device time is not collected yet, oldest first. */
 	cuda_timing ring[CUDA_TIMING_RING];
 	unsigned head, tail; /* tail - head entries in use */
-	void *bounce;        /* pinned staging for arenas that could not be pinned */
 	int capturing;       /* a plan is being captured: launches are not timed */
 	void *capture_ws;    /* workspace made during the capture, for its graph */
-	/* Fence events to reuse (made at thread start, like the timing events). */
-	cudaEvent_t fences[CUDA_FENCE_POOL];
+	/* Fences to reuse (made at thread start, like the timing events). */
+	cuda_fence *fences[CUDA_FENCE_POOL];
 	int n_fences;
 	cudaStream_t zero; /* where new tensors are zeroed (cuda_alloc) */
+} cuda_thread_dev;
+
+/* What each executor thread keeps: its state on every device, all made at
+ * thread start. */
+typedef struct cuda_thread {
+	cuda_thread_dev *dev[BACKEND_MAX_DEVICES];
+	void *bounce; /* pinned staging (portable: any device) for arenas that could not be pinned */
 } cuda_thread;
 
 static _Thread_local cuda_thread *cuda_tls;
+
+/*
+ * The CUDA device this file last made current on the calling thread, -1
+ * when not known (before the first, and after code that may change it:
+ * NCCL, another backend). Every thread has one, the release thread too.
+ */
+static _Thread_local int cuda_current = -1;
 
 /* The one CUDA backend of the process (its device's sticky state is the
  * process's). */
@@ -175,6 +218,39 @@ static tileops_status cuda_fail(cudaError_t e, const char *what, char *err, size
 	return TILEOPS_ERR_BACKEND;
 }
 
+/* Make CUDA device `ordinal` current on the calling thread. */
+static cudaError_t cuda_switch(int ordinal)
+{
+	cudaError_t e = cudaSetDevice(ordinal);
+	cuda_current = e == cudaSuccess ? ordinal : -1;
+	return e;
+}
+
+/* Make device `ordinal` current unless it is already: a comparison on the
+ * path of every launch, a cudaSetDevice only when the thread moves. */
+static inline cudaError_t on_device(int ordinal)
+{
+	return ordinal == cuda_current ? cudaSuccess : cuda_switch(ordinal);
+}
+
+/* The same, for a call that cannot return an error: a failure is logged,
+ * and the call that follows fails (or runs on the wrong device) and says. */
+static void on_device_or_log(int ordinal, const char *what)
+{
+	cudaError_t e = on_device(ordinal);
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		log_warn("%s: cudaSetDevice(%d): %s", what, ordinal, cudaGetErrorString(e));
+	}
+}
+
+/* The state of the calling thread for device index `device`; NULL on a
+ * thread that is not an executor thread (no thread_init). */
+static inline cuda_thread_dev *thread_dev(int device)
+{
+	return cuda_tls ? cuda_tls->dev[device] : NULL;
+}
+
 /* The clock in whole microseconds, never 0. */
 static uint64_t now_us(void)
 {
@@ -184,7 +260,11 @@ static uint64_t now_us(void)
 static void release_one(const cuda_deferred *d)
 {
 	if (d->kind == DEFER_DEVICE) {
-		/* Waits for work in flight that may still use the memory. */
+		if (d->ordinal >= 0)
+			on_device_or_log(d->ordinal, "releasing device memory");
+		/* Waits for work in flight that may still use the memory: its
+		 * device's (a peer copy that read it from another device is
+		 * ordered before the stream its free came on: tensors.c). */
 		cudaFree(d->ptr);
 	} else {
 		cudaHostUnregister(d->ptr);
@@ -192,16 +272,17 @@ static void release_one(const cuda_deferred *d)
 	}
 }
 
-/* Put a release off; done at once if there is no memory to remember it. */
-static void defer(cuda_impl *im, defer_kind kind, void *ptr, size_t size)
+/* Put a release off; done at once if there is no memory to remember it.
+ * `ordinal`: the device of device memory, -1 for an arena. */
+static void defer(cuda_impl *im, defer_kind kind, void *ptr, int ordinal, size_t size)
 {
 	cuda_deferred *d = malloc(sizeof(*d));
 	if (!d || !im->reaper_running) {
-		release_one(&(cuda_deferred){ kind, ptr, size, 0, NULL });
+		release_one(&(cuda_deferred){ kind, ptr, ordinal, size, 0, NULL });
 		free(d);
 		return;
 	}
-	*d = (cuda_deferred){ kind, ptr, size, now_us(), NULL };
+	*d = (cuda_deferred){ kind, ptr, ordinal, size, now_us(), NULL };
 	pthread_mutex_lock(&im->defer_mu);
 	if (im->deferred_tail)
 		im->deferred_tail->next = d;
@@ -261,7 +342,7 @@ static void *reaper_main(void *arg)
 	cuda_impl *im = a.im;
 	free(arg);
 	pthread_setname_np(pthread_self(), "tileops-release");
-	cudaSetDevice(im->device);
+	on_device_or_log(im->dev[0].ordinal, "the release thread");
 	uint64_t last_forced = 0;
 	pthread_mutex_lock(&im->defer_mu);
 	while (!im->reaper_stop) {
@@ -312,34 +393,98 @@ int backend_cuda_available(void)
 	return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
+/* A fence of the current device, which is device index `device`. */
+static cudaError_t fence_new(int device, cuda_fence **out)
+{
+	cuda_fence *f = malloc(sizeof(*f));
+	if (!f)
+		return cudaErrorMemoryAllocation;
+	cudaError_t e = cudaEventCreateWithFlags(&f->ev, cudaEventDisableTiming);
+	if (e != cudaSuccess) {
+		free(f);
+		return e;
+	}
+	f->device = device;
+	*out = f;
+	return cudaSuccess;
+}
+
+static void fence_destroy(cuda_fence *f)
+{
+	cudaEventDestroy(f->ev);
+	free(f);
+}
+
+/* Free what thread_dev_make made of td (its device current). */
+static void thread_dev_free(cuda_thread_dev *td)
+{
+	for (unsigned i = 0; i < CUDA_TIMING_RING; i++) {
+		if (td->ring[i].start)
+			cudaEventDestroy(td->ring[i].start);
+		if (td->ring[i].stop)
+			cudaEventDestroy(td->ring[i].stop);
+	}
+	while (td->n_fences > 0)
+		fence_destroy(td->fences[--td->n_fences]);
+	if (td->zero)
+		cudaStreamDestroy(td->zero);
+	free(td);
+}
+
+/* The calling thread's state on device index `device`, with that device
+ * current. Every timing event is made now: creating events while other
+ * threads launch stalls them all (measured: the 8-process dispatch rate
+ * fell from 684k to 450k kernels/s with a few dozen made on the fly). */
+static tileops_status thread_dev_make(int device, cuda_thread_dev **out, char *err, size_t errlen)
+{
+	cuda_thread_dev *td = calloc(1, sizeof(*td));
+	cudaError_t e = cudaSuccess;
+	const char *what = "cudaEventCreate";
+	if (!td) {
+		snprintf(err, errlen, "out of memory");
+		return TILEOPS_ERR_OUT_OF_MEMORY;
+	}
+	for (unsigned i = 0; e == cudaSuccess && i < CUDA_TIMING_RING; i++) {
+		cuda_timing *t = &td->ring[i];
+		if ((e = cudaEventCreate(&t->start)) == cudaSuccess)
+			e = cudaEventCreate(&t->stop);
+	}
+	for (; e == cudaSuccess && td->n_fences < CUDA_FENCE_POOL; td->n_fences++)
+		e = fence_new(device, &td->fences[td->n_fences]);
+	if (e == cudaSuccess) {
+		what = "cudaStreamCreate";
+		e = cudaStreamCreateWithFlags(&td->zero, cudaStreamNonBlocking);
+	}
+	if (e != cudaSuccess) {
+		thread_dev_free(td);
+		return cuda_fail(e, what, err, errlen);
+	}
+	*out = td;
+	return TILEOPS_OK;
+}
+
+static void cuda_thread_fini(backend *be);
+
 static tileops_status cuda_thread_init(backend *be, char *err, size_t errlen)
 {
 	cuda_impl *im = be->impl;
-	cudaError_t e = cudaSetDevice(im->device);
-	if (e != cudaSuccess)
-		return cuda_fail(e, "cudaSetDevice", err, errlen);
 	cuda_tls = calloc(1, sizeof(*cuda_tls));
 	if (!cuda_tls) {
 		snprintf(err, errlen, "out of memory");
 		return TILEOPS_ERR_OUT_OF_MEMORY;
 	}
-	/* Every timing event is made now: creating events while other threads
-	 * launch stalls them all (measured: the 8-process dispatch rate fell
-	 * from 684k to 450k kernels/s with a few dozen made on the fly). */
-	for (unsigned i = 0; i < CUDA_TIMING_RING; i++) {
-		cuda_timing *t = &cuda_tls->ring[i];
-		if ((e = cudaEventCreate(&t->start)) != cudaSuccess ||
-		    (e = cudaEventCreate(&t->stop)) != cudaSuccess)
-			return cuda_fail(e, "cudaEventCreate", err, errlen);
+	/* The first device last: the thread starts on it, as it did with one. */
+	cuda_current = -1;
+	for (int d = im->n_devices - 1; d >= 0; d--) {
+		cudaError_t e = cuda_switch(im->dev[d].ordinal);
+		tileops_status st = e == cudaSuccess
+		                            ? thread_dev_make(d, &cuda_tls->dev[d], err, errlen)
+		                            : cuda_fail(e, "cudaSetDevice", err, errlen);
+		if (st != TILEOPS_OK) {
+			cuda_thread_fini(be);
+			return st;
+		}
 	}
-	for (; cuda_tls->n_fences < CUDA_FENCE_POOL; cuda_tls->n_fences++) {
-		e = cudaEventCreateWithFlags(&cuda_tls->fences[cuda_tls->n_fences],
-		                             cudaEventDisableTiming);
-		if (e != cudaSuccess)
-			return cuda_fail(e, "cudaEventCreate", err, errlen);
-	}
-	if ((e = cudaStreamCreateWithFlags(&cuda_tls->zero, cudaStreamNonBlocking)) != cudaSuccess)
-		return cuda_fail(e, "cudaStreamCreate", err, errlen);
 	return TILEOPS_OK;
 }
 
@@ -347,23 +492,25 @@ static void cuda_collect(backend *be);
 
 static void cuda_thread_fini(backend *be)
 {
+	cuda_impl *im = be->impl;
 	cuda_thread *t = cuda_tls;
 	if (!t)
 		return;
-	cudaDeviceSynchronize();
+	for (int d = 0; d < im->n_devices; d++) {
+		if (!t->dev[d])
+			continue;
+		on_device_or_log(im->dev[d].ordinal, "thread_fini");
+		cudaDeviceSynchronize();
+	}
 	cuda_collect(be);
-	for (unsigned i = 0; i < CUDA_TIMING_RING; i++) {
-		if (t->ring[i].start)
-			cudaEventDestroy(t->ring[i].start);
-		if (t->ring[i].stop)
-			cudaEventDestroy(t->ring[i].stop);
+	for (int d = 0; d < im->n_devices; d++) {
+		if (!t->dev[d])
+			continue;
+		on_device_or_log(im->dev[d].ordinal, "thread_fini");
+		thread_dev_free(t->dev[d]);
 	}
 	if (t->bounce)
 		cudaFreeHost(t->bounce);
-	while (t->n_fences > 0)
-		cudaEventDestroy(t->fences[--t->n_fences]);
-	if (t->zero)
-		cudaStreamDestroy(t->zero);
 	free(t);
 	cuda_tls = NULL;
 }
@@ -384,12 +531,15 @@ static void pool_destroy(cuda_pool *p)
 	pthread_mutex_destroy(&p->mu);
 }
 
-/* A stream at priority prio with its event, or NULL (the error cleared). */
-static cuda_stream *stream_new(int prio)
+/* A stream of the current device, index `device`, at priority prio with
+ * its event, or NULL (the error cleared). */
+static cuda_stream *stream_new(const cuda_impl *im, int device, int prio)
 {
 	cuda_stream *st = calloc(1, sizeof(*st));
 	if (!st)
 		return NULL;
+	st->device = device;
+	st->ordinal = im->dev[device].ordinal;
 	if (cudaStreamCreateWithPriority(&st->home, cudaStreamNonBlocking, prio) != cudaSuccess) {
 		cudaGetLastError();
 		free(st);
@@ -405,17 +555,18 @@ static cuda_stream *stream_new(int prio)
 	return st;
 }
 
-/* Make n streams at priority prio in a row, all free. A failure leaves a
- * smaller pool. */
-static void pool_make(cuda_pool *p, int n, int prio)
+/* Make n streams of the current device, index `device`, at priority prio
+ * in a row, all free. A failure leaves a smaller pool. */
+static void pool_make(const cuda_impl *im, int device, cuda_pool *p, int n, int prio)
 {
 	pthread_mutex_init(&p->mu, NULL);
 	p->all = calloc((size_t)(n > 0 ? n : 1), sizeof(*p->all));
 	for (int i = 0; p->all && i < n; i++) {
-		cuda_stream *st = stream_new(prio);
+		cuda_stream *st = stream_new(im, device, prio);
 		if (!st) {
-			log_warn("made %d of %d pooled streams; later sessions get their own", i,
-			         n);
+			log_warn("CUDA device %d: made %d of %d pooled streams; later sessions "
+			         "get their own",
+			         im->dev[device].ordinal, i, n);
 			break;
 		}
 		st->pooled = 1;
@@ -458,7 +609,10 @@ static void cuda_destroy(backend *be)
 {
 	cuda_impl *im = be->impl;
 	cuda_be = NULL;
-	cudaSetDevice(im->device);
+	/* The communicators first (NCCL finishes their work before it frees them). */
+	cuda_nccl_close(im->nccl);
+	cuda_current = -1;
+	on_device_or_log(im->dev[0].ordinal, "closing the CUDA backend");
 	if (im->reaper_running) {
 		pthread_mutex_lock(&im->defer_mu);
 		im->reaper_stop = 1;
@@ -470,8 +624,12 @@ static void cuda_destroy(backend *be)
 	release_all(im);
 	pthread_cond_destroy(&im->defer_cv);
 	pthread_mutex_destroy(&im->defer_mu);
-	pool_destroy(&im->pool);
-	pool_destroy(&im->low_pool);
+	for (int d = im->n_devices - 1; d >= 0; d--) {
+		on_device_or_log(im->dev[d].ordinal, "closing the CUDA backend");
+		pool_destroy(&im->dev[d].pool);
+		pool_destroy(&im->dev[d].low_pool);
+	}
+	/* Imports are mappings into the first device (cuda_ipc_open). */
 	while (im->ipc) {
 		cuda_ipc_map *m = im->ipc;
 		im->ipc = m->next;
@@ -488,18 +646,28 @@ static inline cudaStream_t cs(void *stream)
 	return ((cuda_stream *)stream)->s;
 }
 
-/* One device per CUDA backend (backend_cuda_open refuses more): `device`
- * is always its index 0. */
 static tileops_status cuda_stream_create(backend *be, int device, void **stream, char *err,
                                          size_t errlen)
 {
 	cuda_impl *im = be->impl;
-	(void)device;
-	cuda_stream *st = pool_take(&im->pool);
-	if (!st)
-		st = stream_new(im->prio_normal);
+	if (device < 0 || device >= im->n_devices) {
+		snprintf(err, errlen, "stream_create: device %d does not exist (%d served)", device,
+		         im->n_devices);
+		return TILEOPS_ERR_INVALID_ARGUMENT;
+	}
+	cuda_device *dev = &im->dev[device];
+	cuda_stream *st = pool_take(&dev->pool);
 	if (!st) {
-		snprintf(err, errlen, "cannot make a stream (cudaStreamCreateWithPriority failed)");
+		cudaError_t e = on_device(dev->ordinal);
+		if (e != cudaSuccess)
+			return cuda_fail(e, "cudaSetDevice", err, errlen);
+		st = stream_new(im, device, dev->prio_normal);
+	}
+	if (!st) {
+		snprintf(err, errlen,
+		         "cannot make a stream on CUDA device %d (cudaStreamCreateWithPriority "
+		         "failed)",
+		         dev->ordinal);
 		return TILEOPS_ERR_BACKEND;
 	}
 	*stream = st;
@@ -519,11 +687,13 @@ static void cuda_stream_destroy(backend *be, void *stream)
 {
 	cuda_impl *im = be->impl;
 	cuda_stream *st = stream;
+	cuda_device *dev = &im->dev[st->device];
+	on_device_or_log(st->ordinal, "stream_destroy");
 	/* The stream it runs on now waits for the one before: one sync is all. */
 	cudaStreamSynchronize(st->s);
 	cuda_collect(be);
 	if (st->ws)
-		defer(im, DEFER_DEVICE, st->ws, 0);
+		defer(im, DEFER_DEVICE, st->ws, st->ordinal, 0);
 	st->ws = NULL;
 	/* The next session on a pooled stream gets an event of its own. */
 	if (st->ipc_ev)
@@ -531,10 +701,10 @@ static void cuda_stream_destroy(backend *be, void *stream)
 	st->ipc_ev = NULL;
 	st->has_handle = 0;
 	if (st->low)
-		stream_give(&im->low_pool, st->low);
+		stream_give(&dev->low_pool, st->low);
 	st->low = NULL;
 	st->s = st->home;
-	stream_give(&im->pool, st);
+	stream_give(&dev->pool, st);
 }
 
 /*
@@ -547,11 +717,18 @@ static void cuda_stream_priority(backend *be, void *stream, int low)
 {
 	cuda_impl *im = be->impl;
 	cuda_stream *st = stream;
-	if ((st->low != NULL) == (low != 0) || im->prio_low == im->prio_normal ||
-	    (cuda_tls && cuda_tls->capturing))
+	cuda_device *dev = &im->dev[st->device];
+	cuda_thread_dev *td = thread_dev(st->device);
+	if ((st->low != NULL) == (low != 0) || dev->prio_low == dev->prio_normal ||
+	    (td && td->capturing))
 		return;
+	if (on_device(st->ordinal) != cudaSuccess) {
+		cudaGetLastError();
+		return;
+	}
 	cuda_stream *lo = NULL;
-	if (low && !(lo = pool_take(&im->low_pool)) && !(lo = stream_new(im->prio_low)))
+	if (low && !(lo = pool_take(&dev->low_pool)) &&
+	    !(lo = stream_new(im, st->device, dev->prio_low)))
 		return;
 	cudaStream_t to = low ? lo->s : st->home;
 	cudaError_t e = cudaEventRecord(st->turn, st->s);
@@ -562,13 +739,13 @@ static void cuda_stream_priority(backend *be, void *stream, int low)
 			backend_mark_lost(be, "cudaStreamWaitEvent: %s", cudaGetErrorString(e));
 		cudaGetLastError();
 		if (lo)
-			stream_give(&im->low_pool, lo);
+			stream_give(&dev->low_pool, lo);
 		return;
 	}
 	if (low) {
 		st->low = lo;
 	} else {
-		stream_give(&im->low_pool, st->low);
+		stream_give(&dev->low_pool, st->low);
 		st->low = NULL;
 	}
 	st->s = to;
@@ -577,8 +754,9 @@ static void cuda_stream_priority(backend *be, void *stream, int low)
 static void cuda_arena_attach(backend *be, arena *a)
 {
 	/* Pinned arenas are copied by DMA. If the client later shrinks its shm
-	 * object, the pinned pages stay referenced, so the copy cannot fault. */
-	cudaError_t e = cudaHostRegister(a->base, a->size, cudaHostRegisterDefault);
+	 * object, the pinned pages stay referenced, so the copy cannot fault.
+	 * Portable: pinned for every device's copies, not only the current one's. */
+	cudaError_t e = cudaHostRegister(a->base, a->size, cudaHostRegisterPortable);
 	if (e == cudaSuccess) {
 		a->pinned = 1;
 	} else {
@@ -594,7 +772,7 @@ static void cuda_arena_detach(backend *be, arena *a)
 		return;
 	/* The mapping goes with the pinning: unmapped only once unregistered,
 	 * so its addresses cannot be reused by another arena before. */
-	defer(be->impl, DEFER_ARENA, a->base, a->size);
+	defer(be->impl, DEFER_ARENA, a->base, -1, a->size);
 	a->base = NULL;
 	a->size = 0;
 	a->pinned = 0;
@@ -603,42 +781,73 @@ static void cuda_arena_detach(backend *be, arena *a)
 static tileops_status cuda_alloc(backend *be, int device, size_t bytes, void **ptr, char *err,
                                  size_t errlen)
 {
+	cuda_impl *im = be->impl;
+	if (device < 0 || device >= im->n_devices) {
+		snprintf(err, errlen, "alloc: device %d does not exist (%d served)", device,
+		         im->n_devices);
+		return TILEOPS_ERR_INVALID_ARGUMENT;
+	}
+	int ordinal = im->dev[device].ordinal;
 	void *p = NULL;
-	(void)device;
-	cudaError_t e = cudaMalloc(&p, bytes ? bytes : 256);
+	cudaError_t e = on_device(ordinal);
+	if (e != cudaSuccess)
+		return cuda_fail(e, "cudaSetDevice", err, errlen);
+	e = cudaMalloc(&p, bytes ? bytes : 256);
 	if (e == cudaErrorMemoryAllocation &&
-	    __atomic_load_n(&((cuda_impl *)be->impl)->deferred_any, __ATOMIC_RELAXED)) {
-		/* Memory freed but not yet released: release it and try again. */
+	    __atomic_load_n(&im->deferred_any, __ATOMIC_RELAXED)) {
+		/* Memory freed but not yet released: release it and try again
+		 * (the releases make their own devices current). */
 		cudaGetLastError();
-		release_all(be->impl);
-		e = cudaMalloc(&p, bytes ? bytes : 256);
+		release_all(im);
+		if ((e = on_device(ordinal)) == cudaSuccess)
+			e = cudaMalloc(&p, bytes ? bytes : 256);
 	}
 	if (e != cudaSuccess) {
 		cudaGetLastError();
-		snprintf(err, errlen, "device memory exhausted allocating %zu bytes (%s)", bytes,
-		         cudaGetErrorString(e));
+		snprintf(err, errlen,
+		         "device memory exhausted allocating %zu bytes on CUDA device %d (%s)",
+		         bytes, ordinal, cudaGetErrorString(e));
 		return TILEOPS_ERR_OUT_OF_MEMORY;
 	}
 	/* Zeroed before anyone learns the address: memory freed in this process
 	 * comes back from cudaMalloc as it was left, and it may have held another
 	 * session's data. */
-	cudaStream_t z = cuda_tls ? cuda_tls->zero : NULL;
+	cuda_thread_dev *td = thread_dev(device);
+	cudaStream_t z = td ? td->zero : NULL;
 	if (z)
 		e = cudaMemsetAsync(p, 0, bytes ? bytes : 256, z);
 	if (e == cudaSuccess)
 		e = z ? cudaStreamSynchronize(z) : cudaMemset(p, 0, bytes ? bytes : 256);
 	if (e != cudaSuccess) {
-		defer(be->impl, DEFER_DEVICE, p, 0);
+		defer(im, DEFER_DEVICE, p, ordinal, 0);
 		return cuda_fail(e, "zeroing a new tensor", err, errlen);
 	}
 	*ptr = p;
 	return TILEOPS_OK;
 }
 
+/* The CUDA device of device memory p, -1 when the runtime cannot tell. */
+static int ptr_ordinal(const cuda_impl *im, const void *p)
+{
+	struct cudaPointerAttributes attr;
+	if (im->n_devices == 1)
+		return im->dev[0].ordinal;
+	if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+		cudaGetLastError();
+		return -1;
+	}
+	return attr.type == cudaMemoryTypeDevice ? attr.device : -1;
+}
+
+/* Released on the stream's device once the device has finished what was
+ * queued before (release_one); with no stream, on the memory's device. */
 static void cuda_free(backend *be, void *stream, void *ptr)
 {
-	(void)stream;
-	defer(be->impl, DEFER_DEVICE, ptr, 0);
+	cuda_impl *im = be->impl;
+	if (!ptr)
+		return;
+	defer(im, DEFER_DEVICE, ptr,
+	      stream ? ((cuda_stream *)stream)->ordinal : ptr_ordinal(im, ptr), 0);
 }
 
 static tileops_status cuda_bounce(backend *be, char *err, size_t errlen)
@@ -646,8 +855,9 @@ static tileops_status cuda_bounce(backend *be, char *err, size_t errlen)
 	cuda_thread *im = cuda_tls;
 	if (im->bounce)
 		return TILEOPS_OK;
-	cudaError_t e = cudaMallocHost(&im->bounce, CUDA_BOUNCE_BYTES);
-	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "cudaMallocHost", err, errlen);
+	/* Portable: staging for copies of every device. */
+	cudaError_t e = cudaHostAlloc(&im->bounce, CUDA_BOUNCE_BYTES, cudaHostAllocPortable);
+	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "cudaHostAlloc", err, errlen);
 }
 
 static tileops_status cuda_copy(backend *be, cudaStream_t s, void *dev, const arena *a, size_t aoff,
@@ -695,20 +905,26 @@ truncated:
 static tileops_status cuda_write(backend *be, void *stream, void *dst, const arena *a, size_t aoff,
                                  size_t len, char *err, size_t errlen)
 {
+	cudaError_t e = on_device(((cuda_stream *)stream)->ordinal);
+	if (e != cudaSuccess)
+		return cuda_fail(e, "cudaSetDevice", err, errlen);
 	return cuda_copy(be, cs(stream), dst, a, aoff, len, 1, err, errlen);
 }
 
 static tileops_status cuda_read(backend *be, void *stream, const void *src, const arena *a,
                                 size_t aoff, size_t len, char *err, size_t errlen)
 {
+	cudaError_t e = on_device(((cuda_stream *)stream)->ordinal);
+	if (e != cudaSuccess)
+		return cuda_fail(e, "cudaSetDevice", err, errlen);
 	return cuda_copy(be, cs(stream), (void *)src, a, aoff, len, 0, err, errlen);
 }
 
-static void cuda_collect(backend *be)
+/* Report td's finished timings, oldest first, up to the first unfinished. */
+static void collect_dev(backend *be, cuda_thread_dev *td)
 {
-	cuda_thread *im = cuda_tls;
-	while (im && im->tail != im->head) {
-		cuda_timing *t = &im->ring[im->head % CUDA_TIMING_RING];
+	while (td->tail != td->head) {
+		cuda_timing *t = &td->ring[td->head % CUDA_TIMING_RING];
 		cudaError_t q = cudaEventQuery(t->stop);
 		if (q == cudaErrorNotReady)
 			break;
@@ -717,15 +933,25 @@ static void cuda_collect(backend *be)
 		    cudaEventElapsedTime(&ms, t->start, t->stop) == cudaSuccess && be->timing_cb)
 			be->timing_cb(be->timing_ctx, t->slot, t->arg, (double)ms * 1e3);
 		cudaGetLastError();
-		im->head++;
+		td->head++;
 	}
 }
 
+/* Every device's: querying an event needs no device made current. */
+static void cuda_collect(backend *be)
+{
+	cuda_thread *t = cuda_tls;
+	for (int d = 0; t && d < BACKEND_MAX_DEVICES; d++)
+		if (t->dev[d])
+			collect_dev(be, t->dev[d]);
+}
+
 /*
- * Device memory for workspace. During a capture the allocation is made in
- * relaxed capture mode: it is not a stream operation, and the graph that
- * is being captured will own it. NULL when there is none to be had: the
- * kernels then run without (slower, never wrong).
+ * Device memory for workspace, on the current device. During a capture
+ * the allocation is made in relaxed capture mode: it is not a stream
+ * operation, and the graph that is being captured will own it. NULL when
+ * there is none to be had: the kernels then run without (slower, never
+ * wrong).
  */
 static void *cuda_workspace_alloc(int capturing)
 {
@@ -746,11 +972,11 @@ static void *cuda_workspace_alloc(int capturing)
 
 /* The workspace a launch on `stream` may use: the graph's while capturing,
  * else the stream's. */
-static void *cuda_workspace(cuda_thread *im, cuda_stream *st)
+static void *cuda_workspace(cuda_thread_dev *td, cuda_stream *st)
 {
-	void **slot = im->capturing ? &im->capture_ws : &st->ws;
+	void **slot = td->capturing ? &td->capture_ws : &st->ws;
 	if (!*slot)
-		*slot = cuda_workspace_alloc(im->capturing);
+		*slot = cuda_workspace_alloc(td->capturing);
 	return *slot;
 }
 
@@ -758,12 +984,16 @@ static tileops_status cuda_launch(backend *be, void *stream, const tk_kernel_ent
                                   const tk_call *call, int timed, int slot, void *arg, char *err,
                                   size_t errlen)
 {
-	cuda_thread *im = cuda_tls;
-	cudaStream_t s = cs(stream);
+	cuda_stream *st = stream;
+	cuda_thread_dev *im = cuda_tls->dev[st->device];
+	cudaStream_t s = st->s;
+	cudaError_t e = on_device(st->ordinal);
+	if (e != cudaSuccess)
+		return cuda_fail(e, "cudaSetDevice", err, errlen);
 	tk_call with_ws;
 	if (k->workspace && !call->workspace) {
 		with_ws = *call;
-		with_ws.workspace = cuda_workspace(im, stream);
+		with_ws.workspace = cuda_workspace(im, st);
 		with_ws.workspace_bytes = with_ws.workspace ? TK_WORKSPACE_BYTES : 0;
 		call = &with_ws;
 	}
@@ -783,32 +1013,34 @@ static tileops_status cuda_launch(backend *be, void *stream, const tk_kernel_ent
 	if (im->tail - im->head == CUDA_TIMING_RING) {
 		/* Ring full: wait for the oldest op, then collect. */
 		cudaEventSynchronize(im->ring[im->head % CUDA_TIMING_RING].stop);
-		cuda_collect(be);
+		collect_dev(be, im);
 	}
 	cuda_timing *t = &im->ring[im->tail % CUDA_TIMING_RING];
 	t->slot = slot;
 	t->arg = arg;
 	cudaEventRecord(t->start, s);
-	tk_status st = k->cuda(call, s);
-	if (st == TK_ERR_UNSUPPORTED) {
+	tk_status kst = k->cuda(call, s);
+	if (kst == TK_ERR_UNSUPPORTED) {
 		snprintf(err, errlen, "%s: the CUDA kernel does not support these arguments",
 		         k->op);
 		return TILEOPS_ERR_UNSUPPORTED;
 	}
-	if (st != TK_OK) {
+	if (kst != TK_OK) {
 		char what[96];
 		snprintf(what, sizeof(what), "%s: kernel launch failed", k->op);
 		return cuda_fail(cudaGetLastError(), what, err, errlen);
 	}
 	cudaEventRecord(t->stop, s);
 	im->tail++;
-	cuda_collect(be);
+	collect_dev(be, im);
 	return TILEOPS_OK;
 }
 
 static tileops_status cuda_sync(backend *be, void *stream, char *err, size_t errlen)
 {
-	cudaError_t e = cudaStreamSynchronize(cs(stream));
+	cudaError_t e = on_device(((cuda_stream *)stream)->ordinal);
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(cs(stream));
 	cuda_collect(be);
 	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "device error", err, errlen);
 }
@@ -818,71 +1050,86 @@ static void cuda_fence_free(backend *be, void *fence);
 static tileops_status cuda_fence_create(backend *be, void *stream, void **fence, char *err,
                                         size_t errlen)
 {
-	cuda_thread *t = cuda_tls;
-	cudaEvent_t ev;
+	cuda_stream *st = stream;
+	cuda_thread_dev *t = thread_dev(st->device);
+	cuda_fence *f = NULL;
 	cudaError_t e = cudaSuccess;
 	/* From the thread's pool: making an event stalls every thread's launches. */
-	if (t && t->n_fences > 0)
-		ev = t->fences[--t->n_fences];
-	else
-		e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-	if (e == cudaSuccess && (e = cudaEventRecord(ev, cs(stream))) != cudaSuccess)
-		cuda_fence_free(be, ev);
-	if (e != cudaSuccess)
+	if (t && t->n_fences > 0) {
+		f = t->fences[--t->n_fences];
+	} else if ((e = on_device(st->ordinal)) != cudaSuccess ||
+	           (e = fence_new(st->device, &f)) != cudaSuccess) {
+		return cuda_fail(e, "cudaEventCreate", err, errlen);
+	}
+	/* Recording needs no device made current: the event and the stream
+	 * are of one device. */
+	if ((e = cudaEventRecord(f->ev, st->s)) != cudaSuccess) {
+		cuda_fence_free(be, f);
 		return cuda_fail(e, "cudaEventRecord", err, errlen);
-	*fence = ev;
+	}
+	*fence = f;
 	return TILEOPS_OK;
 }
 
-/* An event of the thread's pool recorded on `after` and waited for on
- * `stream`: the wait takes the record as it is now, so the event goes back
- * to the pool at once. */
+/* A fence recorded on `after` (an event of after's device) and waited for
+ * on `stream`, of the same device or another (CUDA waits across devices):
+ * the wait takes the record as it is now, so the fence goes back to the
+ * pool at once. */
 static tileops_status cuda_stream_wait(backend *be, void *stream, void *after, char *err,
                                        size_t errlen)
 {
-	void *ev = NULL;
+	void *f = NULL;
 	if (stream == after)
 		return TILEOPS_OK;
-	tileops_status st = cuda_fence_create(be, after, &ev, err, errlen);
+	tileops_status st = cuda_fence_create(be, after, &f, err, errlen);
 	if (st != TILEOPS_OK)
 		return st;
-	cudaError_t e = cudaStreamWaitEvent(cs(stream), (cudaEvent_t)ev, 0);
-	cuda_fence_free(be, ev);
+	cudaError_t e = cudaStreamWaitEvent(cs(stream), ((cuda_fence *)f)->ev, 0);
+	cuda_fence_free(be, f);
 	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "cudaStreamWaitEvent", err, errlen);
 }
 
-/* Device to device, or between two devices (unified addressing tells). */
+/* Device to device, or between two devices: unified addressing tells the
+ * driver which, and it copies over the peer link where there is one,
+ * through the host where not. */
 static tileops_status cuda_device_copy(backend *be, void *stream, void *dst, const void *src,
                                        size_t len, char *err, size_t errlen)
 {
-	(void)be;
-	cudaError_t e = cudaMemcpyAsync(dst, src, len, cudaMemcpyDefault, cs(stream));
+	cudaError_t e = on_device(((cuda_stream *)stream)->ordinal);
+	if (e == cudaSuccess)
+		e = cudaMemcpyAsync(dst, src, len, cudaMemcpyDefault, cs(stream));
 	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "cudaMemcpyAsync", err, errlen);
 }
 
 static tileops_status cuda_fence_query(backend *be, void *fence, char *err, size_t errlen)
 {
-	cudaError_t e = cudaEventQuery((cudaEvent_t)fence);
+	cudaError_t e = cudaEventQuery(((cuda_fence *)fence)->ev);
 	if (e == cudaErrorNotReady)
 		return TILEOPS_IN_PROGRESS;
 	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "device error", err, errlen);
 }
 
+/* Back to the calling thread's pool for the fence's device, or destroyed. */
 static void cuda_fence_free(backend *be, void *fence)
 {
-	cuda_thread *t = cuda_tls;
-	if (!fence)
+	cuda_fence *f = fence;
+	if (!f)
 		return;
+	cuda_thread_dev *t = thread_dev(f->device);
 	if (t && t->n_fences < CUDA_FENCE_POOL)
-		t->fences[t->n_fences++] = (cudaEvent_t)fence;
+		t->fences[t->n_fences++] = f;
 	else
-		cudaEventDestroy((cudaEvent_t)fence);
+		fence_destroy(f);
 }
 
 static tileops_status cuda_capture_begin(backend *be, void *stream, char *err, size_t errlen)
 {
-	cuda_thread *im = cuda_tls;
-	cudaError_t e = cudaStreamBeginCapture(cs(stream), cudaStreamCaptureModeThreadLocal);
+	cuda_stream *st = stream;
+	cuda_thread_dev *im = cuda_tls->dev[st->device];
+	cudaError_t e = on_device(st->ordinal);
+	if (e != cudaSuccess)
+		return cuda_fail(e, "cudaSetDevice", err, errlen);
+	e = cudaStreamBeginCapture(st->s, cudaStreamCaptureModeThreadLocal);
 	if (e != cudaSuccess)
 		return cuda_fail(e, "cudaStreamBeginCapture", err, errlen);
 	im->capturing = 1;
@@ -892,9 +1139,11 @@ static tileops_status cuda_capture_begin(backend *be, void *stream, char *err, s
 
 static void cuda_capture_abort(backend *be, void *stream)
 {
-	cuda_thread *im = cuda_tls;
+	cuda_stream *st = stream;
+	cuda_thread_dev *im = cuda_tls->dev[st->device];
 	cudaGraph_t g = NULL;
-	if (cudaStreamEndCapture(cs(stream), &g) == cudaSuccess && g)
+	on_device_or_log(st->ordinal, "capture_abort");
+	if (cudaStreamEndCapture(st->s, &g) == cudaSuccess && g)
 		cudaGraphDestroy(g);
 	cudaGetLastError();
 	im->capturing = 0;
@@ -906,9 +1155,12 @@ static void cuda_capture_abort(backend *be, void *stream)
 static tileops_status cuda_capture_end(backend *be, void *stream, void **graph, size_t *bytes,
                                        char *err, size_t errlen)
 {
-	cuda_thread *im = cuda_tls;
+	cuda_stream *st = stream;
+	cuda_thread_dev *im = cuda_tls->dev[st->device];
 	cudaGraph_t g = NULL;
-	cudaError_t e = cudaStreamEndCapture(cs(stream), &g);
+	cudaError_t e = on_device(st->ordinal);
+	if (e == cudaSuccess)
+		e = cudaStreamEndCapture(st->s, &g);
 	void *ws = im->capture_ws;
 	im->capturing = 0;
 	im->capture_ws = NULL;
@@ -918,6 +1170,16 @@ static tileops_status cuda_capture_end(backend *be, void *stream, void **graph, 
 		return cuda_fail(e, "cudaStreamEndCapture", err, errlen);
 	}
 	cuda_graph *old = *graph;
+	if (old && old->device != st->device) {
+		snprintf(err, errlen,
+		         "capture_end: the graph to update was captured on device %d, this capture "
+		         "on device %d",
+		         old->device, st->device);
+		cudaGraphDestroy(g);
+		if (ws)
+			cudaFree(ws);
+		return TILEOPS_ERR_INVALID_ARGUMENT;
+	}
 	if (old) {
 		/* Same topology, new arguments: update the instantiated graph. The
 		 * old workspace may still be in use by a replay in flight. */
@@ -925,7 +1187,7 @@ static tileops_status cuda_capture_end(backend *be, void *stream, void **graph, 
 		if (cudaGraphExecUpdate(old->exec, g, &info) == cudaSuccess) {
 			cudaGraphDestroy(g);
 			if (old->ws != ws && old->ws) {
-				cudaStreamSynchronize(cs(stream));
+				cudaStreamSynchronize(st->s);
 				cudaFree(old->ws);
 			}
 			old->ws = ws;
@@ -959,6 +1221,8 @@ static tileops_status cuda_capture_end(backend *be, void *stream, void **graph, 
 	cudaMemGetInfo(&free1, &total);
 	*bytes = (free0 > free1 ? free0 - free1 : 0) + (ws ? TK_WORKSPACE_BYTES : 0);
 	ng->ws = ws;
+	ng->device = st->device;
+	ng->ordinal = st->ordinal;
 	*graph = ng;
 	return TILEOPS_OK;
 }
@@ -966,7 +1230,18 @@ static tileops_status cuda_capture_end(backend *be, void *stream, void **graph, 
 static tileops_status cuda_graph_launch(backend *be, void *stream, void *graph, char *err,
                                         size_t errlen)
 {
-	cudaError_t e = cudaGraphLaunch(((cuda_graph *)graph)->exec, cs(stream));
+	cuda_stream *st = stream;
+	cuda_graph *g = graph;
+	if (g->device != st->device) {
+		snprintf(err, errlen,
+		         "graph_launch: the graph was captured on device %d and cannot run on a "
+		         "stream of device %d",
+		         g->device, st->device);
+		return TILEOPS_ERR_INVALID_ARGUMENT;
+	}
+	cudaError_t e = on_device(st->ordinal);
+	if (e == cudaSuccess)
+		e = cudaGraphLaunch(g->exec, st->s);
 	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "cudaGraphLaunch", err, errlen);
 }
 
@@ -975,18 +1250,33 @@ static void cuda_graph_destroy(backend *be, void *graph)
 	cuda_graph *g = graph;
 	if (!g)
 		return;
+	on_device_or_log(g->ordinal, "graph_destroy");
 	cudaGraphExecDestroy(g->exec);
 	/* Released later: cudaFree waits for replays in flight that may still use it. */
 	if (g->ws)
-		defer(be->impl, DEFER_DEVICE, g->ws, 0);
+		defer(be->impl, DEFER_DEVICE, g->ws, g->ordinal, 0);
 	free(g);
 }
 
+/* Memory of the first device only (cuda_impl.ipc). */
 static tileops_status cuda_ipc_export(backend *be, void *ptr, unsigned char handle[64], char *err,
                                       size_t errlen)
 {
+	cuda_impl *im = be->impl;
+	int ordinal = ptr_ordinal(im, ptr);
+	if (ordinal >= 0 && ordinal != im->dev[0].ordinal) {
+		snprintf(err, errlen,
+		         "tensor_export: the tensor is on CUDA device %d, and CUDA IPC serves the "
+		         "first device of the devices setting (CUDA device %d) only; copy it there "
+		         "(tileops_tensor_copy) to export it",
+		         ordinal, im->dev[0].ordinal);
+		return TILEOPS_ERR_UNSUPPORTED;
+	}
 	cudaIpcMemHandle_t h;
-	cudaError_t e = cudaIpcGetMemHandle(&h, ptr);
+	cudaError_t e = on_device(im->dev[0].ordinal);
+	if (e != cudaSuccess)
+		return cuda_fail(e, "cudaSetDevice", err, errlen);
+	e = cudaIpcGetMemHandle(&h, ptr);
 	if (e != cudaSuccess)
 		return cuda_fail(e, "cudaIpcGetMemHandle", err, errlen);
 	memcpy(handle, &h, 64);
@@ -1006,7 +1296,9 @@ static tileops_status cuda_ipc_import(backend *be, const unsigned char handle[64
 	return st;
 }
 
-/* Each exported allocation is opened once; later imports share it. */
+/* Each exported allocation is opened once; later imports share it. It is
+ * mapped into the first device, which is where an imported tensor lives
+ * (tensors.c). */
 static tileops_status cuda_ipc_open(cuda_impl *im, const unsigned char handle[64], void **ptr,
                                     char *err, size_t errlen)
 {
@@ -1020,7 +1312,10 @@ static tileops_status cuda_ipc_open(cuda_impl *im, const unsigned char handle[64
 	cudaIpcMemHandle_t h;
 	memcpy(&h, handle, 64);
 	void *p = NULL;
-	cudaError_t e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+	cudaError_t e = on_device(im->dev[0].ordinal);
+	if (e != cudaSuccess)
+		return cuda_fail(e, "cudaSetDevice", err, errlen);
+	e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
 	if (e != cudaSuccess) {
 		cudaGetLastError();
 		snprintf(err, errlen, "cannot open the CUDA IPC handle: %s", cudaGetErrorString(e));
@@ -1050,6 +1345,7 @@ static void cuda_ipc_close(backend *be, void *ptr)
 		if (m->ptr != ptr)
 			continue;
 		if (--m->refs == 0) {
+			on_device_or_log(im->dev[0].ordinal, "ipc_close");
 			cudaDeviceSynchronize();
 			cudaIpcCloseMemHandle(m->ptr);
 			*pp = m->next;
@@ -1104,11 +1400,13 @@ static tileops_status cuda_mem_range(backend *be, const void *ptr, void **base, 
 static tileops_status cuda_event_wait(backend *be, void *stream, const unsigned char handle[64],
                                       char *err, size_t errlen)
 {
-	(void)be;
 	cudaIpcEventHandle_t h;
 	cudaEvent_t ev = NULL;
 	memcpy(&h, handle, sizeof(h));
-	cudaError_t e = cudaIpcOpenEventHandle(&ev, h);
+	cudaError_t e = on_device(((cuda_stream *)stream)->ordinal);
+	if (e != cudaSuccess)
+		return cuda_fail(e, "cudaSetDevice", err, errlen);
+	e = cudaIpcOpenEventHandle(&ev, h);
 	if (e != cudaSuccess) {
 		cudaGetLastError();
 		snprintf(err, errlen,
@@ -1122,12 +1420,15 @@ static tileops_status cuda_event_wait(backend *be, void *stream, const unsigned 
 	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "cudaStreamWaitEvent", err, errlen);
 }
 
-/* The stream's event and its handle, made and fetched on first use. */
+/* The stream's event and its handle, made (on the stream's device) and
+ * fetched on first use. */
 static tileops_status stream_ipc_event(cuda_stream *st, char *err, size_t errlen)
 {
 	cudaError_t e;
 	if (st->has_handle)
 		return TILEOPS_OK;
+	if ((e = on_device(st->ordinal)) != cudaSuccess)
+		return cuda_fail(e, "cudaSetDevice", err, errlen);
 	if (!st->ipc_ev) {
 		e = cudaEventCreateWithFlags(&st->ipc_ev,
 		                             cudaEventInterprocess | cudaEventDisableTiming);
@@ -1184,15 +1485,19 @@ static tileops_status cuda_event_rerecord(backend *be, void *stream, char *err, 
 	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "cudaEventRecord", err, errlen);
 }
 
-/* Opened once per registration (the client promises the event outlives it). */
+/* Opened once per registration (the client promises the event outlives
+ * it), with the first device current, as IPC memory is. */
 static tileops_status cuda_event_open(backend *be, const unsigned char handle[64], void **ev,
                                       char *err, size_t errlen)
 {
-	(void)be;
+	cuda_impl *im = be->impl;
 	cudaIpcEventHandle_t h;
 	cudaEvent_t e_ = NULL;
 	memcpy(&h, handle, sizeof(h));
-	cudaError_t e = cudaIpcOpenEventHandle(&e_, h);
+	cudaError_t e = on_device(im->dev[0].ordinal);
+	if (e != cudaSuccess)
+		return cuda_fail(e, "cudaSetDevice", err, errlen);
+	e = cudaIpcOpenEventHandle(&e_, h);
 	if (e != cudaSuccess) {
 		cudaGetLastError();
 		snprintf(err, errlen,
@@ -1260,6 +1565,54 @@ static void cuda_ceilings(backend *be, backend_ceilings *out)
 	*out = ((cuda_impl *)be->impl)->ceil;
 }
 
+/*
+ * Collectives run on NCCL (cuda_nccl.h), one rank per device: each rank's
+ * stream gives its device and where its part is queued.
+ */
+static tileops_status cuda_collective(backend *be, const backend_coll *c, char *err, size_t errlen)
+{
+	cuda_impl *im = be->impl;
+	int ordinals[BACKEND_MAX_DEVICES], rank_on[BACKEND_MAX_DEVICES];
+	cudaStream_t streams[BACKEND_MAX_DEVICES];
+	if (c->n < 1 || c->n > im->n_devices) {
+		snprintf(err, errlen,
+		         "collective: %d ranks, and this daemon serves %d device%s (one rank per "
+		         "device)",
+		         c->n, im->n_devices, im->n_devices == 1 ? "" : "s");
+		return TILEOPS_ERR_INVALID_ARGUMENT;
+	}
+	for (int d = 0; d < im->n_devices; d++)
+		rank_on[d] = -1;
+	for (int r = 0; r < c->n; r++) {
+		const cuda_stream *st = c->parts[r].stream;
+		if (!st) {
+			snprintf(err, errlen, "collective: rank %d has no stream", r);
+			return TILEOPS_ERR_INVALID_ARGUMENT;
+		}
+		if (rank_on[st->device] >= 0) {
+			snprintf(err, errlen,
+			         "collective: ranks %d and %d are both on device %d; every rank "
+			         "needs a device of its own",
+			         rank_on[st->device], r, st->device);
+			return TILEOPS_ERR_INVALID_ARGUMENT;
+		}
+		rank_on[st->device] = r;
+		const cuda_thread_dev *td = thread_dev(st->device);
+		if (td && td->capturing) {
+			snprintf(err, errlen,
+			         "collective: not while a plan is being captured (device %d)",
+			         st->device);
+			return TILEOPS_ERR_UNSUPPORTED;
+		}
+		ordinals[r] = st->ordinal;
+		streams[r] = st->s;
+	}
+	tileops_status ts = cuda_nccl_run(im->nccl, c, ordinals, streams, err, errlen);
+	/* NCCL made each rank's device current in turn. */
+	cuda_current = -1;
+	return ts;
+}
+
 static const backend_ops cuda_ops = {
 	.thread_init = cuda_thread_init,
 	.thread_fini = cuda_thread_fini,
@@ -1298,52 +1651,159 @@ static const backend_ops cuda_ops = {
 	.event_wait_opened = cuda_event_wait_opened,
 	.event_export = cuda_event_export,
 	.event_rerecord = cuda_event_rerecord,
+	.collective = cuda_collective,
 };
+
+/*
+ * The devices named (CUDA ordinals, by index) exist, each once, and can run
+ * this build's kernels; props gets each one's properties. Returns 0, or -1
+ * with a message.
+ */
+static int check_devices(const int *ordinals, int n, struct cudaDeviceProp *props, char *err,
+                         size_t errlen)
+{
+	int count = 0;
+	cudaError_t e = cudaGetDeviceCount(&count);
+	if (e != cudaSuccess || count == 0) {
+		snprintf(err, errlen, "--backend cuda: no usable GPU (%s)",
+		         e == cudaSuccess ? "no CUDA devices" : cudaGetErrorString(e));
+		return -1;
+	}
+	for (int i = 0; i < n; i++) {
+		int ord = ordinals[i];
+		if (ord < 0 || ord >= count) {
+			snprintf(err, errlen, "device %d does not exist (this machine has %d)", ord,
+			         count);
+			return -1;
+		}
+		for (int j = 0; j < i; j++) {
+			if (ordinals[j] == ord) {
+				snprintf(err, errlen,
+				         "devices: CUDA device %d is named twice (indexes %d "
+				         "and %d); the CUDA backend serves each GPU once",
+				         ord, j, i);
+				return -1;
+			}
+		}
+		if ((e = cuda_switch(ord)) != cudaSuccess ||
+		    (e = cudaGetDeviceProperties(&props[i], ord)) != cudaSuccess) {
+			snprintf(err, errlen, "cannot open device %d: %s", ord,
+			         cudaGetErrorString(e));
+			return -1;
+		}
+		/* The kernels are built for sm_90a only; anything else cannot run them. */
+		if (props[i].major != 9 || props[i].minor != 0) {
+			snprintf(err, errlen,
+			         "device %d (%s) is sm_%d%d; this build's kernels need "
+			         "sm_90 (Hopper)",
+			         ord, props[i].name, props[i].major, props[i].minor);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Let every device reach every other's memory where the hardware can (NVLink
+ * or PCIe peer to peer): copies between them then go device to device, not
+ * through the host. A pair that cannot is logged; copies between its
+ * devices still work (cudaMemcpyDefault stages them), only slower.
+ */
+static void enable_peers(const cuda_impl *im)
+{
+	char without[512] = "";
+	size_t used = 0;
+	int pairs = 0, enabled = 0;
+	for (int i = 0; i < im->n_devices; i++) {
+		int from = im->dev[i].ordinal;
+		for (int j = 0; j < im->n_devices; j++) {
+			int to = im->dev[j].ordinal, can = 0;
+			if (i == j)
+				continue;
+			pairs++;
+			cudaError_t e = cudaDeviceCanAccessPeer(&can, from, to);
+			if (e == cudaSuccess && can && (e = cuda_switch(from)) == cudaSuccess) {
+				e = cudaDeviceEnablePeerAccess(to, 0);
+				if (e == cudaErrorPeerAccessAlreadyEnabled) {
+					/* Not an error, but left as the last one it would
+					 * fail the next launch that checks. */
+					cudaGetLastError();
+					e = cudaSuccess;
+				}
+			}
+			if (e != cudaSuccess) {
+				cudaGetLastError();
+				log_warn("peer access from CUDA device %d to %d: %s", from, to,
+				         cudaGetErrorString(e));
+			}
+			if (e == cudaSuccess && can) {
+				enabled++;
+			} else if (used < sizeof(without)) {
+				used += (size_t)snprintf(without + used, sizeof(without) - used,
+				                         "%s%d->%d", used ? ", " : "", from, to);
+			}
+		}
+	}
+	if (pairs == 0)
+		return;
+	if (enabled == pairs)
+		log_info("peer access between all %d GPUs", im->n_devices);
+	else
+		log_warn("peer access for %d of %d GPU pairs; without it (CUDA ordinals, "
+		         "from->to): %s; copies between those go through the host",
+		         enabled, pairs, without);
+}
+
+/* Device index d's stream pools, with the device current. */
+static void device_start(cuda_impl *im, int d, int queues)
+{
+	cuda_device *dev = &im->dev[d];
+	if (cudaDeviceGetStreamPriorityRange(&dev->prio_low, &dev->prio_normal) != cudaSuccess) {
+		cudaGetLastError();
+		dev->prio_low = dev->prio_normal = 0;
+	}
+	int n_low = queues >= 8 ? queues / 8 : 0;
+	pool_make(im, d, &dev->pool, queues - n_low, dev->prio_normal);
+	pool_make(im, d, &dev->low_pool, n_low, dev->prio_low);
+	const char *q = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+	log_info("device %d: %d + %d pooled streams (priorities %d and %d), "
+	         "CUDA_DEVICE_MAX_CONNECTIONS=%s",
+	         dev->ordinal, dev->pool.n, dev->low_pool.n, dev->prio_normal, dev->prio_low,
+	         q ? q : "(driver default)");
+}
 
 backend *backend_cuda_open(const backend_options *opt, char *err, size_t errlen)
 {
-	if (opt->n_devices > 1) {
-		snprintf(
-		        err, errlen,
-		        "devices: %d GPUs named, and the CUDA backend serves one GPU per tileopsd; "
-		        "run one tileopsd per GPU (--device N, docs/operations.md)",
-		        opt->n_devices);
+	static const backend_options one = { .devices = { 0 }, .n_devices = 1 };
+	if (!opt || opt->n_devices <= 0)
+		opt = &one;
+	if (opt->n_devices > BACKEND_MAX_DEVICES) {
+		snprintf(err, errlen, "devices: %d named, and a tileopsd serves at most %d",
+		         opt->n_devices, BACKEND_MAX_DEVICES);
 		return NULL;
 	}
 	cuda_load_eagerly();
-	int n = 0, device = opt->n_devices > 0 ? opt->devices[0] : 0;
-	cudaError_t e = cudaGetDeviceCount(&n);
-	if (e != cudaSuccess || n == 0) {
-		snprintf(err, errlen, "--backend cuda: no usable GPU (%s)",
-		         e == cudaSuccess ? "no CUDA devices" : cudaGetErrorString(e));
+	/* What this thread made current before is not known (another backend). */
+	cuda_current = -1;
+	int n_dev = opt->n_devices;
+	struct cudaDeviceProp props[BACKEND_MAX_DEVICES];
+	if (check_devices(opt->devices, n_dev, props, err, errlen) != 0)
 		return NULL;
-	}
-	if (device < 0 || device >= n) {
-		snprintf(err, errlen, "device %d does not exist (this machine has %d)", device, n);
-		return NULL;
-	}
-	struct cudaDeviceProp prop;
-	if ((e = cudaSetDevice(device)) != cudaSuccess ||
-	    (e = cudaGetDeviceProperties(&prop, device)) != cudaSuccess) {
-		snprintf(err, errlen, "cannot open device %d: %s", device, cudaGetErrorString(e));
-		return NULL;
-	}
-	/* The kernels are built for sm_90a only; anything else cannot run them. */
-	if (prop.major != 9 || prop.minor != 0) {
-		snprintf(err, errlen,
-		         "device %d (%s) is sm_%d%d; this build's kernels need sm_90 (Hopper)",
-		         device, prop.name, prop.major, prop.minor);
-		return NULL;
-	}
 	backend *be = calloc(1, sizeof(*be));
 	cuda_impl *im = calloc(1, sizeof(*im));
-	if (!be || !im) {
+	cuda_nccl *nccl = cuda_nccl_new();
+	if (!be || !im || !nccl) {
 		free(be);
 		free(im);
+		cuda_nccl_close(nccl);
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	im->device = device;
+	im->n_devices = n_dev;
+	im->nccl = nccl;
+	for (int d = 0; d < n_dev; d++)
+		im->dev[d].ordinal = opt->devices[d];
+	enable_peers(im);
 	pthread_mutex_init(&im->ipc_mu, NULL);
 	pthread_mutex_init(&im->defer_mu, NULL);
 	pthread_cond_init(&im->defer_cv, NULL);
@@ -1356,18 +1816,14 @@ backend *backend_cuda_open(const backend_options *opt, char *err, size_t errlen)
 	}
 	if (!im->reaper_running)
 		log_warn("cannot start the release thread: memory is released at once");
-	if (cudaDeviceGetStreamPriorityRange(&im->prio_low, &im->prio_normal) != cudaSuccess) {
-		cudaGetLastError();
-		im->prio_low = im->prio_normal = 0;
+	/* The first device last: the estimates and ceilings below are its,
+	 * and the opening thread is left on it, as it was with one. */
+	for (int d = n_dev - 1; d >= 0; d--) {
+		on_device_or_log(im->dev[d].ordinal, "opening the CUDA backend");
+		device_start(im, d, opt->queues);
 	}
-	int n_low = opt->queues >= 8 ? opt->queues / 8 : 0;
-	pool_make(&im->pool, opt->queues - n_low, im->prio_normal);
-	pool_make(&im->low_pool, n_low, im->prio_low);
-	const char *q = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-	log_info("device %d: %d + %d pooled streams (priorities %d and %d), "
-	         "CUDA_DEVICE_MAX_CONNECTIONS=%s",
-	         device, im->pool.n, im->low_pool.n, im->prio_normal, im->prio_low,
-	         q ? q : "(driver default)");
+	int device = im->dev[0].ordinal;
+	const struct cudaDeviceProp *prop = &props[0];
 	be->ops = &cuda_ops;
 	be->impl = im;
 	be->name = "cuda";
@@ -1375,14 +1831,15 @@ backend *backend_cuda_open(const backend_options *opt, char *err, size_t errlen)
 	be->capabilities = TILEOPS_CODE_CAP_CUDA_IPC | TILEOPS_CODE_CAP_GPU;
 	/* Peak rates for estimating ops' times (exec/share.h): memory moves two
 	 * words a clock per bus width (HBM); a Hopper SM does 4096 dense 16-bit
-	 * tensor-core flops a clock. */
+	 * tensor-core flops a clock. The first device's, as every device is
+	 * a Hopper GPU (check_devices). */
 	int mem_khz = 0, bus_bits = 0, sm_khz = 0;
 	cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, device);
 	cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device);
 	cudaDeviceGetAttribute(&sm_khz, cudaDevAttrClockRate, device);
 	cudaGetLastError();
 	be->bytes_per_us = 2.0 * mem_khz * 1e-3 * (bus_bits / 8.0);
-	be->flops_per_us = (double)prop.multiProcessorCount * sm_khz * 1e-3 * 4096.0;
+	be->flops_per_us = (double)prop->multiProcessorCount * sm_khz * 1e-3 * 4096.0;
 	log_info("device %d: estimates at %.2f TB/s and %.0f TFLOP/s", device,
 	         be->bytes_per_us * 1e-6, be->flops_per_us * 1e-6);
 	/* The roofline's ceilings from the same properties: dense flops a clock
@@ -1391,7 +1848,7 @@ backend *backend_cuda_open(const backend_options *opt, char *err, size_t errlen)
 	 * 1070 / 2140 / 67 TFLOP/s at its 1.98 GHz. The bandwidth is then measured
 	 * (measure_copy_gbs); a measured flops peak (cuBLAS at 730 TFLOP/s) can be
 	 * configured. */
-	double sm_ghz_count = (double)prop.multiProcessorCount * sm_khz * 1e-6;
+	double sm_ghz_count = (double)prop->multiProcessorCount * sm_khz * 1e-6;
 	im->ceil = (backend_ceilings){
 		.bandwidth_gbs = be->bytes_per_us * 1e-3,
 		.tflops_bf16 = sm_ghz_count * 4096.0 * 1e-3,
@@ -1405,13 +1862,17 @@ backend *backend_cuda_open(const backend_options *opt, char *err, size_t errlen)
 		im->ceil.bandwidth_gbs = copy_gbs;
 		im->ceil.source = "measured";
 	}
-	snprintf(be->device, sizeof(be->device), "%.64s (sm_%d%d, %d SMs, %.0f GiB, device %d)",
-	         prop.name, prop.major, prop.minor, prop.multiProcessorCount,
-	         (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), device);
-	be->n_devices = 1;
-	be->devices[0].ordinal = device;
-	be->devices[0].memory_bytes = (uint64_t)prop.totalGlobalMem;
-	snprintf(be->devices[0].name, sizeof(be->devices[0].name), "%s", be->device);
+	be->n_devices = n_dev;
+	for (int d = 0; d < n_dev; d++) {
+		backend_device *bd = &be->devices[d];
+		const struct cudaDeviceProp *p = &props[d];
+		bd->ordinal = im->dev[d].ordinal;
+		bd->memory_bytes = (uint64_t)p->totalGlobalMem;
+		snprintf(bd->name, sizeof(bd->name), "%.64s (sm_%d%d, %d SMs, %.0f GiB, device %d)",
+		         p->name, p->major, p->minor, p->multiProcessorCount,
+		         (double)p->totalGlobalMem / (1024.0 * 1024.0 * 1024.0), bd->ordinal);
+	}
+	snprintf(be->device, sizeof(be->device), "%s", be->devices[0].name);
 	cuda_be = be;
 	return be;
 }
