@@ -413,6 +413,17 @@ double th_stat(const char *path)
 	return d;
 }
 
+double th_own_tenant_stat(tileops_client *c, const char *field)
+{
+	tileops_server_info info;
+	char path[160];
+
+	cr_assert_eq(tileops_server_info_get(c, &info), TILEOPS_OK);
+	snprintf(path, sizeof(path), "tenants.session-%llu.%s", (unsigned long long)info.session_id,
+	         field);
+	return th_stat(path);
+}
+
 double th_stat_wait(const char *path, double want, int timeout_ms)
 {
 	int64_t deadline = th_now_ms() + timeout_ms;

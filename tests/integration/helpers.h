@@ -94,6 +94,8 @@ int th_json_number(const char *json, const char *path, double *out);
 int th_json_string(const char *json, const char *path, char *buf, size_t len);
 /* th_json_number on a fresh stats document; fails the test if absent. */
 double th_stat(const char *path);
+/* th_stat of `field` of the graph cache of c's own tenant (session-<id>). */
+double th_own_tenant_stat(tileops_client *c, const char *field);
 /*
  * Poll the stats until `path` equals `want` or timeout_ms passes; returns
  * the last value seen. Never assumes how fast the daemon reacts.
