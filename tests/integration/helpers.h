@@ -65,6 +65,9 @@ void th_expect_close_f32(const float *got, const float *want, size_t n, float at
 /* bf16 <-> f32, round to nearest even (as the daemon's references do). */
 uint16_t th_f32_to_bf16(float f);
 float th_bf16_to_f32(uint16_t h);
+/* f16 <-> f32, round to nearest even; past the f16 range is infinity. */
+uint16_t th_f32_to_f16(float f);
+float th_f16_to_f32(uint16_t h);
 
 /* ---- tensors through the public API ----------------------------------- */
 
