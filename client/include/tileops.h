@@ -206,10 +206,11 @@ tileops_status tileops_tensor_create(tileops_client *c, tileops_dtype dtype, int
  * tileops_tensor_create on the device of index `device` (0 ..
  * tileops_device_count - 1; tileops_tensor_create is device 0). Ops run on
  * the device of their tensors: every tensor of one op on the same device
- * (the daemon refuses an op, or a plan at tileops_plan_end, whose tensors
- * are on two with TILEOPS_ERR_INVALID_ARGUMENT, naming the devices). A bad
- * index is refused by the client (message naming the count) before
- * anything is sent. A view lives on its base's device.
+ * (the daemon refuses an op, or a plan with such an op at tileops_plan_end,
+ * whose tensors are on two with TILEOPS_ERR_INVALID_ARGUMENT, naming the
+ * devices); the ops of one plan may be on different devices. A bad index is
+ * refused by the client (message naming the count) before anything is sent.
+ * A view lives on its base's device.
  */
 tileops_status tileops_tensor_create_on(tileops_client *c, int device, tileops_dtype dtype,
                                         int ndim, const int64_t *shape, tileops_tensor *out);
@@ -594,6 +595,12 @@ tileops_status tileops_trace_read(tileops_client *c, tileops_trace *out, size_t 
  * live in the tenant's graph cache (tileops_connect_options.tenant): when
  * the cache is full the tenant's least recently used graph is dropped and
  * captured again when needed; another tenant's graphs are never touched.
+ *
+ * A plan's ops may be on several devices, and it may hold collectives (a
+ * tensor-parallel layer in one plan): each device's ops between two
+ * collectives are captured as one graph on that device, the collectives
+ * are queued at every run in their place, and each device's ops keep their
+ * order (docs/plans.md, "Plans over several devices").
  */
 typedef struct tileops_plan tileops_plan;
 
@@ -629,7 +636,9 @@ tileops_status tileops_plan_add(tileops_plan *p, const tileops_op *op);
  */
 tileops_status tileops_plan_end(tileops_plan *p);
 
-/* Use `tensor` wherever the plan names `plan_tensor` (same dtype and shape). */
+/* Use `tensor` wherever the plan names `plan_tensor` (same dtype, shape and
+ * device: a tensor on another device is refused with
+ * TILEOPS_ERR_INVALID_ARGUMENT, naming both). */
 typedef struct tileops_binding {
 	tileops_tensor plan_tensor;
 	tileops_tensor tensor;

@@ -212,8 +212,9 @@ typedef struct backend_ops {
 	tileops_status (*event_export)(backend *be, void *stream, unsigned char handle[64],
 	                               char *err, size_t errlen);
 	tileops_status (*event_rerecord)(backend *be, void *stream, char *err, size_t errlen);
-	/* Queue a collective (backend_coll above). Not while capturing. The
-	 * CUDA backend runs it through NCCL, loaded when
+	/* Queue a collective (backend_coll above). Not while capturing: a
+	 * plan queues its collectives at every run, between the graphs of the
+	 * ops around them. The CUDA backend runs it through NCCL, loaded when
 	 * first needed: TILEOPS_ERR_UNSUPPORTED, naming the library, where it
 	 * cannot be loaded. */
 	tileops_status (*collective)(backend *be, const backend_coll *c, char *err, size_t errlen);

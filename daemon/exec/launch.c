@@ -182,14 +182,11 @@ void launch_share(executor *ex, session *s, double us)
 		__atomic_fetch_add(&ex->pace[exec_worker->index].demotions, 1, __ATOMIC_RELAXED);
 }
 
-/*
- * Queue a collective on s's stream of each rank's device. The ranks work in
- * place: ALL_GATHER's rank r sends its part r of its tensor, REDUCE_SCATTER's
- * receives it (NCCL's in-place layout). Its one param, when the op declares
- * it, is the reduction.
- */
-static tileops_status launch_collective(executor *ex, session *s, const prepared_op *p, char *err,
-                                        size_t errlen)
+/* The ranks work in place: ALL_GATHER's rank r sends its part r of its
+ * tensor, REDUCE_SCATTER's receives it (NCCL's in-place layout). Its one
+ * param, when the op declares it, is the reduction. */
+tileops_status launch_collective(executor *ex, session *s, const prepared_op *p, char *err,
+                                 size_t errlen)
 {
 	static const backend_coll_kind kinds[] = {
 		[MANIFEST_ALL_REDUCE] = BACKEND_ALL_REDUCE,

@@ -54,6 +54,16 @@ int launch_first_use(executor *ex, session *s, prepared_op *p);
 tileops_status launch_prepared(executor *ex, session *s, const prepared_op *p, tileops_status st,
                                timed_cqe *timed, char *err, size_t errlen);
 
+/*
+ * Queue the prepared collective p (p->collective set, its tensors not
+ * empty) on s's stream of each rank's device, after the work queued there
+ * so far. Not counted in the stats: launch_prepared counts the ones it
+ * launches, and a plan launches its own here at every run (a collective is
+ * not captured into a graph).
+ */
+tileops_status launch_collective(executor *ex, session *s, const prepared_op *p, char *err,
+                                 size_t errlen);
+
 /* Before launching `us` of device time on s's stream (share_launch): its
  * priority for it, a demotion counted in the executor thread's stats. */
 void launch_share(executor *ex, session *s, double us);

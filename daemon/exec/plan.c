@@ -9,6 +9,15 @@
  * not fit is run without being kept, so a plan never fails for want of room.
  * There is no slot pool shared between tenants to exhaust.
  *
+ * A plan's ops may be on several devices, with collectives among them (a
+ * tensor-parallel layer). When the plan is made its ops are split into
+ * segments: a collective is a segment of its own, queued at every run
+ * (a backend collective is not captured), and the other ops between two
+ * collectives are one segment per device, captured into one graph on the
+ * session's stream of that device. A bucket's cache entry holds the graph
+ * of each segment (and each collective prepared for the bucket); a plan on
+ * one device without collectives is one segment, one graph, one launch.
+ *
  * Executor threads share the cache: every entry point below holds the
  * executor's cache_mu (the loop takes it too, to read the tenants for
  * stats). The static functions expect it held.
@@ -26,15 +35,33 @@
 #include "log.h"
 #include "tensors.h"
 
+/* A captured segment of one bucket: its graph, or its collective. */
+typedef struct plan_part {
+	void *graph;       /* NULL for a collective */
+	prepared_op *coll; /* the collective, prepared for the bucket; owned */
+} plan_part;
+
+/* A bucket's entry in the tenant's cache: every segment of it, in plan order. */
 typedef struct plan_graph {
 	struct plan *plan;
 	int bucket;
-	void *graph;
-	size_t bytes;
+	size_t bytes; /* the sum over its graphs */
 	uint64_t gen; /* the plan's binding generation it was captured with */
 	uint64_t last_used;
 	struct plan_graph *prev, *next; /* the tenant's LRU list, most recent first */
+	int n_parts;
+	plan_part parts[]; /* one per segment of the plan */
 } plan_graph;
+
+/*
+ * Ops a run launches as one: the ops of one device between two collectives
+ * (their indices in plan order at seg_ops[first, end)), replayed as one
+ * graph on that device's stream; or one collective (device -1).
+ */
+typedef struct plan_segment {
+	int device;
+	int first, end;
+} plan_segment;
 
 typedef plan_binding binding;
 
@@ -57,7 +84,9 @@ typedef struct plan {
 	uint64_t gen; /* bumped when the bindings change */
 	plan_graph *graphs[PLAN_MAX_BUCKETS];
 	double est_us[PLAN_MAX_BUCKETS]; /* a run's device time, estimated (share.h) */
-	int device;                      /* where its tensors are and its graphs run */
+	int n_segs;                      /* at least 1 */
+	plan_segment *segs;              /* owned */
+	int *seg_ops;                    /* every op index once, segment by segment; owned */
 	struct plan *next;               /* the session's plans */
 } plan;
 
@@ -172,17 +201,48 @@ static void lru_push_front(tenant *t, plan_graph *g)
 		t->lru_tail = g;
 }
 
-static void graph_drop(executor *ex, plan_graph *g, int evicted)
+/* An entry for bucket b of p, its parts empty (not in the cache). */
+static plan_graph *graph_entry_new(plan *p, int b)
+{
+	plan_graph *g = calloc(1, sizeof(*g) + sizeof(plan_part) * (size_t)p->n_segs);
+	if (!g)
+		return NULL;
+	g->plan = p;
+	g->bucket = b;
+	g->n_parts = p->n_segs;
+	return g;
+}
+
+/* Destroy an entry's graphs and free it (taken out of the cache before).
+ * NULL is a no-op. */
+static void graph_entry_free(executor *ex, plan_graph *g)
+{
+	if (!g)
+		return;
+	for (int k = 0; k < g->n_parts; k++) {
+		ex->be->ops->graph_destroy(ex->be, g->parts[k].graph);
+		free(g->parts[k].coll);
+	}
+	free(g);
+}
+
+/* Take an entry out of its tenant's cache (the entry stays). */
+static void graph_uncache(plan_graph *g)
 {
 	tenant *t = g->plan->t;
 	lru_unlink(t, g);
 	g->plan->graphs[g->bucket] = NULL;
-	ex->be->ops->graph_destroy(ex->be, g->graph);
 	t->n_graphs--;
+	t->n_segments -= g->n_parts;
 	t->bytes -= g->bytes;
+}
+
+static void graph_drop(executor *ex, plan_graph *g, int evicted)
+{
 	if (evicted)
-		t->st.evictions++;
-	free(g);
+		g->plan->t->st.evictions++;
+	graph_uncache(g);
+	graph_entry_free(ex, g);
 }
 
 /* Make room for one more graph in t, evicting t's own LRU graphs only. */
@@ -234,59 +294,103 @@ static tileops_status plan_view_of(const void *ctx, uint64_t handle, tk_tensor *
 	return TILEOPS_OK;
 }
 
-/* Check (launch == 0) or record (launch == 1) every op of p for a bucket,
- * and estimate the bucket's device time. */
-static tileops_status plan_ops(executor *ex, session *s, plan *p, int bucket, int launch, char *err,
-                               size_t errlen)
+/* The message of a failure of op i of p for a bucket: it names both. */
+static void plan_op_error(const plan *p, int bucket, int i, const char *msg, char *err,
+                          size_t errlen)
+{
+	if (p->n_buckets)
+		snprintf(err, errlen, "plan op %d, bucket %lld: %s", i,
+		         (long long)p->buckets[bucket], msg);
+	else
+		snprintf(err, errlen, "plan op %d: %s", i, msg);
+}
+
+/* Prepare op i of p for a bucket (launch_prepare, the error named). */
+static tileops_status plan_op_prepare(executor *ex, const tensor_resolver *views, const plan *p,
+                                      int bucket, int i, prepared_op *op, char *err, size_t errlen)
+{
+	char msg[400];
+	tileops_status st = launch_prepare(ex, views, &p->def->ops[i], op, msg, sizeof(msg));
+	if (st != TILEOPS_OK)
+		plan_op_error(p, bucket, i, msg, err, errlen);
+	return st;
+}
+
+/*
+ * Check every op of p for a bucket, in plan order, and estimate the
+ * bucket's device time (without its collectives, which are neither timed
+ * nor charged, as outside plans). device_of, when not NULL, gets each op's
+ * device, -1 for a collective.
+ */
+static tileops_status plan_check(executor *ex, session *s, plan *p, int bucket, int *device_of,
+                                 char *err, size_t errlen)
 {
 	plan_view pv = { p->owner ? p->owner : s, s, p, bucket };
 	tensor_resolver views = { plan_view_of, &pv };
 	double est = 0.0;
-	int device = -1, first = 0;
-	void *stream = NULL;
-	if (launch) {
-		tileops_status st = devices_stream(ex, s, p->device, &stream, err, errlen);
-		if (st != TILEOPS_OK)
-			return st;
-	}
 	for (int i = 0; i < p->def->n_ops; i++) {
 		prepared_op op;
-		char msg[400];
-		tileops_status st =
-		        launch_prepare(ex, &views, &p->def->ops[i], &op, msg, sizeof(msg));
-		if (st == TILEOPS_OK && op.collective) {
-			snprintf(msg, sizeof(msg),
-			         "%s: a collective spans devices and a plan runs on one: run it "
-			         "with tileops_op_run between plan runs",
-			         p->def->ops[i].op);
-			st = TILEOPS_ERR_UNSUPPORTED;
-		} else if (st == TILEOPS_OK && device < 0) {
-			device = op.device;
-			first = i;
-		} else if (st == TILEOPS_OK && op.device != device) {
-			snprintf(msg, sizeof(msg),
-			         "%s: its tensors are on device %d, plan op %d's on device %d: a "
-			         "plan runs on one device",
-			         p->def->ops[i].op, op.device, first, device);
-			st = TILEOPS_ERR_INVALID_ARGUMENT;
-		}
-		if (st == TILEOPS_OK && !op.writes_nothing)
-			est += op.est_us;
-		if (st == TILEOPS_OK && launch && !op.writes_nothing)
-			st = ex->be->ops->launch(ex->be, stream, op.kernel, &op.call, 0, -1, NULL,
-			                         msg, sizeof(msg));
-		if (st != TILEOPS_OK) {
-			if (p->n_buckets)
-				snprintf(err, errlen, "plan op %d, bucket %lld: %s", i,
-				         (long long)p->buckets[bucket], msg);
-			else
-				snprintf(err, errlen, "plan op %d: %s", i, msg);
+		tileops_status st = plan_op_prepare(ex, &views, p, bucket, i, &op, err, errlen);
+		if (st != TILEOPS_OK)
 			return st;
-		}
+		if (!op.collective && !op.writes_nothing)
+			est += op.est_us;
+		if (device_of)
+			device_of[i] = op.collective ? -1 : op.device;
 	}
 	p->est_us[bucket] = est;
-	if (!launch)
-		p->device = device < 0 ? 0 : device;
+	return TILEOPS_OK;
+}
+
+/*
+ * Split p's ops into segments, from each op's device (-1: a collective).
+ * Between two collectives, the ops of each device, in plan order, are one
+ * segment, the devices taken in the order of their first op there; each
+ * collective is a segment of its own. This keeps the order of every
+ * device's ops, and a collective comes after everything before it on its
+ * ranks' devices and before everything after it. Ops on two devices share
+ * no memory (an op's tensors are on one device, and only collectives move
+ * data between devices), so how their segments interleave does not matter,
+ * and ops interleaved over devices cost one launch per device, not per op.
+ * The devices are those of every bucket (a bucket changes shapes, not
+ * tensors), so the segments are the plan's, found once.
+ */
+static tileops_status plan_split(plan *p, const int *device_of, char *err, size_t errlen)
+{
+	int n = p->def->n_ops;
+	p->segs = calloc((size_t)n + 1, sizeof(*p->segs));
+	p->seg_ops = calloc((size_t)n + 1, sizeof(*p->seg_ops));
+	if (!p->segs || !p->seg_ops) {
+		snprintf(err, errlen, "out of host memory");
+		return TILEOPS_ERR_OUT_OF_MEMORY;
+	}
+	int k = 0, at = 0;
+	for (int i = 0; i < n;) {
+		if (device_of[i] < 0) {
+			p->segs[k++] = (plan_segment){ -1, at, at + 1 };
+			p->seg_ops[at++] = i++;
+			continue;
+		}
+		int end = i, stretch = k;
+		while (end < n && device_of[end] >= 0)
+			end++;
+		for (int j = i; j < end; j++) {
+			int seen = 0;
+			for (int m = stretch; m < k && !seen; m++)
+				seen = p->segs[m].device == device_of[j];
+			if (seen)
+				continue;
+			p->segs[k] = (plan_segment){ device_of[j], at, at };
+			for (int q = j; q < end; q++)
+				if (device_of[q] == device_of[j])
+					p->seg_ops[at++] = q;
+			p->segs[k++].end = at;
+		}
+		i = end;
+	}
+	if (k == 0) /* no ops: one empty graph, as on device 0 */
+		p->segs[k++] = (plan_segment){ 0, 0, 0 };
+	p->n_segs = k;
 	return TILEOPS_OK;
 }
 
@@ -349,10 +453,21 @@ void plan_create(executor *ex, session *s, job *j, plan_def **defp)
 	j->status = plan_check_def(p->def, p, s, j->msg, sizeof(j->msg));
 	/* Every op, every bucket, checked now: a run never meets a rule error. */
 	int nb = p->n_buckets ? p->n_buckets : 1;
+	int *device_of = calloc((size_t)p->def->n_ops + 1, sizeof(*device_of));
+	if (!device_of && j->status == TILEOPS_OK) {
+		j->status = TILEOPS_ERR_OUT_OF_MEMORY;
+		snprintf(j->msg, sizeof(j->msg), "out of host memory");
+	}
 	for (int b = 0; b < nb && j->status == TILEOPS_OK; b++)
-		j->status = plan_ops(ex, s, p, b, 0, j->msg, sizeof(j->msg));
+		j->status =
+		        plan_check(ex, s, p, b, b == 0 ? device_of : NULL, j->msg, sizeof(j->msg));
+	if (j->status == TILEOPS_OK)
+		j->status = plan_split(p, device_of, j->msg, sizeof(j->msg));
+	free(device_of);
 	if (j->status != TILEOPS_OK) {
 		plan_def_free(p->def);
+		free(p->segs);
+		free(p->seg_ops);
 		free(p);
 		return;
 	}
@@ -397,7 +512,8 @@ static tileops_status binding_check(const session *owner, const session *runner,
 	if (from->mem->device != to->mem->device) {
 		snprintf(err, errlen,
 		         "binding %d: tensor %llu is on device %d, plan tensor %llu on device %d: "
-		         "a plan runs on its tensors' device",
+		         "a binding must be on the device of the tensor it replaces (the plan's "
+		         "ops on it run there)",
 		         i, (unsigned long long)b->tensor, to->mem->device,
 		         (unsigned long long)b->plan_tensor, from->mem->device);
 		return TILEOPS_ERR_INVALID_ARGUMENT;
@@ -488,7 +604,7 @@ static tileops_status plan_bind_checked(executor *ex, session *s, plan *p, const
 	char msg[400];
 	int nb = p->n_buckets ? p->n_buckets : 1;
 	for (int b = 0; b < nb && st == TILEOPS_OK; b++)
-		st = plan_ops(ex, s, p, b, 0, msg, sizeof(msg));
+		st = plan_check(ex, s, p, b, NULL, msg, sizeof(msg));
 	if (st != TILEOPS_OK) {
 		snprintf(err, errlen, "plan_run: a binding's layout does not suit the plan: %s",
 		         msg);
@@ -497,7 +613,7 @@ static tileops_status plan_bind_checked(executor *ex, session *s, plan *p, const
 		p->bind_session = bind_session;
 		p->gen = gen;
 		for (int b = 0; b < nb; b++) /* the estimates of the bindings kept */
-			(void)plan_ops(ex, s, p, b, 0, msg, sizeof(msg));
+			(void)plan_check(ex, s, p, b, NULL, msg, sizeof(msg));
 	}
 	return st;
 }
@@ -514,37 +630,96 @@ static int pick_bucket(const plan *p, int64_t size)
 	return -1;
 }
 
-/* Capture (or update) the graph of one bucket; returns it, not yet cached. */
-static tileops_status plan_capture(executor *ex, session *s, plan *p, int bucket, void **graph,
-                                   size_t *bytes, char *err, size_t errlen)
+/*
+ * Record segment sg of p for a bucket into a graph on s's stream of its
+ * device. *graph, when not NULL, is the segment's earlier graph, updated in
+ * place where the backend can (capture_end).
+ */
+static tileops_status plan_capture_graph(executor *ex, session *s, const tensor_resolver *views,
+                                         const plan *p, int bucket, const plan_segment *sg,
+                                         void **graph, size_t *bytes, char *err, size_t errlen)
 {
-	tenant *t = p->t;
-	double t0 = clock_now_us();
 	void *stream = NULL;
-	tileops_status st = devices_stream(ex, s, p->device, &stream, err, errlen);
+	tileops_status st = devices_stream(ex, s, sg->device, &stream, err, errlen);
 	if (st == TILEOPS_OK)
 		st = ex->be->ops->capture_begin(ex->be, stream, err, errlen);
 	if (st != TILEOPS_OK)
 		return st;
-	st = plan_ops(ex, s, p, bucket, 1, err, errlen);
+	for (int k = sg->first; k < sg->end; k++) {
+		int i = p->seg_ops[k];
+		prepared_op op;
+		char msg[400];
+		st = plan_op_prepare(ex, views, p, bucket, i, &op, err, errlen);
+		if (st != TILEOPS_OK)
+			break;
+		if (op.device != sg->device) {
+			/* Bindings keep their tensors' devices: this is a bug. */
+			snprintf(msg, sizeof(msg), "on device %d, its segment's device is %d",
+			         op.device, sg->device);
+			st = TILEOPS_ERR_INTERNAL;
+		} else if (!op.writes_nothing) {
+			st = ex->be->ops->launch(ex->be, stream, op.kernel, &op.call, 0, -1, NULL,
+			                         msg, sizeof(msg));
+		}
+		if (st != TILEOPS_OK) {
+			plan_op_error(p, bucket, i, msg, err, errlen);
+			break;
+		}
+	}
 	if (st != TILEOPS_OK) {
 		ex->be->ops->capture_abort(ex->be, stream);
 		return st;
 	}
-	st = ex->be->ops->capture_end(ex->be, stream, graph, bytes, err, errlen);
-	t->st.captures++;
-	t->st.capture_us += clock_now_us() - t0;
+	return ex->be->ops->capture_end(ex->be, stream, graph, bytes, err, errlen);
+}
+
+/* Prepare the collective op i of p for a bucket into *coll (made on first use). */
+static tileops_status plan_prepare_collective(executor *ex, const tensor_resolver *views,
+                                              const plan *p, int bucket, int i, prepared_op **coll,
+                                              char *err, size_t errlen)
+{
+	if (!*coll && !(*coll = malloc(sizeof(**coll)))) {
+		snprintf(err, errlen, "out of host memory");
+		return TILEOPS_ERR_OUT_OF_MEMORY;
+	}
+	return plan_op_prepare(ex, views, p, bucket, i, *coll, err, errlen);
+}
+
+/* Capture (or update) every segment of bucket b into g, which is not cached. */
+static tileops_status plan_capture(executor *ex, session *s, plan *p, int b, plan_graph *g,
+                                   char *err, size_t errlen)
+{
+	plan_view pv = { p->owner ? p->owner : s, s, p, b };
+	tensor_resolver views = { plan_view_of, &pv };
+	double t0 = clock_now_us();
+	tileops_status st = TILEOPS_OK;
+	g->bytes = 0;
+	for (int k = 0; k < p->n_segs && st == TILEOPS_OK; k++) {
+		const plan_segment *sg = &p->segs[k];
+		size_t bytes = 0;
+		if (sg->device < 0)
+			st = plan_prepare_collective(ex, &views, p, b, p->seg_ops[sg->first],
+			                             &g->parts[k].coll, err, errlen);
+		else
+			st = plan_capture_graph(ex, s, &views, p, b, sg, &g->parts[k].graph, &bytes,
+			                        err, errlen);
+		g->bytes += bytes;
+	}
+	if (st == TILEOPS_OK) {
+		p->t->st.captures++;
+		p->t->st.capture_us += clock_now_us() - t0;
+	}
 	return st;
 }
 
 /*
- * The graph of bucket b in the tenant's cache, captured (or updated in place
+ * The entry of bucket b in the tenant's cache, captured (or updated in place
  * after new bindings) when it is missing or stale. When the tenant's quota
- * cannot hold it even after evicting, *once gets a graph to launch once and
- * destroy, and *out is NULL.
+ * cannot hold it even after evicting, *once gets an entry to launch once and
+ * free (graph_entry_free), and *out is NULL.
  */
 static tileops_status plan_graph_get(executor *ex, session *s, plan *p, int b, plan_graph **out,
-                                     void **once, char *err, size_t errlen)
+                                     plan_graph **once, char *err, size_t errlen)
 {
 	tenant *t = p->t;
 	plan_graph *g = p->graphs[b];
@@ -556,39 +731,62 @@ static tileops_status plan_graph_get(executor *ex, session *s, plan *p, int b, p
 		return TILEOPS_OK;
 	}
 	t->st.misses++;
-	void *graph = g ? g->graph : NULL;
-	size_t bytes = g ? g->bytes : 0;
-	if (g) {
-		/* New bindings: the instantiated graph is updated in place. */
-		lru_unlink(t, g);
-		p->graphs[b] = NULL;
-		t->n_graphs--;
-		t->bytes -= g->bytes;
-		free(g);
+	if (g) /* new bindings: its graphs are updated in place */
+		graph_uncache(g);
+	else if (!(g = graph_entry_new(p, b))) {
+		snprintf(err, errlen, "out of host memory");
+		return TILEOPS_ERR_OUT_OF_MEMORY;
 	}
-	tileops_status st = plan_capture(ex, s, p, b, &graph, &bytes, err, errlen);
+	tileops_status st = plan_capture(ex, s, p, b, g, err, errlen);
 	if (st != TILEOPS_OK) {
-		ex->be->ops->graph_destroy(ex->be, graph);
+		graph_entry_free(ex, g);
 		return st;
 	}
-	cache_make_room(ex, t, bytes);
-	int fits = t->n_graphs + 1 <= t->quota.graphs &&
-	           (!t->quota.bytes || t->bytes + bytes <= t->quota.bytes);
-	g = fits ? calloc(1, sizeof(*g)) : NULL;
-	if (!g) {
-		*once = graph;
+	g->gen = p->gen;
+	cache_make_room(ex, t, g->bytes);
+	if (t->n_graphs + 1 > t->quota.graphs ||
+	    (t->quota.bytes && t->bytes + g->bytes > t->quota.bytes)) {
+		*once = g;
 		return TILEOPS_OK;
 	}
-	g->plan = p;
-	g->bucket = b;
-	g->graph = graph;
-	g->bytes = bytes;
-	g->gen = p->gen;
 	p->graphs[b] = g;
 	lru_push_front(t, g);
 	t->n_graphs++;
-	t->bytes += bytes;
+	t->n_segments += g->n_parts;
+	t->bytes += g->bytes;
 	*out = g;
+	return TILEOPS_OK;
+}
+
+/*
+ * Replay a captured bucket: its segments in plan order, each graph on s's
+ * stream of its device and each collective on the streams of its ranks'
+ * devices. A failure stops the run there; what was launched stays queued.
+ */
+static tileops_status plan_launch(executor *ex, session *s, const plan *p, const plan_graph *g,
+                                  char *err, size_t errlen)
+{
+	for (int k = 0; k < g->n_parts; k++) {
+		const plan_part *part = &g->parts[k];
+		void *stream = NULL;
+		tileops_status st;
+		if (p->segs[k].device >= 0) {
+			st = devices_stream(ex, s, p->segs[k].device, &stream, err, errlen);
+			if (st == TILEOPS_OK)
+				st = ex->be->ops->graph_launch(ex->be, stream, part->graph, err,
+				                               errlen);
+		} else if (!part->coll->writes_nothing) {
+			char msg[400];
+			st = launch_collective(ex, s, part->coll, msg, sizeof(msg));
+			if (st != TILEOPS_OK)
+				plan_op_error(p, g->bucket, p->seg_ops[p->segs[k].first], msg, err,
+				              errlen);
+		} else {
+			st = TILEOPS_OK;
+		}
+		if (st != TILEOPS_OK)
+			return st;
+	}
 	return TILEOPS_OK;
 }
 
@@ -608,30 +806,24 @@ static tileops_status plan_run_locked(executor *ex, session *s, const plan_run_d
 		return TILEOPS_ERR_SHAPE;
 	}
 	tileops_status st = plan_bind_checked(ex, s, p, m, err, errlen);
-	plan_graph *g = NULL;
-	void *once = NULL;
+	plan_graph *g = NULL, *once = NULL;
 	if (st == TILEOPS_OK)
 		st = plan_graph_get(ex, s, p, b, &g, &once, err, errlen);
 	if (st != TILEOPS_OK)
 		return st;
 	p->t->st.runs++;
-	void *stream = NULL;
-	if ((st = devices_stream(ex, s, p->device, &stream, err, errlen)) != TILEOPS_OK) {
-		ex->be->ops->graph_destroy(ex->be, once);
-		return st;
-	}
 	launch_share(ex, s, p->est_us[b]);
 	if (once) {
 		/* Over the quota even when empty: run it once, keep nothing. */
-		st = ex->be->ops->graph_launch(ex->be, stream, once, err, errlen);
-		ex->be->ops->graph_destroy(ex->be, once);
+		st = plan_launch(ex, s, p, once, err, errlen);
+		graph_entry_free(ex, once);
 	} else {
 		if (g->prev) {
 			lru_unlink(p->t, g);
 			lru_push_front(p->t, g);
 		}
 		g->last_used = ++ex->lru_clock;
-		st = ex->be->ops->graph_launch(ex->be, stream, g->graph, err, errlen);
+		st = plan_launch(ex, s, p, g, err, errlen);
 	}
 	if (st == TILEOPS_OK)
 		share_charge(ex->be, s->stream, &s->share, ex->cfg.queue_us, p->est_us[b]);
@@ -649,6 +841,8 @@ static void plan_destroy(executor *ex, plan *p)
 {
 	plan_drop_graphs(ex, p);
 	plan_def_free(p->def);
+	free(p->segs);
+	free(p->seg_ops);
 	free(p->names);
 	free(p->named_handles);
 	free(p);
@@ -810,13 +1004,12 @@ static tileops_status plan_warmup_locked(executor *ex, session *s, job *j, const
 	s->tenant->shared = p;
 	int nb = p->n_buckets ? p->n_buckets : 1;
 	for (int b = 0; b < nb; b++) {
-		plan_graph *g;
-		void *once;
+		plan_graph *g, *once;
 		j->status = plan_graph_get(ex, s, p, b, &g, &once, j->msg, sizeof(j->msg));
 		if (j->status != TILEOPS_OK)
 			return j->status;
 		if (once) {
-			ex->be->ops->graph_destroy(ex->be, once);
+			graph_entry_free(ex, once);
 			log_warn(
 			        "warm-up plan '%s': tenant '%s' cannot keep bucket %lld within its "
 			        "quota; it will be captured when run",
@@ -881,14 +1074,16 @@ static void plan_write_tenants_json_locked(executor *ex, strbuf *sb)
 		sb_printf(sb, "%s", first ? "" : ",");
 		first = 0;
 		sb_json_string(sb, t->name);
-		sb_printf(sb,
-		          ":{\"sessions\":%d,\"graphs\":%d,\"graph_bytes\":%zu,\"quota_graphs\":%d,"
-		          "\"quota_bytes\":%zu,\"runs\":%llu,\"hits\":%llu,\"misses\":%llu,"
-		          "\"captures\":%llu,\"evictions\":%llu,\"capture_us\":%.1f}",
-		          t->sessions, t->n_graphs, t->bytes, t->quota.graphs, t->quota.bytes,
-		          (unsigned long long)t->st.runs, (unsigned long long)t->st.hits,
-		          (unsigned long long)t->st.misses, (unsigned long long)t->st.captures,
-		          (unsigned long long)t->st.evictions, t->st.capture_us);
+		sb_printf(
+		        sb,
+		        ":{\"sessions\":%d,\"graphs\":%d,\"graph_segments\":%d,\"graph_bytes\":%zu,"
+		        "\"quota_graphs\":%d,\"quota_bytes\":%zu,\"runs\":%llu,\"hits\":%llu,"
+		        "\"misses\":%llu,\"captures\":%llu,\"evictions\":%llu,\"capture_us\":%.1f}",
+		        t->sessions, t->n_graphs, t->n_segments, t->bytes, t->quota.graphs,
+		        t->quota.bytes, (unsigned long long)t->st.runs,
+		        (unsigned long long)t->st.hits, (unsigned long long)t->st.misses,
+		        (unsigned long long)t->st.captures, (unsigned long long)t->st.evictions,
+		        t->st.capture_us);
 	}
 	sb_printf(sb, "}");
 }

@@ -14,7 +14,7 @@
 #define TENANTS_MAX 64
 
 typedef struct tenant_quota {
-	int graphs;   /* captured graphs kept at once */
+	int graphs;   /* captured buckets kept at once (each with a graph per segment) */
 	size_t bytes; /* device bytes they may hold (0: no limit) */
 } tenant_quota;
 
@@ -38,8 +38,9 @@ typedef struct tenant {
 	tenant_quota quota;
 	uint64_t private_to; /* the session id of a session's own tenant, else 0 */
 	int sessions;
-	int n_graphs;
-	size_t bytes;
+	int n_graphs;   /* cached entries, one per (plan, bucket): what quota.graphs counts */
+	int n_segments; /* the graphs and collectives of those entries, one per plan segment */
+	size_t bytes;   /* the device bytes of all their graphs */
 	struct plan_graph *lru_head, *lru_tail;
 	struct plan *shared; /* warm-up plans its sessions may open by name */
 	tenant_stats st;

@@ -187,6 +187,47 @@ float th_bf16_to_f32(uint16_t h)
 	return f;
 }
 
+uint16_t th_f32_to_f16(float f)
+{
+	uint32_t u, mag;
+	uint16_t sign;
+
+	memcpy(&u, &f, 4);
+	sign = (uint16_t)((u >> 16) & 0x8000u);
+	mag = u & 0x7fffffffu;
+	if (mag > 0x7f800000u)
+		return sign | 0x7e00u; /* NaN */
+	if (mag >= 0x477ff000u)
+		return sign | 0x7c00u; /* 65520 and up round to infinity */
+	if (mag < 0x38800000u) {
+		/* Below 2^-14: a subnormal, in units of 2^-24 (exact in f32, then
+		 * rounded to nearest even by lrintf's default mode). */
+		float a;
+
+		memcpy(&a, &mag, 4);
+		return sign | (uint16_t)lrintf(a * 16777216.0f);
+	}
+	/* Rebias the exponent (127 to 15) and round the mantissa to 10 bits;
+	 * a carry moves into the exponent as it should. */
+	mag -= 0x38000000u;
+	mag += 0x0fffu + ((mag >> 13) & 1u);
+	return sign | (uint16_t)(mag >> 13);
+}
+
+float th_f16_to_f32(uint16_t h)
+{
+	int e = (h >> 10) & 0x1f;
+	float m = (float)(h & 0x3ffu), v;
+
+	if (e == 0)
+		v = ldexpf(m, -24);
+	else if (e == 31)
+		v = m != 0.0f ? NAN : INFINITY;
+	else
+		v = ldexpf(m + 1024.0f, e - 25);
+	return (h & 0x8000u) ? -v : v;
+}
+
 /* ---- tensors through the public API ----------------------------------- */
 
 tileops_tensor th_tensor(tileops_client *c, tileops_dtype dt, int ndim, const int64_t *shape)
@@ -411,6 +452,17 @@ double th_stat(const char *path)
 	cr_assert(rc == 0, "the stats JSON has no number at '%s': %s", path, j);
 	free(j);
 	return d;
+}
+
+double th_own_tenant_stat(tileops_client *c, const char *field)
+{
+	tileops_server_info info;
+	char path[160];
+
+	cr_assert_eq(tileops_server_info_get(c, &info), TILEOPS_OK);
+	snprintf(path, sizeof(path), "tenants.session-%llu.%s", (unsigned long long)info.session_id,
+	         field);
+	return th_stat(path);
 }
 
 double th_stat_wait(const char *path, double want, int timeout_ms)

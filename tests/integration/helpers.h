@@ -65,6 +65,9 @@ void th_expect_close_f32(const float *got, const float *want, size_t n, float at
 /* bf16 <-> f32, round to nearest even (as the daemon's references do). */
 uint16_t th_f32_to_bf16(float f);
 float th_bf16_to_f32(uint16_t h);
+/* f16 <-> f32, round to nearest even; past the f16 range is infinity. */
+uint16_t th_f32_to_f16(float f);
+float th_f16_to_f32(uint16_t h);
 
 /* ---- tensors through the public API ----------------------------------- */
 
@@ -94,6 +97,8 @@ int th_json_number(const char *json, const char *path, double *out);
 int th_json_string(const char *json, const char *path, char *buf, size_t len);
 /* th_json_number on a fresh stats document; fails the test if absent. */
 double th_stat(const char *path);
+/* th_stat of `field` of the graph cache of c's own tenant (session-<id>). */
+double th_own_tenant_stat(tileops_client *c, const char *field);
 /*
  * Poll the stats until `path` equals `want` or timeout_ms passes; returns
  * the last value seen. Never assumes how fast the daemon reacts.

@@ -2,16 +2,19 @@
  * test_devices.c - a daemon serving several devices (`devices = 0-3`; on
  * the CPU backend these are emulated devices), through the public API: the
  * device list, tensors created on each device, copies within and between
- * devices and the pairs a copy refuses, ops and plans whose tensors share a
- * device (on both planes) and the ones that mix devices, which are refused,
- * the client's own refusal of an index past the count, and the collectives
- * (all_reduce, all_gather, reduce_scatter) over tensors on several devices.
+ * devices and the pairs a copy refuses, ops whose tensors share a device (on
+ * both planes) and the ones that mix devices, which are refused, the
+ * client's own refusal of an index past the count, the collectives
+ * (all_reduce, all_gather, reduce_scatter) over tensors on several devices,
+ * and plans whose ops are on several devices with collectives among them
+ * (buckets, bindings and the graph cache's counts included).
  *
  * Each test starts a daemon of its own with that config (daemon2.h); the
  * last one checks the suite's shared daemon, which has no devices setting.
  */
 #include <criterion/criterion.h>
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,6 +121,36 @@ static void expect_mixed_refused(tileops_status st, int a, int b, const char *wh
 	             tileops_strerror(st), msg);
 	cr_assert(th_contains(msg, "device") && has_number(msg, a) && has_number(msg, b),
 	          "%s: message '%s' does not name devices %d and %d", what, msg, a, b);
+}
+
+/* A plan of n ops, not yet ended. */
+static tileops_plan *plan_of(tileops_client *c, const tileops_plan_options *o,
+                             const tileops_op *ops, int n)
+{
+	tileops_plan *p = NULL;
+
+	cr_assert_eq(tileops_plan_begin(c, o, &p), TILEOPS_OK, "plan_begin: %s",
+	             tileops_last_error());
+	for (int i = 0; i < n; i++)
+		cr_assert_eq(tileops_plan_add(p, &ops[i]), TILEOPS_OK, "plan_add %d: %s", i,
+		             tileops_last_error());
+	return p;
+}
+
+static void plan_end_ok(tileops_plan *p)
+{
+	tileops_status st = tileops_plan_end(p);
+
+	cr_assert_eq(st, TILEOPS_OK, "plan_end: %s (%s)", tileops_strerror(st),
+	             tileops_last_error());
+}
+
+static void plan_run_ok(tileops_plan *p, int64_t size, const tileops_binding *b, size_t n)
+{
+	tileops_status st = tileops_plan_run(p, size, b, n);
+
+	cr_assert_eq(st, TILEOPS_OK, "plan_run (size %lld): %s (%s)", (long long)size,
+	             tileops_strerror(st), tileops_last_error());
 }
 
 /* ---- the device list ----------------------------------------------------- */
@@ -437,31 +470,20 @@ Test(devices, a_plan_whose_tensors_are_all_on_device_2_runs_correctly)
 	close_multi(c);
 }
 
-Test(devices, a_plan_whose_ops_are_on_two_devices_is_refused_when_it_is_made)
+/* A plan may span devices, but each of its ops keeps to one. */
+Test(devices, a_plan_op_whose_tensors_are_on_two_devices_is_refused_when_the_plan_is_made)
 {
 	tileops_client *c = connect_multi("devices-plan-mixed");
 	tileops_tensor x2 = vec_on(c, 2, NULL), o2 = vec_on(c, 2, NULL);
 	tileops_tensor x3 = vec_on(c, 3, NULL), o3 = vec_on(c, 3, NULL);
-	tileops_plan *p = NULL;
+	tileops_tensor in3[2] = { x3, x3 }, mixed[2] = { x2, x3 };
+	tileops_op ops[2] = { { "add", in3, 2, &o3, 1, NULL, 0 },
+		              { "add", mixed, 2, &o2, 1, NULL, 0 } };
+	tileops_plan *p = plan_of(c, NULL, ops, 2);
 
-	/* Each op keeps to one device, but not the same one. */
-	tileops_tensor in2[2] = { x2, x2 }, in3[2] = { x3, x3 };
-	tileops_op ops[2] = { { "add", in2, 2, &o2, 1, NULL, 0 },
-		              { "add", in3, 2, &o3, 1, NULL, 0 } };
-
-	cr_assert_eq(tileops_plan_begin(c, NULL, &p), TILEOPS_OK, "%s", tileops_last_error());
-	for (int i = 0; i < 2; i++)
-		cr_assert_eq(tileops_plan_add(p, &ops[i]), TILEOPS_OK, "%s", tileops_last_error());
 	expect_mixed_refused(tileops_plan_end(p), 2, 3, "plan_end");
-	tileops_plan_free(p);
-
-	/* One op of the plan that mixes devices is refused there as well. */
-	tileops_tensor mixed[2] = { x2, x3 };
-	tileops_op bad = { "add", mixed, 2, &o2, 1, NULL, 0 };
-	p = NULL;
-	cr_assert_eq(tileops_plan_begin(c, NULL, &p), TILEOPS_OK, "%s", tileops_last_error());
-	cr_assert_eq(tileops_plan_add(p, &bad), TILEOPS_OK, "%s", tileops_last_error());
-	expect_mixed_refused(tileops_plan_end(p), 2, 3, "plan_end, one op");
+	cr_assert(th_contains(tileops_last_error(), "plan op 1"), "message '%s' does not name op 1",
+	          tileops_last_error());
 	tileops_plan_free(p);
 	close_multi(c);
 }
@@ -621,13 +643,12 @@ Test(devices, all_gather_and_reduce_scatter_in_place_over_three_ranks_in_the_ord
 	close_multi(c);
 }
 
-Test(devices, collectives_refuse_two_ranks_on_one_device_uneven_parts_and_plans)
+Test(devices, collectives_refuse_two_ranks_on_one_device_and_uneven_parts)
 {
 	tileops_client *c = connect_multi("devices-coll-refuse");
 	const int64_t odd[1] = { 7 };
 	float keep[N];
 	tileops_tensor a = vec_on(c, 0, NULL), b = vec_on(c, 2, NULL), d2 = vec_on(c, 2, NULL);
-	tileops_plan *p = NULL;
 
 	fill(keep, 5.0f, 1.0f);
 	th_write(c, b, keep, sizeof(keep));
@@ -647,16 +668,353 @@ Test(devices, collectives_refuse_two_ranks_on_one_device_uneven_parts_and_plans)
 	tileops_op mism = { "all_reduce", ab, 2, NULL, 0, NULL, 0 };
 	cr_assert_eq(tileops_op_run(c, &mism), TILEOPS_ERR_SHAPE, "%s", tileops_last_error());
 	cr_assert(th_contains(tileops_last_error(), "x1"), "%s", tileops_last_error());
-	/* A plan runs on one device: a collective in one is refused at its end. */
-	tileops_tensor ok[2] = { a, b };
-	tileops_op in_plan = { "all_reduce", ok, 2, NULL, 0, NULL, 0 };
-	cr_assert_eq(tileops_plan_begin(c, NULL, &p), TILEOPS_OK, "%s", tileops_last_error());
-	cr_assert_eq(tileops_plan_add(p, &in_plan), TILEOPS_OK, "%s", tileops_last_error());
-	cr_assert_eq(tileops_plan_end(p), TILEOPS_ERR_UNSUPPORTED, "%s", tileops_last_error());
-	cr_assert(th_contains(tileops_last_error(), "collective"), "%s", tileops_last_error());
-	tileops_plan_free(p);
 	cr_assert_eq(tileops_sync(c), TILEOPS_OK, "%s", tileops_last_error());
 	expect_vec(c, b, keep, "rank 0 of a refused collective");
+	close_multi(c);
+}
+
+/* ---- plans over several devices ------------------------------------------ */
+
+/*
+ * Each op on one device, the plan over two, interleaved: device 0 computes
+ * (x0 + y0) * y0 and device 2 (x2 * y2) + x2. The ops of each device are
+ * one graph on its stream, so the tenant holds one entry of two segments.
+ */
+Test(devices, a_plan_with_ops_on_devices_0_and_2_runs_right_on_capture_and_on_replay)
+{
+	tileops_client *c = connect_multi("devices-plan-two");
+	float a0[N], b0[N], a2[N], b2[N], want0[N], want2[N];
+	tileops_tensor x0 = vec_on(c, 0, NULL), y0 = vec_on(c, 0, NULL), s0 = vec_on(c, 0, NULL);
+	tileops_tensor o0 = vec_on(c, 0, NULL);
+	tileops_tensor x2 = vec_on(c, 2, NULL), y2 = vec_on(c, 2, NULL), s2 = vec_on(c, 2, NULL);
+	tileops_tensor o2 = vec_on(c, 2, NULL);
+	tileops_tensor in0[2] = { x0, y0 }, in1[2] = { x2, y2 }, in2[2] = { s0, y0 };
+	tileops_tensor in3[2] = { s2, x2 };
+	tileops_op ops[4] = { { "add", in0, 2, &s0, 1, NULL, 0 },
+		              { "mul", in1, 2, &s2, 1, NULL, 0 },
+		              { "mul", in2, 2, &o0, 1, NULL, 0 },
+		              { "add", in3, 2, &o2, 1, NULL, 0 } };
+	tileops_plan *p = plan_of(c, NULL, ops, 4);
+
+	plan_end_ok(p);
+	/* Twice, with new inputs: the first run captures, the second replays. */
+	for (int run = 0; run < 2; run++) {
+		fill(a0, 1.0f + (float)run, 0.125f);
+		fill(b0, -2.0f, 0.0625f * (float)(run + 1));
+		fill(a2, 3.0f - (float)run, -0.25f);
+		fill(b2, 0.5f * (float)(run + 1), 0.03125f);
+		for (int i = 0; i < N; i++) {
+			want0[i] = (a0[i] + b0[i]) * b0[i];
+			want2[i] = a2[i] * b2[i] + a2[i];
+		}
+		th_write(c, x0, a0, sizeof(a0));
+		th_write(c, y0, b0, sizeof(b0));
+		th_write(c, x2, a2, sizeof(a2));
+		th_write(c, y2, b2, sizeof(b2));
+		plan_run_ok(p, 0, NULL, 0);
+		expect_vec(c, o0, want0, "the plan's output on device 0");
+		expect_vec(c, o2, want2, "the plan's output on device 2");
+	}
+	cr_assert_eq(th_own_tenant_stat(c, "captures"), 1, "the second run captured again");
+	cr_assert_eq(th_own_tenant_stat(c, "hits"), 1);
+	cr_assert_eq(th_own_tenant_stat(c, "graphs"), 1);
+	cr_assert_eq(th_own_tenant_stat(c, "graph_segments"), 2, "not one graph per device");
+	tileops_plan_free(p);
+	close_multi(c);
+}
+
+/*
+ * The shape of a tensor-parallel layer: per-device adds, an all_reduce over
+ * the four devices, then per-device muls, as one plan. Rank d computes
+ * z_d = (sum over e of (x_e + b_e)) * w_d.
+ */
+Test(devices, adds_then_an_all_reduce_over_four_devices_then_muls_run_as_one_plan)
+{
+	tileops_client *c = connect_multi("devices-plan-allreduce");
+	float xv[NDEV][N], bv[NDEV][N], wv[NDEV][N], sum[N], want[N];
+	tileops_tensor x[NDEV], b[NDEV], w[NDEV], y[NDEV], z[NDEV];
+	tileops_tensor add_in[NDEV][2], mul_in[NDEV][2];
+	tileops_op ops[2 * NDEV + 1];
+
+	for (int d = 0; d < NDEV; d++) {
+		x[d] = vec_on(c, d, NULL);
+		b[d] = vec_on(c, d, NULL);
+		w[d] = vec_on(c, d, NULL);
+		y[d] = vec_on(c, d, NULL);
+		z[d] = vec_on(c, d, NULL);
+		add_in[d][0] = x[d];
+		add_in[d][1] = b[d];
+		mul_in[d][0] = y[d];
+		mul_in[d][1] = w[d];
+		ops[d] = (tileops_op){ "add", add_in[d], 2, &y[d], 1, NULL, 0 };
+		ops[NDEV + 1 + d] = (tileops_op){ "mul", mul_in[d], 2, &z[d], 1, NULL, 0 };
+	}
+	ops[NDEV] = (tileops_op){ "all_reduce", y, NDEV, NULL, 0, NULL, 0 };
+	tileops_plan *p = plan_of(c, NULL, ops, 2 * NDEV + 1);
+	plan_end_ok(p);
+	for (int run = 0; run < 2; run++) {
+		for (int d = 0; d < NDEV; d++) {
+			/* Small integers and halves: every sum and product is exact. */
+			fill(xv[d], (float)(d - 2 + run), 0.5f);
+			fill(bv[d], (float)(3 * run - d), -0.25f);
+			fill(wv[d], 0.5f * (float)(d + 1), 0.0f);
+			th_write(c, x[d], xv[d], sizeof(xv[d]));
+			th_write(c, b[d], bv[d], sizeof(bv[d]));
+			th_write(c, w[d], wv[d], sizeof(wv[d]));
+		}
+		for (int i = 0; i < N; i++) {
+			sum[i] = 0.0f;
+			for (int d = 0; d < NDEV; d++)
+				sum[i] += xv[d][i] + bv[d][i];
+		}
+		plan_run_ok(p, 0, NULL, 0);
+		for (int d = 0; d < NDEV; d++) {
+			for (int i = 0; i < N; i++)
+				want[i] = sum[i] * wv[d][i];
+			expect_vec(c, y[d], sum, "the all_reduce of the adds");
+			expect_vec(c, z[d], want, "a mul after the all_reduce");
+		}
+	}
+	/* The adds of each device, the all_reduce, the muls of each device. */
+	cr_assert_eq(th_own_tenant_stat(c, "graph_segments"), 2 * NDEV + 1);
+	cr_assert_eq(th_own_tenant_stat(c, "captures"), 1);
+	tileops_plan_free(p);
+	close_multi(c);
+}
+
+#define ROWS 8 /* the largest bucket */
+#define W 16
+#define SENTINEL 777.0f
+
+/* out[r][i] for rows [0, rows): the plan below, on all rows. */
+static void two_device_rows(const float (*x)[ROWS * W], const float (*b)[ROWS * W], const float *wt,
+                            float *out)
+{
+	for (int k = 0; k < ROWS * W; k++)
+		out[k] = (x[0][k] + b[0][k] + x[1][k] + b[1][k]) * wt[k % W];
+}
+
+/*
+ * Buckets over two devices: y_d = x_d + b_d, an all_reduce of the y_d, and
+ * z_d = y_d * w_d ([W] weights, broadcast), every [ROWS, W] tensor bucketed.
+ * A run of size n computes the rows of the smallest bucket >= n, the
+ * all_reduce included, and leaves the rows past it as they were.
+ */
+Test(devices, a_bucketed_plan_over_two_devices_computes_the_rows_of_each_bucket_only)
+{
+	static const int64_t buckets[4] = { 1, 2, 4, 8 };
+	const int64_t sizes[4] = { 1, 3, 8, 0 }, bucket_of[4] = { 1, 4, 8, 8 };
+	const int64_t rows[2] = { ROWS, W }, one[1] = { W };
+	tileops_client *c = connect_multi("devices-plan-buckets");
+	float xv[2][ROWS * W], bv[2][ROWS * W], wv[2][W], want[2][ROWS * W], got[ROWS * W];
+	float sentinel[ROWS * W];
+	tileops_tensor x[2], b[2], w[2], y[2], z[2], bucketed[8];
+	tileops_tensor add_in[2][2], mul_in[2][2];
+	tileops_op ops[5];
+	tileops_plan_options o;
+
+	for (int k = 0; k < ROWS * W; k++)
+		sentinel[k] = SENTINEL;
+	for (int d = 0; d < 2; d++) {
+		x[d] = tensor_on(c, d, TILEOPS_F32, 2, rows);
+		b[d] = tensor_on(c, d, TILEOPS_F32, 2, rows);
+		y[d] = tensor_on(c, d, TILEOPS_F32, 2, rows);
+		z[d] = tensor_on(c, d, TILEOPS_F32, 2, rows);
+		w[d] = tensor_on(c, d, TILEOPS_F32, 1, one);
+		bucketed[4 * d] = x[d];
+		bucketed[4 * d + 1] = b[d];
+		bucketed[4 * d + 2] = y[d];
+		bucketed[4 * d + 3] = z[d];
+		add_in[d][0] = x[d];
+		add_in[d][1] = b[d];
+		mul_in[d][0] = y[d];
+		mul_in[d][1] = w[d];
+		ops[d] = (tileops_op){ "add", add_in[d], 2, &y[d], 1, NULL, 0 };
+		ops[3 + d] = (tileops_op){ "mul", mul_in[d], 2, &z[d], 1, NULL, 0 };
+	}
+	ops[2] = (tileops_op){ "all_reduce", y, 2, NULL, 0, NULL, 0 };
+	memset(&o, 0, sizeof(o));
+	o.buckets = buckets;
+	o.n_buckets = 4;
+	o.bucketed = bucketed;
+	o.n_bucketed = 8;
+	o.name = "two-devices-buckets";
+	tileops_plan *p = plan_of(c, &o, ops, 5);
+	plan_end_ok(p);
+	for (int i = 0; i < 4; i++) {
+		int live = (int)bucket_of[i] * W;
+
+		for (int d = 0; d < 2; d++) {
+			for (int k = 0; k < ROWS * W; k++) {
+				xv[d][k] = (float)((k + 3 * i + d) % 9) - 4.0f;
+				bv[d][k] = 0.5f * (float)((k * (d + 1) + i) % 5);
+			}
+			for (int k = 0; k < W; k++)
+				wv[d][k] = (float)(d + 1) + 0.25f * (float)k;
+			th_write(c, x[d], xv[d], sizeof(xv[d]));
+			th_write(c, b[d], bv[d], sizeof(bv[d]));
+			th_write(c, w[d], wv[d], sizeof(wv[d]));
+			th_write(c, y[d], sentinel, sizeof(sentinel));
+			th_write(c, z[d], sentinel, sizeof(sentinel));
+		}
+		for (int d = 0; d < 2; d++)
+			two_device_rows(xv, bv, wv[d], want[d]);
+		plan_run_ok(p, sizes[i], NULL, 0);
+		for (int d = 0; d < 2; d++) {
+			th_read(c, z[d], got, sizeof(got));
+			for (int k = 0; k < ROWS * W; k++)
+				cr_assert_eq(got[k], k < live ? want[d][k] : SENTINEL,
+				             "size %lld, device %d: z row %d column %d is %g",
+				             (long long)sizes[i], d, k / W, k % W, (double)got[k]);
+			th_read(c, y[d], got, sizeof(got));
+			for (int k = live; k < ROWS * W; k++)
+				cr_assert_eq(got[k], SENTINEL,
+				             "size %lld, device %d: y row %d, past the bucket, was "
+				             "written",
+				             (long long)sizes[i], d, k / W);
+		}
+	}
+	/* Buckets 1, 4 and 8 captured, the last run a hit. */
+	cr_assert_eq(th_own_tenant_stat(c, "graphs"), 3);
+	cr_assert_eq(th_own_tenant_stat(c, "graph_segments"), 3 * 5);
+	tileops_plan_free(p);
+	close_multi(c);
+}
+
+/* Every op is still checked for every bucket when the plan is made: a
+ * collective whose second rank is not bucketed suits bucket 4, not 8. */
+Test(devices, a_collective_in_a_plan_invalid_for_one_bucket_is_refused_naming_op_and_bucket)
+{
+	static const int64_t buckets[2] = { 4, 8 };
+	const int64_t big[2] = { 8, W }, small[2] = { 4, W };
+	tileops_client *c = connect_multi("devices-plan-coll-bucket");
+	tileops_tensor a = tensor_on(c, 0, TILEOPS_F32, 2, big);
+	tileops_tensor a2 = tensor_on(c, 0, TILEOPS_F32, 2, big);
+	tileops_tensor r1 = tensor_on(c, 1, TILEOPS_F32, 2, small);
+	tileops_tensor same[2] = { a, a }, ranks[2] = { a, r1 }, bucketed[2] = { a, a2 };
+	tileops_op ops[2] = { { "add", same, 2, &a2, 1, NULL, 0 },
+		              { "all_reduce", ranks, 2, NULL, 0, NULL, 0 } };
+	tileops_plan_options o;
+
+	memset(&o, 0, sizeof(o));
+	o.buckets = buckets;
+	o.n_buckets = 2;
+	o.bucketed = bucketed;
+	o.n_bucketed = 2;
+	tileops_plan *p = plan_of(c, &o, ops, 2);
+	cr_assert_eq(tileops_plan_end(p), TILEOPS_ERR_SHAPE, "%s", tileops_last_error());
+	cr_assert(th_contains(tileops_last_error(), "plan op 1, bucket 8: all_reduce"), "%s",
+	          tileops_last_error());
+	tileops_plan_free(p);
+
+	/* Two ranks on one device are refused in a plan as outside one. */
+	tileops_tensor a3 = tensor_on(c, 1, TILEOPS_F32, 2, small);
+	tileops_tensor twice[2] = { r1, a3 };
+	tileops_op bad = { "all_reduce", twice, 2, NULL, 0, NULL, 0 };
+	p = plan_of(c, NULL, &bad, 1);
+	cr_assert_eq(tileops_plan_end(p), TILEOPS_ERR_INVALID_ARGUMENT, "%s", tileops_last_error());
+	cr_assert(th_contains(tileops_last_error(), "plan op 0: all_reduce: ranks 0 and 1 are both "
+	                                            "on device 1"),
+	          "%s", tileops_last_error());
+	tileops_plan_free(p);
+	close_multi(c);
+}
+
+/*
+ * A binding replaces a plan tensor with a tensor on the same device: one on
+ * another device is refused naming both devices, and the plan keeps its
+ * tensors; one on the same device is used.
+ */
+Test(devices, a_binding_on_another_device_than_the_tensor_it_replaces_is_refused)
+{
+	tileops_client *c = connect_multi("devices-plan-bind");
+	float a[N], bv[N], twice_a[N], twice_b[N], keep[N];
+	tileops_tensor x0 = vec_on(c, 0, NULL), o0 = vec_on(c, 0, NULL);
+	tileops_tensor x1 = vec_on(c, 1, NULL), o1 = vec_on(c, 1, NULL);
+	tileops_tensor on2 = vec_on(c, 2, NULL), on1 = vec_on(c, 1, NULL);
+	tileops_tensor in0[2] = { x0, x0 }, in1[2] = { x1, x1 };
+	tileops_op ops[2] = { { "add", in0, 2, &o0, 1, NULL, 0 },
+		              { "add", in1, 2, &o1, 1, NULL, 0 } };
+	tileops_plan *p = plan_of(c, NULL, ops, 2);
+
+	fill(a, 1.0f, 0.5f);
+	fill(bv, -7.0f, 0.25f);
+	fill(keep, 99.0f, 0.0f);
+	for (int i = 0; i < N; i++) {
+		twice_a[i] = 2.0f * a[i];
+		twice_b[i] = 2.0f * bv[i];
+	}
+	th_write(c, x0, a, sizeof(a));
+	th_write(c, x1, a, sizeof(a));
+	th_write(c, on2, bv, sizeof(bv));
+	th_write(c, on1, bv, sizeof(bv));
+	th_write(c, o1, keep, sizeof(keep));
+	plan_end_ok(p);
+
+	tileops_binding wrong = { x1, on2 };
+	tileops_status st = tileops_plan_run(p, 0, &wrong, 1);
+	expect_mixed_refused(st, 2, 1, "a binding on device 2 for a tensor on device 1");
+	cr_assert(th_contains(tileops_last_error(), "binding 0") &&
+	                  th_contains(tileops_last_error(), "the device of the tensor it replaces"),
+	          "message '%s'", tileops_last_error());
+	cr_assert_eq(tileops_sync(c), TILEOPS_OK, "%s", tileops_last_error());
+	expect_vec(c, o1, keep, "the output of a refused run");
+	/* The plan still names its own tensor... */
+	plan_run_ok(p, 0, NULL, 0);
+	expect_vec(c, o1, twice_a, "a run after the refused binding");
+	/* ... and takes one on its device. */
+	tileops_binding right = { x1, on1 };
+	plan_run_ok(p, 0, &right, 1);
+	expect_vec(c, o1, twice_b, "a run with a binding on device 1");
+	expect_vec(c, o0, twice_a, "device 0's op of the same run");
+	tileops_plan_free(p);
+	close_multi(c);
+}
+
+/*
+ * The graph cache counts every segment of a plan over several devices: the
+ * same four ops make as many graph bytes on two devices as on one (the CPU
+ * backend's graph bytes are its recorded calls), held by one entry; freeing
+ * the plan gives them all back.
+ */
+Test(devices, the_graph_cache_counts_the_bytes_of_every_segment_of_a_plan)
+{
+	tileops_client *c = connect_multi("devices-plan-bytes");
+	tileops_tensor x0 = vec_on(c, 0, NULL), o0 = vec_on(c, 0, NULL), q0 = vec_on(c, 0, NULL);
+	tileops_tensor x3 = vec_on(c, 3, NULL), o3 = vec_on(c, 3, NULL);
+	tileops_tensor a0[2] = { x0, x0 }, b0[2] = { o0, x0 }, a3[2] = { x3, x3 };
+	tileops_tensor b3[2] = { o3, x3 };
+	/* The same ops, once all on device 0 and once two on each device. */
+	tileops_op one[4] = { { "add", a0, 2, &o0, 1, NULL, 0 },
+		              { "mul", b0, 2, &q0, 1, NULL, 0 },
+		              { "add", a0, 2, &o0, 1, NULL, 0 },
+		              { "mul", b0, 2, &q0, 1, NULL, 0 } };
+	tileops_op two[4] = { { "add", a0, 2, &o0, 1, NULL, 0 },
+		              { "mul", b0, 2, &q0, 1, NULL, 0 },
+		              { "add", a3, 2, &o3, 1, NULL, 0 },
+		              { "mul", b3, 2, &x3, 1, NULL, 0 } };
+	tileops_plan *p = plan_of(c, NULL, one, 4);
+
+	plan_end_ok(p);
+	plan_run_ok(p, 0, NULL, 0);
+	double bytes_one = th_own_tenant_stat(c, "graph_bytes");
+	cr_assert_gt(bytes_one, 0, "a captured graph of four ops holds no bytes");
+	cr_assert_eq(th_own_tenant_stat(c, "graph_segments"), 1);
+	tileops_plan_free(p);
+	cr_assert_eq(th_own_tenant_stat(c, "graph_bytes"), 0);
+
+	p = plan_of(c, NULL, two, 4);
+	plan_end_ok(p);
+	plan_run_ok(p, 0, NULL, 0);
+	cr_assert_eq(th_own_tenant_stat(c, "graphs"), 1);
+	cr_assert_eq(th_own_tenant_stat(c, "graph_segments"), 2);
+	cr_assert_eq(th_own_tenant_stat(c, "graph_bytes"), bytes_one,
+	             "two segments hold %g bytes, the same ops on one device %g",
+	             th_own_tenant_stat(c, "graph_bytes"), bytes_one);
+	tileops_plan_free(p);
+	cr_assert_eq(th_own_tenant_stat(c, "graphs"), 0);
+	cr_assert_eq(th_own_tenant_stat(c, "graph_segments"), 0);
+	cr_assert_eq(th_own_tenant_stat(c, "graph_bytes"), 0);
 	close_multi(c);
 }
 

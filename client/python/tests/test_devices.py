@@ -1,9 +1,10 @@
 """Several devices from Python: client.devices, device= on the calls that
 make tensors, client.copy within and between devices, outputs allocated on
 their inputs' device, the refusal of an op whose tensors are on two
-devices, and the collectives over tensors on several. Most tests run against a daemon with `devices = 0-3` (emulated
-devices on the CPU backend); the last ones against the module's default
-daemon, which serves one."""
+devices, the collectives over tensors on several, and a plan over two
+devices with a collective in it. Most tests run against a daemon with
+`devices = 0-3` (emulated devices on the CPU backend); the last ones against
+the module's default daemon, which serves one."""
 import numpy as np
 import pytest
 
@@ -108,6 +109,33 @@ def test_all_reduce_over_four_devices_sums_in_place(mclient):
         np.testing.assert_array_equal(t.numpy(), sum(parts))
     ops.all_reduce(*ts[:2], reduce=2)  # min of equal tensors: unchanged
     np.testing.assert_array_equal(ts[1].numpy(), sum(parts))
+
+
+def test_a_plan_over_two_devices_with_an_all_reduce_runs_right_twice(mclient):
+    # Per device x_d * w_d, the all_reduce of the two, then + b_d: one plan,
+    # run twice with new inputs (a capture, then a replay).
+    rng = np.random.default_rng(5)
+    shape = (4, 16)
+    x = [mclient.tensor("f32", shape, device=d) for d in (1, 3)]
+    w = [mclient.from_numpy(np.full(shape, d + 1.5, np.float32), device=d) for d in (1, 3)]
+    b = [mclient.from_numpy(np.full(shape, -d, np.float32), device=d) for d in (1, 3)]
+    y = [mclient.tensor("f32", shape, device=d) for d in (1, 3)]
+    z = [mclient.tensor("f32", shape, device=d) for d in (1, 3)]
+    with mclient.plan() as p:
+        for r in range(2):
+            ops.mul(x[r], w[r], out=y[r], plan=p)
+        ops.all_reduce(*y, plan=p)
+        for r in range(2):
+            ops.add(y[r], b[r], out=z[r], plan=p)
+    for _ in range(2):
+        xs = [rng.integers(-8, 8, shape).astype(np.float32) for _ in range(2)]
+        for t, a in zip(x, xs):
+            t.write(a)
+        p.run()
+        total = xs[0] * 2.5 + xs[1] * 4.5
+        for r, d in enumerate((1, 3)):
+            np.testing.assert_array_equal(y[r].numpy(), total)
+            np.testing.assert_array_equal(z[r].numpy(), total - d)
 
 
 def test_all_gather_and_reduce_scatter_follow_the_rank_order_given(mclient):
