@@ -298,11 +298,12 @@ static tileops_status plan_view_of(const void *ctx, uint64_t handle, tk_tensor *
 static void plan_op_error(const plan *p, int bucket, int i, const char *msg, char *err,
                           size_t errlen)
 {
-	if (p->n_buckets)
-		snprintf(err, errlen, "plan op %d, bucket %lld: %s", i,
-		         (long long)p->buckets[bucket], msg);
-	else
-		snprintf(err, errlen, "plan op %d: %s", i, msg);
+	int w = p->n_buckets ? snprintf(err, errlen, "plan op %d, bucket %lld: %s", i,
+	                                (long long)p->buckets[bucket], msg)
+	                     : snprintf(err, errlen, "plan op %d: %s", i, msg);
+	/* Cut to fit: its end says so. */
+	if (w >= (int)errlen && errlen > 4)
+		memcpy(err + errlen - 4, "...", 4);
 }
 
 /* Prepare op i of p for a bucket (launch_prepare, the error named). */
