@@ -304,6 +304,35 @@ uint16_t tk_f32_to_bf16(float f);
 float tk_fp8e4m3_to_f32(uint8_t v);
 uint8_t tk_f32_to_fp8e4m3(float f);
 
+/* Element i of an f32, f16 or bf16 array as a float, and a float stored
+ * there rounded to the dtype (any other dtype is read and written as f32). */
+static inline float tk_load_float(const void *base, tk_dtype dt, int64_t i)
+{
+	switch (dt) {
+	case TK_F16:
+		return tk_f16_to_f32(((const uint16_t *)base)[i]);
+	case TK_BF16:
+		return tk_bf16_to_f32(((const uint16_t *)base)[i]);
+	default:
+		return ((const float *)base)[i];
+	}
+}
+
+static inline void tk_store_float(void *base, tk_dtype dt, int64_t i, float v)
+{
+	switch (dt) {
+	case TK_F16:
+		((uint16_t *)base)[i] = tk_f32_to_f16(v);
+		break;
+	case TK_BF16:
+		((uint16_t *)base)[i] = tk_f32_to_bf16(v);
+		break;
+	default:
+		((float *)base)[i] = v;
+		break;
+	}
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -13,33 +13,6 @@
 
 #include "cpu_pool.h"
 
-static float load(tk_dtype dt, const void *base, size_t i)
-{
-	switch (dt) {
-	case TK_F16:
-		return tk_f16_to_f32(((const uint16_t *)base)[i]);
-	case TK_BF16:
-		return tk_bf16_to_f32(((const uint16_t *)base)[i]);
-	default:
-		return ((const float *)base)[i];
-	}
-}
-
-static void store(tk_dtype dt, void *base, size_t i, float v)
-{
-	switch (dt) {
-	case TK_F16:
-		((uint16_t *)base)[i] = tk_f32_to_f16(v);
-		break;
-	case TK_BF16:
-		((uint16_t *)base)[i] = tk_f32_to_bf16(v);
-		break;
-	default:
-		((float *)base)[i] = v;
-		break;
-	}
-}
-
 static float combine(backend_reduce op, float acc, float v)
 {
 	switch (op) {
@@ -55,9 +28,10 @@ static float combine(backend_reduce op, float acc, float v)
 /* Element `i` of every rank's send reduced (`from` elements into each). */
 static float reduce_at(const backend_coll *c, size_t from, size_t i)
 {
-	float acc = load(c->dtype, c->parts[0].send, from + i);
+	float acc = tk_load_float(c->parts[0].send, c->dtype, (int64_t)(from + i));
 	for (int r = 1; r < c->n; r++)
-		acc = combine(c->reduce, acc, load(c->dtype, c->parts[r].send, from + i));
+		acc = combine(c->reduce, acc,
+		              tk_load_float(c->parts[r].send, c->dtype, (int64_t)(from + i)));
 	return acc;
 }
 
@@ -71,7 +45,7 @@ void cpu_collective_run(const backend_coll *c)
 		for (size_t i = 0; i < c->count; i++) {
 			float v = reduce_at(c, 0, i);
 			for (int r = 0; r < c->n; r++)
-				store(c->dtype, c->parts[r].recv, i, v);
+				tk_store_float(c->parts[r].recv, c->dtype, (int64_t)i, v);
 		}
 		break;
 	case BACKEND_ALL_GATHER:
@@ -87,8 +61,8 @@ void cpu_collective_run(const backend_coll *c)
 		 * recv is its own send's part r, read at i before written at i. */
 		for (int r = 0; r < c->n; r++)
 			for (size_t i = 0; i < c->count; i++)
-				store(c->dtype, c->parts[r].recv, i,
-				      reduce_at(c, (size_t)r * c->count, i));
+				tk_store_float(c->parts[r].recv, c->dtype, (int64_t)i,
+				               reduce_at(c, (size_t)r * c->count, i));
 		break;
 	}
 }

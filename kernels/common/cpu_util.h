@@ -11,29 +11,12 @@
 
 static inline float cpu_load(const void *base, tk_dtype dt, int64_t i)
 {
-	switch (dt) {
-	case TK_F16:
-		return tk_f16_to_f32(((const uint16_t *)base)[i]);
-	case TK_BF16:
-		return tk_bf16_to_f32(((const uint16_t *)base)[i]);
-	default:
-		return ((const float *)base)[i];
-	}
+	return tk_load_float(base, dt, i);
 }
 
 static inline void cpu_store(void *base, tk_dtype dt, int64_t i, float v)
 {
-	switch (dt) {
-	case TK_F16:
-		((uint16_t *)base)[i] = tk_f32_to_f16(v);
-		break;
-	case TK_BF16:
-		((uint16_t *)base)[i] = tk_f32_to_bf16(v);
-		break;
-	default:
-		((float *)base)[i] = v;
-		break;
-	}
+	tk_store_float(base, dt, i, v);
 }
 
 typedef float (*cpu_unary_fn)(float x, const tk_call *call);
