@@ -1574,11 +1574,11 @@ static tileops_status cuda_collective(backend *be, const backend_coll *c, char *
 	cuda_impl *im = be->impl;
 	int ordinals[BACKEND_MAX_DEVICES], rank_on[BACKEND_MAX_DEVICES];
 	cudaStream_t streams[BACKEND_MAX_DEVICES];
-	if (c->n < 1 || c->n > im->n_devices) {
-		snprintf(err, errlen,
-		         "collective: %d ranks, and this daemon serves %d device%s (one rank per "
-		         "device)",
-		         c->n, im->n_devices, im->n_devices == 1 ? "" : "s");
+	/* More ranks than devices is two ranks on one device: the loop below
+	 * names them. */
+	if (c->n < 1 || c->n > BACKEND_MAX_DEVICES) {
+		snprintf(err, errlen, "collective: %d ranks (1 to %d, one per device)", c->n,
+		         BACKEND_MAX_DEVICES);
 		return TILEOPS_ERR_INVALID_ARGUMENT;
 	}
 	for (int d = 0; d < im->n_devices; d++)
