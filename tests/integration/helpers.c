@@ -230,15 +230,21 @@ float th_f16_to_f32(uint16_t h)
 
 /* ---- tensors through the public API ----------------------------------- */
 
-tileops_tensor th_tensor(tileops_client *c, tileops_dtype dt, int ndim, const int64_t *shape)
+tileops_tensor th_tensor_on(tileops_client *c, int device, tileops_dtype dt, int ndim,
+                            const int64_t *shape)
 {
 	tileops_tensor t = 0;
-	tileops_status st = tileops_tensor_create(c, dt, ndim, shape, &t);
+	tileops_status st = tileops_tensor_create_on(c, device, dt, ndim, shape, &t);
 
-	cr_assert(st == TILEOPS_OK, "tensor_create(%s, ndim %d) failed: %s (%s)",
-	          tileops_dtype_name(dt), ndim, tileops_strerror(st), tileops_last_error());
-	cr_assert(t != 0, "tensor_create returned handle 0");
+	cr_assert(st == TILEOPS_OK, "tensor_create_on(device %d, %s, ndim %d) failed: %s (%s)",
+	          device, tileops_dtype_name(dt), ndim, tileops_strerror(st), tileops_last_error());
+	cr_assert(t != 0, "tensor_create_on returned handle 0");
 	return t;
+}
+
+tileops_tensor th_tensor(tileops_client *c, tileops_dtype dt, int ndim, const int64_t *shape)
+{
+	return th_tensor_on(c, 0, dt, ndim, shape);
 }
 
 tileops_tensor th_tensor_f32(tileops_client *c, int ndim, const int64_t *shape, const float *data)

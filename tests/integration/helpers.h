@@ -73,6 +73,9 @@ float th_f16_to_f32(uint16_t h);
 
 /* Create a tensor; fail the test with the daemon's message if refused. */
 tileops_tensor th_tensor(tileops_client *c, tileops_dtype dt, int ndim, const int64_t *shape);
+/* The same on device `device` (tileops_tensor_create_on). */
+tileops_tensor th_tensor_on(tileops_client *c, int device, tileops_dtype dt, int ndim,
+                            const int64_t *shape);
 /* Create an f32 tensor and write n = numel(shape) floats from data (if not NULL). */
 tileops_tensor th_tensor_f32(tileops_client *c, int ndim, const int64_t *shape, const float *data);
 void th_write(tileops_client *c, tileops_tensor t, const void *src, size_t len);

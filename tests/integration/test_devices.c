@@ -49,23 +49,11 @@ static void close_multi(tileops_client *c)
 	daemon2_stop(&multi);
 }
 
-static tileops_tensor tensor_on(tileops_client *c, int device, tileops_dtype dt, int ndim,
-                                const int64_t *shape)
-{
-	tileops_tensor t = 0;
-	tileops_status st = tileops_tensor_create_on(c, device, dt, ndim, shape, &t);
-
-	cr_assert_eq(st, TILEOPS_OK, "tensor_create_on device %d: %s (%s)", device,
-	             tileops_strerror(st), tileops_last_error());
-	cr_assert_neq(t, 0);
-	return t;
-}
-
 /* An f32 vector of N elements on `device`, holding `v` when it is not NULL. */
 static tileops_tensor vec_on(tileops_client *c, int device, const float *v)
 {
 	const int64_t shape[1] = { N };
-	tileops_tensor t = tensor_on(c, device, TILEOPS_F32, 1, shape);
+	tileops_tensor t = th_tensor_on(c, device, TILEOPS_F32, 1, shape);
 
 	if (v != NULL)
 		th_write(c, t, v, sizeof(float) * N);
@@ -221,8 +209,8 @@ Test(devices, bytes_written_on_device_2_and_copied_to_device_0_read_back_equal)
 	tileops_tensor s, d;
 
 	th_fill_bytes(&r, src, sizeof(src));
-	s = tensor_on(c, 2, TILEOPS_BF16, 2, shape);
-	d = tensor_on(c, 0, TILEOPS_BF16, 2, shape);
+	s = th_tensor_on(c, 2, TILEOPS_BF16, 2, shape);
+	d = th_tensor_on(c, 0, TILEOPS_BF16, 2, shape);
 	th_write(c, s, src, sizeof(src));
 	cr_assert_eq(tileops_tensor_copy(c, d, s), TILEOPS_OK, "%s", tileops_last_error());
 	th_read(c, d, got, sizeof(got));
@@ -255,8 +243,8 @@ Test(devices, a_copy_between_tensors_of_different_byte_sizes_is_refused_naming_b
 	const int64_t s5[1] = { 5 }, s7[1] = { 7 };
 	const float keep[5] = { 1, 2, 3, 4, 5 };
 	float got[5];
-	tileops_tensor d = tensor_on(c, 0, TILEOPS_F32, 1, s5);
-	tileops_tensor s = tensor_on(c, 1, TILEOPS_F32, 1, s7);
+	tileops_tensor d = th_tensor_on(c, 0, TILEOPS_F32, 1, s5);
+	tileops_tensor s = th_tensor_on(c, 1, TILEOPS_F32, 1, s7);
 	tileops_status st;
 
 	th_write(c, d, keep, sizeof(keep));
@@ -282,12 +270,12 @@ Test(devices, a_copy_from_or_into_a_view_with_gaps_is_refused_and_changes_nothin
 		base[i] = (float)i;
 	for (int i = 0; i < 16; i++)
 		keep[i] = -1.0f - (float)i;
-	b = tensor_on(c, 1, TILEOPS_F32, 2, base_shape);
+	b = th_tensor_on(c, 1, TILEOPS_F32, 2, base_shape);
 	th_write(c, b, base, sizeof(base));
 	/* The first 4 columns of each row of 8: 16 elements with gaps between rows. */
 	st = tileops_tensor_view(c, b, 0, TILEOPS_F32, 2, vshape, strides, &v);
 	cr_assert_eq(st, TILEOPS_OK, "tensor_view: %s", tileops_last_error());
-	d = tensor_on(c, 1, TILEOPS_F32, 2, vshape);
+	d = th_tensor_on(c, 1, TILEOPS_F32, 2, vshape);
 	th_write(c, d, keep, sizeof(keep));
 
 	st = tileops_tensor_copy(c, d, v);
@@ -498,9 +486,9 @@ Test(devices, a_kernel_failing_on_device_1_fails_the_next_sync_only)
 	daemon2_use(&multi);
 	tileops_client *c = th_connect("device-fault", 0);
 	const int64_t shape[1] = { 1 };
-	tileops_tensor x0 = tensor_on(c, 0, TILEOPS_F32, 1, shape);
-	tileops_tensor x = tensor_on(c, 1, TILEOPS_F32, 1, shape);
-	tileops_tensor y = tensor_on(c, 1, TILEOPS_F32, 1, shape);
+	tileops_tensor x0 = th_tensor_on(c, 0, TILEOPS_F32, 1, shape);
+	tileops_tensor x = th_tensor_on(c, 1, TILEOPS_F32, 1, shape);
+	tileops_tensor y = th_tensor_on(c, 1, TILEOPS_F32, 1, shape);
 	tileops_param sticky = tileops_param_bool("sticky", 0);
 	tileops_op fault = { .name = "fault",
 		             .inputs = &x,
@@ -619,7 +607,7 @@ Test(devices, all_gather_and_reduce_scatter_in_place_over_three_ranks_in_the_ord
 		/* Only part r of rank r's tensor is its own; the rest is noise. */
 		for (int i = 0; i < RANKS * PART; i++)
 			whole[r][i] = i / PART == r ? (float)(100 * r + i) : -1.0f;
-		t[r] = tensor_on(c, dev[r], TILEOPS_F32, 2, shape);
+		t[r] = th_tensor_on(c, dev[r], TILEOPS_F32, 2, shape);
 		th_write(c, t[r], whole[r], sizeof(whole[r]));
 	}
 	for (int i = 0; i < RANKS * PART; i++)
@@ -658,8 +646,8 @@ Test(devices, collectives_refuse_two_ranks_on_one_device_and_uneven_parts)
 	cr_assert_eq(st, TILEOPS_ERR_INVALID_ARGUMENT, "%s", tileops_last_error());
 	cr_assert(th_contains(tileops_last_error(), "ranks 0 and 1 are both on device 2"), "%s",
 	          tileops_last_error());
-	tileops_tensor u[2] = { tensor_on(c, 0, TILEOPS_F32, 1, odd),
-		                tensor_on(c, 1, TILEOPS_F32, 1, odd) };
+	tileops_tensor u[2] = { th_tensor_on(c, 0, TILEOPS_F32, 1, odd),
+		                th_tensor_on(c, 1, TILEOPS_F32, 1, odd) };
 	tileops_op rs = { "reduce_scatter", u, 2, NULL, 0, NULL, 0 };
 	cr_assert_eq(tileops_op_run(c, &rs), TILEOPS_ERR_SHAPE, "%s", tileops_last_error());
 	cr_assert(th_contains(tileops_last_error(), "7 elements"), "%s", tileops_last_error());
@@ -816,11 +804,11 @@ Test(devices, a_bucketed_plan_over_two_devices_computes_the_rows_of_each_bucket_
 	for (int k = 0; k < ROWS * W; k++)
 		sentinel[k] = SENTINEL;
 	for (int d = 0; d < 2; d++) {
-		x[d] = tensor_on(c, d, TILEOPS_F32, 2, rows);
-		b[d] = tensor_on(c, d, TILEOPS_F32, 2, rows);
-		y[d] = tensor_on(c, d, TILEOPS_F32, 2, rows);
-		z[d] = tensor_on(c, d, TILEOPS_F32, 2, rows);
-		w[d] = tensor_on(c, d, TILEOPS_F32, 1, one);
+		x[d] = th_tensor_on(c, d, TILEOPS_F32, 2, rows);
+		b[d] = th_tensor_on(c, d, TILEOPS_F32, 2, rows);
+		y[d] = th_tensor_on(c, d, TILEOPS_F32, 2, rows);
+		z[d] = th_tensor_on(c, d, TILEOPS_F32, 2, rows);
+		w[d] = th_tensor_on(c, d, TILEOPS_F32, 1, one);
 		bucketed[4 * d] = x[d];
 		bucketed[4 * d + 1] = b[d];
 		bucketed[4 * d + 2] = y[d];
@@ -888,9 +876,9 @@ Test(devices, a_collective_in_a_plan_invalid_for_one_bucket_is_refused_naming_op
 	static const int64_t buckets[2] = { 4, 8 };
 	const int64_t big[2] = { 8, W }, small[2] = { 4, W };
 	tileops_client *c = connect_multi("devices-plan-coll-bucket");
-	tileops_tensor a = tensor_on(c, 0, TILEOPS_F32, 2, big);
-	tileops_tensor a2 = tensor_on(c, 0, TILEOPS_F32, 2, big);
-	tileops_tensor r1 = tensor_on(c, 1, TILEOPS_F32, 2, small);
+	tileops_tensor a = th_tensor_on(c, 0, TILEOPS_F32, 2, big);
+	tileops_tensor a2 = th_tensor_on(c, 0, TILEOPS_F32, 2, big);
+	tileops_tensor r1 = th_tensor_on(c, 1, TILEOPS_F32, 2, small);
 	tileops_tensor same[2] = { a, a }, ranks[2] = { a, r1 }, bucketed[2] = { a, a2 };
 	tileops_op ops[2] = { { "add", same, 2, &a2, 1, NULL, 0 },
 		              { "all_reduce", ranks, 2, NULL, 0, NULL, 0 } };
@@ -908,7 +896,7 @@ Test(devices, a_collective_in_a_plan_invalid_for_one_bucket_is_refused_naming_op
 	tileops_plan_free(p);
 
 	/* Two ranks on one device are refused in a plan as outside one. */
-	tileops_tensor a3 = tensor_on(c, 1, TILEOPS_F32, 2, small);
+	tileops_tensor a3 = th_tensor_on(c, 1, TILEOPS_F32, 2, small);
 	tileops_tensor twice[2] = { r1, a3 };
 	tileops_op bad = { "all_reduce", twice, 2, NULL, 0, NULL, 0 };
 	p = plan_of(c, NULL, &bad, 1);

@@ -132,22 +132,11 @@ typedef struct rank {
 	tileops_tensor att, att2, wo, o, h, norm2, hn, wgu, gu, act, wd, dn, y;
 } rank;
 
-static tileops_tensor make_on(tileops_client *c, int device, tileops_dtype dt, int ndim,
-                              const int64_t *shape)
-{
-	tileops_tensor t = 0;
-	tileops_status st = tileops_tensor_create_on(c, device, dt, ndim, shape, &t);
-
-	cr_assert_eq(st, TILEOPS_OK, "tensor_create_on device %d: %s (%s)", device,
-	             tileops_strerror(st), tileops_last_error());
-	return t;
-}
-
 static tileops_tensor make2(tileops_client *c, int device, int64_t rows, int64_t cols)
 {
 	const int64_t shape[2] = { rows, cols };
 
-	return make_on(c, device, TILEOPS_F16, 2, shape);
+	return th_tensor_on(c, device, TILEOPS_F16, 2, shape);
 }
 
 /* [NB, heads, HD] at column `col` of a [NB, width] f16 tensor: a row-strided view. */
@@ -184,8 +173,8 @@ static void rank_make(tileops_client *c, int n, int d, int device, rank *r)
 	r->hkv = hkv;
 	r->inter = inter;
 	r->x = make2(c, device, NB, HID);
-	r->norm1 = make_on(c, device, TILEOPS_F16, 1, vec);
-	r->norm2 = make_on(c, device, TILEOPS_F16, 1, vec);
+	r->norm1 = th_tensor_on(c, device, TILEOPS_F16, 1, vec);
+	r->norm2 = th_tensor_on(c, device, TILEOPS_F16, 1, vec);
 	th_write(c, r->norm1, md.norm1, sizeof(md.norm1));
 	th_write(c, r->norm2, md.norm2, sizeof(md.norm2));
 
@@ -201,18 +190,18 @@ static void rank_make(tileops_client *c, int n, int d, int device, rank *r)
 	r->q = heads_view(c, r->qkv, w, hq, 0);
 	r->k = heads_view(c, r->qkv, w, hkv, hq * HD);
 	r->v = heads_view(c, r->qkv, w, hkv, (hq + hkv) * HD);
-	r->pos = make_on(c, device, TILEOPS_I32, 1, one);
-	r->slots = make_on(c, device, TILEOPS_I32, 1, one);
-	r->lens = make_on(c, device, TILEOPS_I32, 1, one);
+	r->pos = th_tensor_on(c, device, TILEOPS_I32, 1, one);
+	r->slots = th_tensor_on(c, device, TILEOPS_I32, 1, one);
+	r->lens = th_tensor_on(c, device, TILEOPS_I32, 1, one);
 
 	/* Its KV heads of the cache: [NB, SMAX, hkv, HD] of [NB, SMAX, HKV, HD]. */
-	r->kc = make_on(c, device, TILEOPS_F16, 4, cache);
-	r->vc = make_on(c, device, TILEOPS_F16, 4, cache);
+	r->kc = th_tensor_on(c, device, TILEOPS_F16, 4, cache);
+	r->vc = th_tensor_on(c, device, TILEOPS_F16, 4, cache);
 	copy_cols(md.kc, NB * SMAX, HKV * HD, d * hkv * HD, hkv * HD, kc, hkv * HD, 0);
 	copy_cols(md.vc, NB * SMAX, HKV * HD, d * hkv * HD, hkv * HD, vc, hkv * HD, 0);
 	th_write(c, r->kc, kc, sizeof(uint16_t) * cache_n);
 	th_write(c, r->vc, vc, sizeof(uint16_t) * cache_n);
-	r->att = make_on(c, device, TILEOPS_F16, 3, att);
+	r->att = th_tensor_on(c, device, TILEOPS_F16, 3, att);
 	cr_assert_eq(tileops_tensor_view(c, r->att, 0, TILEOPS_F16, 2, att2, NULL, &r->att2),
 	             TILEOPS_OK, "%s", tileops_last_error());
 
