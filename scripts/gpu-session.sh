@@ -4,8 +4,8 @@
 # PyTorch on the same workloads. Everything lands in $OUT/results.tar.gz;
 # the summary and the tables are also copied to $OUT (the device tool brings
 # back at most eight files). STEPS picks a subset:
-#   fairness ktests tests bench dispatch layer torch tune gemm membound decode
-#   prefill scaling ncu llama moe fp8 python pybench llamaprof
+#   fairness collective ktests tests bench dispatch layer torch tune gemm membound
+#   decode prefill scaling ncu llama moe fp8 python pybench llamaprof
 set -u
 root=$PWD
 # The packed binaries (scripts/gpu-pack.sh): TILEOPS_PACK, else .carry/.
@@ -44,6 +44,15 @@ if has fairness; then
 		>/dev/null 2>&1
 	echo "bench-fairness.sh rc=$?" >>"$out/summary.txt"
 	cp "$res/fairness/fairness.md" "$out/fairness.md" 2>/dev/null
+fi
+# collective: all_reduce bus bandwidth through tileopsd against
+# torch.distributed on 2, 4 and 8 GPUs, as many as there are
+# (scripts/bench-collective.sh; one GPU: nothing to measure).
+if has collective; then
+	OUT=$res/collective timeout "${LIMIT_COLLECTIVE:-400}" \
+		bash "$root/scripts/bench-collective.sh" >/dev/null 2>&1
+	echo "bench-collective.sh rc=$?" >>"$out/summary.txt"
+	cp "$res/collective/collective.md" "$out/collective.md" 2>/dev/null
 fi
 # ktests: only the kernel test binaries (test_gpu_*, parity_*), all at once
 # (they check correctness, not speed, so they may share the GPU), each
