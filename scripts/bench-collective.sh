@@ -90,15 +90,7 @@ done
 
 # Ours beside torch's, per op, N and size, from the JSON lines of both.
 cat "$json" "$tjson" | awk -v big="$big" '
-function field(k,   m) {
-	if (match($0, "\"" k "\": ?\"[^\"]*\"")) {
-		m = substr($0, RSTART, RLENGTH); sub("^\"" k "\": ?\"", "", m); sub("\"$", "", m); return m
-	}
-	if (match($0, "\"" k "\": ?[-0-9.eE+]+")) {
-		m = substr($0, RSTART, RLENGTH); sub("^\"" k "\": ?", "", m); return m
-	}
-	return ""
-}
+'"$bench_awk_field"'
 # "64 MiB bf16" in bytes
 function bytes(kernel,   a) {
 	split(kernel, a, " ")

@@ -77,15 +77,7 @@ done
 # One table from the JSON lines: per heavy client, alone (from the run with
 # the limit), with the limit and without it.
 awk -v heavies="${HEAVY:-add gemm}" '
-function field(k,   m) {
-	if (match($0, "\"" k "\":\"[^\"]*\"")) {
-		m = substr($0, RSTART, RLENGTH); sub("^\"" k "\":\"", "", m); sub("\"$", "", m); return m
-	}
-	if (match($0, "\"" k "\":[-0-9.]+")) {
-		m = substr($0, RSTART, RLENGTH); sub("^\"" k "\":", "", m); return m
-	}
-	return ""
-}
+'"$bench_awk_field"'
 {
 	name = field("name"); kernel = field("kernel"); stat = field("stat")
 	v[name "|" kernel "|" stat] = field("value")

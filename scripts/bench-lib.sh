@@ -85,3 +85,17 @@ bench_model_outputs() {
 	: >"$log"
 	trap 'bench_stop_daemon; rm -rf "$run"' EXIT
 }
+
+# An awk function for the tables the bench scripts build from JSON lines:
+# field(k) is the line's value of key k, a string or a number ("" when the
+# line has none). Put it first in the awk program: awk "$bench_awk_field"'...'.
+# shellcheck disable=SC2034,SC2016
+bench_awk_field='function field(k,   m) {
+	if (match($0, "\"" k "\": ?\"[^\"]*\"")) {
+		m = substr($0, RSTART, RLENGTH); sub("^\"" k "\": ?\"", "", m); sub("\"$", "", m); return m
+	}
+	if (match($0, "\"" k "\": ?[-0-9.eE+]+")) {
+		m = substr($0, RSTART, RLENGTH); sub("^\"" k "\": ?", "", m); return m
+	}
+	return ""
+}'
