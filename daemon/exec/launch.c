@@ -145,7 +145,7 @@ tileops_status launch_prepare(executor *ex, const tensor_resolver *views, const 
 	if (st == TILEOPS_OK && out->kernel)
 		tuning_apply(ex->be->is_gpu ? ex->cfg.tuning : NULL, out->kernel, &out->call);
 	out->slot = -1;
-	if (st == TILEOPS_OK || (st != TILEOPS_ERR_UNKNOWN_OP && manifest_find(ex->mf, d->op)))
+	if (st == TILEOPS_OK || (st != TILEOPS_ERR_UNKNOWN_OP && mo))
 		out->slot = stats_op_slot(ex->cfg.st, d->op);
 	return st;
 }
