@@ -32,7 +32,8 @@ TILEOPS_STATUS_LIST(STATUS_SAME)
 TILEOPS_DTYPE_LIST(DTYPE_SAME)
 #undef DTYPE_SAME
 _Static_assert(TILEOPS_CAP_CUDA_IPC == TILEOPS_CODE_CAP_CUDA_IPC &&
-                       TILEOPS_CAP_GPU == TILEOPS_CODE_CAP_GPU,
+                       TILEOPS_CAP_GPU == TILEOPS_CODE_CAP_GPU &&
+                       TILEOPS_CAP_MPS == TILEOPS_CODE_CAP_MPS,
                "tileops.h: TILEOPS_CAP_* differ from proto/tileops_codes.h");
 
 #define STATUS_COUNT (sizeof(status_text) / sizeof(status_text[0]))

@@ -65,6 +65,7 @@ enum tileops_code {
 /* Capability bits of a HelloReply (tileops.h has them as TILEOPS_CAP_*). */
 #define TILEOPS_CODE_CAP_CUDA_IPC (1u << 0) /* tensor import/export work */
 #define TILEOPS_CODE_CAP_GPU (1u << 1)      /* tensors live on a GPU */
+#define TILEOPS_CODE_CAP_MPS (1u << 2)      /* the daemon's GPU contexts are shared through MPS */
 
 /*
  * tileops_status for the daemon, which does not include the client's

@@ -54,39 +54,17 @@ table=$out/dispatch.md
 : >"$json"
 : >"$log"
 
-mps_pipe=/tmp/mps-pipe
-mps_log=/tmp/mps-log
 run=$(mktemp -d /tmp/tileops-dispatch.XXXXXX)
-mps_up=0
-
-stop_mps() {
-	[ "$mps_up" = 1 ] || return 0
-	echo quit | CUDA_MPS_PIPE_DIRECTORY=$mps_pipe CUDA_MPS_LOG_DIRECTORY=$mps_log \
-		nvidia-cuda-mps-control >>"$log" 2>&1
-	mps_up=0
-	# The control daemon exits once its server has; give it a moment.
-	for _ in $(seq 1 50); do
-		pgrep -x nvidia-cuda-mps-control >/dev/null 2>&1 || break
-		sleep 0.1
-	done
-}
 
 cleanup() {
 	bench_stop_daemon
-	stop_mps
+	bench_stop_mps
 	rm -rf "$run"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 bench_header
-
-start_mps() {
-	mkdir -p "$mps_pipe" "$mps_log"
-	CUDA_MPS_PIPE_DIRECTORY=$mps_pipe CUDA_MPS_LOG_DIRECTORY=$mps_log \
-		nvidia-cuda-mps-control -d >>"$log" 2>&1 || return 1
-	mps_up=1
-}
 
 # What else runs on the machine (a process left spinning slows every side).
 {
@@ -133,12 +111,12 @@ for round in $(seq 1 "$runs"); do
 	bench_stop_daemon
 	bench_step "$base" --procs "$procs" --kernels "$kernels" --label contexts --json "$json"
 	bench_step "$base" --streams "$procs" --kernels "$kernels" --json "$json"
-	if start_mps; then
+	if bench_start_mps; then
 		# Only these processes may see the MPS pipe.
 		CUDA_MPS_PIPE_DIRECTORY=$mps_pipe CUDA_MPS_LOG_DIRECTORY=$mps_log \
 			bench_step "$base" --procs "$procs" --kernels "$kernels" --label mps \
 			--json "$json"
-		stop_mps
+		bench_stop_mps
 	else
 		echo "nvidia-cuda-mps-control -d failed: no MPS figures" >>"$log"
 		failed=1
@@ -172,13 +150,13 @@ for round in $(seq 1 "$api_runs"); do
 		bench_step "$base" --procs "$p" --kernels "$api_ops" --label "contexts P=$p" \
 			--json "$json"
 	done
-	if start_mps; then
+	if bench_start_mps; then
 		for p in $api_procs; do
 			CUDA_MPS_PIPE_DIRECTORY=$mps_pipe CUDA_MPS_LOG_DIRECTORY=$mps_log \
 				bench_step "$base" --procs "$p" --kernels "$api_ops" \
 				--label "mps P=$p" --json "$json"
 		done
-		stop_mps
+		bench_stop_mps
 	fi
 done
 echo "---- api traced round" >>"$log"
@@ -200,11 +178,11 @@ if [ "$backend" = cuda ]; then
 	bench_stop_daemon
 	bench_step "$bin/tileops-bench-layer-baseline" --procs 8 --layers "${LAYERS:-200}" \
 		--label contexts --json "$json"
-	if start_mps; then
+	if bench_start_mps; then
 		CUDA_MPS_PIPE_DIRECTORY=$mps_pipe CUDA_MPS_LOG_DIRECTORY=$mps_log \
 			bench_step "$bin/tileops-bench-layer-baseline" --procs 8 \
 			--layers "${LAYERS:-200}" --label mps --json "$json"
-		stop_mps
+		bench_stop_mps
 	else
 		failed=1
 	fi

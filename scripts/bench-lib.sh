@@ -70,6 +70,33 @@ bench_stop_daemon() {
 	cat "$run/tileopsd.log" >>"$log" 2>/dev/null
 }
 
+# NVIDIA MPS for the benches that run beside it or under it: bench_start_mps
+# starts a control daemon on pipe and log folders of its own, which the
+# processes given CUDA_MPS_PIPE_DIRECTORY=$mps_pipe and
+# CUDA_MPS_LOG_DIRECTORY=$mps_log find (export them for everything after);
+# bench_stop_mps stops it (call it on exit too).
+mps_pipe=/tmp/mps-pipe
+mps_log=/tmp/mps-log
+mps_up=0
+bench_start_mps() {
+	mkdir -p "$mps_pipe" "$mps_log"
+	CUDA_MPS_PIPE_DIRECTORY=$mps_pipe CUDA_MPS_LOG_DIRECTORY=$mps_log \
+		nvidia-cuda-mps-control -d >>"$log" 2>&1 || return 1
+	mps_up=1
+}
+
+bench_stop_mps() {
+	[ "$mps_up" = 1 ] || return 0
+	echo quit | CUDA_MPS_PIPE_DIRECTORY=$mps_pipe CUDA_MPS_LOG_DIRECTORY=$mps_log \
+		nvidia-cuda-mps-control >>"$log" 2>&1
+	mps_up=0
+	# The control daemon exits once its server has; give it a moment.
+	for _ in $(seq 1 50); do
+		pgrep -x nvidia-cuda-mps-control >/dev/null 2>&1 || break
+		sleep 0.1
+	done
+}
+
 # bench_model_outputs NAME: the model benches' files (bench-llama.sh,
 # bench-moe.sh): json, tjson, log and table are $out/NAME.jsonl,
 # NAME_torch.jsonl, NAME.log and NAME.md (the first three emptied), run a

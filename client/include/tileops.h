@@ -164,6 +164,10 @@ typedef struct tileops_server_info {
 
 #define TILEOPS_CAP_CUDA_IPC (1u << 0) /* tensor import/export work */
 #define TILEOPS_CAP_GPU (1u << 1)      /* tensors live on a GPU */
+/* Every device of the daemon has its contexts shared through an MPS server:
+ * a client process's own kernels (torch's) run beside the daemon's instead
+ * of the GPU time-slicing between their contexts (docs/python.md). */
+#define TILEOPS_CAP_MPS (1u << 2)
 
 tileops_status tileops_server_info_get(tileops_client *c, tileops_server_info *out);
 

@@ -228,6 +228,11 @@ typedef struct backend_device {
 	int ordinal;           /* CUDA's device ordinal (CPU: the emulated device's number) */
 	char name[160];        /* a description for Hello and stats */
 	uint64_t memory_bytes; /* 0: not known */
+	/* 1: the driver shares this device's contexts through an MPS server, so
+	 * the kernels of client processes (torch's) and the daemon's run side by
+	 * side; 0: each process has its own context and the GPU time-slices
+	 * between them; -1: not known (the CPU backend, an older driver). */
+	int mps;
 } backend_device;
 
 struct backend {

@@ -597,6 +597,7 @@ backend *backend_cpu_open(const backend_options *opt, char *err, size_t errlen)
 	for (int i = 0; i < be->n_devices; i++) {
 		backend_device *d = &be->devices[i];
 		d->ordinal = opt && opt->n_devices > 0 ? opt->devices[i] : 0;
+		d->mps = -1;
 		if (be->n_devices == 1)
 			snprintf(d->name, sizeof(d->name), "%s", be->device);
 		else

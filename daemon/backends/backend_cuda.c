@@ -1531,6 +1531,30 @@ static tileops_status cuda_event_wait_opened(backend *be, void *stream, void *ev
  * docs/perf.md is measured (4.2 TB/s on the H200, against the 4.8 its
  * properties give). 0 when it cannot run; the properties' figure stands.
  */
+/* Whether the driver shares device's contexts through an MPS server
+ * (1, 0; -1 where the driver cannot say). Without MPS a client process
+ * that orders its own stream with the daemon's (tileops.pytorch's
+ * torch_waits and wait_for_torch) waits for a GPU time-slice at each
+ * hand-off: docs/python.md. */
+static int device_mps(int device)
+{
+	int v = 0;
+	if (cudaDeviceGetAttribute(&v, cudaDevAttrMpsEnabled, device) != cudaSuccess) {
+		cudaGetLastError();
+		return -1;
+	}
+	if (v)
+		log_info("device %d: contexts shared through MPS (client processes' kernels run "
+		         "beside the daemon's)",
+		         device);
+	else
+		log_info("device %d: no MPS server: the GPU time-slices between the daemon's "
+		         "context and those of client processes with kernels of their own "
+		         "(docs/python.md)",
+		         device);
+	return v != 0;
+}
+
 static double measure_copy_gbs(void)
 {
 	const size_t bytes = (size_t)256 << 20;
@@ -1871,8 +1895,14 @@ backend *backend_cuda_open(const backend_options *opt, char *err, size_t errlen)
 		snprintf(bd->name, sizeof(bd->name), "%.64s (sm_%d%d, %d SMs, %.0f GiB, device %d)",
 		         p->name, p->major, p->minor, p->multiProcessorCount,
 		         (double)p->totalGlobalMem / (1024.0 * 1024.0 * 1024.0), bd->ordinal);
+		bd->mps = device_mps(bd->ordinal);
 	}
 	snprintf(be->device, sizeof(be->device), "%s", be->devices[0].name);
+	int all_mps = 1;
+	for (int d = 0; d < n_dev; d++)
+		all_mps &= be->devices[d].mps == 1;
+	if (all_mps)
+		be->capabilities |= TILEOPS_CODE_CAP_MPS;
 	cuda_be = be;
 	return be;
 }

@@ -505,8 +505,9 @@ static void write_sessions_json(server *srv, strbuf *sb)
 	sb_printf(sb, "]");
 }
 
-/* ,"devices":[{index, ordinal, name, memory_bytes, bytes_in_use}, ...]:
- * what the sessions hold on each device. */
+/* ,"devices":[{index, ordinal, name, memory_bytes, bytes_in_use, mps}, ...]:
+ * what the sessions hold on each device, and whether its contexts are shared
+ * through MPS (null where not known). */
 static void write_devices_json(server *srv, strbuf *sb)
 {
 	sb_printf(sb, ",\"devices\":[");
@@ -518,8 +519,11 @@ static void write_devices_json(server *srv, strbuf *sb)
 		sb_printf(sb, "%s{\"index\":%d,\"ordinal\":%d,\"name\":", d ? "," : "", d,
 		          bd->ordinal);
 		sb_json_string(sb, bd->name);
-		sb_printf(sb, ",\"memory_bytes\":%llu,\"bytes_in_use\":%zu}",
-		          (unsigned long long)bd->memory_bytes, bytes);
+		sb_printf(sb, ",\"memory_bytes\":%llu,\"bytes_in_use\":%zu,\"mps\":%s}",
+		          (unsigned long long)bd->memory_bytes, bytes,
+		          bd->mps < 0 ? "null"
+		          : bd->mps   ? "true"
+		                      : "false");
 	}
 	sb_printf(sb, "]");
 }

@@ -32,6 +32,25 @@ Test(stats, answers_with_version_uptime_backend_and_counters)
 	free(j);
 }
 
+/* Each device says whether its contexts are shared through MPS: not known
+ * on the CPU backend, true or false on a GPU. */
+Test(stats, devices_say_whether_mps_shares_them)
+{
+	char *j = th_stats();
+	const char *d = strstr(j, "\"devices\":[{");
+	cr_assert_not_null(d, "no devices list: %s", j);
+	const char *m = strstr(d, "\"mps\":");
+	cr_assert_not_null(m, "device 0 has no mps field: %s", d);
+	m += strlen("\"mps\":");
+	if (strcmp(th_expected_backend(), "cpu") == 0)
+		cr_assert(strncmp(m, "null", 4) == 0, "the CPU backend's mps is not null: %.40s",
+		          m);
+	else
+		cr_assert(strncmp(m, "true", 4) == 0 || strncmp(m, "false", 5) == 0,
+		          "the GPU's mps is neither true nor false: %.40s", m);
+	free(j);
+}
+
 Test(stats, uptime_grows)
 {
 	double a = th_stat("uptime_s"), b;

@@ -12,11 +12,12 @@ plans, errors and the PyTorch path (tileops.pytorch).
 """
 from ._client import Client, Completion, Device, Error, Plan, Tensor
 from ._dtypes import bf16_to_f32, f32_to_bf16
+from ._mps import TimeSlicingWarning
 from . import ops
 
 __version__ = "0.1.0"
 __all__ = ["Client", "Completion", "Device", "Error", "Plan", "Tensor", "connect", "ops",
-           "library_path", "bf16_to_f32", "f32_to_bf16", "stats"]
+           "library_path", "bf16_to_f32", "f32_to_bf16", "stats", "TimeSlicingWarning"]
 
 
 def connect(address=None, name=None, tenant=None, arena_bytes=0, timeout_ms=0):

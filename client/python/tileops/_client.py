@@ -157,6 +157,13 @@ class Client:
         """Whether tensors can be imported and exported (the CUDA backend)."""
         return bool(self.capabilities & L.CAP_CUDA_IPC)
 
+    @property
+    def has_mps(self):
+        """Whether the daemon's GPU contexts are shared through an MPS server, so
+        that a process's own kernels (torch's) run beside the daemon's rather than
+        the GPU time-slicing between the two (docs/python.md)."""
+        return bool(self.capabilities & L.CAP_MPS)
+
     # ---- tensors -------------------------------------------------------------------------
     def tensor(self, dtype, shape, device=0):
         """A new tensor of `dtype` (a name like "f32", a numpy or a torch dtype) and

@@ -38,7 +38,7 @@ ERR_UNSUPPORTED = 17
 IN_PROGRESS = 23
 
 PARAM_INT, PARAM_FLOAT, PARAM_BOOL = 1, 2, 3
-CAP_CUDA_IPC, CAP_GPU = 1 << 0, 1 << 1
+CAP_CUDA_IPC, CAP_GPU, CAP_MPS = 1 << 0, 1 << 1, 1 << 2
 
 
 class ConnectOptions(Structure):

@@ -47,6 +47,7 @@ import torch
 from . import _dtypes
 from . import _ipc
 from . import _expr
+from . import _mps
 from . import ops as _ops
 from ._client import _error
 from ._lib import byref, c_void_p
@@ -104,6 +105,7 @@ class _Bridge:
         self.fast_events = client._lib.has("event_register")
         self.stream_events = {}  # (device, stream) -> [torch event, id, last wait's completion]
         self.daemon_event = None
+        self.mps_checked = False  # _mps.check ran (once per client)
 
     def lookup(self, t):
         """The live import of CUDA tensor t (same address, dtype, shape and
@@ -284,8 +286,15 @@ class _Bridge:
         return out
 
     # ---- ordering ----------------------------------------------------------------------------
+    def _check_mps(self):
+        """Once per client: warn when torch's process or the daemon is not under MPS."""
+        if not self.mps_checked:
+            self.mps_checked = True
+            _mps.check(self.client, torch.cuda.current_device(), stacklevel=5)
+
     def wait_for_torch(self, stream=None):
         """The daemon's later ops wait for the work queued on torch's stream."""
+        self._check_mps()
         if self.fast_events:
             return self._wait_for_torch_registered(stream or torch.cuda.current_stream())
         if self.event is None:
@@ -335,6 +344,7 @@ class _Bridge:
         """Torch's stream waits for the daemon's work so far."""
         if not self.client.has_cuda_ipc:
             return
+        self._check_mps()
         if self.fast_events:
             if self.daemon_event is None:
                 self.daemon_event = torch.cuda.Event.from_ipc_handle(
