@@ -350,6 +350,12 @@ tileops_status tileops_event_record(tileops_client *c, tileops_ipc_event *out);
  * A registered event names a client's interprocess event (made with
  * cudaEventInterprocess | cudaEventDisableTiming) that the daemon opened
  * once. 0 is never a valid one.
+ *
+ * A client that orders its own kernels with the daemon's wants both
+ * processes under one MPS server (TILEOPS_CAP_MPS in the server info): on
+ * a GPU without it each hand-off waits for the GPU to switch between the
+ * two processes' contexts, 0.2 to 0.4 ms on an H200 (docs/python.md,
+ * "Running beside torch: MPS").
  */
 typedef uint64_t tileops_event;
 
