@@ -397,8 +397,10 @@ template <typename T> __global__ void __launch_bounds__(T_THREADS) fp8_tile(Fp8A
  * 128-byte swizzle, zeros past the edges); warpgroups 1 and 2 multiply 64
  * rows each with wgmma m64n128k32 e4m3 from the swizzled stages (a k32
  * step is 32 bytes along the swizzled row, as a k16 step of bf16), the
- * first of a block's four overwriting the block's accumulators, then wait
- * for them, hand the stage back and promote them into the f32 total.
+ * first of a block's four overwriting the block's accumulators; two sets of
+ * those in turn, so that one block's products run while the one before is
+ * waited for, its stage handed back and its sums promoted into the f32
+ * total.
  */
 constexpr int W_BM = 128, W_BN = 128, W_BK = 128, W_STAGES = 5, W_THREADS = 384;
 constexpr int W_TILE = 128 * 128; /* bytes of one a or b tile */
@@ -474,12 +476,13 @@ __global__ void __launch_bounds__(W_THREADS, 1)
 	const int warp = tid >> 5, lane = tid & 31;
 	const int r_lo = m0 + wg * 64 + warp * 16 + (lane >> 2), r_hi = r_lo + 8;
 	const float *sa = p.sa + bi * p.sa_bs, *sb = p.sb + bi * p.sb_bs;
-	float tot[64], part[64];
+	/* Two partial accumulators in turn: block kt + 1's wgmmas run while
+	 * block kt's partial sums are promoted into the total, so the tensor
+	 * cores do not idle through each block's wait and promotion. */
+	float tot[64], part0[64], part1[64];
 
-#pragma unroll
-	for (int i = 0; i < 64; i++)
-		tot[i] = 0.0f;
-	for (int kt = 0; kt < nkt; kt++) {
+	/* Block kt's four k32 steps into acc, the first overwriting it. */
+	auto issue = [&](float(&acc)[64], int kt) {
 		const int s = kt % W_STAGES;
 		const uint32_t phase = (uint32_t)((kt / W_STAGES) & 1);
 		const uint32_t ta = base + s * W_TILE + wg * 64 * 128;
@@ -488,29 +491,58 @@ __global__ void __launch_bounds__(W_THREADS, 1)
 		tk_sm90::wgmma_fence();
 #pragma unroll
 		for (int kk = 0; kk < W_BK / 32; kk++)
-			wgmma_n128_e4m3(part, tk_sm90::sw128_desc(ta + kk * 32, 16, 1024),
+			wgmma_n128_e4m3(acc, tk_sm90::sw128_desc(ta + kk * 32, 16, 1024),
 			                tk_sm90::sw128_desc(tb + kk * 32, 16, 1024), kk);
 		tk_sm90::wgmma_commit();
-		tk_sm90::wgmma_wait<0>();
-		tk_sm90::acc_fence(part);
+	};
+	/* Block kt's partial sums (complete) into the total; its stage goes back. */
+	auto promote = [&](float(&acc)[64], int kt) {
+		tk_sm90::acc_fence(acc);
 		if (lane == 0)
-			tk_sm90::mbar_arrive(empty + 8 * s);
+			tk_sm90::mbar_arrive(empty + 8 * (kt % W_STAGES));
 		if (p.layout == TK_FP8_BLOCK) {
 			const float sbk = sb[(int64_t)(n0 / 128) * p.kbs + kt];
 			const float lo = block_scale(p, sa, r_lo, kt, sbk);
 			const float hi = block_scale(p, sa, r_hi, kt, sbk);
 #pragma unroll
 			for (int j = 0; j < 16; j++) {
-				tot[4 * j] += part[4 * j] * lo;
-				tot[4 * j + 1] += part[4 * j + 1] * lo;
-				tot[4 * j + 2] += part[4 * j + 2] * hi;
-				tot[4 * j + 3] += part[4 * j + 3] * hi;
+				tot[4 * j] += acc[4 * j] * lo;
+				tot[4 * j + 1] += acc[4 * j + 1] * lo;
+				tot[4 * j + 2] += acc[4 * j + 2] * hi;
+				tot[4 * j + 3] += acc[4 * j + 3] * hi;
 			}
 		} else {
 #pragma unroll
 			for (int i = 0; i < 64; i++)
-				tot[i] += part[i];
+				tot[i] += acc[i];
 		}
+	};
+
+#pragma unroll
+	for (int i = 0; i < 64; i++)
+		tot[i] = 0.0f;
+	/* Each turn of the loop starts and ends with part0's block in flight, so
+	 * that the compiler sees one wgmma group pending at every point and
+	 * keeps them asynchronous. K >= 1, so there is a block 0. */
+	issue(part0, 0);
+	int kt = 0;
+	for (; kt + 2 < nkt; kt += 2) {
+		issue(part1, kt + 1);
+		tk_sm90::wgmma_wait<1>();
+		promote(part0, kt);
+		issue(part0, kt + 2);
+		tk_sm90::wgmma_wait<1>();
+		promote(part1, kt + 1);
+	}
+	if (kt + 1 < nkt) {
+		issue(part1, kt + 1);
+		tk_sm90::wgmma_wait<1>();
+		promote(part0, kt);
+		tk_sm90::wgmma_wait<0>();
+		promote(part1, kt + 1);
+	} else {
+		tk_sm90::wgmma_wait<0>();
+		promote(part0, kt);
 	}
 #pragma unroll
 	for (int j = 0; j < 16; j++)
