@@ -1525,12 +1525,6 @@ static tileops_status cuda_event_wait_opened(backend *be, void *stream, void *ev
 	return e == cudaSuccess ? TILEOPS_OK : cuda_fail(e, "cudaStreamWaitEvent", err, errlen);
 }
 
-/*
- * The copy ceiling measured at start: eight device-to-device copies of 256
- * MiB issued back to back, reads plus writes counted, as the copy ceiling in
- * docs/perf.md is measured (4.2 TB/s on the H200, against the 4.8 its
- * properties give). 0 when it cannot run; the properties' figure stands.
- */
 /* Whether the driver shares device's contexts through an MPS server
  * (1, 0; -1 where the driver cannot say). Without MPS a client process
  * that orders its own stream with the daemon's (tileops.pytorch's
@@ -1555,6 +1549,12 @@ static int device_mps(int device)
 	return v != 0;
 }
 
+/*
+ * The copy ceiling measured at start: eight device-to-device copies of 256
+ * MiB issued back to back, reads plus writes counted, as the copy ceiling in
+ * docs/perf.md is measured (4.2 TB/s on the H200, against the 4.8 its
+ * properties give). 0 when it cannot run; the properties' figure stands.
+ */
 static double measure_copy_gbs(void)
 {
 	const size_t bytes = (size_t)256 << 20;
