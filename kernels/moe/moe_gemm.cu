@@ -1,13 +1,16 @@
 /*
  * moe_gemm.cu - the tensor-core grouped GEMMs of the moe family
  * (moe_grouped_gemm and moe_gate_up, f16 and bf16; manifest/moe.yaml,
- * docs/moe.md): ldmatrix + mma.sync m16n8k16 with f32 accumulators from
- * swizzled shared memory, fed by a 4-stage cp.async pipeline, after
- * kernels/gemm/gemm_smallm.cu.
+ * docs/moe.md), fed by a 4-stage cp.async pipeline into shared memory in
+ * the 128-byte swizzle: for block_m a multiple of 64 (prefill) wgmma
+ * straight from those stages (moe_wg_kernel, below); for block_m 16 and 32
+ * (decode) ldmatrix + mma.sync m16n8k16 with f32 accumulators, after
+ * kernels/gemm/gemm_smallm.cu, as follows.
  *
  * A CTA of 4 warps computes out[p0 .. p0 + BM, n0 .. n0 + BN] for BM rows
- * of one block_m block of moe_align's layout (BM = 16, 32 or 64 divides
- * block_m, so the tile has one expert, e = expert_ids[p0 / block_m]):
+ * of one block_m block of moe_align's layout (BM = 16 or 32 divides
+ * block_m, so the tile has one expert, e = expert_ids[p0 / block_m]; the
+ * wgmma kernel loads its tiles the same way):
  * - A (the activations) is [BM, 64] a K step, gathered: tile row r reads x
  *   row sorted_ids[p0 + r] / top_k (top_k 0: row p0 + r) with one cp.async
  *   per 16 bytes from that row's own address; rows of no flat id (the
@@ -32,8 +35,8 @@
  * CTAs resident at once cover a few N tiles of those 8 M tiles, so a weight
  * tile comes from memory about once per group and from L2 for the rest of
  * it (with the N tiles fastest, Mixtral's 28672 x 4096 gate-up weight would
- * be streamed from memory once per M tile). At 4096 tokens (block_m 64) every CTA
- * is a 64 x 128 tile (2 x 2 warps of 32 x 64), 2 CTAs an SM. At decode (1
+ * be streamed from memory once per M tile); the wgmma kernel rasters the
+ * same way. Tiles of 32 rows are 2 x 2 warps of 16 x 64. At decode (1
  * to 64 tokens, block_m 16) most blocks are padding: their CTAs only write
  * zeros, and the few live blocks' CTAs stream their expert's weight once
  * (BM 16, 1 x 4 warps); when an upper bound of the live CTAs at BR 128
@@ -59,7 +62,12 @@ using namespace tkc;
 using tk_sm90::cp_async16;
 using tk_sm90::cp_async_commit;
 using tk_sm90::cp_async_wait;
+using tk_sm90::fence_proxy_async;
 using tk_sm90::smem_addr;
+using tk_sm90::sw128_desc;
+using tk_sm90::wgmma_commit;
+using tk_sm90::wgmma_fence;
+using tk_sm90::wgmma_wait;
 
 constexpr int kThreads = 128;
 constexpr int kBK = 64; /* K per stage: 8 chunks of 16 bytes a row */
@@ -117,7 +125,7 @@ __device__ __forceinline__ unsigned swz(int r, int ch)
 }
 
 /*
- * The warps of a BM x BR tile: WM x WN = 4 warps, each FI m16 fragments
+ * The warps of a BM x BR tile of the mma.sync kernel: WM x WN = 4 warps, each FI m16 fragments
  * (rows) by FJ n8 fragments (weight rows).
  */
 template <int BM, int BR> struct Layout {
@@ -144,28 +152,29 @@ template <int BR, int FJ, bool GATE_UP> __device__ __forceinline__ int brow(int 
 
 /*
  * One K step into a stage: A rows from their gathered sources (xrow[i] is
- * the element offset of tile row (tid / 8) + 16 i, -1 for a zero row), B
- * rows from w[e]. Every thread copies chunk tid % 8 of its rows.
+ * the element offset of tile row tid / 8 + (NT / 8) i, -1 for a zero row),
+ * B rows from w[e]. Every thread of the NT copies chunk tid % 8 of its rows.
  */
-template <typename T, int BM, int BR, bool GATE_UP>
+template <typename T, int BM, int BR, bool GATE_UP, int NT = kThreads>
 __device__ __forceinline__ void load_stage(const tk_moe_gemm &g, unsigned as, unsigned bs,
                                            const T *x, const T *we, const int64_t *xrow, int64_t n0,
                                            int kt)
 {
+	constexpr int RP = NT / 8; /* rows a pass */
 	const int tid = threadIdx.x, ch = tid & 7, r0 = tid >> 3;
 	const int64_t gk = (int64_t)kt * kBK + ch * 8;
 	const bool kin = gk < g.k;
 	const int64_t kc = kin ? gk : 0; /* zero fills name a line the step reads */
 
 #pragma unroll
-	for (int i = 0; i < BM / 16; i++) {
-		int r = r0 + 16 * i;
+	for (int i = 0; i < BM / RP; i++) {
+		int r = r0 + RP * i;
 		bool ok = kin && xrow[i] >= 0;
 		cp_async16(as + swz(r, ch), x + (ok ? xrow[i] : 0) + kc, ok);
 	}
 #pragma unroll
-	for (int i = 0; i < BR / 16; i++) {
-		int r = r0 + 16 * i;
+	for (int i = 0; i < BR / RP; i++) {
+		int r = r0 + RP * i;
 		/* Gate-up: output column c from gate row c and up row I + c. */
 		int64_t c = n0 + (GATE_UP && r >= BR / 2 ? r - BR / 2 : r);
 		int64_t n = GATE_UP && r >= BR / 2 ? g.out_cols + c : c;
@@ -345,12 +354,166 @@ template <typename T, int BM, int BR, bool GATE_UP> tk_status launch_one(MmaArgs
 	return launch_status();
 }
 
+/* ---- the wgmma kernel: tiles of 64 or 128 rows ------------------------- */
+
+/*
+ * D[64 x BR] += A[64 x 16] B[16 x BR]^T for one warpgroup, both operands
+ * K-major in the 128-byte swizzle that load_stage writes (TMA's pattern:
+ * chunk c of row r at c ^ (r & 7), 8-row groups 1024 bytes apart).
+ */
+template <typename T, int BR>
+__device__ __forceinline__ void wg_mma(float (&d)[BR / 2], uint64_t da, uint64_t db)
+{
+	constexpr bool BF = std::is_same<T, __nv_bfloat16>::value;
+	if constexpr (BR == 128) {
+		if constexpr (BF)
+			tk_sm90::wgmma_m64n128k16_bf16<0>(d, da, db);
+		else
+			tk_sm90::wgmma_m64n128k16_f16<0>(d, da, db);
+	} else {
+		static_assert(BR == 256, "weight tiles of 128 or 256 rows");
+		if constexpr (BF)
+			tk_sm90::wgmma_m64n256k16_bf16<0>(d, da, db);
+		else
+			tk_sm90::wgmma_m64n256k16_f16<0>(d, da, db);
+	}
+}
+
+constexpr int kWgStages = 4;
+
+/*
+ * Tiles of BM = 64 WG rows (block_m a multiple of BM) by BR weight rows,
+ * WG warpgroups, each the wgmma m64 x BR product of its 64 rows from the
+ * same stages as the mma.sync kernel fills them (cp.async, gathered A).
+ * Stage t + 2 is loaded while stage t is multiplied and stage t - 1's
+ * products finish: at step t every thread has waited (wgmma.wait_group 1)
+ * for the products of step t - 2 before the barrier, so their slot is free.
+ * Gate-up: accumulator columns 0 .. BR/2 - 1 are gate, BR/2 .. the up
+ * rows of the same output columns, held by the same thread (the m64nN
+ * layout gives a thread the columns 8j + 2 (lane % 4) + 0, 1 of every n8
+ * block j), so silu(g) * u is formed in f32 and rounded once.
+ */
+template <typename T, int WG, int BR, bool GATE_UP>
+__global__ void __launch_bounds__(128 * WG, 1) moe_wg_kernel(const __grid_constant__ MmaArgs a)
+{
+	constexpr int BM = 64 * WG, NT = 128 * WG, RP = NT / 8;
+	constexpr int BN = GATE_UP ? BR / 2 : BR;
+	constexpr unsigned A_BYTES = BM * kRowBytes, STAGE_BYTES = (BM + BR) * kRowBytes;
+	static_assert(STAGE_BYTES % 1024 == 0 && A_BYTES % 1024 == 0, "swizzle atoms stay aligned");
+	extern __shared__ __align__(128) unsigned char smem[];
+	const tk_moe_gemm &g = a.g;
+	const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, wq = (tid >> 5) & 3;
+	const int64_t pid = blockIdx.x, per_group = (int64_t)kGroupM * a.n_tiles;
+	const int64_t m_first = pid / per_group * kGroupM, in_group = pid % per_group;
+	const int64_t group_m = min((int64_t)kGroupM, a.m_tiles - m_first);
+	const int64_t mt = m_first + in_group % group_m, ntile = in_group / group_m;
+	const int64_t p0 = mt * BM, n0 = ntile * BN;
+	const unsigned base = (smem_addr(smem) + 1023u) & ~1023u;
+
+	const int32_t e = g.expert_ids[p0 / g.block_m];
+	const bool live = p0 < g.num_post_padded[0] && e >= 0 && e < g.e;
+	const T *x = static_cast<const T *>(g.x);
+	const T *we = static_cast<const T *>(g.w) + (int64_t)(live ? e : 0) * g.n * g.k;
+
+	int64_t xrow[BM / RP];
+#pragma unroll
+	for (int i = 0; i < BM / RP; i++)
+		xrow[i] = source_row(g, live, p0 + (tid >> 3) + RP * i);
+
+	float acc[BR / 2];
+#pragma unroll
+	for (int i = 0; i < BR / 2; i++)
+		acc[i] = 0.0f;
+
+	const int nkt = live ? (int)((g.k + kBK - 1) / kBK) : 0;
+	const int rot = nkt > 0 ? (int)((ntile + 5 * mt) % nkt) : 0;
+	auto load = [&](int step) {
+		int slot = step % kWgStages, kt = step + rot < nkt ? step + rot : step + rot - nkt;
+		load_stage<T, BM, BR, GATE_UP, NT>(g, base + slot * STAGE_BYTES,
+		                                   base + slot * STAGE_BYTES + A_BYTES, x, we, xrow,
+		                                   n0, kt);
+	};
+
+	for (int st = 0; st < kWgStages - 2; st++) {
+		if (st < nkt)
+			load(st);
+		cp_async_commit();
+	}
+	for (int t = 0; t < nkt; t++) {
+		cp_async_wait<kWgStages - 3>();
+		fence_proxy_async(); /* this thread's copies, before wgmma reads them */
+		__syncthreads();     /* stage t is in; step t - 2's slot is free */
+		if (t + kWgStages - 2 < nkt)
+			load(t + kWgStages - 2);
+		cp_async_commit();
+
+		const unsigned as = base + (t % kWgStages) * STAGE_BYTES + wg * 64 * kRowBytes;
+		const unsigned bs = base + (t % kWgStages) * STAGE_BYTES + A_BYTES;
+		wgmma_fence();
+#pragma unroll
+		for (int kk = 0; kk < kBK / 16; kk++)
+			wg_mma<T, BR>(acc, sw128_desc(as + kk * 32, 16, 1024),
+			              sw128_desc(bs + kk * 32, 16, 1024));
+		wgmma_commit();
+		wgmma_wait<1>();
+		tk_sm90::acc_fence(acc);
+	}
+	wgmma_wait<0>();
+	tk_sm90::acc_fence(acc);
+	cp_async_wait<0>();
+
+	/* Row 16 wq + lane / 4 (and 8 below) of this warpgroup's 64. */
+	const int64_t p = p0 + wg * 64 + wq * 16 + (lane >> 2);
+	const bool z0 = source_row(g, live, p) < 0, z1 = source_row(g, live, p + 8) < 0;
+#pragma unroll
+	for (int j = 0; j < BN / 8; j++) {
+		const int64_t n = n0 + j * 8 + (lane & 3) * 2;
+		float v[4];
+#pragma unroll
+		for (int c = 0; c < 4; c++) {
+			float gt = acc[4 * j + c];
+			if (GATE_UP) {
+				float up = acc[4 * (j + BN / 8) + c];
+				v[c] = gt / (1.0f + expf(-gt)) * up;
+			} else {
+				v[c] = gt;
+			}
+		}
+		store2<T>(a, p, n, z0 ? 0.0f : v[0], z0 ? 0.0f : v[1]);
+		store2<T>(a, p + 8, n, z1 ? 0.0f : v[2], z1 ? 0.0f : v[3]);
+	}
+}
+
+template <typename T, int WG, int BR, bool GATE_UP> tk_status launch_wg(MmaArgs a, cudaStream_t st)
+{
+	constexpr int BM = 64 * WG, BN = GATE_UP ? BR / 2 : BR;
+	constexpr int smem = kWgStages * (BM + BR) * kRowBytes + 1024;
+	static std::atomic<uint64_t> done{ 0 };
+	auto *fn = moe_wg_kernel<T, WG, BR, GATE_UP>;
+
+	a.m_tiles = (a.g.p + BM - 1) / BM;
+	a.n_tiles = (a.g.out_cols + BN - 1) / BN;
+	if (a.m_tiles * a.n_tiles > INT32_MAX)
+		return TK_ERR_UNSUPPORTED;
+	if (allow_dynamic_smem((const void *)fn, smem, done) != cudaSuccess)
+		return TK_ERR_LAUNCH;
+	launch_begin();
+	fn<<<(unsigned)(a.m_tiles * a.n_tiles), 128 * WG, smem, st>>>(a);
+	return launch_status();
+}
+
+template <typename T, bool GATE_UP>
+tk_status launch_wg_pick(const MmaArgs &a, int wg, bool wide, cudaStream_t st)
+{
+	if (wg == 2)
+		return wide ? launch_wg<T, 2, 256, GATE_UP>(a, st)
+		            : launch_wg<T, 2, 128, GATE_UP>(a, st);
+	return wide ? launch_wg<T, 1, 256, GATE_UP>(a, st) : launch_wg<T, 1, 128, GATE_UP>(a, st);
+}
+
 template <typename T, bool GATE_UP>
 tk_status launch_bm(const MmaArgs &a, int bm, bool narrow, cudaStream_t st)
 {
-	if (bm == 64)
-		return narrow ? launch_one<T, 64, 64, GATE_UP>(a, st)
-		              : launch_one<T, 64, 128, GATE_UP>(a, st);
 	if (bm == 32)
 		return narrow ? launch_one<T, 32, 64, GATE_UP>(a, st)
 		              : launch_one<T, 32, 128, GATE_UP>(a, st);
@@ -394,6 +557,22 @@ extern "C" tk_status tk_moe_gemm_mma(const tk_moe_gemm *g, void *stream)
 		live = g->nb;
 	const int64_t wide_ctas = live * (g->block_m / bm) * ((g->n + 127) / 128);
 	const bool narrow = wide_ctas < 2 * (int64_t)sm_count();
+
+	/*
+	 * Blocks of 64 rows or more: wgmma, 128-row tiles where block_m allows
+	 * them; 256 weight rows a tile where the live tiles at that width still
+	 * fill the SMs once (twice the reuse of each A stage).
+	 */
+	if (bm == 64) {
+		const int wg = g->block_m % 128 == 0 ? 2 : 1;
+		const bool wide = live * (g->block_m / (64 * wg)) * ((g->n + 255) / 256) >=
+		                  (int64_t)sm_count();
+		if (g->dtype == TK_BF16)
+			return g->gate_up ? launch_wg_pick<__nv_bfloat16, true>(a, wg, wide, st)
+			                  : launch_wg_pick<__nv_bfloat16, false>(a, wg, wide, st);
+		return g->gate_up ? launch_wg_pick<__half, true>(a, wg, wide, st)
+		                  : launch_wg_pick<__half, false>(a, wg, wide, st);
+	}
 
 	if (g->dtype == TK_BF16)
 		return g->gate_up ? launch_bm<__nv_bfloat16, true>(a, bm, narrow, st)

@@ -87,7 +87,7 @@ Test(parity_moe, grouped_sigmoid_routing_with_bias_and_few_experts_match_cpu)
  * The tensor-core kernel's edges (kernels/moe/moe_gemm.cu, f16 and bf16, K a
  * multiple of 8): K past the last 64-wide step (72, 136, 200), N and I not a
  * multiple of the 128- or 64-wide tiles, odd I and N (single stores), tiles
- * of 16, 32 and 64 rows (block_m 128: two tiles a block), padded blocks and
+ * of 16 and 32 rows (mma.sync) and of 64 and 128 (wgmma), padded blocks and
  * sentinel rows, empty experts, top_k 0 and > 0, a decode step (one token,
  * BR 64) and layouts with enough blocks for BR 128; a misaligned x takes the
  * CUDA-core kernel instead, with the same result.
@@ -105,10 +105,14 @@ Test(parity_moe, tensor_core_grouped_gemms_at_their_tile_edges_match_cpu)
 			gemm_case("moe_gate_up", dts[d], 21, 2, 4, 200, 72, bms[b]);
 			gemm_case("moe_gate_up", dts[d], 1, 8, 16, 96, 64, bms[b]);
 		}
-		/* Enough blocks for the 128-row weight tiles (BR 128). */
+		/* Enough blocks for the 128-row weight tiles (BR 128) of the
+		 * mma.sync kernel, and for the wgmma kernel's 256-row ones with
+		 * tiles of 64 rows (block_m 64) and 128 (block_m 128). */
 		gemm_case("moe_grouped_gemm", dts[d], 4096, 0, 4, 264, 72, 16);
 		gemm_case("moe_grouped_gemm", dts[d], 4096, 0, 4, 520, 72, 64);
 		gemm_case("moe_gate_up", dts[d], 1024, 4, 4, 520, 72, 64);
+		gemm_case("moe_grouped_gemm", dts[d], 4096, 0, 4, 1040, 136, 128);
+		gemm_case("moe_gate_up", dts[d], 1024, 4, 4, 520, 136, 128);
 		gemm_case("moe_gate_up", dts[d], 512, 8, 8, 262, 40, 32);
 		/* A misaligned x: the CUDA-core kernel. */
 		gemm_case_at("moe_grouped_gemm", dts[d], 37, 0, 5, 64, 64, 16, 1u);

@@ -110,7 +110,11 @@ int main(int argc, char **argv)
 	}
 	int64_t T = atoll(argv[3]), iters = argc > 4 ? atoll(argv[4]) : 20;
 	int64_t H = m->hidden, E = m->experts, K = m->top_k, I = m->inter, S = m->shared_inter;
-	int64_t BM = T <= 64 ? 16 : 64, P = T * K + E * (BM - 1), NB = (P + BM - 1) / BM;
+	/* Blocks of 16 rows at decode; at prefill 128 where an expert gets 512
+	 * rows or more on average (the padding, up to 127 rows an expert, then
+	 * costs little), else 64 (docs/moe.md). */
+	int64_t BM = T <= 64 ? 16 : T * K / E >= 512 ? 128 : 64;
+	int64_t P = T * K + E * (BM - 1), NB = (P + BM - 1) / BM;
 	tileops_status st = tileops_connect(argv[1], &cl);
 	if (st != TILEOPS_OK)
 		die("connect", st);
