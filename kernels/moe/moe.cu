@@ -1,7 +1,8 @@
 /*
  * moe.cu - the CUDA launchers of the moe family, written to be plainly
  * right before fast (manifest/moe.yaml defines each op; moe.h is the layout
- * both backends check): route one thread per token, align one block over the
+ * both backends check): route one warp per token (one thread per token with
+ * expert groups), align one block over the
  * whole routing, the grouped GEMMs a 16 x 16 shared-memory tile per CTA with
  * f32 accumulation, unpermute one thread per output element. The grouped
  * GEMMs of f16 and bf16 go to the tensor-core kernel of moe_gemm.cu where it
@@ -115,6 +116,85 @@ template <typename T> __global__ void route_kernel(const __grid_constant__ tk_mo
 	}
 	for (int64_t j = 0; j < r.k; j++)
 		w[j] = (r.renormalize ? w[j] / total : w[j]) * r.scale;
+}
+
+/*
+ * moe_route without groups, one warp a token: the lanes load the row's
+ * logits (expert e at lane e % 32) into the warp's slice of shared memory,
+ * the max and each exp are taken by the lanes, the softmax sum is added by
+ * lane 0 in expert order (route.c's order, so the weights are its bits),
+ * and each of the k choices is a warp-wide arg-max under `before` (a strict
+ * total order, so it names the same expert as route_kernel's scan). Shared
+ * memory: ROUTE_WARPS x E keys, exps and taken flags.
+ */
+constexpr int ROUTE_WARPS = 4;
+constexpr int ROUTE_WARP_MAX_EXPERTS = 1024;
+
+template <typename T>
+__global__ void __launch_bounds__(32 * ROUTE_WARPS)
+        route_warp_kernel(const __grid_constant__ tk_moe_route r)
+{
+	extern __shared__ float route_smem[];
+	const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+	const int64_t t = (int64_t)blockIdx.x * ROUTE_WARPS + wid;
+	const int64_t E = r.e;
+	float *key = route_smem + (int64_t)wid * E * 2, *ex = key + E;
+	unsigned char *taken =
+	        reinterpret_cast<unsigned char *>(route_smem + ROUTE_WARPS * E * 2) + wid * E;
+	if (t >= r.t)
+		return;
+	float m = -INFINITY;
+	for (int64_t e = lane; e < E; e += 32)
+		m = fmaxf(m, load<T>(r.logits, t * E + e));
+	for (int o = 16; o > 0; o >>= 1)
+		m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+	for (int64_t e = lane; e < E; e += 32) {
+		float l = load<T>(r.logits, t * E + e);
+		ex[e] = r.sigmoid ? 1.0f / (1.0f + expf(-l)) : expf(l - m);
+		taken[e] = 0;
+	}
+	__syncwarp();
+	float sum = 0.0f;
+	if (!r.sigmoid && lane == 0)
+		for (int64_t e = 0; e < E; e++)
+			sum += ex[e];
+	sum = __shfl_sync(0xffffffffu, sum, 0);
+	/* score(e) is ex[e] (sigmoid) or ex[e] / sum; the key is the logit
+	 * unless a correction bias is added to the score. */
+	for (int64_t e = lane; e < E; e += 32) {
+		float sc = r.sigmoid ? ex[e] : ex[e] / sum;
+		key[e] = r.bias ? sc + r.bias[e] : load<T>(r.logits, t * E + e);
+		ex[e] = sc;
+	}
+	__syncwarp();
+	int32_t *ids = r.ids + t * r.k;
+	float *w = r.weights + t * r.k, total = 0.0f;
+	for (int64_t j = 0; j < r.k; j++) {
+		int64_t best = -1;
+		float bk = 0.0f;
+		for (int64_t e = lane; e < E; e += 32)
+			if (!taken[e] && (best < 0 || before(key[e], e, bk, best))) {
+				best = e;
+				bk = key[e];
+			}
+		for (int o = 16; o > 0; o >>= 1) {
+			int64_t ob = __shfl_xor_sync(0xffffffffu, best, o);
+			float ok = __shfl_xor_sync(0xffffffffu, bk, o);
+			if (ob >= 0 && (best < 0 || before(ok, ob, bk, best))) {
+				best = ob;
+				bk = ok;
+			}
+		}
+		if (lane == 0) {
+			taken[best] = 1;
+			ids[j] = (int32_t)best;
+			total += w[j] = ex[best];
+		}
+		__syncwarp();
+	}
+	if (lane == 0)
+		for (int64_t j = 0; j < r.k; j++)
+			w[j] = (r.renormalize ? w[j] / total : w[j]) * r.scale;
 }
 
 __global__ void __launch_bounds__(1024) align_kernel(const __grid_constant__ tk_moe_align a)
@@ -291,6 +371,20 @@ extern "C" tk_status tk_cuda_moe_route(const tk_call *call, void *stream)
 		return TK_ERR_UNSUPPORTED;
 	if (r.t == 0)
 		return TK_OK;
+	if (r.n_group == 1 && r.e <= ROUTE_WARP_MAX_EXPERTS) {
+		const size_t smem = (size_t)ROUTE_WARPS * (size_t)r.e * (2 * sizeof(float) + 1);
+		const dim3 grid((unsigned)((r.t + ROUTE_WARPS - 1) / ROUTE_WARPS)),
+		        block(32 * ROUTE_WARPS);
+		cudaStream_t st = static_cast<cudaStream_t>(stream);
+		launch_begin();
+		if (r.dtype == TK_BF16)
+			route_warp_kernel<__nv_bfloat16><<<grid, block, smem, st>>>(r);
+		else if (r.dtype == TK_F16)
+			route_warp_kernel<__half><<<grid, block, smem, st>>>(r);
+		else
+			route_warp_kernel<float><<<grid, block, smem, st>>>(r);
+		return launch_status();
+	}
 	return by_dtype<RouteK>(r.dtype, dim3((unsigned)((r.t + 127) / 128)), dim3(128),
 	                        static_cast<cudaStream_t>(stream), r);
 }
