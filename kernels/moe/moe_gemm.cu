@@ -215,6 +215,41 @@ __device__ __forceinline__ void store2(const MmaArgs &a, int64_t p, int64_t n, f
 		o[1] = from_f32<T>(v1);
 }
 
+/*
+ * The four values of one accumulator fragment: c0, c1 at (p, n .. n + 1),
+ * c2, c3 at (p + 8, ...). Gate-up: silu(g) * u in f32 with the up
+ * fragment `up`, rounded once. z0, z1: rows of no source, written as zeros
+ * outright (their zero-filled products are zero too, unless a weight is
+ * Inf or NaN), as the CPU reference writes them.
+ */
+template <typename T, bool GATE_UP>
+__device__ __forceinline__ void store_frag(const MmaArgs &a, int64_t p, int64_t n, const float *gt,
+                                           const float *up, bool z0, bool z1)
+{
+	float v[4];
+#pragma unroll
+	for (int c = 0; c < 4; c++)
+		v[c] = GATE_UP ? gt[c] / (1.0f + expf(-gt[c])) * up[c] : gt[c];
+	store2<T>(a, p, n, z0 ? 0.0f : v[0], z0 ? 0.0f : v[1]);
+	store2<T>(a, p + 8, n, z1 ? 0.0f : v[2], z1 ? 0.0f : v[3]);
+}
+
+/* Launch a kernel over the m_tiles x n_tiles tiles of BM x BN. */
+template <typename F>
+tk_status launch_tiles(F *fn, MmaArgs a, int bm, int bn, int threads, int smem,
+                       std::atomic<uint64_t> &done, cudaStream_t st)
+{
+	a.m_tiles = (a.g.p + bm - 1) / bm;
+	a.n_tiles = (a.g.out_cols + bn - 1) / bn;
+	if (a.m_tiles * a.n_tiles > INT32_MAX)
+		return TK_ERR_UNSUPPORTED;
+	if (allow_dynamic_smem((const void *)fn, smem, done) != cudaSuccess)
+		return TK_ERR_LAUNCH;
+	launch_begin();
+	fn<<<(unsigned)(a.m_tiles * a.n_tiles), threads, smem, st>>>(a);
+	return launch_status();
+}
+
 template <typename T, int BM, int BR, bool GATE_UP>
 __global__ void __launch_bounds__(kThreads) moe_mma_kernel(const __grid_constant__ MmaArgs a)
 {
@@ -308,9 +343,7 @@ __global__ void __launch_bounds__(kThreads) moe_mma_kernel(const __grid_constant
 
 	/*
 	 * Fragment (i, j): c0, c1 at row lane / 4, columns 2 (lane % 4) + 0, 1;
-	 * c2, c3 eight rows further. Rows of no source are written as zeros
-	 * outright (their zero-filled products are zero too, unless a weight
-	 * is Inf or NaN), as the CPU reference writes them.
+	 * c2, c3 eight rows further (store_frag).
 	 */
 #pragma unroll
 	for (int i = 0; i < L::FI; i++) {
@@ -319,39 +352,17 @@ __global__ void __launch_bounds__(kThreads) moe_mma_kernel(const __grid_constant
 #pragma unroll
 		for (int j = 0; j < (GATE_UP ? L::FJ / 2 : L::FJ); j++) {
 			int64_t n = n0 + brow<BR, L::FJ, GATE_UP>(wn, j) + (lane & 3) * 2;
-			float v[4];
-#pragma unroll
-			for (int c = 0; c < 4; c++) {
-				float gt = acc[i][j][c];
-				if (GATE_UP) {
-					float up = acc[i][j + L::FJ / 2][c];
-					v[c] = gt / (1.0f + expf(-gt)) * up;
-				} else {
-					v[c] = gt;
-				}
-			}
-			store2<T>(a, p, n, z0 ? 0.0f : v[0], z0 ? 0.0f : v[1]);
-			store2<T>(a, p + 8, n, z1 ? 0.0f : v[2], z1 ? 0.0f : v[3]);
+			store_frag<T, GATE_UP>(a, p, n, acc[i][j],
+			                       acc[i][GATE_UP ? j + L::FJ / 2 : j], z0, z1);
 		}
 	}
 }
 
 template <typename T, int BM, int BR, bool GATE_UP> tk_status launch_one(MmaArgs a, cudaStream_t st)
 {
-	constexpr int BN = GATE_UP ? BR / 2 : BR;
-	constexpr int smem = kStages * (BM + BR) * kRowBytes;
 	static std::atomic<uint64_t> done{ 0 };
-	auto *fn = moe_mma_kernel<T, BM, BR, GATE_UP>;
-
-	a.m_tiles = (a.g.p + BM - 1) / BM;
-	a.n_tiles = (a.g.out_cols + BN - 1) / BN;
-	if (a.m_tiles * a.n_tiles > INT32_MAX)
-		return TK_ERR_UNSUPPORTED;
-	if (allow_dynamic_smem((const void *)fn, smem, done) != cudaSuccess)
-		return TK_ERR_LAUNCH;
-	launch_begin();
-	fn<<<(unsigned)(a.m_tiles * a.n_tiles), kThreads, smem, st>>>(a);
-	return launch_status();
+	return launch_tiles(moe_mma_kernel<T, BM, BR, GATE_UP>, a, BM, GATE_UP ? BR / 2 : BR,
+	                    kThreads, kStages * (BM + BR) * kRowBytes, done, st);
 }
 
 /* ---- the wgmma kernel: tiles of 64 or 128 rows ------------------------- */
@@ -468,38 +479,17 @@ __global__ void __launch_bounds__(128 * WG, 1) moe_wg_kernel(const __grid_consta
 #pragma unroll
 	for (int j = 0; j < BN / 8; j++) {
 		const int64_t n = n0 + j * 8 + (lane & 3) * 2;
-		float v[4];
-#pragma unroll
-		for (int c = 0; c < 4; c++) {
-			float gt = acc[4 * j + c];
-			if (GATE_UP) {
-				float up = acc[4 * (j + BN / 8) + c];
-				v[c] = gt / (1.0f + expf(-gt)) * up;
-			} else {
-				v[c] = gt;
-			}
-		}
-		store2<T>(a, p, n, z0 ? 0.0f : v[0], z0 ? 0.0f : v[1]);
-		store2<T>(a, p + 8, n, z1 ? 0.0f : v[2], z1 ? 0.0f : v[3]);
+		store_frag<T, GATE_UP>(a, p, n, &acc[4 * j], &acc[4 * (GATE_UP ? j + BN / 8 : j)],
+		                       z0, z1);
 	}
 }
 
 template <typename T, int WG, int BR, bool GATE_UP> tk_status launch_wg(MmaArgs a, cudaStream_t st)
 {
-	constexpr int BM = 64 * WG, BN = GATE_UP ? BR / 2 : BR;
-	constexpr int smem = kWgStages * (BM + BR) * kRowBytes + 1024;
 	static std::atomic<uint64_t> done{ 0 };
-	auto *fn = moe_wg_kernel<T, WG, BR, GATE_UP>;
-
-	a.m_tiles = (a.g.p + BM - 1) / BM;
-	a.n_tiles = (a.g.out_cols + BN - 1) / BN;
-	if (a.m_tiles * a.n_tiles > INT32_MAX)
-		return TK_ERR_UNSUPPORTED;
-	if (allow_dynamic_smem((const void *)fn, smem, done) != cudaSuccess)
-		return TK_ERR_LAUNCH;
-	launch_begin();
-	fn<<<(unsigned)(a.m_tiles * a.n_tiles), 128 * WG, smem, st>>>(a);
-	return launch_status();
+	/* 1024 more: the stages start at the next 1024-byte boundary. */
+	return launch_tiles(moe_wg_kernel<T, WG, BR, GATE_UP>, a, 64 * WG, GATE_UP ? BR / 2 : BR,
+	                    128 * WG, kWgStages * (64 * WG + BR) * kRowBytes + 1024, done, st);
 }
 
 template <typename T, bool GATE_UP>
