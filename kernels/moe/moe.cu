@@ -143,14 +143,16 @@ __global__ void __launch_bounds__(32 * ROUTE_WARPS)
 	        reinterpret_cast<unsigned char *>(route_smem + ROUTE_WARPS * E * 2) + wid * E;
 	if (t >= r.t)
 		return;
+	/* key[e] holds the logit until a bias turns it into score + bias. */
 	float m = -INFINITY;
-	for (int64_t e = lane; e < E; e += 32)
-		m = fmaxf(m, load<T>(r.logits, t * E + e));
+	for (int64_t e = lane; e < E; e += 32) {
+		key[e] = load<T>(r.logits, t * E + e);
+		m = fmaxf(m, key[e]);
+	}
 	for (int o = 16; o > 0; o >>= 1)
 		m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
 	for (int64_t e = lane; e < E; e += 32) {
-		float l = load<T>(r.logits, t * E + e);
-		ex[e] = r.sigmoid ? 1.0f / (1.0f + expf(-l)) : expf(l - m);
+		ex[e] = r.sigmoid ? 1.0f / (1.0f + expf(-key[e])) : expf(key[e] - m);
 		taken[e] = 0;
 	}
 	__syncwarp();
@@ -163,7 +165,8 @@ __global__ void __launch_bounds__(32 * ROUTE_WARPS)
 	 * unless a correction bias is added to the score. */
 	for (int64_t e = lane; e < E; e += 32) {
 		float sc = r.sigmoid ? ex[e] : ex[e] / sum;
-		key[e] = r.bias ? sc + r.bias[e] : load<T>(r.logits, t * E + e);
+		if (r.bias)
+			key[e] = sc + r.bias[e];
 		ex[e] = sc;
 	}
 	__syncwarp();
@@ -303,40 +306,46 @@ template <typename T> __global__ void unpermute_kernel(const __grid_constant__ t
 }
 
 template <template <typename> class K, typename A>
-tk_status by_dtype(tk_dtype dt, dim3 grid, dim3 block, cudaStream_t st, const A &a)
+tk_status by_dtype(tk_dtype dt, dim3 grid, dim3 block, cudaStream_t st, const A &a, size_t smem = 0)
 {
 	launch_begin();
 	if (dt == TK_BF16)
-		K<__nv_bfloat16>::launch(grid, block, st, a);
+		K<__nv_bfloat16>::launch(grid, block, smem, st, a);
 	else if (dt == TK_F16)
-		K<__half>::launch(grid, block, st, a);
+		K<__half>::launch(grid, block, smem, st, a);
 	else
-		K<float>::launch(grid, block, st, a);
+		K<float>::launch(grid, block, smem, st, a);
 	return launch_status();
 }
 
 template <typename T> struct RouteK {
-	static void launch(dim3 g, dim3 b, cudaStream_t st, const tk_moe_route &a)
+	static void launch(dim3 g, dim3 b, size_t smem, cudaStream_t st, const tk_moe_route &a)
 	{
-		route_kernel<T><<<g, b, 0, st>>>(a);
+		route_kernel<T><<<g, b, smem, st>>>(a);
+	}
+};
+template <typename T> struct RouteWarpK {
+	static void launch(dim3 g, dim3 b, size_t smem, cudaStream_t st, const tk_moe_route &a)
+	{
+		route_warp_kernel<T><<<g, b, smem, st>>>(a);
 	}
 };
 template <typename T> struct GemmK {
-	static void launch(dim3 g, dim3 b, cudaStream_t st, const tk_moe_gemm &a)
+	static void launch(dim3 g, dim3 b, size_t smem, cudaStream_t st, const tk_moe_gemm &a)
 	{
-		gemm_kernel<T, false><<<g, b, 0, st>>>(a);
+		gemm_kernel<T, false><<<g, b, smem, st>>>(a);
 	}
 };
 template <typename T> struct GateUpK {
-	static void launch(dim3 g, dim3 b, cudaStream_t st, const tk_moe_gemm &a)
+	static void launch(dim3 g, dim3 b, size_t smem, cudaStream_t st, const tk_moe_gemm &a)
 	{
-		gemm_kernel<T, true><<<g, b, 0, st>>>(a);
+		gemm_kernel<T, true><<<g, b, smem, st>>>(a);
 	}
 };
 template <typename T> struct UnpermuteK {
-	static void launch(dim3 g, dim3 b, cudaStream_t st, const tk_moe_unpermute &a)
+	static void launch(dim3 g, dim3 b, size_t smem, cudaStream_t st, const tk_moe_unpermute &a)
 	{
-		unpermute_kernel<T><<<g, b, 0, st>>>(a);
+		unpermute_kernel<T><<<g, b, smem, st>>>(a);
 	}
 };
 
@@ -373,17 +382,9 @@ extern "C" tk_status tk_cuda_moe_route(const tk_call *call, void *stream)
 		return TK_OK;
 	if (r.n_group == 1 && r.e <= ROUTE_WARP_MAX_EXPERTS) {
 		const size_t smem = (size_t)ROUTE_WARPS * (size_t)r.e * (2 * sizeof(float) + 1);
-		const dim3 grid((unsigned)((r.t + ROUTE_WARPS - 1) / ROUTE_WARPS)),
-		        block(32 * ROUTE_WARPS);
-		cudaStream_t st = static_cast<cudaStream_t>(stream);
-		launch_begin();
-		if (r.dtype == TK_BF16)
-			route_warp_kernel<__nv_bfloat16><<<grid, block, smem, st>>>(r);
-		else if (r.dtype == TK_F16)
-			route_warp_kernel<__half><<<grid, block, smem, st>>>(r);
-		else
-			route_warp_kernel<float><<<grid, block, smem, st>>>(r);
-		return launch_status();
+		return by_dtype<RouteWarpK>(
+		        r.dtype, dim3((unsigned)((r.t + ROUTE_WARPS - 1) / ROUTE_WARPS)),
+		        dim3(32 * ROUTE_WARPS), static_cast<cudaStream_t>(stream), r, smem);
 	}
 	return by_dtype<RouteK>(r.dtype, dim3((unsigned)((r.t + 127) / 128)), dim3(128),
 	                        static_cast<cudaStream_t>(stream), r);
