@@ -1,15 +1,17 @@
 /*
  * moe.cu - the CUDA launchers of the moe family, written to be plainly
  * right before fast (manifest/moe.yaml defines each op; moe.h is the layout
- * both backends check): route one warp per token (one thread per token with
- * expert groups), align one block over the
- * whole routing, the grouped GEMMs a 16 x 16 shared-memory tile per CTA with
- * f32 accumulation, unpermute one thread per output element. The grouped
- * GEMMs of f16 and bf16 go to the tensor-core kernel of moe_gemm.cu where it
- * takes them (K a multiple of 8, x and w 16-byte aligned, block_m a multiple
- * of 16); the 16 x 16 kernel here runs the rest (f32, odd K, misaligned
- * views). docs/moe.md says what is still to come (wgmma, fp8 weights).
+ * both backends check): route one warp per token (one thread per token past
+ * 1024 experts), align one block over the whole routing (a counting sort
+ * ranked a warp at a time), the grouped GEMMs a 16 x 16 shared-memory tile
+ * per CTA with f32 accumulation, unpermute one thread per output element.
+ * The grouped GEMMs of f16 and bf16 go to the tensor-core kernel of
+ * moe_gemm.cu where it takes them (K a multiple of 8, x and w 16-byte
+ * aligned, block_m a multiple of 16); the 16 x 16 kernel here runs the rest
+ * (f32, odd K, misaligned views). docs/moe.md says what is still to come (wgmma, fp8 weights).
  */
+#include <algorithm>
+
 #include "cuda_common.cuh"
 #include "moe.h"
 
@@ -19,8 +21,13 @@ namespace
 using namespace tkc;
 
 constexpr int TILE = 16;
-/* moe_align keeps two int arrays of E + 1 in shared memory. */
+/*
+ * moe_align keeps two int arrays of E + 1 and, for each ranking warp, one of
+ * E in (at most ALIGN_SMEM bytes of) shared memory: 32 warps up to 740
+ * experts, at least 3 at 4096.
+ */
 constexpr int ALIGN_MAX_EXPERTS = 4096;
+constexpr int ALIGN_SMEM = 96 * 1024;
 /* moe_route keeps the chosen experts and the kept groups in registers. */
 constexpr int ROUTE_MAX_GROUPS = 64;
 
@@ -118,14 +125,30 @@ template <typename T> __global__ void route_kernel(const __grid_constant__ tk_mo
 		w[j] = (r.renormalize ? w[j] / total : w[j]) * r.scale;
 }
 
+/* The warp's best (index, key) under `before` into every lane; best < 0: a lane without one. */
+__device__ void warp_best(int64_t &best, float &bk)
+{
+	for (int o = 16; o > 0; o >>= 1) {
+		const int64_t ob = __shfl_xor_sync(0xffffffffu, best, o);
+		const float ok = __shfl_xor_sync(0xffffffffu, bk, o);
+		if (ob >= 0 && (best < 0 || before(ok, ob, bk, best))) {
+			best = ob;
+			bk = ok;
+		}
+	}
+}
+
 /*
- * moe_route without groups, one warp a token: the lanes load the row's
+ * moe_route one warp a token: the lanes load the row's
  * logits (expert e at lane e % 32) into the warp's slice of shared memory,
  * the max and each exp are taken by the lanes, the softmax sum is added by
  * lane 0 in expert order (route.c's order, so the weights are its bits),
  * and each of the k choices is a warp-wide arg-max under `before` (a strict
- * total order, so it names the same expert as route_kernel's scan). Shared
- * memory: ROUTE_WARPS x E keys, exps and taken flags.
+ * total order, so it names the same expert as route_kernel's scan). With
+ * expert groups, each lane first keys up to two groups (the sum of the
+ * group's two best keys), topk_group warp-wide arg-maxes keep groups, and
+ * the experts of the others start out taken. Shared memory: ROUTE_WARPS x E
+ * keys, exps and taken flags.
  */
 constexpr int ROUTE_WARPS = 4;
 constexpr int ROUTE_WARP_MAX_EXPERTS = 1024;
@@ -170,6 +193,44 @@ __global__ void __launch_bounds__(32 * ROUTE_WARPS)
 		ex[e] = sc;
 	}
 	__syncwarp();
+	if (r.n_group > 1) {
+		/* Group lane + 32 s is keyed by lane: the sum of its two best keys. */
+		const int64_t gsize = E / r.n_group;
+		float gk[2] = { 0.0f, 0.0f };
+		for (int s = 0; s < 2; s++) {
+			const int64_t g = lane + 32 * s, e0 = g * gsize;
+			if (g >= r.n_group)
+				continue;
+			int64_t b0 = e0, b1 = -1;
+			for (int64_t e = e0 + 1; e < e0 + gsize; e++) {
+				if (before(key[e], e, key[b0], b0)) {
+					b1 = b0;
+					b0 = e;
+				} else if (b1 < 0 || before(key[e], e, key[b1], b1)) {
+					b1 = e;
+				}
+			}
+			gk[s] = b1 < 0 ? key[b0] : key[b0] + key[b1];
+		}
+		uint64_t kept = 0;
+		for (int64_t n = 0; n < r.topk_group; n++) {
+			int64_t best = -1;
+			float bk = 0.0f;
+			for (int s = 0; s < 2; s++) {
+				const int64_t g = lane + 32 * s;
+				if (g < r.n_group && !((kept >> g) & 1) &&
+				    (best < 0 || before(gk[s], g, bk, best))) {
+					best = g;
+					bk = gk[s];
+				}
+			}
+			warp_best(best, bk);
+			kept |= 1ull << best;
+		}
+		for (int64_t e = lane; e < E; e += 32)
+			taken[e] = !((kept >> (e / gsize)) & 1);
+		__syncwarp();
+	}
 	int32_t *ids = r.ids + t * r.k;
 	float *w = r.weights + t * r.k, total = 0.0f;
 	for (int64_t j = 0; j < r.k; j++) {
@@ -180,14 +241,7 @@ __global__ void __launch_bounds__(32 * ROUTE_WARPS)
 				best = e;
 				bk = key[e];
 			}
-		for (int o = 16; o > 0; o >>= 1) {
-			int64_t ob = __shfl_xor_sync(0xffffffffu, best, o);
-			float ok = __shfl_xor_sync(0xffffffffu, bk, o);
-			if (ob >= 0 && (best < 0 || before(ok, ob, bk, best))) {
-				best = ob;
-				bk = ok;
-			}
-		}
+		warp_best(best, bk);
 		if (lane == 0) {
 			taken[best] = 1;
 			ids[j] = (int32_t)best;
@@ -200,47 +254,89 @@ __global__ void __launch_bounds__(32 * ROUTE_WARPS)
 			w[j] = (r.renormalize ? w[j] / total : w[j]) * r.scale;
 }
 
-__global__ void __launch_bounds__(1024) align_kernel(const __grid_constant__ tk_moe_align a)
+/*
+ * moe_align in one block of 1024 threads. The counts are warp-aggregated
+ * (one shared atomic per expert a warp holds). The ids are then placed a
+ * tile of rank_warps * 32 flat ids at a time: a lane's place is its
+ * expert's running start, plus the same-expert lanes before it in its warp
+ * (__match_any_sync), plus that expert's count in each earlier warp of the
+ * tile (wcnt, [rank_warps][E]), which keeps each expert's ids ascending as
+ * align.c places them.
+ */
+__global__ void __launch_bounds__(1024)
+        align_kernel(const __grid_constant__ tk_moe_align a, int rank_warps)
 {
-	__shared__ int cnt[ALIGN_MAX_EXPERTS + 1], start[ALIGN_MAX_EXPERTS + 1];
-	const int tid = threadIdx.x, nt = blockDim.x;
+	extern __shared__ int align_smem[];
+	const int ne = (int)a.e;
+	int *start = align_smem, *run = start + ne + 1, *wcnt = run + ne + 1;
+	const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5;
+	const unsigned lanes_before = (1u << lane) - 1;
 
-	for (int64_t e = tid; e <= a.e; e += nt)
-		cnt[e] = 0;
+	for (int i = tid; i < (ne + 1) * 2 + rank_warps * ne; i += nt)
+		align_smem[i] = 0;
 	__syncthreads();
-	for (int64_t f = tid; f < a.tk; f += nt) {
-		int32_t e = a.topk_ids[f];
-		if (e >= 0 && e < a.e)
-			atomicAdd(&cnt[e], 1);
+	for (int64_t base = (int64_t)warp * 32; base < a.tk; base += nt) {
+		const int64_t f = base + lane;
+		const int32_t v = f < a.tk ? a.topk_ids[f] : -1;
+		const int e = v >= 0 && v < ne ? v : -1;
+		const unsigned same = __match_any_sync(0xffffffffu, e);
+		if (e >= 0 && (same & lanes_before) == 0)
+			atomicAdd(&run[e], __popc(same));
 	}
 	__syncthreads();
 	if (tid == 0) {
-		start[0] = 0;
-		for (int64_t e = 0; e < a.e; e++)
+		for (int e = 0; e < ne; e++) {
 			start[e + 1] =
-			        start[e] + (int)((cnt[e] + a.block_m - 1) / a.block_m * a.block_m);
-		a.num_post_padded[0] = start[a.e];
+			        start[e] + (int)((run[e] + a.block_m - 1) / a.block_m * a.block_m);
+			run[e] = start[e];
+		}
+		a.num_post_padded[0] = start[ne];
 	}
 	for (int64_t p = tid; p < a.p; p += nt)
 		a.sorted_ids[p] = (int32_t)a.tk;
-	for (int64_t b = tid; b < a.nb; b += nt)
-		a.expert_ids[b] = (int32_t)a.e;
 	__syncthreads();
-	/* One thread per expert, walking the flat ids in order: ascending within an expert. */
-	for (int64_t e = tid; e < a.e; e += nt) {
-		for (int64_t b = start[e] / a.block_m; b < start[e + 1] / a.block_m; b++)
-			a.expert_ids[b] = (int32_t)e;
-		int pos = start[e];
-		for (int64_t f = 0; f < a.tk; f++)
-			if (a.topk_ids[f] == e) {
-				a.sorted_ids[pos] = (int32_t)f;
-				a.inv[f] = pos++;
-			}
+	for (int64_t b = tid; b < a.nb; b += nt) {
+		/* The expert whose padded rows hold block b: the last e with start[e] <= b * block_m. */
+		const int64_t row = b * a.block_m;
+		int lo = 0, hi = ne;
+		while (lo < hi) {
+			const int mid = (lo + hi + 1) / 2;
+			if (start[mid] <= row)
+				lo = mid;
+			else
+				hi = mid - 1;
+		}
+		a.expert_ids[b] = (int32_t)(row < start[ne] ? lo : ne);
 	}
-	for (int64_t f = tid; f < a.tk; f += nt) {
-		int32_t e = a.topk_ids[f];
-		if (e < 0 || e >= a.e)
-			a.inv[f] = (int32_t)a.p;
+	const bool ranks = warp < rank_warps;
+	for (int64_t base = 0; base < a.tk; base += (int64_t)rank_warps * 32) {
+		const int64_t f = base + tid;
+		int e = -1;
+		unsigned same = 0;
+		if (ranks) {
+			const int32_t v = f < a.tk ? a.topk_ids[f] : -1;
+			e = v >= 0 && v < ne ? v : -1;
+			if (f < a.tk && e < 0)
+				a.inv[f] = (int32_t)a.p;
+			same = __match_any_sync(0xffffffffu, e);
+		}
+		const bool leader = e >= 0 && (same & lanes_before) == 0;
+		if (leader)
+			wcnt[warp * ne + e] = __popc(same);
+		__syncthreads();
+		if (e >= 0) {
+			int pos = run[e] + __popc(same & lanes_before);
+			for (int w = 0; w < warp; w++)
+				pos += wcnt[w * ne + e];
+			a.sorted_ids[pos] = (int32_t)f;
+			a.inv[f] = pos;
+		}
+		__syncthreads();
+		if (leader) {
+			atomicAdd(&run[e], __popc(same));
+			wcnt[warp * ne + e] = 0;
+		}
+		__syncthreads();
 	}
 }
 
@@ -380,7 +476,7 @@ extern "C" tk_status tk_cuda_moe_route(const tk_call *call, void *stream)
 		return TK_ERR_UNSUPPORTED;
 	if (r.t == 0)
 		return TK_OK;
-	if (r.n_group == 1 && r.e <= ROUTE_WARP_MAX_EXPERTS) {
+	if (r.e <= ROUTE_WARP_MAX_EXPERTS) {
 		const size_t smem = (size_t)ROUTE_WARPS * (size_t)r.e * (2 * sizeof(float) + 1);
 		return by_dtype<RouteWarpK>(
 		        r.dtype, dim3((unsigned)((r.t + ROUTE_WARPS - 1) / ROUTE_WARPS)),
@@ -399,8 +495,17 @@ extern "C" tk_status tk_cuda_moe_align(const tk_call *call, void *stream)
 		return s;
 	if (a.e > ALIGN_MAX_EXPERTS)
 		return TK_ERR_UNSUPPORTED;
+	const int64_t fixed = 2 * (a.e + 1) * (int64_t)sizeof(int),
+	              per_warp = a.e * (int64_t)sizeof(int);
+	const int rank_warps =
+	        (int)std::min<int64_t>(32, (ALIGN_SMEM - fixed) / std::max<int64_t>(per_warp, 1));
+	const size_t smem = (size_t)(fixed + rank_warps * per_warp);
+	static std::atomic<uint64_t> smem_set{ 0 };
+	if (smem > 48 * 1024 && allow_dynamic_smem(reinterpret_cast<const void *>(align_kernel),
+	                                           ALIGN_SMEM, smem_set) != cudaSuccess)
+		return TK_ERR_LAUNCH;
 	launch_begin();
-	align_kernel<<<1, 1024, 0, static_cast<cudaStream_t>(stream)>>>(a);
+	align_kernel<<<1, 1024, smem, static_cast<cudaStream_t>(stream)>>>(a, rank_warps);
 	return launch_status();
 }
 

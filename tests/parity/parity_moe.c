@@ -84,6 +84,49 @@ Test(parity_moe, grouped_sigmoid_routing_with_bias_and_few_experts_match_cpu)
 }
 
 /*
+ * The router's group keys past lane 31 (64 groups), a softmax with groups
+ * and no bias, and the one-thread-a-token kernel past 1024 experts; the
+ * aligner with few ranking warps (shared memory holds 21 of E at 1024, 5 at
+ * 4096) over more ids than one tile of them.
+ */
+Test(parity_moe, routing_with_many_groups_or_experts_and_align_with_many_experts_match_cpu)
+{
+	parity_case c;
+
+	parity_special(&c, "moe_route", TK_F32, "sigmoid, 64 groups keep 5, bias");
+	parity_shape(&c, "logits", 2, (int64_t[]){ 70, 512 });
+	parity_shape(&c, "bias", 1, (int64_t[]){ 512 });
+	parity_param_int(&c, "top_k", 8);
+	parity_param_bool(&c, "sigmoid", 1);
+	parity_param_int(&c, "n_group", 64);
+	parity_param_int(&c, "topk_group", 5);
+	parity_check(&c);
+
+	parity_special(&c, "moe_route", TK_BF16, "softmax, 8 groups keep 3");
+	parity_shape(&c, "logits", 2, (int64_t[]){ 129, 160 });
+	parity_param_int(&c, "top_k", 6);
+	parity_param_int(&c, "n_group", 8);
+	parity_param_int(&c, "topk_group", 3);
+	parity_check(&c);
+
+	parity_special(&c, "moe_route", TK_F16, "softmax, 2048 experts");
+	parity_shape(&c, "logits", 2, (int64_t[]){ 9, 2048 });
+	parity_param_int(&c, "top_k", 4);
+	parity_check(&c);
+
+	const int64_t experts[] = { 1024, 4096 };
+	for (size_t i = 0; i < sizeof experts / sizeof experts[0]; i++) {
+		char label[64];
+		snprintf(label, sizeof label, "%lld experts, blocks of 16", (long long)experts[i]);
+		parity_special(&c, "moe_align", TK_I32, label);
+		parity_shape(&c, "topk_ids", 2, (int64_t[]){ 1000, 8 });
+		parity_param_int(&c, "num_experts", experts[i]);
+		parity_param_int(&c, "block_m", 16);
+		parity_check(&c);
+	}
+}
+
+/*
  * The tensor-core kernel's edges (kernels/moe/moe_gemm.cu, f16 and bf16, K a
  * multiple of 8): K past the last 64-wide step (72, 136, 200), N and I not a
  * multiple of the 128- or 64-wide tiles, odd I and N (single stores), tiles
