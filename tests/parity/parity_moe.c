@@ -86,7 +86,7 @@ Test(parity_moe, grouped_sigmoid_routing_with_bias_and_few_experts_match_cpu)
 /*
  * The router's group keys past lane 31 (64 groups), a softmax with groups
  * and no bias, and the one-thread-a-token kernel past 1024 experts; the
- * aligner with few ranking warps (shared memory holds 21 of E at 1024, 5 at
+ * aligner with few ranking warps (shared memory holds 21 of E at 1024, 3 at
  * 4096) over more ids than one tile of them.
  */
 Test(parity_moe, routing_with_many_groups_or_experts_and_align_with_many_experts_match_cpu)
