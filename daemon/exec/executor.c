@@ -207,11 +207,14 @@ static int poll_rings(worker *w)
 	int worked = 0;
 	session *start = w->rr_next ? w->rr_next : w->rings;
 	session *s = start;
+	/* Counted afresh each pass: a held session that has since closed holds
+	 * nothing (left counted, the thread would poll for it forever, never
+	 * sleeping and never stopping). */
+	w->holding = 0;
 	if (!s) {
 		pace_leave(w);
 		return 0;
 	}
-	w->holding = 0;
 	do {
 		uint64_t avail = ring_available(&s->ring, &s->arena);
 		uint32_t room = avail ? ring_cq_room(&s->ring, &s->arena) : 0;

@@ -777,3 +777,26 @@ const char *th_expected_backend(void)
 	const char *b = getenv("TILEOPS_TEST_BACKEND");
 	return b && *b ? b : "cpu";
 }
+
+double th_cpu_seconds(pid_t pid)
+{
+	char path[64], buf[2048], *p;
+	unsigned long long ut = 0, st = 0;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	cr_assert(f != NULL, "cannot open %s: %s", path, strerror(errno));
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* Fields after the command name, which may hold spaces: state is field 3,
+	 * utime 14 and stime 15. */
+	p = strrchr(buf, ')');
+	cr_assert(p != NULL, "%s is not what Linux writes", path);
+	cr_assert_eq(
+	        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st), 2,
+	        "cannot parse %s", path);
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}

@@ -189,4 +189,7 @@ int th_contains(const char *haystack, const char *needle);
 /* The backend the test daemon runs: $TILEOPS_TEST_BACKEND, "cpu" by default. */
 const char *th_expected_backend(void);
 
+/* utime + stime of process pid, in seconds (asserts it can be read). */
+double th_cpu_seconds(pid_t pid);
+
 #endif /* TILEOPS_TEST_HELPERS_H */

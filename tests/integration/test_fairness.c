@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,5 +255,78 @@ Test(fairness, a_heavy_session_is_held_and_lowered_beside_a_light_one_and_both_a
 	cr_assert_eq(demotions, 1.0, "the heavy session was lowered %.0f times, expected once",
 	             demotions);
 	tileops_close(c);
+	daemon2_stop(&d);
+}
+
+/*
+ * Heavy clients killed while the executor holds their sessions: once the
+ * last ring session is gone the executor thread has nothing to poll for, so
+ * the daemon goes idle (a thread that still counted a held session would
+ * spin on a core) and stops at SIGTERM (it would never leave its loop).
+ * Several clients at once, in several rounds, so that some session is held
+ * as the last of them closes.
+ */
+#define HELD_CLIENTS 3
+#define HELD_ROUNDS 5
+
+/* Start HELD_CLIENTS heavy clients, wait until the holds pass `holds`, kill
+ * them all mid-burst, and wait until their sessions are closed. */
+static double kill_held_clients(double holds)
+{
+	int cpu = strcmp(th_expected_backend(), "cpu") == 0;
+	int fds[HELD_CLIENTS];
+	pid_t pids[HELD_CLIENTS];
+	for (int i = 0; i < HELD_CLIENTS; i++) {
+		int sv[2];
+		cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0,
+		             "socketpair: %s", strerror(errno));
+		cr_assert_eq(fcntl(sv[1], F_SETFD, 0), 0);
+		pids[i] = th_spawn("heavy", cpu ? HEAVY_CPU_MI : HEAVY_GPU_MI, sv[1]);
+		close(sv[1]);
+		fds[i] = sv[0];
+		char b;
+		cr_assert_eq(read(fds[i], &b, 1), 1, "heavy client %d did not start", i);
+	}
+	double now = holds;
+	for (int64_t end = th_now_ms() + TH_TIMEOUT_MS; now <= holds && th_now_ms() < end;) {
+		char *json = th_stats();
+		now = executor_sum(json, "queue_holds");
+		free(json);
+		if (now <= holds)
+			th_sleep_ms(5);
+	}
+	cr_assert_gt(now, holds, "no heavy session was held at session_queue_us");
+	th_sleep_ms(20); /* into the middle of their bursts */
+	for (int i = 0; i < HELD_CLIENTS; i++)
+		cr_assert_eq(kill(pids[i], SIGKILL), 0);
+	for (int i = 0; i < HELD_CLIENTS; i++) {
+		int status = 0;
+		cr_assert_eq(waitpid(pids[i], &status, 0), pids[i]);
+		close(fds[i]);
+	}
+	cr_assert_eq(th_stat_wait("sessions", 0, TH_TIMEOUT_MS), 0,
+	             "the killed clients' sessions did not close");
+	return now;
+}
+
+Test(fairness, sessions_closed_while_held_leave_the_daemon_idle_and_stoppable)
+{
+	daemon2 d;
+	daemon2_start(&d, "# the defaults: session_queue_us = 2000\n");
+	daemon2_use(&d);
+
+	double holds = 0.0;
+	for (int round = 0; round < HELD_ROUNDS; round++) {
+		holds = kill_held_clients(holds);
+		/* What the killed sessions had launched drains; then the daemon idles. */
+		th_sleep_ms(300);
+		double before = th_cpu_seconds(d.pid);
+		th_sleep_ms(500);
+		double used = th_cpu_seconds(d.pid) - before;
+		printf("round %d, idle after the held sessions closed: %.3f s of CPU in 0.5 s\n",
+		       round, used);
+		cr_assert_lt(used, 0.15,
+		             "tileopsd used %.2f s of CPU in 0.5 s with no session open", used);
+	}
 	daemon2_stop(&d);
 }

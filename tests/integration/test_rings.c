@@ -368,30 +368,6 @@ static pid_t daemon_pid(void)
 	return (pid_t)pid;
 }
 
-/* utime + stime of a process, in seconds. */
-static double cpu_seconds(pid_t pid)
-{
-	char path[64], buf[2048], *p;
-	unsigned long long ut = 0, st = 0;
-	FILE *f;
-	size_t n;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	cr_assert(f != NULL, "cannot open %s: %s", path, strerror(errno));
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	/* Fields after the command name, which may hold spaces: state is field 3,
-	 * utime 14 and stime 15. */
-	p = strrchr(buf, ')');
-	cr_assert(p != NULL, "%s is not what Linux writes", path);
-	cr_assert_eq(
-	        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st), 2,
-	        "cannot parse %s", path);
-	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
 Test(rings, an_idle_daemon_with_an_open_ring_session_does_not_spin)
 {
 	tileops_client *c = th_connect("rings-idle", 0);
@@ -400,9 +376,9 @@ Test(rings, an_idle_daemon_with_an_open_ring_session_does_not_spin)
 
 	expect_chain(c, 100, 8, 0);
 	th_sleep_ms(300); /* past any spin budget */
-	before = cpu_seconds(pid);
+	before = th_cpu_seconds(pid);
 	th_sleep_ms(2000);
-	used = cpu_seconds(pid) - before;
+	used = th_cpu_seconds(pid) - before;
 	cr_assert_lt(used, 0.2,
 	             "tileopsd used %.2f s of CPU in 2 s idle with a ring session "
 	             "open: it spins",
