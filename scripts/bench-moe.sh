@@ -30,9 +30,16 @@ if ! bench_start_daemon; then
 	cat "$run/tileopsd.log" >>"$log"
 	exit 1
 fi
+# Above 64 tokens each block_m of PREFILL_BLOCK_M (64 128) in turn: the
+# padding it costs against the GEMM kernel it allows (docs/moe.md).
 for m in $models; do
 	for t in $tokens; do
-		bench_step timeout "$limit" "$bin/tileops-bench-moe" "$addr" "$m" "$t" "${ITERS:-10}"
+		bms=0
+		[ "$t" -gt 64 ] && bms=${PREFILL_BLOCK_M:-64 128}
+		for bm in $bms; do
+			bench_step timeout "$limit" "$bin/tileops-bench-moe" "$addr" "$m" "$t" \
+				"${ITERS:-10}" "$bm"
+		done
 	done
 done
 bench_step timeout "${OPS_LIMIT:-150}" "$bin/tileops-bench" --family moe --json "$out/moe_ops.json"
@@ -57,14 +64,14 @@ def get(model, t, mode, key="ms"):
          and x.get("mode") == mode and key in x]
     return r[0][key] if r else None
 f = lambda v: "%.3f" % v if v else "-"
-print("\n| layer | tokens | tileopsd ms | synced ms | loop ms | vs loop | grouped_mm ms |"
+print("\n| layer | tokens | block_m | tileopsd ms | synced ms | loop ms | vs loop | grouped_mm ms |"
       " vs grouped_mm | floor ms | % of floor | torch gate-up TFLOP/s |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for o in ours:
     m, t, ms = o["model"], o["tokens"], o["layer_ms"]
     lp, gm, fl = get(m, t, "loop"), get(m, t, "grouped_mm"), get(m, t, "floor", "floor_ms")
     tf = get(m, t, "grouped_mm_gate_up", "tflops")
-    print(f"| {m} | {t} | {ms:.3f} | {o['synced_ms']:.3f} | {f(lp)} |"
+    print(f"| {m} | {t} | {o['block_m']} | {ms:.3f} | {o['synced_ms']:.3f} | {f(lp)} |"
           f" {'%.2fx' % (lp / ms) if lp else '-'} | {f(gm)} | {'%.2fx' % (gm / ms) if gm else '-'} |"
           f" {f(fl)} | {'%.0f%%' % (100 * fl / ms) if fl else '-'} | {'%.0f' % tf if tf else '-'} |")
 PY

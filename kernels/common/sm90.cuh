@@ -51,6 +51,15 @@ template <int N> __device__ __forceinline__ void cp_async_wait(void)
 	asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+/*
+ * Arrive on bar once every cp.async this thread has issued so far has
+ * landed; the arrival is one of those bar was initialized to expect (noinc).
+ */
+__device__ __forceinline__ void cp_async_mbar_arrive(uint32_t bar)
+{
+	asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+
 /* ---- mbarriers ---------------------------------------------------------- */
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count)

@@ -54,6 +54,7 @@
 #include "cuda_common.cuh"
 #include "moe.h"
 #include "sm90.cuh"
+#include "tma_map.cuh"
 
 namespace
 {
@@ -195,6 +196,17 @@ __device__ __forceinline__ int64_t source_row(const tk_moe_gemm &g, bool live, i
 	if (s < 0 || s >= g.tk)
 		return -1;
 	return (g.top_k ? s / g.top_k : p) * g.k;
+}
+
+/* source_row's x row of a live tile's out row p, as an index; -1 for a zero row. */
+__device__ __forceinline__ int32_t source_index(const tk_moe_gemm &g, int64_t p)
+{
+	if (p >= g.p)
+		return -1;
+	int32_t s = g.sorted_ids[p];
+	if (s < 0 || s >= g.tk)
+		return -1;
+	return g.top_k ? (int32_t)(s / g.top_k) : (int32_t)p;
 }
 
 template <typename T>
@@ -501,6 +513,191 @@ tk_status launch_wg_pick(const MmaArgs &a, int wg, bool wide, cudaStream_t st)
 	return wide ? launch_wg<T, 1, 256, GATE_UP>(a, st) : launch_wg<T, 1, 128, GATE_UP>(a, st);
 }
 
+/* ---- the warp-specialized kernel: 128-row tiles, persistent ------------ */
+
+constexpr int kWsStages = 4;
+constexpr int kWsThreads = 384; /* producer + two consumer warpgroups */
+constexpr int kWsBM = 128, kWsBR = 256;
+constexpr unsigned kWsA = kWsBM * kRowBytes, kWsB = kWsBR * kRowBytes, kWsStage = kWsA + kWsB;
+/* The ring, then full[] and empty[]; +1024: the ring starts on the swizzle period. */
+constexpr int kWsSmem = kWsStages * (int)kWsStage + 16 * kWsStages + 1024;
+constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232;
+
+/*
+ * Tiles of 128 rows (block_m a multiple of 128, so one expert a tile) by 256
+ * weight rows (plain: 256 output columns; gate-up: 128 gate rows and the 128
+ * up rows of the same columns), the CTAs persistent over them in the
+ * grouped raster of the kernels above. Warpgroup 0 produces: every thread
+ * gathers chunk tid % 8 of 8 rows of the A stage with cp.async (zero rows
+ * and K past the end filled with zeros) and arrives on the stage's "full"
+ * mbarrier when its copies land (cp.async.mbarrier.arrive.noinc); thread 0
+ * also has the copy engine bring the weight rows (two boxes of 128 rows of
+ * w[e], TMA, 128-byte swizzle, zeros past N and K). Warpgroups 1 and 2
+ * consume, each the wgmma m64n256 products of its 64 rows, keep one stage's
+ * products in flight, and hand a stage back (one arrival a warp on "empty")
+ * once the products reading it are done. While the consumers store a
+ * tile's results the producer fills the ring for the next. Tiles of no live
+ * block are skipped by the producer and written as zeros by the consumers.
+ */
+template <typename T, bool GATE_UP>
+__global__ void __launch_bounds__(kWsThreads, 1)
+        moe_ws_kernel(const __grid_constant__ MmaArgs a, const __grid_constant__ CUtensorMap wmap)
+{
+	constexpr int BN = GATE_UP ? kWsBR / 2 : kWsBR;
+	extern __shared__ __align__(128) unsigned char smem[];
+	const tk_moe_gemm &g = a.g;
+	const unsigned base = (smem_addr(smem) + 1023u) & ~1023u;
+	const unsigned full = base + kWsStages * kWsStage, empty = full + 8 * kWsStages;
+	const int tid = threadIdx.x, wg = tid >> 7;
+	const int64_t tiles = a.m_tiles * a.n_tiles, per_group = (int64_t)kGroupM * a.n_tiles;
+	const int nkt = (int)((g.k + kBK - 1) / kBK);
+
+	if (tid == 0) {
+		for (int s = 0; s < kWsStages; s++) {
+			/* the producer's 128 cp.async arrivals and thread 0's expect_tx */
+			tk_sm90::mbar_init(full + 8 * s, 129);
+			tk_sm90::mbar_init(empty + 8 * s, 8); /* one a consumer warp */
+		}
+		tk_sm90::fence_mbar_init();
+	}
+	__syncthreads();
+
+	/* The tile at index u: its first row, first output column and expert, -1 if dead. */
+	auto tile = [&](int64_t u, int64_t &p0, int64_t &n0) {
+		const int64_t m_first = u / per_group * kGroupM, in_group = u % per_group;
+		const int64_t group_m = min((int64_t)kGroupM, a.m_tiles - m_first);
+		p0 = (m_first + in_group % group_m) * kWsBM;
+		n0 = in_group / group_m * BN;
+		const int32_t e = g.expert_ids[p0 / g.block_m];
+		return p0 < g.num_post_padded[0] && e >= 0 && e < g.e ? (int)e : -1;
+	};
+
+	if (wg == 0) {
+		tk_sm90::regs_release<kWsProducerRegs>();
+		const T *x = static_cast<const T *>(g.x);
+		const int ch = tid & 7;
+		int s = 0;
+		unsigned phase = 0;
+		if (tid == 0)
+			tk_sm90::tma_prefetch_map(&wmap);
+		for (int64_t u = blockIdx.x; u < tiles; u += gridDim.x) {
+			int64_t p0, n0;
+			const int e = tile(u, p0, n0);
+			if (e < 0)
+				continue;
+			/* x rows of this thread's 8 tile rows, -1 for zero rows */
+			int32_t src[kWsBM / 16];
+#pragma unroll
+			for (int i = 0; i < kWsBM / 16; i++)
+				src[i] = source_index(g, p0 + (tid >> 3) + 16 * i);
+			for (int kt = 0; kt < nkt; kt++) {
+				const unsigned as = base + s * kWsStage, bs = as + kWsA;
+				const int64_t gk = (int64_t)kt * kBK + ch * 8;
+				const bool kin = gk < g.k;
+				tk_sm90::mbar_wait(empty + 8 * s, phase ^ 1);
+				if (tid == 0) {
+					tk_sm90::mbar_arrive_expect_tx(full + 8 * s, kWsB);
+					const int y = (int)n0,
+					          yu = (int)(GATE_UP ? g.out_cols + n0 : n0 + 128);
+					tk_sm90::tma_load_3d(bs, &wmap, full + 8 * s, kt * kBK, y,
+					                     e);
+					tk_sm90::tma_load_3d(bs + kWsB / 2, &wmap, full + 8 * s,
+					                     kt * kBK, yu, e);
+				}
+#pragma unroll
+				for (int i = 0; i < kWsBM / 16; i++) {
+					const bool ok = kin && src[i] >= 0;
+					cp_async16(as + swz((tid >> 3) + 16 * i, ch),
+					           x + (ok ? (int64_t)src[i] * g.k + gk : 0), ok);
+				}
+				tk_sm90::cp_async_mbar_arrive(full + 8 * s);
+				if (++s == kWsStages) {
+					s = 0;
+					phase ^= 1;
+				}
+			}
+		}
+		/* Leave no copy in flight into a CTA that has exited. */
+		cp_async_wait<0>();
+		return;
+	}
+
+	tk_sm90::regs_claim<kWsConsumerRegs>();
+	const int c = wg - 1, lane = tid & 31, wq = (tid >> 5) & 3;
+	int s = 0;
+	unsigned phase = 0;
+	float acc[kWsBR / 2];
+	for (int64_t u = blockIdx.x; u < tiles; u += gridDim.x) {
+		int64_t p0, n0;
+		const int e = tile(u, p0, n0);
+#pragma unroll
+		for (int i = 0; i < kWsBR / 2; i++)
+			acc[i] = 0.0f;
+		tk_sm90::acc_fence(acc);
+		if (e >= 0) {
+			int prev = -1;
+			for (int kt = 0; kt < nkt; kt++) {
+				const unsigned as = base + s * kWsStage + c * 64 * kRowBytes;
+				const unsigned bs = base + s * kWsStage + kWsA;
+				tk_sm90::mbar_wait(full + 8 * s, phase);
+				/* the producer's cp.async writes, before wgmma reads them */
+				fence_proxy_async();
+				wgmma_fence();
+#pragma unroll
+				for (int kk = 0; kk < kBK / 16; kk++)
+					wg_mma<T, kWsBR>(acc, sw128_desc(as + kk * 32, 16, 1024),
+					                 sw128_desc(bs + kk * 32, 16, 1024));
+				wgmma_commit();
+				wgmma_wait<1>();
+				tk_sm90::acc_fence(acc);
+				if (prev >= 0 && lane == 0)
+					tk_sm90::mbar_arrive(empty + 8 * prev);
+				prev = s;
+				if (++s == kWsStages) {
+					s = 0;
+					phase ^= 1;
+				}
+			}
+			wgmma_wait<0>();
+			tk_sm90::acc_fence(acc);
+			if (prev >= 0 && lane == 0)
+				tk_sm90::mbar_arrive(empty + 8 * prev);
+		}
+		/* Row 16 wq + lane / 4 (and 8 below) of this warpgroup's 64. */
+		const int64_t p = p0 + c * 64 + wq * 16 + (lane >> 2);
+		const bool live = e >= 0;
+		const bool z0 = source_row(g, live, p) < 0, z1 = source_row(g, live, p + 8) < 0;
+#pragma unroll
+		for (int j = 0; j < BN / 8; j++) {
+			const int64_t n = n0 + j * 8 + (lane & 3) * 2;
+			store_frag<T, GATE_UP>(a, p, n, &acc[4 * j],
+			                       &acc[4 * (GATE_UP ? j + BN / 8 : j)], z0, z1);
+		}
+	}
+}
+
+template <typename T, bool GATE_UP> tk_status launch_ws(MmaArgs a, cudaStream_t st)
+{
+	static std::atomic<uint64_t> done{ 0 };
+	CUtensorMap wmap;
+	const auto fn = moe_ws_kernel<T, GATE_UP>;
+
+	/* w as E matrices of N rows of K: boxes of 64 columns by 128 rows. */
+	if (!tk_sm90::make_map(&wmap, a.g.dtype, a.g.w, a.g.k, a.g.n, a.g.e, a.g.k, a.g.n * a.g.k,
+	                       kBK, kWsBR / 2))
+		return TK_ERR_UNSUPPORTED;
+	a.m_tiles = (a.g.p + kWsBM - 1) / kWsBM;
+	a.n_tiles =
+	        (a.g.out_cols + (GATE_UP ? kWsBR / 2 : kWsBR) - 1) / (GATE_UP ? kWsBR / 2 : kWsBR);
+	const int64_t tiles = a.m_tiles * a.n_tiles;
+	if (allow_dynamic_smem((const void *)fn, kWsSmem, done) != cudaSuccess)
+		return TK_ERR_LAUNCH;
+	const unsigned grid = (unsigned)(tiles < sm_count() ? tiles : sm_count());
+	launch_begin();
+	fn<<<grid, kWsThreads, kWsSmem, st>>>(a, wmap);
+	return launch_status();
+}
+
 template <typename T, bool GATE_UP>
 tk_status launch_bm(const MmaArgs &a, int bm, bool narrow, cudaStream_t st)
 {
@@ -547,6 +744,24 @@ extern "C" tk_status tk_moe_gemm_mma(const tk_moe_gemm *g, void *stream)
 		live = g->nb;
 	const int64_t wide_ctas = live * (g->block_m / bm) * ((g->n + 127) / 128);
 	const bool narrow = wide_ctas < 2 * (int64_t)sm_count();
+
+	/*
+	 * Blocks of 128 rows or more, K, N and the expert stride within what a
+	 * tensor map names: the warp-specialized kernel. Falls through to the
+	 * cp.async kernels when the driver has no tensor-map encoder.
+	 */
+	if (g->block_m % 128 == 0 && g->p <= INT32_MAX && g->k <= INT32_MAX && g->n <= INT32_MAX &&
+	    g->e <= INT32_MAX) {
+		tk_status s = TK_ERR_UNSUPPORTED;
+		if (g->dtype == TK_BF16)
+			s = g->gate_up ? launch_ws<__nv_bfloat16, true>(a, st)
+			               : launch_ws<__nv_bfloat16, false>(a, st);
+		else
+			s = g->gate_up ? launch_ws<__half, true>(a, st)
+			               : launch_ws<__half, false>(a, st);
+		if (s != TK_ERR_UNSUPPORTED)
+			return s;
+	}
 
 	/*
 	 * Blocks of 64 rows or more: wgmma, 128-row tiles where block_m allows

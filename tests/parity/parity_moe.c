@@ -149,14 +149,18 @@ Test(parity_moe, tensor_core_grouped_gemms_at_their_tile_edges_match_cpu)
 			gemm_case("moe_gate_up", dts[d], 1, 8, 16, 96, 64, bms[b]);
 		}
 		/* Enough blocks for the 128-row weight tiles (BR 128) of the
-		 * mma.sync kernel, and for the wgmma kernel's 256-row ones with
-		 * tiles of 64 rows (block_m 64) and 128 (block_m 128). */
+		 * mma.sync kernel, for the wgmma kernel's 256-row ones with tiles
+		 * of 64 rows (block_m 64), and for the warp-specialized kernel's
+		 * tiles of 128 rows (block_m 128). */
 		gemm_case("moe_grouped_gemm", dts[d], 4096, 0, 4, 264, 72, 16);
 		gemm_case("moe_grouped_gemm", dts[d], 4096, 0, 4, 520, 72, 64);
 		gemm_case("moe_gate_up", dts[d], 1024, 4, 4, 520, 72, 64);
 		gemm_case("moe_grouped_gemm", dts[d], 4096, 0, 4, 1040, 136, 128);
 		gemm_case("moe_gate_up", dts[d], 1024, 4, 4, 520, 136, 128);
 		gemm_case("moe_gate_up", dts[d], 512, 8, 8, 262, 40, 32);
+		/* More 128-row tiles than SMs, so that the persistent kernel's
+		 * CTAs take several each, its ring wrapping across tiles. */
+		gemm_case("moe_gate_up", dts[d], 1024, 4, 4, 776, 520, 128);
 		/* A misaligned x: the CUDA-core kernel. */
 		gemm_case_at("moe_grouped_gemm", dts[d], 37, 0, 5, 64, 64, 16, 1u);
 		gemm_case_at("moe_gate_up", dts[d], 13, 3, 5, 64, 64, 64, 1u);

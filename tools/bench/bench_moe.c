@@ -9,7 +9,7 @@
  * (throughput); synced_ms: the median of replays each waited for (latency,
  * the round trip included).
  *
- *   tileops-bench-moe ADDRESS MODEL TOKENS [ITERS]
+ *   tileops-bench-moe ADDRESS MODEL TOKENS [ITERS [BLOCK_M]]
  *   MODEL: qwen3-30b-a3b | mixtral-8x7b | deepseek-v2-lite | tiny (a CPU-sized check)
  */
 #include <stdio.h>
@@ -97,7 +97,8 @@ static int cmp(const void *a, const void *b)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: tileops-bench-moe ADDRESS MODEL TOKENS [ITERS]\n");
+		fprintf(stderr,
+		        "usage: tileops-bench-moe ADDRESS MODEL TOKENS [ITERS [BLOCK_M]]\n");
 		return 2;
 	}
 	const model *m = NULL;
@@ -110,10 +111,17 @@ int main(int argc, char **argv)
 	}
 	int64_t T = atoll(argv[3]), iters = argc > 4 ? atoll(argv[4]) : 20;
 	int64_t H = m->hidden, E = m->experts, K = m->top_k, I = m->inter, S = m->shared_inter;
-	/* Blocks of 16 rows at decode; at prefill 128 where an expert gets 512
-	 * rows or more on average (the padding, up to 127 rows an expert, then
-	 * costs little), else 64 (docs/moe.md). */
-	int64_t BM = T <= 64 ? 16 : T * K / E >= 512 ? 128 : 64;
+	/* Blocks of 16 rows at decode; at prefill 128 where an expert gets a
+	 * block or more on average (the warp-specialized kernel then more than
+	 * pays for the padding), else 64 (docs/moe.md); BLOCK_M, when given,
+	 * instead. */
+	int64_t BM = T <= 64 ? 16 : T * K / E >= 128 ? 128 : 64;
+	if (argc > 5 && atoll(argv[5]) > 0)
+		BM = atoll(argv[5]);
+	if (BM != 16 && BM != 32 && BM != 64 && BM != 128) {
+		fprintf(stderr, "tileops-bench-moe: block_m must be 16, 32, 64 or 128\n");
+		return 2;
+	}
 	int64_t P = T * K + E * (BM - 1), NB = (P + BM - 1) / BM;
 	tileops_status st = tileops_connect(argv[1], &cl);
 	if (st != TILEOPS_OK)
