@@ -233,6 +233,11 @@ __device__ __forceinline__ void st_shared_f4(uint32_t addr, float4 v)
 	             : "memory");
 }
 
+__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v)
+{
+	asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
+
 __device__ __forceinline__ float4 ld_cluster_f4(uint32_t addr)
 {
 	float4 v;

@@ -519,8 +519,11 @@ constexpr int kWsStages = 4;
 constexpr int kWsThreads = 384; /* producer + two consumer warpgroups */
 constexpr int kWsBM = 128, kWsBR = 256;
 constexpr unsigned kWsA = kWsBM * kRowBytes, kWsB = kWsBR * kRowBytes, kWsStage = kWsA + kWsB;
-/* The ring, then full[] and empty[]; +1024: the ring starts on the swizzle period. */
-constexpr int kWsSmem = kWsStages * (int)kWsStage + 16 * kWsStages + 1024;
+/* A consumer warpgroup's staging of 64 rows by 128 output columns: two boxes of 64 x 64. */
+constexpr unsigned kWsBox = 64 * kRowBytes, kWsStaging = 2 * kWsBox;
+/* The ring, the two stagings, then full[] and empty[]; +1024: the ring starts on the swizzle
+ * period. */
+constexpr int kWsSmem = kWsStages * (int)kWsStage + 2 * (int)kWsStaging + 16 * kWsStages + 1024;
 constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232;
 
 /*
@@ -541,13 +544,15 @@ constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232;
  */
 template <typename T, bool GATE_UP>
 __global__ void __launch_bounds__(kWsThreads, 1)
-        moe_ws_kernel(const __grid_constant__ MmaArgs a, const __grid_constant__ CUtensorMap wmap)
+        moe_ws_kernel(const __grid_constant__ MmaArgs a, const __grid_constant__ CUtensorMap wmap,
+                      const __grid_constant__ CUtensorMap omap, int tma_out)
 {
 	constexpr int BN = GATE_UP ? kWsBR / 2 : kWsBR;
 	extern __shared__ __align__(128) unsigned char smem[];
 	const tk_moe_gemm &g = a.g;
 	const unsigned base = (smem_addr(smem) + 1023u) & ~1023u;
-	const unsigned full = base + kWsStages * kWsStage, empty = full + 8 * kWsStages;
+	const unsigned staging = base + kWsStages * kWsStage;
+	const unsigned full = staging + 2 * kWsStaging, empty = full + 8 * kWsStages;
 	const int tid = threadIdx.x, wg = tid >> 7;
 	const int64_t tiles = a.m_tiles * a.n_tiles, per_group = (int64_t)kGroupM * a.n_tiles;
 	const int nkt = (int)((g.k + kBK - 1) / kBK);
@@ -664,16 +669,69 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 				tk_sm90::mbar_arrive(empty + 8 * prev);
 		}
 		/* Row 16 wq + lane / 4 (and 8 below) of this warpgroup's 64. */
-		const int64_t p = p0 + c * 64 + wq * 16 + (lane >> 2);
+		const int r = wq * 16 + (lane >> 2);
+		const int64_t p = p0 + c * 64 + r;
 		const bool live = e >= 0;
 		const bool z0 = source_row(g, live, p) < 0, z1 = source_row(g, live, p + 8) < 0;
+		if (!tma_out) {
 #pragma unroll
-		for (int j = 0; j < BN / 8; j++) {
-			const int64_t n = n0 + j * 8 + (lane & 3) * 2;
-			store_frag<T, GATE_UP>(a, p, n, &acc[4 * j],
-			                       &acc[4 * (GATE_UP ? j + BN / 8 : j)], z0, z1);
+			for (int j = 0; j < BN / 8; j++) {
+				const int64_t n = n0 + j * 8 + (lane & 3) * 2;
+				store_frag<T, GATE_UP>(a, p, n, &acc[4 * j],
+				                       &acc[4 * (GATE_UP ? j + BN / 8 : j)], z0,
+				                       z1);
+			}
+			continue;
+		}
+		/*
+		 * 128 columns at a time into this warpgroup's staging (the TMA
+		 * pattern: 16-byte chunk q of row r at q ^ (r & 7)), then one
+		 * thread has the copy engine store the two boxes, rows past P and
+		 * columns past out_cols dropped, while the warpgroup goes on.
+		 */
+		const unsigned st = staging + c * kWsStaging;
+		const int bar = 1 + c, lead = (tid & 127) == 0;
+#pragma unroll
+		for (int h = 0; h < BN / 128; h++) {
+			/* the staging's previous store has read it */
+			if (lead)
+				tk_sm90::bulk_wait_read<0>();
+			tk_sm90::named_sync(bar, 128);
+#pragma unroll
+			for (int jj = 0; jj < 16; jj++) {
+				const int j = h * 16 + jj, col = jj * 8 + (lane & 3) * 2;
+				const float *gt = &acc[4 * j],
+				            *up = &acc[4 * (GATE_UP ? j + BN / 8 : j)];
+				float v[4];
+#pragma unroll
+				for (int q = 0; q < 4; q++)
+					v[q] = GATE_UP ? gt[q] / (1.0f + expf(-gt[q])) * up[q]
+					               : gt[q];
+				const unsigned at =
+				        st + (col >> 6) * kWsBox + (unsigned)(col & 7) * 2;
+				const unsigned q16 = (unsigned)(col & 63) >> 3;
+				tk_sm90::st_shared_u32(
+				        at + r * kRowBytes + ((q16 ^ (r & 7)) << 4),
+				        pair_from_f32<T>(z0 ? make_float2(0.0f, 0.0f)
+				                            : make_float2(v[0], v[1])));
+				tk_sm90::st_shared_u32(
+				        at + (r + 8) * kRowBytes + ((q16 ^ ((r + 8) & 7)) << 4),
+				        pair_from_f32<T>(z1 ? make_float2(0.0f, 0.0f)
+				                            : make_float2(v[2], v[3])));
+			}
+			fence_proxy_async();
+			tk_sm90::named_sync(bar, 128);
+			if (lead) {
+				const int x = (int)n0 + h * 128, y = (int)(p0 + c * 64);
+				tk_sm90::tma_store_3d(&omap, st, x, y, 0);
+				tk_sm90::tma_store_3d(&omap, st + kWsBox, x + 64, y, 0);
+				tk_sm90::bulk_commit();
+			}
 		}
 	}
+	/* Leave no store reading the staging of a CTA that has exited. */
+	if (tma_out && (tid & 127) == 0)
+		tk_sm90::bulk_wait_all();
 }
 
 template <typename T, bool GATE_UP> tk_status launch_ws(MmaArgs a, cudaStream_t st)
@@ -686,6 +744,11 @@ template <typename T, bool GATE_UP> tk_status launch_ws(MmaArgs a, cudaStream_t 
 	if (!tk_sm90::make_map(&wmap, a.g.dtype, a.g.w, a.g.k, a.g.n, a.g.e, a.g.k, a.g.n * a.g.k,
 	                       kBK, kWsBR / 2))
 		return TK_ERR_UNSUPPORTED;
+	/* out as P rows of out_cols, boxes of 64 x 64, where its rows are 16-byte aligned. */
+	CUtensorMap omap = wmap;
+	const int tma_out = a.g.out_cols % 8 == 0 && aligned16(a.g.out) &&
+	                    tk_sm90::make_map(&omap, a.g.dtype, a.g.out, a.g.out_cols, a.g.p, 1,
+	                                      a.g.out_cols, 0, 64, 64);
 	a.m_tiles = (a.g.p + kWsBM - 1) / kWsBM;
 	a.n_tiles =
 	        (a.g.out_cols + (GATE_UP ? kWsBR / 2 : kWsBR) - 1) / (GATE_UP ? kWsBR / 2 : kWsBR);
@@ -694,7 +757,7 @@ template <typename T, bool GATE_UP> tk_status launch_ws(MmaArgs a, cudaStream_t 
 		return TK_ERR_LAUNCH;
 	const unsigned grid = (unsigned)(tiles < sm_count() ? tiles : sm_count());
 	launch_begin();
-	fn<<<grid, kWsThreads, kWsSmem, st>>>(a, wmap);
+	fn<<<grid, kWsThreads, kWsSmem, st>>>(a, wmap, omap, tma_out);
 	return launch_status();
 }
 

@@ -159,7 +159,10 @@ Test(parity_moe, tensor_core_grouped_gemms_at_their_tile_edges_match_cpu)
 		gemm_case("moe_gate_up", dts[d], 1024, 4, 4, 520, 136, 128);
 		gemm_case("moe_gate_up", dts[d], 512, 8, 8, 262, 40, 32);
 		/* More 128-row tiles than SMs, so that the persistent kernel's
-		 * CTAs take several each, its ring wrapping across tiles. */
+		 * CTAs take several each, its ring wrapping across tiles: I a
+		 * multiple of 8 (the copy engine stores the tiles) and not (the
+		 * threads do). */
+		gemm_case("moe_gate_up", dts[d], 1024, 4, 4, 784, 520, 128);
 		gemm_case("moe_gate_up", dts[d], 1024, 4, 4, 776, 520, 128);
 		/* A misaligned x: the CUDA-core kernel. */
 		gemm_case_at("moe_grouped_gemm", dts[d], 37, 0, 5, 64, 64, 16, 1u);
