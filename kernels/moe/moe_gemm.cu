@@ -1,11 +1,13 @@
 /*
  * moe_gemm.cu - the tensor-core grouped GEMMs of the moe family
  * (moe_grouped_gemm and moe_gate_up, f16 and bf16; manifest/moe.yaml,
- * docs/moe.md), fed by a 4-stage cp.async pipeline into shared memory in
- * the 128-byte swizzle: for block_m a multiple of 64 (prefill) wgmma
- * straight from those stages (moe_wg_kernel, below); for block_m 16 and 32
- * (decode) ldmatrix + mma.sync m16n8k16 with f32 accumulators, after
- * kernels/gemm/gemm_smallm.cu, as follows.
+ * docs/moe.md), fed by a 4-stage pipeline into shared memory in the 128-byte
+ * swizzle: for block_m a multiple of 128 (prefill) a warp-specialized
+ * persistent kernel whose producer warpgroup gathers the activations with
+ * cp.async and has TMA bring the weights (moe_ws_kernel, below); for other
+ * multiples of 64 wgmma straight from cp.async stages (moe_wg_kernel); for
+ * block_m 16 and 32 (decode) ldmatrix + mma.sync m16n8k16 with f32
+ * accumulators, after kernels/gemm/gemm_smallm.cu, as follows.
  *
  * A CTA of 4 warps computes out[p0 .. p0 + BM, n0 .. n0 + BN] for BM rows
  * of one block_m block of moe_align's layout (BM = 16 or 32 divides
