@@ -404,6 +404,24 @@ __device__ __forceinline__ void wg_mma(float (&d)[BR / 2], uint64_t da, uint64_t
 	}
 }
 
+/*
+ * One stage's products into d: the 64 rows of A at `as` by the BR weight
+ * rows at `bs`, K 64; the previous stage's products are then complete, this
+ * one's still in flight.
+ */
+template <typename T, int BR>
+__device__ __forceinline__ void stage_mma(float (&d)[BR / 2], unsigned as, unsigned bs)
+{
+	wgmma_fence();
+#pragma unroll
+	for (int kk = 0; kk < kBK / 16; kk++)
+		wg_mma<T, BR>(d, sw128_desc(as + kk * 32, 16, 1024),
+		              sw128_desc(bs + kk * 32, 16, 1024));
+	wgmma_commit();
+	wgmma_wait<1>();
+	tk_sm90::acc_fence(d);
+}
+
 constexpr int kWgStages = 4;
 
 /*
@@ -474,14 +492,7 @@ __global__ void __launch_bounds__(128 * WG, 1) moe_wg_kernel(const __grid_consta
 
 		const unsigned as = base + (t % kWgStages) * STAGE_BYTES + wg * 64 * kRowBytes;
 		const unsigned bs = base + (t % kWgStages) * STAGE_BYTES + A_BYTES;
-		wgmma_fence();
-#pragma unroll
-		for (int kk = 0; kk < kBK / 16; kk++)
-			wg_mma<T, BR>(acc, sw128_desc(as + kk * 32, 16, 1024),
-			              sw128_desc(bs + kk * 32, 16, 1024));
-		wgmma_commit();
-		wgmma_wait<1>();
-		tk_sm90::acc_fence(acc);
+		stage_mma<T, BR>(acc, as, bs);
 	}
 	wgmma_wait<0>();
 	tk_sm90::acc_fence(acc);
@@ -649,14 +660,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 				tk_sm90::mbar_wait(full + 8 * s, phase);
 				/* the producer's cp.async writes, before wgmma reads them */
 				fence_proxy_async();
-				wgmma_fence();
-#pragma unroll
-				for (int kk = 0; kk < kBK / 16; kk++)
-					wg_mma<T, kWsBR>(acc, sw128_desc(as + kk * 32, 16, 1024),
-					                 sw128_desc(bs + kk * 32, 16, 1024));
-				wgmma_commit();
-				wgmma_wait<1>();
-				tk_sm90::acc_fence(acc);
+				stage_mma<T, kWsBR>(acc, as, bs);
 				if (prev >= 0 && lane == 0)
 					tk_sm90::mbar_arrive(empty + 8 * prev);
 				prev = s;
