@@ -340,3 +340,59 @@ Test(gpu_gemm_fp8, every_decode_configuration_matches_cpu)
 		}
 	cr_log_info("%d decode configurations run", ran);
 }
+
+/* TK_FP8_KERNEL_WG (kernels/gemm_fp8/gemm_fp8.h): the persistent wgmma kernel. */
+#define FP8_WG 2
+
+/*
+ * Every tile width of the wgmma kernel, run exactly, on every scale layout:
+ * M that ends inside a 128-row tile, N that ends inside a tile and inside
+ * a 128-row scale block of b (BN = 192 tiles straddle two), an odd N (c
+ * stored an output at a time), K that ends inside a block, more tiles than
+ * the GPU has SMs (the persistent loop and its ring running on across
+ * tiles), bias and residual, both output dtypes, and a batch (bmm_fp8).
+ */
+Test(gpu_gemm_fp8, every_wg_tile_width_matches_cpu)
+{
+	static const int64_t shapes[][4] = {
+		{ 0, 200, 400, 1040 }, { 0, 256, 2112, 512 }, { 0, 2048, 1600, 256 },
+		{ 0, 130, 201, 256 },  { 3, 130, 200, 300 },
+	};
+	const tk_kernel_entry *e = tk_kernel_find("gemm_fp8");
+	const tk_kernel_entry *eb = tk_kernel_find("bmm_fp8");
+	int ran = 0;
+
+	gpu_require();
+	cr_assert(e != NULL && e->tuning != NULL && e->tuning->candidates != NULL);
+	cr_assert(eb != NULL && eb->tuning != NULL && eb->tuning->candidates != NULL);
+	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
+		for (int layout = 0; layout < (shapes[i][0] ? 1 : 3); layout++) {
+			fcase f = { layout,
+				    (layout + (int)i) & 1 ? TK_F16 : TK_BF16,
+				    shapes[i][0],
+				    shapes[i][1],
+				    shapes[i][2],
+				    shapes[i][3],
+				    0,
+				    !shapes[i][0] && layout == (int)i % 3 };
+			uint64_t rng = 1;
+			tk_call c;
+			tk_choice cand[64];
+			host_call(&c, &f, &rng);
+			int n = (f.batch ? eb : e)->tuning->candidates(&c, cand, 64);
+			for (int j = 0; j < c.n_in; j++)
+				tt_free(&c.in[j]);
+			tt_free(&c.out[0]);
+			int widths = 0;
+			for (int j = 0; j < n && j < 64; j++) {
+				if (cand[j].v[0] != FP8_WG)
+					continue;
+				run_case_as(&f, &cand[j]);
+				widths |= cand[j].v[1] == 64 ? 1 : cand[j].v[1] == 128 ? 2 : 4;
+				ran++;
+			}
+			cr_expect_eq(widths, 7, "m%ld n%ld k%ld: wg widths 0x%x of 64, 128, 192",
+			             (long)f.m, (long)f.n, (long)f.k, widths);
+		}
+	cr_log_info("%d wg configurations run", ran);
+}
