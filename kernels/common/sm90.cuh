@@ -485,34 +485,6 @@ TK_MMA_RS(64, 32, 32, 33, 34, 35, 36, 37)
 TK_MMA_RS(128, 64, 64, 65, 66, 67, 68, 69)
 TK_MMA_RS(256, 128, 128, 129, 130, 131, 132, 133)
 
-/*
- * D[64 x N] (+)= A[64 x 32] B[32 x N], e4m3 in, f32 accumulators, both
- * operands K-major in shared memory (descriptors); acc == 0 overwrites D.
- * Accumulator layout as the wrappers above.
- *
- * TK_MMA_E4M3(N, R, A, B, P) defines wgmma_e4m3_n<N>: R accumulators, then
- * the operand numbers of the two descriptors and of acc.
- */
-#define TK_MMA_E4M3(N, R, A, B, P)                                                              \
-	__device__ __forceinline__ void wgmma_e4m3_n##N(float(&d)[R], uint64_t da, uint64_t db, \
-	                                                int acc)                                \
-	{                                                                                       \
-		asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #P ", 0;\n"                   \
-		             "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 "        \
-		             "{" TK_REGS##R(", ") "}, %" #A ", %" #B ", p, 1, 1;\n}\n"          \
-		             : TK_ACC##R                                                        \
-		             : "l"(da), "l"(db), "r"(acc));                                     \
-	}
-
-TK_MMA_E4M3(8, 4, 4, 5, 6)
-TK_MMA_E4M3(16, 8, 8, 9, 10)
-TK_MMA_E4M3(32, 16, 16, 17, 18)
-TK_MMA_E4M3(64, 32, 32, 33, 34)
-TK_MMA_E4M3(128, 64, 64, 65, 66)
-TK_MMA_E4M3(192, 96, 96, 97, 98)
-
-#undef TK_MMA_E4M3
-
 #undef TK_MMA_RS
 #undef TK_MMA_RS_ASM
 #undef TK_MMA_SS

@@ -17,8 +17,7 @@
  *   in the workspace (f32 atomics) and a second kernel applying the
  *   epilogue. Without a workspace a K that needs splitting goes on below.
  * - wg (M > 64, a and b readable by the copy engine: 16-byte aligned
- *   rows): persistent, TMA and wgmma m64nBNk32 on 128 x BN tiles, BN 64,
- *   128 or 192 (see fp8_wg).
+ *   rows): TMA and wgmma m64n128k32 on 128 x 128 tiles (see fp8_wg).
  * - tile (the rest): mma.sync on 64 x 128 output tiles, 128-wide K steps
  *   (one scale block a step) through a 3-stage cp.async pipeline,
  *   fragments read from rows padded to 144 bytes (free of bank conflicts).
@@ -59,7 +58,6 @@ struct Fp8Args {
 	float *ws;  /* split K: the partial sums [batch, m, n], zeroed; else NULL */
 	int kchunk; /* stream: K values per block (a multiple of 128) */
 	int vec_a, vec_b;
-	int pairs; /* c and the residual read and written two outputs at a time (wg) */
 };
 
 __device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
@@ -393,128 +391,62 @@ template <typename T> __global__ void __launch_bounds__(T_THREADS) fp8_tile(Fp8A
 /* ---- wg: Hopper warpgroup MMA for M > 64 ---------------------------------------------- */
 
 /*
- * A persistent kernel, one CTA an SM, taking 128 x BN output tiles in turn
- * (BN 64, 128 or 192; tiles in groups of W_GROUP columns of tiles, down
- * every row of tiles, so that a wave shares its rows of b in L2).
- * Warpgroup 0's first thread streams, for each 128-wide K block (the scale
- * block), 128 rows of a and BN rows of b, 128 bytes each, into a ring of
- * stages with bulk tensor copies (TMA, 128-byte swizzle, zeros past the
- * edges); the ring runs on from one tile to the next, so the next tile's
- * blocks arrive while the last one is stored. Warpgroups 1 and 2 multiply
- * 64 rows each with four wgmma m64nBNk32 e4m3 a block (a k32 step is 32
- * bytes along the swizzled row, as a k16 step of bf16) into a partial sum
- * the block's first overwrites, wait for it, hand the stage back and
- * promote it into the f32 total (times the block's scales for block
- * scales); the two warpgroups take turns on the tensor cores, one
- * promoting while the other's products run. One partial sum a warpgroup
- * leaves the registers for BN = 192 (96 + 96 accumulators).
+ * 128 x 128 output tiles, one a CTA. Warpgroup 0's first thread streams
+ * 128 x 128-byte tiles of a and b (one 128-wide K block each: the scale
+ * block) into a ring of W_STAGES stages with bulk tensor copies (TMA,
+ * 128-byte swizzle, zeros past the edges); warpgroups 1 and 2 multiply 64
+ * rows each with wgmma m64n128k32 e4m3 from the swizzled stages (a k32
+ * step is 32 bytes along the swizzled row, as a k16 step of bf16), the
+ * first of a block's four overwriting the block's accumulators; two sets of
+ * those in turn, so that one block's products run while the one before is
+ * waited for, its stage handed back and its sums promoted into the f32
+ * total.
  */
-constexpr int W_BM = 128, W_BK = 128, W_THREADS = 384, W_GROUP = 8;
-constexpr int W_A_TILE = W_BM * W_BK; /* bytes of a's tile of one block */
+constexpr int W_BM = 128, W_BN = 128, W_BK = 128, W_STAGES = 5, W_THREADS = 384;
+constexpr int W_TILE = 128 * 128; /* bytes of one a or b tile */
+constexpr int W_SMEM = 2 * W_STAGES * W_TILE + 16 * W_STAGES + 1024;
 
-template <int BN> struct WgShape {
-	static constexpr int STAGE = W_A_TILE + BN * W_BK;
-	static constexpr int STAGES = 200 * 1024 / STAGE > 8 ? 8 : 200 * 1024 / STAGE;
-	static constexpr int SMEM = STAGES * STAGE + 16 * STAGES + 1024;
-};
-
-template <int BN>
-__device__ __forceinline__ void wg_mma(float (&d)[BN / 2], uint64_t da, uint64_t db, int acc)
+__device__ __forceinline__ void wgmma_n128_e4m3(float (&d)[64], uint64_t da, uint64_t db, int acc)
 {
-	if constexpr (BN == 64)
-		tk_sm90::wgmma_e4m3_n64(d, da, db, acc);
-	else if constexpr (BN == 128)
-		tk_sm90::wgmma_e4m3_n128(d, da, db, acc);
-	else
-		tk_sm90::wgmma_e4m3_n192(d, da, db, acc);
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+	             "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
+	             "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, "
+	             "%17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+	             "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, "
+	             "%47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "
+	             "%62, %63}, %64, %65, p, 1, 1;\n}\n"
+	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+	               "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+	               "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+	               "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+	               "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+	               "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+	               "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+	               "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+	               "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
+	               "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
+	               "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+	             : "l"(da), "l"(db), "r"(acc));
 }
 
-struct WgTile {
-	int bi, m0, n0;
-};
-
-/* Tile t of tm x tn (x batch) tiles of 128 x bn, in the order the header describes. */
-__device__ __forceinline__ WgTile wg_tile(int t, int tm, int tn, int bn)
-{
-	const int per = tm * tn, bi = t / per;
-	t -= bi * per;
-	const int grp = t / (tm * W_GROUP), first = grp * W_GROUP;
-	const int width = min(W_GROUP, tn - first), in = t - grp * tm * W_GROUP;
-	return WgTile{ bi, in / width * W_BM, (first + in % width) * bn };
-}
-
-/* Whether c, the residual (and so the bias) can be read and written two outputs at a time. */
-template <typename T> bool pairs_ok(const tk_fp8_problem &q)
-{
-	const uintptr_t al = 2 * sizeof(T);
-	return (uintptr_t)q.c % al == 0 && q.ldc % 2 == 0 && q.c_bstride % 2 == 0 &&
-	       (q.res == nullptr || ((uintptr_t)q.res % al == 0 && q.ldr % 2 == 0));
-}
-
-template <typename T> struct alignas(2 * sizeof(T)) Pair {
-	T v[2];
-};
-
-/* c[m, n] and c[m, n + 1] of batch bi from their totals, as store_out does each. */
 template <typename T>
-__device__ __forceinline__ void store_two(const Fp8Args &p, int64_t bi, int m, int n, float v0,
-                                          float v1)
-{
-	if (!p.pairs || n + 1 >= p.n) {
-		if (n < p.n)
-			store_out<T>(p, bi, m, n, v0);
-		if (n + 1 < p.n)
-			store_out<T>(p, bi, m, n + 1, v1);
-		return;
-	}
-	const float *sa = p.sa + bi * p.sa_bs, *sb = p.sb + bi * p.sb_bs;
-	if (p.layout == TK_FP8_PER_ROW) {
-		const float s = sa[m];
-		v0 *= s * sb[n];
-		v1 *= s * sb[n + 1];
-	} else if (p.layout == TK_FP8_PER_TENSOR) {
-		const float s = sa[0] * sb[0];
-		v0 *= s;
-		v1 *= s;
-	}
-	if (p.bias) {
-		const T *b = static_cast<const T *>(p.bias) + n;
-		v0 += to_f32(b[0]);
-		v1 += to_f32(b[1]);
-	}
-	if (p.res) {
-		const Pair<T> r = *reinterpret_cast<const Pair<T> *>(static_cast<const T *>(p.res) +
-		                                                     (int64_t)m * p.ldr + n);
-		v0 += to_f32(r.v[0]);
-		v1 += to_f32(r.v[1]);
-	}
-	Pair<T> o;
-	o.v[0] = from_f32<T>(v0);
-	o.v[1] = from_f32<T>(v1);
-	*reinterpret_cast<Pair<T> *>(static_cast<T *>(p.c) + bi * p.c_bs + (int64_t)m * p.ldc + n) =
-	        o;
-}
-
-template <typename T, int BN>
 __global__ void __launch_bounds__(W_THREADS, 1)
         fp8_wg(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-               const Fp8Args p, int tm, int tn, int ntiles)
+               const Fp8Args p)
 {
-	using S = WgShape<BN>;
 	extern __shared__ uint8_t smem_raw[];
 	uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
 	                                            ~uintptr_t(1023));
 	const uint32_t base = smem_addr(smem);
-	const uint32_t full = base + S::STAGES * S::STAGE, empty = full + 8 * S::STAGES;
+	const uint32_t full = base + 2 * W_STAGES * W_TILE, empty = full + 8 * W_STAGES;
+	const int bi = blockIdx.z, m0 = blockIdx.y * W_BM, n0 = blockIdx.x * W_BN;
 	const int nkt = p.kbs;
-	int s = 0;
-	uint32_t phase = 0;
 
 	if (threadIdx.x == 0) {
-		for (int i = 0; i < S::STAGES; i++) {
-			tk_sm90::mbar_init(full + 8 * i, 1);
+		for (int s = 0; s < W_STAGES; s++) {
+			tk_sm90::mbar_init(full + 8 * s, 1);
 			/* one arrival per consumer warp */
-			tk_sm90::mbar_init(empty + 8 * i, 8);
+			tk_sm90::mbar_init(empty + 8 * s, 8);
 		}
 		tk_sm90::fence_mbar_init();
 		tk_sm90::fence_proxy_async();
@@ -527,109 +459,112 @@ __global__ void __launch_bounds__(W_THREADS, 1)
 			return;
 		tk_sm90::tma_prefetch_map(&map_a);
 		tk_sm90::tma_prefetch_map(&map_b);
-		for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
-			const WgTile w = wg_tile(t, tm, tn, BN);
-			for (int kt = 0; kt < nkt; kt++) {
-				const uint32_t st = base + s * S::STAGE;
-				tk_sm90::mbar_wait(empty + 8 * s, phase ^ 1);
-				tk_sm90::mbar_arrive_expect_tx(full + 8 * s, S::STAGE);
-				tk_sm90::tma_load_3d(st, &map_a, full + 8 * s, kt * W_BK, w.m0,
-				                     w.bi);
-				tk_sm90::tma_load_3d(st + W_A_TILE, &map_b, full + 8 * s, kt * W_BK,
-				                     w.n0, w.bi);
-				if (++s == S::STAGES) {
-					s = 0;
-					phase ^= 1;
-				}
-			}
+		for (int kt = 0; kt < nkt; kt++) {
+			const int s = kt % W_STAGES;
+			const uint32_t phase = (uint32_t)((kt / W_STAGES) & 1);
+			tk_sm90::mbar_wait(empty + 8 * s, phase ^ 1);
+			tk_sm90::mbar_arrive_expect_tx(full + 8 * s, 2 * W_TILE);
+			tk_sm90::tma_load_3d(base + s * W_TILE, &map_a, full + 8 * s, kt * W_BK, m0,
+			                     bi);
+			tk_sm90::tma_load_3d(base + (W_STAGES + s) * W_TILE, &map_b, full + 8 * s,
+			                     kt * W_BK, n0, bi);
 		}
 		return;
 	}
 	tk_sm90::regs_claim<232>();
 	const int wg = (threadIdx.x >> 7) - 1, tid = threadIdx.x & 127;
 	const int warp = tid >> 5, lane = tid & 31;
-	float tot[BN / 2], part[BN / 2];
+	const int r_lo = m0 + wg * 64 + warp * 16 + (lane >> 2), r_hi = r_lo + 8;
+	const float *sa = p.sa + bi * p.sa_bs, *sb = p.sb + bi * p.sb_bs;
+	/* Two partial accumulators in turn: block kt + 1's wgmmas run while
+	 * block kt's partial sums are promoted into the total, so the tensor
+	 * cores do not idle through each block's wait and promotion. */
+	float tot[64], part0[64], part1[64];
 
-	for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
-		const WgTile w = wg_tile(t, tm, tn, BN);
-		const int r_lo = w.m0 + wg * 64 + warp * 16 + (lane >> 2), r_hi = r_lo + 8;
-		const float *sa = p.sa + w.bi * p.sa_bs, *sb = p.sb + w.bi * p.sb_bs;
-		/* block scales: b's 128-row block of the tile's first column, the one after it
-		 * from column `split` of the tile on (BN = 192, or a tile starting mid-block) */
-		const int nb = w.n0 / 128, split = (nb + 1) * 128 - w.n0;
-		const bool two = split < BN && (nb + 1) * 128 < p.n;
+	/* Block kt's four k32 steps into acc, the first overwriting it. */
+	auto issue = [&](float(&acc)[64], int kt) {
+		const int s = kt % W_STAGES;
+		const uint32_t phase = (uint32_t)((kt / W_STAGES) & 1);
+		const uint32_t ta = base + s * W_TILE + wg * 64 * 128;
+		const uint32_t tb = base + (W_STAGES + s) * W_TILE;
+		tk_sm90::mbar_wait(full + 8 * s, phase);
+		tk_sm90::wgmma_fence();
+#pragma unroll
+		for (int kk = 0; kk < W_BK / 32; kk++)
+			wgmma_n128_e4m3(acc, tk_sm90::sw128_desc(ta + kk * 32, 16, 1024),
+			                tk_sm90::sw128_desc(tb + kk * 32, 16, 1024), kk);
+		tk_sm90::wgmma_commit();
+	};
+	/* Block kt's partial sums (complete) into the total; its stage goes back. */
+	auto promote = [&](float(&acc)[64], int kt) {
+		tk_sm90::acc_fence(acc);
+		if (lane == 0)
+			tk_sm90::mbar_arrive(empty + 8 * (kt % W_STAGES));
+		if (p.layout == TK_FP8_BLOCK) {
+			const float sbk = sb[(int64_t)(n0 / 128) * p.kbs + kt];
+			const float lo = block_scale(p, sa, r_lo, kt, sbk);
+			const float hi = block_scale(p, sa, r_hi, kt, sbk);
+#pragma unroll
+			for (int j = 0; j < 16; j++) {
+				tot[4 * j] += acc[4 * j] * lo;
+				tot[4 * j + 1] += acc[4 * j + 1] * lo;
+				tot[4 * j + 2] += acc[4 * j + 2] * hi;
+				tot[4 * j + 3] += acc[4 * j + 3] * hi;
+			}
+		} else {
+#pragma unroll
+			for (int i = 0; i < 64; i++)
+				tot[i] += acc[i];
+		}
+	};
 
 #pragma unroll
-		for (int i = 0; i < BN / 2; i++)
-			tot[i] = 0.0f;
-		for (int kt = 0; kt < nkt; kt++) {
-			const uint32_t ta = base + s * S::STAGE + wg * 64 * 128;
-			const uint32_t tb = base + s * S::STAGE + W_A_TILE;
-			float lo0 = 1.0f, hi0 = 1.0f, lo1 = 1.0f, hi1 = 1.0f;
-			if (p.layout == TK_FP8_BLOCK) {
-				const float sb0 = sb[(int64_t)nb * p.kbs + kt];
-				const float sb1 = two ? sb[(int64_t)(nb + 1) * p.kbs + kt] : sb0;
-				const float al = block_scale(p, sa, r_lo, kt, 1.0f);
-				const float ah = block_scale(p, sa, r_hi, kt, 1.0f);
-				lo0 = al * sb0;
-				hi0 = ah * sb0;
-				lo1 = al * sb1;
-				hi1 = ah * sb1;
-			}
-			tk_sm90::mbar_wait(full + 8 * s, phase);
-			tk_sm90::wgmma_fence();
-#pragma unroll
-			for (int kk = 0; kk < W_BK / 32; kk++)
-				wg_mma<BN>(part, tk_sm90::sw128_desc(ta + kk * 32, 16, 1024),
-				           tk_sm90::sw128_desc(tb + kk * 32, 16, 1024), kk);
-			tk_sm90::wgmma_commit();
-			tk_sm90::wgmma_wait<0>();
-			tk_sm90::acc_fence(part);
-			if (lane == 0)
-				tk_sm90::mbar_arrive(empty + 8 * s);
-			if (++s == S::STAGES) {
-				s = 0;
-				phase ^= 1;
-			}
-			if (p.layout == TK_FP8_BLOCK) {
-#pragma unroll
-				for (int j = 0; j < BN / 8; j++) {
-					const bool second = 8 * j >= split;
-					const float lo = second ? lo1 : lo0,
-					            hi = second ? hi1 : hi0;
-					tot[4 * j] += part[4 * j] * lo;
-					tot[4 * j + 1] += part[4 * j + 1] * lo;
-					tot[4 * j + 2] += part[4 * j + 2] * hi;
-					tot[4 * j + 3] += part[4 * j + 3] * hi;
-				}
-			} else {
-#pragma unroll
-				for (int i = 0; i < BN / 2; i++)
-					tot[i] += part[i];
-			}
-		}
-#pragma unroll
-		for (int j = 0; j < BN / 8; j++) {
-			const int n = w.n0 + 8 * j + 2 * (lane & 3);
-			if (r_lo < p.m)
-				store_two<T>(p, w.bi, r_lo, n, tot[4 * j], tot[4 * j + 1]);
-			if (r_hi < p.m)
-				store_two<T>(p, w.bi, r_hi, n, tot[4 * j + 2], tot[4 * j + 3]);
-		}
+	for (int i = 0; i < 64; i++)
+		tot[i] = 0.0f;
+	/* Each turn of the loop starts and ends with part0's block in flight, so
+	 * that the compiler sees one wgmma group pending at every point and
+	 * keeps them asynchronous. K >= 1, so there is a block 0. */
+	issue(part0, 0);
+	int kt = 0;
+	for (; kt + 2 < nkt; kt += 2) {
+		issue(part1, kt + 1);
+		tk_sm90::wgmma_wait<1>();
+		promote(part0, kt);
+		issue(part0, kt + 2);
+		tk_sm90::wgmma_wait<1>();
+		promote(part1, kt + 1);
 	}
+	if (kt + 1 < nkt) {
+		issue(part1, kt + 1);
+		tk_sm90::wgmma_wait<1>();
+		promote(part0, kt);
+		tk_sm90::wgmma_wait<0>();
+		promote(part1, kt + 1);
+	} else {
+		tk_sm90::wgmma_wait<0>();
+		promote(part0, kt);
+	}
+#pragma unroll
+	for (int j = 0; j < 16; j++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			const int m = e < 2 ? r_lo : r_hi,
+			          n = n0 + 8 * j + 2 * (lane & 3) + (e & 1);
+			if (m < p.m && n < p.n)
+				store_out<T>(p, bi, m, n, tot[4 * j + e]);
+		}
 }
 
-/* A 3-D map of e4m3 rows (inner bytes, pitch ld) for boxes of 128 bytes by `rows`, 128-byte
- * swizzle. */
+/* A 3-D map of e4m3 rows (inner bytes, pitch ld) for 128 x 128-byte boxes, 128-byte swizzle. */
 bool fp8_map(CUtensorMap *map, const void *ptr, int64_t inner, int64_t outer, int64_t batch,
-             int64_t ld, int64_t bstride, int rows)
+             int64_t ld, int64_t bstride)
 {
 	PFN_cuTensorMapEncodeTiled_v12000 encode = tk_sm90::encode_fn();
 	if (encode == nullptr)
 		return false;
 	cuuint64_t dims[3] = { (cuuint64_t)inner, (cuuint64_t)outer, (cuuint64_t)batch };
 	cuuint64_t strides[2] = { (cuuint64_t)ld, (cuuint64_t)(batch > 1 ? bstride : ld * outer) };
-	cuuint32_t box[3] = { 128, (cuuint32_t)rows, 1 };
+	cuuint32_t box[3] = { 128, 128, 1 };
 	cuuint32_t estr[3] = { 1, 1, 1 };
 	return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void *>(ptr), dims, strides,
 	              box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
@@ -637,59 +572,22 @@ bool fp8_map(CUtensorMap *map, const void *ptr, int64_t inner, int64_t outer, in
 	              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-/* The tile widths of the wg kernel. */
-constexpr int W_WIDTHS[] = { 64, 128, 192 };
-
-/*
- * The wg kernel's built-in tile width: the fewest waves of tiles over the
- * SMs, each wave weighed by its tile's width plus what a tile costs
- * besides its products (about 32 columns' worth); the wider on a tie.
- */
-int wg_width(const tk_fp8_problem &q)
-{
-	const int64_t sms = sm_count(), tm = (q.m + W_BM - 1) / W_BM;
-	int best = 0;
-	int64_t best_cost = 0;
-
-	for (int bn : W_WIDTHS) {
-		const int64_t tiles = q.batch * tm * ((q.n + bn - 1) / bn);
-		const int64_t cost = (tiles + sms - 1) / sms * (bn + 32);
-		if (best == 0 || cost <= best_cost) {
-			best = bn;
-			best_cost = cost;
-		}
-	}
-	return best;
-}
-
-/* The wg kernel at tile width BN (wg_ok says where it runs; cudaErrorNotSupported elsewhere). */
-template <typename T, int BN>
-cudaError_t launch_wg_bn(const Fp8Args &p, int64_t batch, cudaStream_t s)
+/* The wg kernel (wg_ok says where it runs; cudaErrorNotSupported elsewhere). */
+template <typename T> cudaError_t launch_wg(const Fp8Args &p, int64_t batch, cudaStream_t s)
 {
 	static std::atomic<uint64_t> smem_set{ 0 };
 	CUtensorMap ma, mb;
-	const int64_t tm = (p.m + W_BM - 1) / W_BM, tn = (p.n + BN - 1) / BN;
-	const int64_t tiles = batch * tm * tn;
 
-	if (!p.vec_a || !p.vec_b || tiles > INT32_MAX ||
-	    !fp8_map(&ma, p.a, p.k, p.m, batch, p.lda, p.a_bs, W_BM) ||
-	    !fp8_map(&mb, p.b, p.k, p.n, batch, p.ldb, p.b_bs, BN))
+	if (!p.vec_a || !p.vec_b || !fp8_map(&ma, p.a, p.k, p.m, batch, p.lda, p.a_bs) ||
+	    !fp8_map(&mb, p.b, p.k, p.n, batch, p.ldb, p.b_bs))
 		return cudaErrorNotSupported;
-	cudaError_t e =
-	        allow_dynamic_smem((const void *)fp8_wg<T, BN>, WgShape<BN>::SMEM, smem_set);
+	cudaError_t e = allow_dynamic_smem((const void *)fp8_wg<T>, W_SMEM, smem_set);
 	if (e != cudaSuccess)
 		return e;
-	const int grid = (int)(tiles < sm_count() ? tiles : sm_count());
-	fp8_wg<T, BN><<<grid, W_THREADS, WgShape<BN>::SMEM, s>>>(ma, mb, p, (int)tm, (int)tn,
-	                                                         (int)tiles);
+	dim3 grid((unsigned)((p.n + W_BN - 1) / W_BN), (unsigned)((p.m + W_BM - 1) / W_BM),
+	          (unsigned)batch);
+	fp8_wg<T><<<grid, W_THREADS, W_SMEM, s>>>(ma, mb, p);
 	return cudaGetLastError();
-}
-
-template <typename T> cudaError_t launch_wg(const Fp8Args &p, int64_t batch, int bn, cudaStream_t s)
-{
-	return bn == 64    ? launch_wg_bn<T, 64>(p, batch, s)
-	       : bn == 128 ? launch_wg_bn<T, 128>(p, batch, s)
-	                   : launch_wg_bn<T, 192>(p, batch, s);
 }
 
 /* ---- launch --------------------------------------------------------------------------- */
@@ -762,7 +660,7 @@ int stream_max_chunk(int mt)
  * decode its choice (gemm_fp8_decode.cu). */
 struct RunPlan {
 	int kernel;
-	int mt, splits, bn; /* bn: the wg kernel's tile width */
+	int mt, splits;
 	int64_t chunk;
 	tk_choice decode;
 };
@@ -783,7 +681,7 @@ bool stream_plan(const tk_fp8_problem &q, size_t ws_bytes, int splits, RunPlan *
 		return false;
 	if (splits > 1 && (size_t)(q.batch * q.m * q.n) * sizeof(float) > ws_bytes)
 		return false;
-	*pl = RunPlan{ TK_FP8_KERNEL_STREAM, mt, splits, 0, chunk, {} };
+	*pl = RunPlan{ TK_FP8_KERNEL_STREAM, mt, splits, chunk, {} };
 	return true;
 }
 
@@ -802,7 +700,8 @@ int stream_splits(const tk_fp8_problem &q)
 /* Whether the copy engine can read a and b (the wg kernel's condition). */
 bool wg_ok(const Fp8Args &p)
 {
-	return p.vec_a && p.vec_b && tk_sm90::encode_fn() != nullptr;
+	return p.vec_a && p.vec_b && (p.m + W_BM - 1) / W_BM <= 65535 &&
+	       tk_sm90::encode_fn() != nullptr;
 }
 
 /*
@@ -828,9 +727,7 @@ RunPlan default_plan(const tk_fp8_problem &q, const Fp8Args &p, size_t ws_bytes,
 		                &pl))
 			return pl;
 	}
-	if (wg_ok(p))
-		return RunPlan{ TK_FP8_KERNEL_WG, 0, 0, wg_width(q), 0, {} };
-	return RunPlan{ TK_FP8_KERNEL_TILE, 0, 0, 0, 0, {} };
+	return RunPlan{ wg_ok(p) ? TK_FP8_KERNEL_WG : TK_FP8_KERNEL_TILE, 0, 0, 0, {} };
 }
 
 /* The plan a choice names, where it can serve the call exactly. */
@@ -841,17 +738,16 @@ bool choice_plan(const tk_fp8_problem &q, const Fp8Args &p, size_t ws_bytes, con
 		return false;
 	if (c.v[0] == TK_FP8_KERNEL_STREAM)
 		return stream_plan(q, ws_bytes, c.v[1], pl);
-	if (c.v[0] == TK_FP8_KERNEL_WG && wg_ok(p) &&
-	    (c.v[1] == 0 || c.v[1] == 64 || c.v[1] == 128 || c.v[1] == 192)) {
-		*pl = RunPlan{ TK_FP8_KERNEL_WG, 0, 0, c.v[1] ? (int)c.v[1] : wg_width(q), 0, {} };
+	if (c.v[0] == TK_FP8_KERNEL_WG && wg_ok(p)) {
+		*pl = RunPlan{ TK_FP8_KERNEL_WG, 0, 0, 0, {} };
 		return true;
 	}
 	if (c.v[0] == TK_FP8_KERNEL_TILE) {
-		*pl = RunPlan{ TK_FP8_KERNEL_TILE, 0, 0, 0, 0, {} };
+		*pl = RunPlan{ TK_FP8_KERNEL_TILE, 0, 0, 0, {} };
 		return true;
 	}
 	if (c.v[0] == TK_FP8_KERNEL_DECODE && tk_fp8_decode_fits(&q, &c)) {
-		*pl = RunPlan{ TK_FP8_KERNEL_DECODE, 0, 0, 0, 0, c };
+		*pl = RunPlan{ TK_FP8_KERNEL_DECODE, 0, 0, 0, c };
 		return true;
 	}
 	return false;
@@ -860,7 +756,6 @@ bool choice_plan(const tk_fp8_problem &q, const Fp8Args &p, size_t ws_bytes, con
 template <typename T> tk_status run(const tk_fp8_problem &q, const tk_call *call, cudaStream_t s)
 {
 	Fp8Args p = args_of(q);
-	p.pairs = pairs_ok<T>(q);
 	const size_t ws_bytes = call->workspace ? call->workspace_bytes : 0;
 	cudaError_t e = cudaSuccess;
 	RunPlan pl;
@@ -902,7 +797,7 @@ template <typename T> tk_status run(const tk_fp8_problem &q, const tk_call *call
 			    : pl.mt == 2 ? launch_stream<T, 2>(p, q.batch, pl.splits, s)
 			                 : launch_stream<T, 4>(p, q.batch, pl.splits, s);
 	} else if (pl.kernel == TK_FP8_KERNEL_WG) {
-		e = launch_wg<T>(p, q.batch, pl.bn, s);
+		e = launch_wg<T>(p, q.batch, s);
 		/* the driver refused the tensor maps: the tile kernel, unless wg was asked exactly */
 		if (e == cudaErrorNotSupported && call->choice.mode != TK_CHOICE_EXACT)
 			e = launch_tile<T>(p, q.batch, s);
@@ -981,8 +876,7 @@ extern "C" int tk_gemm_fp8_candidates(const tk_call *call, int batched, tk_choic
 		}
 	}
 	if (wg_ok(p))
-		for (int bn : W_WIDTHS)
-			add(TK_FP8_KERNEL_WG, bn);
+		add(TK_FP8_KERNEL_WG, 0);
 	add(TK_FP8_KERNEL_TILE, 0);
 	return n;
 }

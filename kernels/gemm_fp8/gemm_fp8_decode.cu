@@ -104,6 +104,60 @@ __host__ __device__ constexpr int ring_region(int bn, int nt, int stages)
 	                                                          : nt * tile_ld(bn) * 4;
 }
 
+/*
+ * D[64 x N] (+)= A[64 x 32] B[32 x N], e4m3 in, f32 accumulators, both
+ * operands K-major in shared memory (descriptors); acc == 0 overwrites D.
+ * Accumulator layout as sm90.cuh's wgmma wrappers: per warp w and lane l,
+ * d[4j + 0..1] hold row 16w + l/4, columns 8j + 2(l%4) + 0..1, d[4j + 2..3]
+ * the same columns of row 16w + l/4 + 8.
+ */
+__device__ __forceinline__ void wgmma_e4m3_n8(float (&d)[4], uint64_t da, uint64_t db, int acc)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+	             "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 "
+	             "{%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
+	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+	             : "l"(da), "l"(db), "r"(acc));
+}
+
+__device__ __forceinline__ void wgmma_e4m3_n16(float (&d)[8], uint64_t da, uint64_t db, int acc)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+	             "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "
+	             "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
+	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+	               "+f"(d[6]), "+f"(d[7])
+	             : "l"(da), "l"(db), "r"(acc));
+}
+
+__device__ __forceinline__ void wgmma_e4m3_n32(float (&d)[16], uint64_t da, uint64_t db, int acc)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+	             "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
+	             "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, "
+	             "%17, p, 1, 1;\n}\n"
+	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+	               "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+	               "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+	             : "l"(da), "l"(db), "r"(acc));
+}
+
+__device__ __forceinline__ void wgmma_e4m3_n64(float (&d)[32], uint64_t da, uint64_t db, int acc)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+	             "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
+	             "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, "
+	             "%17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+	             "%32, %33, p, 1, 1;\n}\n"
+	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+	               "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+	               "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+	               "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+	               "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+	               "+f"(d[30]), "+f"(d[31])
+	             : "l"(da), "l"(db), "r"(acc));
+}
+
 template <int NT>
 __device__ __forceinline__ void mma(float (&d)[NT / 2], uint64_t da, uint64_t db, int acc)
 {

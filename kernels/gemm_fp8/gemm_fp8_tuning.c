@@ -2,8 +2,7 @@
  * gemm_fp8_tuning.c - the tuning interface of gemm_fp8 and bmm_fp8
  * (tk_tuning in tileops_kernels.h): family "gemm_fp8", whose choices are
  * the kernels of gemm_fp8.cu: the weight-streaming kernel with a split
- * count of K ("stream splits 4"), the wgmma kernel with its tile width
- * ("wg bn 192"; "wg" alone: the built-in width), the
+ * count of K ("stream splits 4"), the wgmma kernel ("wg"), the
  * mma.sync tile kernel ("tile") and the TMA decode kernel with its cluster
  * split of K, weight rows a CTA and ring stages ("decode splits 2 bn 128
  * stages 12").
@@ -22,9 +21,8 @@
 #include "gemm_fp8.h"
 
 #define CLASS_SYNTAX "DTYPE per_tensor|rowwise|block|bmm m^ n# k# b^"
-#define CHOICE_SYNTAX                                                                             \
-	"stream splits N (N >= 1), wg [bn 64|128|192], tile or decode splits S (1..8) bn 64|128 " \
-	"stages T (2..16)"
+#define CHOICE_SYNTAX \
+	"stream splits N (N >= 1), wg, tile or decode splits S (1..8) bn 64|128 stages T (2..16)"
 #define MAX_SPLITS 4096
 
 static int shape_class(const tk_call *call, int batched, char *buf, size_t len)
@@ -44,10 +42,8 @@ static int format_choice(const tk_choice *c, char *buf, size_t len)
 {
 	if (c->v[0] == TK_FP8_KERNEL_STREAM && c->v[1] >= 1)
 		snprintf(buf, len, "stream splits %d", (int)c->v[1]);
-	else if (c->v[0] == TK_FP8_KERNEL_WG && c->v[1] == 0)
-		snprintf(buf, len, "wg");
 	else if (c->v[0] == TK_FP8_KERNEL_WG)
-		snprintf(buf, len, "wg bn %d", (int)c->v[1]);
+		snprintf(buf, len, "wg");
 	else if (c->v[0] == TK_FP8_KERNEL_TILE)
 		snprintf(buf, len, "tile");
 	else if (c->v[0] == TK_FP8_KERNEL_DECODE)
@@ -90,12 +86,6 @@ static int parse_choice(const char *text, tk_choice *c)
 		return parse_decode(text, c);
 	if (got == 1 && !strcmp(word, "wg")) {
 		c->v[0] = TK_FP8_KERNEL_WG;
-		return 0;
-	}
-	if (got == 3 && !strcmp(word, "wg") && !strcmp(key, "bn") &&
-	    tk_word_number(num, "", 192, &n) == 0 && (n == 64 || n == 128 || n == 192)) {
-		c->v[0] = TK_FP8_KERNEL_WG;
-		c->v[1] = (int32_t)n;
 		return 0;
 	}
 	if (got == 1 && !strcmp(word, "tile")) {

@@ -257,18 +257,6 @@ Test(tuning, the_fp8_classes_name_the_scale_layout_and_the_choices_the_kernels)
 	tk_choice ch;
 	cr_assert_neq(family("gemm_fp8")->parse_choice("stream splits 0", &ch), 0);
 	cr_assert_neq(family("gemm_fp8")->parse_choice("splits 4", &ch), 0);
-	/* the wg kernel's tile widths (64, 128, 192; none: the built-in one) */
-	for (int bn = 64; bn <= 192; bn += 64) {
-		snprintf(s, sizeof(s), "wg bn %d", bn);
-		ch = choice("gemm_fp8", s);
-		cr_assert(ch.v[0] == 2 && ch.v[1] == bn, "%s", s);
-		char back[TK_TUNING_TEXT_MAX];
-		cr_assert_eq(family("gemm_fp8")->format_choice(&ch, back, sizeof(back)), 0);
-		cr_assert_str_eq(back, s);
-	}
-	cr_assert_neq(family("gemm_fp8")->parse_choice("wg bn 96", &ch), 0);
-	cr_assert_neq(family("gemm_fp8")->parse_choice("wg bn 256", &ch), 0);
-	cr_assert_neq(family("gemm_fp8")->parse_choice("wg bn", &ch), 0);
 	/* the decode kernel's cluster split (1..8), weight tile (64, 128) and ring (2..16) */
 	cr_assert_neq(family("gemm_fp8")->parse_choice("decode splits 9 bn 128 stages 4", &ch), 0);
 	cr_assert_neq(family("gemm_fp8")->parse_choice("decode splits 2 bn 96 stages 4", &ch), 0);
